@@ -1,0 +1,78 @@
+"""Helpers shared by the checks: pick a section across hosts, compare values, word findings."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from preflight.facts import HostFacts, SectionError
+from preflight.model import Cluster, Finding, Status
+
+T = TypeVar("T")
+
+
+def sections(cluster: Cluster, pick: Callable[[HostFacts], Any],
+             kind: type[T]) -> tuple[dict[str, T], dict[str, str]]:
+    """Returns ({host: section} for hosts that have it, {host: why not} for the others)."""
+    have: dict[str, T] = {}
+    missing: dict[str, str] = {}
+    for name, facts in cluster.probed():
+        sec = pick(facts)
+        if isinstance(sec, kind):
+            have[name] = sec
+        elif isinstance(sec, SectionError):
+            missing[name] = sec.message
+        else:
+            missing[name] = f"unexpected {type(sec).__name__}"
+    return have, missing
+
+
+def could_not_check(check: str, what: str, missing: dict[str, str]) -> list[Finding]:
+    """Returns one could-not-check finding per host whose facts were missing."""
+    return [Finding(check, Status.COULD_NOT_CHECK, (host,),
+                    f"{host}: could not read {what}: {why}", {"reason": why})
+            for host, why in missing.items()]
+
+
+def hosts_text(hosts: Sequence[str], limit: int = 6) -> str:
+    """Returns 'a, b, c' or 'a, b, c, ... (+5 more)' for long lists."""
+    if len(hosts) <= limit:
+        return ", ".join(hosts)
+    return ", ".join(hosts[:limit]) + f", ... (+{len(hosts) - limit} more)"
+
+
+def compare(check: str, label: str, values: dict[str, Hashable],
+            status: Status = Status.FAIL, show: Callable[[Any], str] = str) -> list[Finding]:
+    """Returns findings for hosts whose value differs from the majority (none if all agree).
+
+    With a clear majority: 'node07: paddle 3.2.2 != 3.3.1 (5 of 6 hosts)', one finding per
+    deviating value. With no majority, one finding that lists every value and its hosts."""
+    if not values:
+        return []
+    counts = Counter(values.values())
+    if len(counts) == 1:
+        return []
+    ranked = counts.most_common()
+    total = len(values)
+    groups: dict[Hashable, list[str]] = {}
+    for host, v in values.items():
+        groups.setdefault(v, []).append(host)
+    if ranked[0][1] == ranked[1][1]:
+        parts = [f"{show(v)} on {hosts_text(groups[v])}" for v, _ in ranked]
+        return [Finding(check, status, tuple(values), f"{label} differs with no majority: "
+                        + "; ".join(parts), {"values": {h: show(v) for h, v in values.items()}})]
+    majority, n = ranked[0]
+    out = []
+    for v, _ in ranked[1:]:
+        hosts = groups[v]
+        out.append(Finding(
+            check, status, tuple(hosts),
+            f"{hosts_text(hosts)}: {label} {show(v)} != {show(majority)} ({n} of {total} hosts)",
+            {"field": label, "value": show(v), "majority": show(majority),
+             "majority_hosts": n, "hosts_total": total}))
+    return out
+
+
+def passed(check: str, hosts: Iterable[str], message: str, **data: Any) -> Finding:
+    return Finding(check, Status.PASS, tuple(hosts), message, data)

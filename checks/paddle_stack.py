@@ -1,0 +1,46 @@
+"""Paddle importable everywhere, and Paddle/CUDA/cuDNN/NCCL/Python identical on every host."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from preflight.checks.common import compare, could_not_check, passed, sections
+from preflight.facts import PaddleFacts
+from preflight.model import Cluster, Finding, Status
+
+NAME = "paddle-stack"
+
+# (label in messages, attribute). Different builds of one version differ in commit, and
+# mismatched NCCL between ranks is the classic cause of hangs and "Mismatched NCCL version".
+FIELDS = (("paddle", "version"), ("paddle commit", "commit"), ("CUDA", "cuda"),
+          ("cuDNN", "cudnn"), ("NCCL", "nccl"))
+
+
+def _python_minor(p: PaddleFacts) -> str:
+    return ".".join((p.python or "?").split(".")[:2])
+
+
+def check(cluster: Cluster) -> Iterator[Finding]:
+    stacks, missing = sections(cluster, lambda f: f.paddle, PaddleFacts)
+    yield from could_not_check(NAME, "Paddle facts", missing)
+    usable = {}
+    for host, p in stacks.items():
+        if p.available:
+            usable[host] = p
+        else:
+            yield Finding(NAME, Status.FAIL, (host,),
+                          f"{host}: Paddle not importable with {p.interpreter}: {p.reason}",
+                          {"interpreter": p.interpreter, "reason": p.reason})
+    if not usable:
+        return
+    bad: list[Finding] = []
+    for label, attr in FIELDS:
+        bad += compare(NAME, label, {h: getattr(p, attr) for h, p in usable.items()},
+                       show=lambda v: "none" if v is None else str(v))
+    bad += compare(NAME, "Python", {h: _python_minor(p) for h, p in usable.items()})
+    yield from bad
+    if not bad:
+        p = next(iter(usable.values()))
+        cuda = "CPU build" if not p.compiled_with_cuda else f"CUDA {p.cuda}, cuDNN {p.cudnn}"
+        yield passed(NAME, usable, f"paddle {p.version} ({cuda}, Python {_python_minor(p)}) "
+                     f"on all {len(usable)} hosts", version=p.version, commit=p.commit)

@@ -1,0 +1,64 @@
+"""Validates inventory values before they can reach an SSH connection or a remote shell."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Any
+
+# Host names and users: letters, digits and . _ - only, never a leading '-' (which ssh or a
+# shell would read as an option, e.g. "-oProxyCommand=...").
+NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,252}$")
+USER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
+HOSTNAME_RE = re.compile(
+    r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+
+
+class BadValue(ValueError):
+    pass
+
+
+def host_name(v: str) -> str:
+    if not NAME_RE.match(v):
+        raise BadValue(f"{v!r:.80} is not a valid host name (letters, digits, '.', '_', '-')")
+    return v
+
+
+def address(v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise BadValue("expected an IP address or DNS name")
+    try:
+        return str(ipaddress.ip_address(v))
+    except ValueError:
+        pass
+    if not HOSTNAME_RE.match(v):
+        raise BadValue(f"{v!r:.80} is neither an IP address nor a DNS name")
+    return v
+
+
+def user(v: Any) -> str:
+    if not isinstance(v, str) or not USER_RE.match(v):
+        raise BadValue(f"{v!r:.80} is not a valid user name")
+    return v
+
+
+def port(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535:
+        raise BadValue(f"{v!r:.40} is not a TCP port (an integer 1-65535)")
+    return v
+
+
+def command_path(v: Any) -> str:
+    """An interpreter path or name; it is always shell-quoted, but never option-like."""
+    if not isinstance(v, str) or not v.strip():
+        raise BadValue("expected an interpreter path or name")
+    if v.startswith("-") or any(c in v for c in "\x00\n\r"):
+        raise BadValue(f"{v!r:.80} is not a usable interpreter path")
+    return v
+
+
+def file_path(v: Any) -> str:
+    if not isinstance(v, str) or not v or "\x00" in v or "\n" in v:
+        raise BadValue("expected a file path")
+    return v

@@ -1,0 +1,127 @@
+"""Command line: arguments -> collect -> checks -> verdict -> reports -> exit code."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from types import FrameType
+from typing import Optional
+
+from preflight import __version__
+from preflight.collect import CollectOptions, collect, local_host
+from preflight.engine import judge, run_checks
+from preflight.inventory import InventoryError, load
+from preflight.model import Cluster, Stage, Verdict
+from preflight.report import jsonreport, terminal
+
+EXIT_GO, EXIT_NO_GO, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class UsageError(Exception):
+    """An operator error: printed as one line, exit code 2."""
+
+
+def _positive(kind: type[float] | type[int]):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> float | int:
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+        return v
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="preflight", description=(
+        "Pre-flight readiness check for PaddlePaddle distributed training clusters. "
+        "Exit codes: 0 GO, 1 NO-GO, 2 bad invocation or inventory, 3 internal error."))
+    p.add_argument("--version", action="version", version=f"preflight {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="check the hosts of an inventory (or this machine)")
+    c.add_argument("-i", "--inventory", help="inventory file (YAML); without it, this "
+                   "machine is audited locally, without SSH")
+    c.add_argument("--json", metavar="FILE", help="write the JSON report here (atomically)")
+    c.add_argument("--forks", type=_positive(int), default=32,
+                   help="hosts probed at once (default: 32)")
+    c.add_argument("--connect-timeout", type=_positive(float), default=10.0, metavar="S",
+                   help="TCP connect, SSH banner and auth timeout in seconds (default: 10)")
+    c.add_argument("--deadline", type=_positive(float), default=60.0, metavar="S",
+                   help="per-host limit from connect to facts, in seconds (default: 60)")
+    c.add_argument("--accept-new-host-keys", action="store_true",
+                   help="record the keys of hosts not yet in known_hosts (like OpenSSH's "
+                   "StrictHostKeyChecking=accept-new); changed keys are always refused")
+    c.add_argument("--python", default="python3",
+                   help="training interpreter for the local audit (default: python3)")
+    c.add_argument("--cpu-sample", type=_positive(float), default=0.5, metavar="S",
+                   help="CPU utilisation sampling window on each host (default: 0.5)")
+    c.add_argument("--no-progress", action="store_true", help="no live progress line")
+    c.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    return p
+
+
+def _raise_interrupt(signum: int, frame: Optional[FrameType]) -> None:
+    raise KeyboardInterrupt
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    if args.inventory:
+        hosts = load(args.inventory)
+    else:
+        hosts = [local_host(python=args.python)]
+    if args.json:
+        parent = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(parent):
+            raise UsageError(f"--json {args.json}: directory {parent} does not exist")
+    opts = CollectOptions(forks=args.forks, connect_timeout=args.connect_timeout,
+                          deadline=args.deadline,
+                          accept_new_host_keys=args.accept_new_host_keys,
+                          cpu_sample_s=args.cpu_sample)
+    progress = terminal.Progress(enabled=False if args.no_progress else None)
+    started = time.time()
+    try:
+        outcomes = collect(hosts, opts, on_result=progress)
+    finally:
+        progress.close()
+    cluster = Cluster(tuple(outcomes))
+    judgement = judge(cluster, run_checks(cluster))
+    interrupted = any(o.failure and o.failure.stage is Stage.INTERRUPTED for o in outcomes)
+    if args.json:
+        meta = {"started_at": started, "duration_s": round(time.time() - started, 3),
+                "inventory": os.path.abspath(args.inventory) if args.inventory else None,
+                "interrupted": interrupted}
+        jsonreport.write_atomic(args.json, jsonreport.document(cluster, judgement, meta))
+    sys.stdout.write(terminal.render(judgement, color=sys.stdout.isatty()))
+    if interrupted:
+        return EXIT_INTERRUPTED
+    if judgement.crashed_checks:
+        return EXIT_INTERNAL
+    return EXIT_GO if judgement.verdict is Verdict.GO else EXIT_NO_GO
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 with argparse's own one-line error
+    logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else
+                        logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return cmd_check(args)
+    except (InventoryError, UsageError) as e:
+        print(f"preflight: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("preflight: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as e:  # a bug: say so in one line, with where, not a bare traceback
+        if getattr(args, "verbose", False):
+            raise
+        print(f"preflight: internal error: {type(e).__name__}: {e} (run with -v for "
+              f"the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL

@@ -1,0 +1,217 @@
+"""Fan-out: run the probe on every host, bounded in concurrency and in time -> outcomes."""
+
+from __future__ import annotations
+
+import os
+import queue
+import secrets
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Optional
+
+from preflight import ssh
+from preflight.model import Host, HostFailure, HostOutcome, Stage
+from preflight.parse import ProbeOutputError, parse_probe_output
+
+REMOTE_DIR = "/tmp"
+# What the probe may use of a host's deadline: the rest covers connect, upload, transfer.
+PROBE_MARGIN_S = 3.0
+
+
+@dataclass(frozen=True)
+class CollectOptions:
+    forks: int = 32
+    connect_timeout: float = 10.0
+    deadline: float = 60.0  # per host, from the start of its connection to parsed facts
+    accept_new_host_keys: bool = False
+    cpu_sample_s: float = 0.5
+
+
+def probe_source() -> bytes:
+    """Returns the probe script that is shipped to each host."""
+    return resources.files("preflight").joinpath("probe_script.py").read_bytes()
+
+
+def probe_args(host: Host, opts: CollectOptions, budget: float) -> list[str]:
+    return ["--python", host.python, "--sample", f"{opts.cpu_sample_s:g}",
+            "--budget", f"{budget:.0f}"]
+
+
+def remote_command(path: str, host: Host, opts: CollectOptions, budget: float) -> str:
+    """Returns the one shell command run on a host; every inventory value is quoted.
+
+    POSIX sh is named explicitly so a csh or fish login shell reads it the same way.
+    `timeout` bounds the probe on the host even if our connection is gone; the file is
+    removed whatever the probe's exit (the probe also deletes itself when it starts)."""
+    q = shlex.quote
+    run = " ".join(q(a) for a in [host.probe_python, path, "--self-delete",
+                                  *probe_args(host, opts, budget)])
+    limit = int(budget) + 1
+    script = (f"if command -v timeout >/dev/null 2>&1; then timeout -k 2 {limit} {run}; "
+              f"else {run}; fi; rc=$?; rm -f {q(path)}; exit $rc")
+    return "sh -c " + q(script)
+
+
+class _Job:
+    """One host's collection in its own thread; the dispatcher may abort it at its deadline."""
+
+    def __init__(self, host: Host, opts: CollectOptions, results: queue.Queue[Any]) -> None:
+        self.host, self.opts, self.results = host, opts, results
+        self.stage = Stage.CONNECT
+        self.started = time.monotonic()
+        self.conn: Any = None
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.thread = threading.Thread(target=self._run, name=f"probe-{host.name}", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            outcome = self._collect()
+        except BaseException as e:  # a host's failure is data, whatever it raised
+            failure = ssh.classify(e, self.stage, self.host, self.opts.connect_timeout)
+            outcome = HostOutcome(self.host, failure=failure)
+        self.results.put((self, outcome))
+
+    def _remaining(self) -> float:
+        return self.opts.deadline - (time.monotonic() - self.started)
+
+    def _finish(self, stdout: str, exited: int, stderr: str) -> HostOutcome:
+        received = time.time()
+        elapsed = time.monotonic() - self.started
+        if exited != 0:
+            tail = " | ".join(stderr.strip().splitlines()[-3:])[:400]
+            reason = (f"probe ran past its {self._remaining():.0f} s budget on the host"
+                      if exited == 124 else f"probe exited {exited}: {tail or 'no output'}")
+            return HostOutcome(self.host, failure=HostFailure(Stage.PROBE, reason),
+                               elapsed_s=elapsed)
+        self.stage = Stage.PARSE
+        try:
+            facts = parse_probe_output(stdout, received_at=received)
+        except ProbeOutputError as e:
+            return HostOutcome(self.host, failure=HostFailure(Stage.PARSE, str(e)),
+                               elapsed_s=elapsed)
+        return HostOutcome(self.host, facts=facts, elapsed_s=elapsed, received_at=received)
+
+    def _collect(self) -> HostOutcome:
+        if self.host.local:
+            return self._collect_local()
+        early = ssh.preflight_failure(self.host)
+        if early:
+            return HostOutcome(self.host, failure=early)
+        self.conn = ssh.connection(self.host, self.opts.connect_timeout,
+                                   self.opts.accept_new_host_keys)
+        try:
+            self.conn.open()
+            self.stage = Stage.UPLOAD
+            path = f"{REMOTE_DIR}/.preflight-probe-{secrets.token_hex(8)}.py"
+            self._upload(path)
+            self.stage = Stage.PROBE
+            budget = max(1.0, self._remaining() - PROBE_MARGIN_S)
+            result = self.conn.run(remote_command(path, self.host, self.opts, budget),
+                                   hide=True, warn=True, in_stream=False,
+                                   timeout=max(1, int(self._remaining())))
+            return self._finish(result.stdout, result.exited, result.stderr)
+        finally:
+            self.conn.close()
+
+    def _upload(self, path: str) -> None:
+        sftp = self.conn.sftp()
+        try:
+            # "x": create only; never write through a file or link that is already there.
+            with sftp.open(path, "wx") as fh:
+                fh.write(probe_source())
+        except BaseException:
+            try:
+                sftp.remove(path)  # a partial file (e.g. a full /tmp) must not stay behind
+            except Exception:
+                pass
+            raise
+
+    def _collect_local(self) -> HostOutcome:
+        path = str(resources.files("preflight").joinpath("probe_script.py"))
+        budget = max(1.0, self._remaining() - PROBE_MARGIN_S)
+        self.stage = Stage.PROBE
+        self.proc = subprocess.Popen([self.host.probe_python, path,
+                                      *probe_args(self.host, self.opts, budget)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out, err = self.proc.communicate(timeout=self._remaining())
+        return self._finish(out.decode("utf-8", "replace"), self.proc.returncode,
+                            err.decode("utf-8", "replace"))
+
+    def abort(self) -> None:
+        """Cuts the host off: closing its transport unblocks whatever the thread waits on."""
+        try:
+            if self.conn is not None:
+                self.conn.client.close()
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+        except Exception:
+            pass
+
+
+Progress = Callable[[HostOutcome, int, int], None]
+
+
+def collect(hosts: Sequence[Host], opts: CollectOptions,
+            on_result: Optional[Progress] = None) -> list[HostOutcome]:
+    """Returns one outcome per host, in inventory order, within about
+    ceil(len(hosts) / forks) * deadline seconds whatever the hosts do."""
+    ssh.quiet_paramiko()
+    results: queue.Queue[Any] = queue.Queue()
+    pending = list(hosts)
+    pending.reverse()
+    running: dict[str, _Job] = {}
+    outcomes: dict[str, HostOutcome] = {}
+
+    def record(outcome: HostOutcome) -> None:
+        outcomes[outcome.host.name] = outcome
+        if on_result:
+            on_result(outcome, len(outcomes), len(hosts))
+
+    try:
+        _dispatch(hosts, opts, pending, running, results, record)
+    except KeyboardInterrupt:
+        # Keep what was learned: answered hosts stay, the rest are marked, none is dropped.
+        for job in running.values():
+            job.abort()
+        for host in [j.host for j in running.values()] + pending[::-1]:
+            record(HostOutcome(host, failure=HostFailure(
+                Stage.INTERRUPTED, "run interrupted before this host answered")))
+    return [outcomes[h.name] for h in hosts]
+
+
+def _dispatch(hosts: Sequence[Host], opts: CollectOptions, pending: list[Host],
+              running: dict[str, _Job], results: queue.Queue[Any],
+              record: Callable[[HostOutcome], None]) -> None:
+    while pending or running:
+        while pending and len(running) < max(1, opts.forks):
+            job = _Job(pending.pop(), opts, results)
+            running[job.host.name] = job
+            job.thread.start()
+        now = time.monotonic()
+        next_deadline = min(j.started + opts.deadline for j in running.values())
+        try:
+            job, outcome = results.get(timeout=max(0.01, min(0.5, next_deadline - now)))
+        except queue.Empty:
+            pass
+        else:
+            if running.get(job.host.name) is job:  # a late answer after a timeout is dropped
+                del running[job.host.name]
+                record(outcome)
+        now = time.monotonic()
+        for name, job in list(running.items()):
+            if now - job.started >= opts.deadline:
+                del running[name]
+                job.abort()
+                record(HostOutcome(job.host, failure=HostFailure(
+                    Stage.TIMEOUT, f"no answer within the {opts.deadline:.0f} s deadline "
+                    f"(stopped during {job.stage.value})"), elapsed_s=now - job.started))
+
+
+def local_host(python: str = "python3") -> Host:
+    """Returns the Host that stands for this machine in a local audit."""
+    return Host(name=os.uname().nodename, address="localhost", python=python, local=True)

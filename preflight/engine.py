@@ -1,0 +1,39 @@
+"""Runs the checks over the collected facts and turns the findings into a verdict."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Sequence
+
+from preflight.checks import ALL_CHECKS, CheckSpec
+from preflight.model import Cluster, Finding, Judgement, Status, Verdict
+
+BLOCKING = (Status.FAIL, Status.COULD_NOT_CHECK, Status.ERROR)
+
+
+def run_checks(cluster: Cluster, specs: Sequence[CheckSpec] = ALL_CHECKS) -> list[Finding]:
+    """Returns every check's findings; a check that raises becomes one ERROR finding."""
+    findings: list[Finding] = []
+    for spec in specs:
+        try:
+            findings.extend(spec.run(cluster))
+        except Exception as e:  # a bug in one check must not hide the others' findings
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            findings.append(Finding(
+                spec.name, Status.ERROR, (),
+                f"check {spec.name} crashed: {type(e).__name__}: {e} "
+                f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno})",
+                {"exception": type(e).__name__}))
+    return findings
+
+
+def judge(cluster: Cluster, findings: Sequence[Finding]) -> Judgement:
+    """Returns GO only when no finding blocks and every host was checked."""
+    reasons = [f.message for f in findings if f.status in BLOCKING]
+    unchecked = [o.host.name for o in cluster.outcomes if not o.ok]
+    if unchecked and not any(f.status is Status.COULD_NOT_CHECK for f in findings):
+        reasons.append(f"not checked: {', '.join(unchecked)}")  # never a silent pass
+    if not cluster.outcomes:
+        reasons.append("no hosts to check")
+    verdict = Verdict.NO_GO if reasons else Verdict.GO
+    return Judgement(verdict, tuple(findings), tuple(reasons))

@@ -1,0 +1,155 @@
+"""Typed facts of one host, as the probe reported them (parsed by preflight.parse)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+
+@dataclass(frozen=True)
+class SectionError:
+    """A probe section that failed on the host, or whose data could not be parsed."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class SystemFacts:
+    hostname: str
+    kernel: str
+    arch: str
+    os: str
+    python: str
+
+
+@dataclass(frozen=True)
+class CpuQuota:
+    version: int
+    quota_us: int
+    period_us: int
+    cores: float
+
+
+@dataclass(frozen=True)
+class CpuFacts:
+    logical: int
+    affinity: int
+    effective: float
+    utilization: float
+    loadavg: tuple[float, ...]
+    quota: Optional[CpuQuota] = None
+    model: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class MemoryFacts:
+    total_bytes: Optional[int]
+    available_bytes: Optional[int]
+
+
+@dataclass(frozen=True)
+class ShmFacts:
+    size_bytes: int
+    free_bytes: int
+
+
+@dataclass(frozen=True)
+class Limit:
+    soft: Optional[int]  # None: unlimited
+    hard: Optional[int]
+
+
+@dataclass(frozen=True)
+class LimitsFacts:
+    nofile: Limit
+    memlock: Limit
+
+
+@dataclass(frozen=True)
+class Interface:
+    name: str
+    mtu: Optional[int]
+    state: Optional[str]
+    speed_mbps: Optional[int]
+    addresses: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NetworkFacts:
+    interfaces: tuple[Interface, ...]
+
+
+@dataclass(frozen=True)
+class PortsFacts:
+    tcp: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class EnvFacts:
+    vars: tuple[tuple[str, str], ...]  # sorted (name, value); secret-looking values redacted
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    index: int
+    name: str
+    memory_total_mib: Optional[int]
+    compute_capability: Optional[str]
+    uuid: str = ""
+    vbios: Optional[str] = None
+    ecc_mode: Optional[str] = None
+    mig_mode: Optional[str] = None
+    persistence_mode: Optional[str] = None
+    power_limit_w: Optional[float] = None
+    pcie_width: Optional[int] = None
+    pcie_width_max: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    source: str  # "nvml", "nvidia-smi" or "none"
+    driver: Optional[str] = None
+    cuda_driver: Optional[str] = None
+    devices: tuple[GpuDevice, ...] = ()
+
+
+@dataclass(frozen=True)
+class PaddleFacts:
+    interpreter: str
+    available: bool
+    reason: Optional[str] = None  # why Paddle is not importable
+    python: Optional[str] = None  # the training environment's Python version
+    version: Optional[str] = None
+    commit: Optional[str] = None
+    cuda: Optional[str] = None
+    cudnn: Optional[str] = None
+    nccl: Optional[str] = None
+    cuda_archs: Optional[tuple[int, ...]] = None
+    compiled_with_cuda: Optional[bool] = None
+    compiled_with_distribute: Optional[bool] = None
+    ps_core: Optional[bool] = None
+
+
+@dataclass(frozen=True)
+class ClockFacts:
+    epoch: float  # the host's own time when the probe finished
+    skew_s: Optional[float] = None  # host minus controller, measured on arrival
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """Every section of one probe run; each is its facts or the SectionError that replaced it."""
+
+    schema: int
+    system: Union[SystemFacts, SectionError]
+    cpu: Union[CpuFacts, SectionError]
+    memory: Union[MemoryFacts, SectionError]
+    shm: Union[ShmFacts, SectionError]
+    limits: Union[LimitsFacts, SectionError]
+    network: Union[NetworkFacts, SectionError]
+    ports: Union[PortsFacts, SectionError]
+    env: Union[EnvFacts, SectionError]
+    gpu: Union[GpuFacts, SectionError]
+    paddle: Union[PaddleFacts, SectionError]
+    clock: Union[ClockFacts, SectionError]
+    probe_elapsed_s: float = 0.0

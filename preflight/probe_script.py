@@ -1,0 +1,513 @@
+# preflight probe: collects the facts of one host and prints them as one JSON document.
+#
+# Shipped to each host and run there with the host's python3, so: standard library only,
+# syntax kept to Python 3.6 (tests parse it with feature_version=(3, 6)), every section
+# guarded so a failure becomes {"error": ...} in that section instead of a crash.
+# The probe decides nothing: it reports; the controller judges.
+import json
+import os
+import platform
+import resource
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+SCHEMA = 1
+ENV_PREFIXES = ("NCCL_", "FLAGS_", "PADDLE_", "GLOG_", "CUDA_VISIBLE_DEVICES")
+# Names that look secret keep their presence, never their value: reports get shared.
+SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "_KEY", "APIKEY")
+PADDLE_MARK = "PREFLIGHT-PADDLE-JSON:"
+
+# Runs in a child process with the training environment's python: importing Paddle can
+# take seconds, print noise, or crash, and must not take the probe down with it.
+PADDLE_CHILD = r"""
+import json, sys
+out = {"python": "%d.%d.%d" % tuple(sys.version_info[:3]), "executable": sys.executable}
+try:
+    import paddle
+except BaseException as e:
+    out["available"] = False
+    out["reason"] = "%s: %s" % (type(e).__name__, str(e)[:300])
+else:
+    out["available"] = True
+    v = paddle.version
+    def call(name):
+        a = getattr(v, name, None)
+        if a is None:
+            return None
+        try:
+            r = a() if callable(a) else a
+        except Exception:
+            return None
+        return r if isinstance(r, (list, int)) else str(r)
+    out["version"] = str(getattr(paddle, "__version__", ""))
+    out["full_version"] = str(getattr(v, "full_version", ""))
+    out["commit"] = str(getattr(v, "commit", ""))
+    for key in ("cuda", "cudnn", "nccl", "cuda_archs"):
+        out[key] = call(key)
+    for key, fn in (("compiled_with_cuda", "is_compiled_with_cuda"),
+                    ("compiled_with_distribute", "is_compiled_with_distribute")):
+        try:
+            out[key] = bool(getattr(paddle, fn)())
+        except Exception:
+            out[key] = None
+    core = None
+    for mod in ("paddle.base.core", "paddle.fluid.core"):
+        try:
+            core = __import__(mod, fromlist=["core"])
+            break
+        except Exception:
+            pass
+    # The PS core is absent from 3.1+ CPU wheels: PS mode then cannot run at all.
+    out["ps_core"] = None if core is None else all(
+        hasattr(core, n) for n in ("CommContext", "DistCommunicator", "DistFleetWrapper"))
+if WANT_NVML:
+    try:
+        import pynvml
+    except Exception:
+        pass
+    else:
+        try:
+            exec(NVML_SRC)
+            out["nvml"] = nvml_facts(pynvml)
+        except Exception as e:
+            out["nvml"] = {"error": "%s: %s" % (type(e).__name__, str(e)[:300])}
+sys.stdout.write("\n" + MARK + json.dumps(out) + "\n")
+"""
+
+
+def read(path, limit=65536):
+    with open(path, "rb") as f:
+        return f.read(limit).decode("utf-8", "replace")
+
+
+def section(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as e:  # one broken area must not hide the others
+        return {"error": "%s: %s" % (type(e).__name__, str(e)[:500])}
+
+
+# ---------------------------------------------------------------- system
+def system_facts():
+    os_name = None
+    try:
+        for line in read("/etc/os-release").splitlines():
+            if line.startswith("PRETTY_NAME="):
+                os_name = line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    u = os.uname()
+    return {
+        "hostname": socket.gethostname(),
+        "kernel": u.release,
+        "arch": u.machine,
+        "os": os_name or platform.system(),
+        "python": "%d.%d.%d" % tuple(sys.version_info[:3]),
+        "python_executable": sys.executable,
+    }
+
+
+# ---------------------------------------------------------------- cpu
+def cpu_times():
+    for line in read("/proc/stat").splitlines():
+        if line.startswith("cpu "):
+            vals = [int(x) for x in line.split()[1:]]
+            idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+            return sum(vals[:8]), idle
+    raise ValueError("no cpu line in /proc/stat")
+
+
+def cgroup_v1_quota():
+    """Smallest cfs quota/period from this process's cpu cgroup up to the root."""
+    rel = None
+    for line in read("/proc/self/cgroup").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and "cpu" in parts[1].split(","):
+            rel = parts[2]
+    if rel is None:
+        return None
+    mount_root = mount_point = None
+    for line in read("/proc/self/mountinfo", 1 << 20).splitlines():
+        left, _, right = line.partition(" - ")
+        fields, rfields = left.split(), right.split()
+        if len(rfields) >= 3 and rfields[0] == "cgroup" and "cpu" in rfields[2].split(","):
+            mount_root, mount_point = fields[3], fields[4]
+    if mount_point is None:
+        return None
+    if mount_root != "/" and rel.startswith(mount_root):
+        rel = rel[len(mount_root):]
+    path = os.path.normpath(mount_point + "/" + rel.lstrip("/"))
+    best = None
+    while True:
+        try:
+            quota = int(read(os.path.join(path, "cpu.cfs_quota_us")))
+            period = int(read(os.path.join(path, "cpu.cfs_period_us")))
+            if quota > 0 and period > 0:
+                cores = quota / float(period)
+                if best is None or cores < best["cores"]:
+                    best = {"version": 1, "path": path, "quota_us": quota,
+                            "period_us": period, "cores": cores}
+        except (OSError, ValueError):
+            pass
+        if path == mount_point or len(path) <= len(mount_point):
+            return best
+        path = os.path.dirname(path)
+
+
+def cgroup_v2_quota():
+    rel = None
+    for line in read("/proc/self/cgroup").splitlines():
+        if line.startswith("0::"):
+            rel = line[3:]
+    if rel is None:
+        return None
+    root = None
+    for line in read("/proc/self/mountinfo", 1 << 20).splitlines():
+        left, _, right = line.partition(" - ")
+        if right.split()[:1] == ["cgroup2"]:
+            root = left.split()[4]
+    if root is None:
+        return None
+    path = os.path.normpath(root + "/" + rel.lstrip("/"))
+    best = None
+    while True:
+        try:
+            quota, period = read(os.path.join(path, "cpu.max")).split()[:2]
+            if quota != "max":
+                cores = int(quota) / float(period)
+                if best is None or cores < best["cores"]:
+                    best = {"version": 2, "path": path, "quota_us": int(quota),
+                            "period_us": int(period), "cores": cores}
+        except (OSError, ValueError):
+            pass
+        if len(path) <= len(root):
+            return best
+        path = os.path.dirname(path)
+
+
+def cpu_facts(sample_s):
+    logical = os.cpu_count() or 1
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        affinity = logical
+    quotas = [q for q in (section(cgroup_v1_quota), section(cgroup_v2_quota))
+              if q and "cores" in q]
+    quota = min(quotas, key=lambda q: q["cores"]) if quotas else None
+    effective = float(min(affinity, quota["cores"])) if quota else float(affinity)
+    t0, i0 = cpu_times()
+    time.sleep(sample_s)
+    t1, i1 = cpu_times()
+    busy = 0.0 if t1 == t0 else 1.0 - (i1 - i0) / float(t1 - t0)
+    load = os.getloadavg()
+    model = None
+    try:
+        for line in read("/proc/cpuinfo", 1 << 20).splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "logical": logical,
+        "affinity": affinity,
+        "quota": quota,
+        "effective": round(effective, 3),
+        "utilization": round(max(0.0, min(1.0, busy)), 3),
+        "sample_s": sample_s,
+        "loadavg": [round(x, 2) for x in load],
+        "model": model,
+    }
+
+
+# ---------------------------------------------------------------- memory, shm, limits
+def memory_facts():
+    info = {}
+    for line in read("/proc/meminfo").splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts:
+            info[key] = int(parts[0]) * 1024
+    return {"total_bytes": info.get("MemTotal"), "available_bytes": info.get("MemAvailable"),
+            "swap_total_bytes": info.get("SwapTotal")}
+
+
+def shm_facts():
+    st = os.statvfs("/dev/shm")
+    return {"size_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize}
+
+
+def limits_facts():
+    def pair(which):
+        soft, hard = resource.getrlimit(which)
+        return {"soft": None if soft == resource.RLIM_INFINITY else soft,
+                "hard": None if hard == resource.RLIM_INFINITY else hard}
+    return {"nofile": pair(resource.RLIMIT_NOFILE), "memlock": pair(resource.RLIMIT_MEMLOCK)}
+
+
+# ---------------------------------------------------------------- network
+def ip_addresses():
+    """Addresses per interface from `ip -j addr`, else IPv4 by ioctl."""
+    try:
+        out = subprocess.check_output(["ip", "-j", "addr", "show"], stderr=subprocess.DEVNULL,
+                                      timeout=5)
+        result = {}
+        for link in json.loads(out.decode("utf-8", "replace")):
+            result[link.get("ifname")] = [
+                "%s/%s" % (a.get("local"), a.get("prefixlen")) for a in link.get("addr_info", [])
+            ]
+        return result
+    except (OSError, ValueError, subprocess.SubprocessError):
+        pass
+    import fcntl
+    result = {}
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        for _, name in socket.if_nameindex():
+            try:
+                raw = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name[:15].encode()))
+                result[name] = [socket.inet_ntoa(raw[20:24])]
+            except OSError:
+                result[name] = []
+    finally:
+        s.close()
+    return result
+
+
+def network_facts():
+    addrs = section(ip_addresses)
+    interfaces = []
+    base = "/sys/class/net"
+    for name in sorted(os.listdir(base)):
+        d = os.path.join(base, name)
+
+        def attr(n):
+            try:
+                return read(os.path.join(d, n)).strip()
+            except OSError:  # speed raises EINVAL on links without one
+                return None
+        mtu, speed = attr("mtu"), attr("speed")
+        interfaces.append({
+            "name": name,
+            "mtu": int(mtu) if mtu and mtu.isdigit() else None,
+            "state": attr("operstate"),
+            "speed_mbps": int(speed) if speed and speed.lstrip("-").isdigit()
+            and int(speed) > 0 else None,
+            "addresses": addrs.get(name, []) if isinstance(addrs, dict)
+            and "error" not in addrs else [],
+        })
+    return {"interfaces": interfaces}
+
+
+def listening_ports():
+    ports = set()
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            text = read(path, 8 << 20)
+        except OSError:
+            continue
+        for line in text.splitlines()[1:]:
+            parts = line.split()
+            if len(parts) > 3 and parts[3] == "0A":  # TCP_LISTEN
+                ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+    return {"tcp": sorted(ports)}
+
+
+# ---------------------------------------------------------------- environment
+def env_facts():
+    out = {}
+    for k in sorted(os.environ):
+        if k.startswith(ENV_PREFIXES):
+            secret = any(m in k.upper() for m in SECRET_MARKERS)
+            out[k] = "<redacted>" if secret else os.environ[k][:4096]
+    return {"vars": out}
+
+
+# ---------------------------------------------------------------- GPUs
+# As source text: it runs in the probe when the probe's python has pynvml, else in the
+# training environment's child process (where nvidia-ml-py is usually installed).
+NVML_SRC = r"""
+def nvml_facts(pynvml):
+    def text(x):
+        return x.decode() if isinstance(x, bytes) else str(x)
+
+    def opt(fn, *a):
+        try:
+            return fn(*a)
+        except Exception:
+            return None
+    pynvml.nvmlInit()
+    try:
+        devices = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            cc = opt(pynvml.nvmlDeviceGetCudaComputeCapability, h)
+            ecc = opt(pynvml.nvmlDeviceGetEccMode, h)
+            mig = opt(pynvml.nvmlDeviceGetMigMode, h)
+            power = opt(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
+            devices.append({
+                "index": i,
+                "name": text(pynvml.nvmlDeviceGetName(h)),
+                "uuid": text(opt(pynvml.nvmlDeviceGetUUID, h) or ""),
+                "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(h).total // (1 << 20),
+                "compute_capability": "%d.%d" % tuple(cc) if cc else None,
+                "vbios": opt(lambda: text(pynvml.nvmlDeviceGetVbiosVersion(h))),
+                "ecc_mode": list(ecc) if ecc else None,
+                "mig_mode": list(mig) if mig else None,
+                "persistence_mode": opt(pynvml.nvmlDeviceGetPersistenceMode, h),
+                "power_limit_w": power / 1000.0 if power else None,
+                "pcie_width": opt(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+                "pcie_width_max": opt(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+            })
+        cuda = opt(pynvml.nvmlSystemGetCudaDriverVersion)
+        return {
+            "source": "nvml",
+            "driver": text(pynvml.nvmlSystemGetDriverVersion()),
+            "cuda_driver": "%d.%d" % (cuda // 1000, (cuda % 1000) // 10) if cuda else None,
+            "devices": devices,
+        }
+    finally:
+        pynvml.nvmlShutdown()
+"""
+exec(NVML_SRC)
+
+
+SMI_FIELDS = ("index,name,uuid,memory.total,compute_cap,driver_version,vbios_version,"
+              "ecc.mode.current,mig.mode.current,persistence_mode,power.limit,"
+              "pcie.link.width.current,pcie.link.width.max")
+
+
+# Older nvidia-smi releases reject unknown fields (compute_cap came in 11.6-era drivers).
+SMI_FIELDS_BASIC = "index,name,uuid,memory.total,driver_version"
+
+
+def smi_facts(smi):
+    for fields in (SMI_FIELDS, SMI_FIELDS_BASIC):
+        try:
+            out = subprocess.check_output(
+                [smi, "--query-gpu=" + fields, "--format=csv,noheader,nounits"],
+                stderr=subprocess.STDOUT, timeout=20).decode("utf-8", "replace")
+        except subprocess.CalledProcessError as e:
+            last = (e.output or b"").decode("utf-8", "replace").strip()[:300]
+            continue
+        return {"source": "nvidia-smi", "csv_fields": fields, "csv": out[:65536]}
+    raise RuntimeError("nvidia-smi failed: %s" % last)
+
+
+def which(name):
+    for d in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep):
+        p = os.path.join(d, name)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def local_pynvml():
+    try:
+        import pynvml
+    except Exception:
+        return None
+    return pynvml
+
+
+def gpu_facts(pynvml, paddle):
+    """GPUs by NVML (here or in the training env's child), else nvidia-smi, else none."""
+    errors = []
+    if pynvml is not None:
+        try:
+            return nvml_facts(pynvml)
+        except Exception as e:
+            errors.append("NVML: %s: %s" % (type(e).__name__, e))
+    child = paddle.get("nvml") if isinstance(paddle, dict) else None
+    if isinstance(child, dict):
+        if "error" not in child:
+            return child
+        errors.append("NVML in %s: %s" % (paddle.get("interpreter"), child["error"]))
+    smi = which("nvidia-smi")
+    if smi:
+        return smi_facts(smi)
+    if os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version"):
+        # A driver without a working NVML or nvidia-smi is a broken install, not "no GPU".
+        raise RuntimeError("NVIDIA driver present but no usable NVML or nvidia-smi (%s)"
+                           % "; ".join(errors or ["pynvml not installed"]))
+    return {"source": "none", "devices": []}
+
+
+# ---------------------------------------------------------------- paddle
+def start_paddle(python, want_nvml):
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", GLOG_minloglevel="3")
+    program = "MARK = %r\nWANT_NVML = %r\nNVML_SRC = %r\n%s" % (
+        PADDLE_MARK, want_nvml, NVML_SRC, PADDLE_CHILD)
+    return subprocess.Popen([python, "-c", program], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+
+
+def finish_paddle(proc, python, budget):
+    try:
+        out, err = proc.communicate(timeout=budget)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise RuntimeError("%s did not finish importing paddle within %.0f s" % (python, budget))
+    text = out.decode("utf-8", "replace")
+    for line in text.splitlines():
+        if line.startswith(PADDLE_MARK):
+            data = json.loads(line[len(PADDLE_MARK):])
+            data["interpreter"] = python
+            return data
+    tail = err.decode("utf-8", "replace").strip().splitlines()[-3:]
+    raise RuntimeError("%s exited %s without a result: %s" % (python, proc.returncode,
+                                                              " | ".join(tail)[:500]))
+
+
+def main(argv):
+    args = {"--python": "python3", "--sample": "0.5", "--budget": "60"}
+    it = iter(argv)
+    for a in it:
+        if a in args:
+            args[a] = next(it, args[a])
+    budget = float(args["--budget"])
+    python = args["--python"]
+    started = time.time()
+    paddle_proc = None
+    pynvml = local_pynvml()
+    try:
+        paddle_proc = start_paddle(python, pynvml is None)
+    except OSError as e:
+        paddle = {"available": False, "interpreter": python,
+                  "reason": "cannot run %s: %s" % (python, e.strerror or e)}
+    doc = {"schema": SCHEMA, "started": started}
+    doc["system"] = section(system_facts)
+    # The CPU sample sleeps; the Paddle import runs meanwhile in its child process.
+    doc["cpu"] = section(cpu_facts, float(args["--sample"]))
+    doc["memory"] = section(memory_facts)
+    doc["shm"] = section(shm_facts)
+    doc["limits"] = section(limits_facts)
+    doc["network"] = section(network_facts)
+    doc["ports"] = section(listening_ports)
+    doc["env"] = section(env_facts)
+    if paddle_proc is not None:
+        left = max(1.0, budget - (time.time() - started) - 2.0)
+        paddle = section(finish_paddle, paddle_proc, python, left)
+    doc["paddle"] = paddle
+    doc["gpu"] = section(gpu_facts, pynvml, paddle)
+    if isinstance(paddle, dict):
+        paddle.pop("nvml", None)
+    doc["clock"] = {"epoch": time.time(), "monotonic": time.monotonic()}
+    doc["elapsed_s"] = round(time.time() - started, 3)
+    sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    # Remove our own file at once: nothing is left on the host, whatever happens next.
+    if len(sys.argv) > 1 and sys.argv[1] == "--self-delete":
+        try:
+            os.unlink(sys.argv[0])
+        except OSError:
+            pass
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""Reports: the same judgement rendered for a terminal or as a JSON document."""

@@ -1,0 +1,80 @@
+"""The JSON report: verdict, hosts with their facts, findings; written atomically."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import os
+import tempfile
+from typing import Any, Optional
+
+from preflight.facts import SectionError
+from preflight.model import Cluster, Judgement
+
+REPORT_VERSION = 1
+
+
+def jsonable(obj: Any) -> Any:
+    """Returns obj as plain JSON types; a failed section becomes {"error": message}."""
+    if isinstance(obj, SectionError):
+        return {"error": obj.message}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(x) for x in obj]
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    return obj
+
+
+def document(cluster: Cluster, judgement: Judgement, meta: Optional[dict[str, Any]] = None,
+             ) -> dict[str, Any]:
+    """Returns the report as a JSON-ready dict (the format the README documents)."""
+    hosts = {}
+    for o in cluster.outcomes:
+        hosts[o.host.name] = {
+            "address": o.host.address,
+            "status": "ok" if o.ok else "failed",
+            "failure": jsonable(o.failure),
+            "elapsed_s": round(o.elapsed_s, 3),
+            "facts": jsonable(o.facts),
+        }
+    for h in hosts.values():
+        # The model keeps env vars as sorted pairs (hashable); a mapping reads better here.
+        env = (h["facts"] or {}).get("env")
+        if isinstance(env, dict) and isinstance(env.get("vars"), list):
+            env["vars"] = {k: v for k, v in env["vars"]}
+    return {
+        "report_version": REPORT_VERSION,
+        "verdict": judgement.verdict.value,
+        "reasons": list(judgement.reasons),
+        **(meta or {}),
+        "hosts": hosts,
+        "findings": [
+            {"check": f.check, "status": f.status.value, "hosts": list(f.hosts),
+             "message": f.message, "data": jsonable(dict(f.data))}
+            for f in judgement.findings
+        ],
+    }
+
+
+def write_atomic(path: str, doc: dict[str, Any]) -> None:
+    """Writes doc to path so that a reader sees the old file or the whole new one, never half."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".preflight-report-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=2, sort_keys=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

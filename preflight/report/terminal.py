@@ -1,0 +1,75 @@
+"""Terminal output: live progress while hosts answer, then the findings and the verdict."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from typing import TextIO
+
+from preflight.checks.common import hosts_text
+from preflight.model import Finding, HostOutcome, Judgement, Status, Verdict
+
+ORDER = {Status.ERROR: 0, Status.FAIL: 1, Status.COULD_NOT_CHECK: 2, Status.WARN: 3,
+         Status.PASS: 4}
+COLORS = {Status.ERROR: "31", Status.FAIL: "31", Status.COULD_NOT_CHECK: "35",
+          Status.WARN: "33", Status.PASS: "32"}
+
+
+class Progress:
+    """A one-line live count on a TTY; silent otherwise (logs and CI stay clean)."""
+
+    def __init__(self, stream: TextIO = sys.stderr, enabled: bool | None = None) -> None:
+        self.stream = stream
+        self.enabled = stream.isatty() if enabled is None else enabled
+        self.failed = 0
+
+    def __call__(self, outcome: HostOutcome, done: int, total: int) -> None:
+        if not outcome.ok:
+            self.failed += 1
+        if self.enabled:
+            self.stream.write(f"\r\033[Kprobing hosts: {done}/{total} answered"
+                              + (f", {self.failed} could not be checked" if self.failed else ""))
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+def _paint(text: str, status: Status, color: bool) -> str:
+    return f"\033[{COLORS[status]}m{text}\033[0m" if color else text
+
+
+def render(judgement: Judgement, color: bool = False, width: int | None = None) -> str:
+    """Returns the findings table (worst first) and the one-line verdict."""
+    width = width or shutil.get_terminal_size((120, 24)).columns
+    findings: list[Finding] = sorted(judgement.findings, key=lambda f: ORDER[f.status])
+    rows = [(f.status.value, f.check, hosts_text(list(f.hosts), 3), f.message) for f in findings]
+    w0 = max([len("STATUS")] + [len(r[0]) for r in rows])
+    w1 = max([len("CHECK")] + [len(r[1]) for r in rows])
+    w2 = min(30, max([len("HOSTS")] + [len(r[2]) for r in rows]))
+    lines = [f"{'STATUS':<{w0}}  {'CHECK':<{w1}}  {'HOSTS':<{w2}}  MESSAGE"]
+    for f, (st, check, hosts, msg) in zip(findings, rows):
+        if len(hosts) > w2:
+            hosts = hosts[: w2 - 3] + "..."
+        lines.append(f"{_paint(f'{st:<{w0}}', f.status, color)}  {check:<{w1}}  "
+                     f"{hosts:<{w2}}  {msg}")
+    lines.append("")
+    lines.append(verdict_line(judgement, color))
+    return "\n".join(lines) + "\n"
+
+
+def verdict_line(judgement: Judgement, color: bool = False) -> str:
+    counts = {s: sum(1 for f in judgement.findings if f.status is s) for s in Status}
+    if judgement.verdict is Verdict.GO:
+        warn = f" ({counts[Status.WARN]} warnings)" if counts[Status.WARN] else ""
+        head = _paint("GO", Status.PASS, color)
+        return f"{head}: all {counts[Status.PASS]} checks passed{warn}"
+    parts = [f"{counts[s]} {label}" for s, label in (
+        (Status.FAIL, "failed"), (Status.COULD_NOT_CHECK, "could not check"),
+        (Status.ERROR, "check errors")) if counts[s]]
+    head = _paint("NO-GO", Status.FAIL, color)
+    reasons = "; ".join(judgement.reasons[:3])
+    more = f"; ... (+{len(judgement.reasons) - 3} more)" if len(judgement.reasons) > 3 else ""
+    return f"{head}: {', '.join(parts) or 'blocked'}: {reasons}{more}"

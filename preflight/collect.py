@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Optional
 
+from invoke.exceptions import CommandTimedOut
+
 from preflight import ssh
 from preflight.model import Host, HostFailure, HostOutcome, Stage
 from preflight.parse import ProbeOutputError, parse_probe_output
@@ -66,6 +68,7 @@ class _Job:
         self.started = time.monotonic()
         self.conn: Any = None
         self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.budget = opts.deadline  # what the probe may spend on the host; set before it runs
         self.thread = threading.Thread(target=self._run, name=f"probe-{host.name}", daemon=True)
 
     def _run(self) -> None:
@@ -84,7 +87,7 @@ class _Job:
         elapsed = time.monotonic() - self.started
         if exited != 0:
             tail = " | ".join(stderr.strip().splitlines()[-3:])[:400]
-            reason = (f"probe ran past its {self._remaining():.0f} s budget on the host"
+            reason = (f"probe ran past its {self.budget:.0f} s time limit on the host"
                       if exited == 124 else f"probe exited {exited}: {tail or 'no output'}")
             return HostOutcome(self.host, failure=HostFailure(Stage.PROBE, reason),
                                elapsed_s=elapsed)
@@ -110,10 +113,14 @@ class _Job:
             path = f"{REMOTE_DIR}/.preflight-probe-{secrets.token_hex(8)}.py"
             self._upload(path)
             self.stage = Stage.PROBE
-            budget = max(1.0, self._remaining() - PROBE_MARGIN_S)
-            result = self.conn.run(remote_command(path, self.host, self.opts, budget),
-                                   hide=True, warn=True, in_stream=False,
-                                   timeout=max(1, int(self._remaining())))
+            self.budget = max(1.0, self._remaining() - PROBE_MARGIN_S)
+            try:
+                result = self.conn.run(
+                    remote_command(path, self.host, self.opts, self.budget), hide=True,
+                    warn=True, in_stream=False, timeout=max(1, int(self._remaining())))
+            except CommandTimedOut:  # the same event as the dispatcher's deadline, met first
+                return HostOutcome(self.host, failure=deadline_failure(self), elapsed_s=(
+                    time.monotonic() - self.started))
             return self._finish(result.stdout, result.exited, result.stderr)
         finally:
             self.conn.close()
@@ -133,10 +140,10 @@ class _Job:
 
     def _collect_local(self) -> HostOutcome:
         path = str(resources.files("preflight").joinpath("probe_script.py"))
-        budget = max(1.0, self._remaining() - PROBE_MARGIN_S)
+        self.budget = max(1.0, self._remaining() - PROBE_MARGIN_S)
         self.stage = Stage.PROBE
         self.proc = subprocess.Popen([self.host.probe_python, path,
-                                      *probe_args(self.host, self.opts, budget)],
+                                      *probe_args(self.host, self.opts, self.budget)],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         out, err = self.proc.communicate(timeout=self._remaining())
         return self._finish(out.decode("utf-8", "replace"), self.proc.returncode,
@@ -151,6 +158,11 @@ class _Job:
                 self.proc.kill()
         except Exception:
             pass
+
+
+def deadline_failure(job: _Job) -> HostFailure:
+    return HostFailure(Stage.TIMEOUT, f"no answer within the {job.opts.deadline:.0f} s deadline "
+                       f"(stopped during {job.stage.value})")
 
 
 Progress = Callable[[HostOutcome, int, int], None]
@@ -207,9 +219,8 @@ def _dispatch(hosts: Sequence[Host], opts: CollectOptions, pending: list[Host],
             if now - job.started >= opts.deadline:
                 del running[name]
                 job.abort()
-                record(HostOutcome(job.host, failure=HostFailure(
-                    Stage.TIMEOUT, f"no answer within the {opts.deadline:.0f} s deadline "
-                    f"(stopped during {job.stage.value})"), elapsed_s=now - job.started))
+                record(HostOutcome(job.host, failure=deadline_failure(job),
+                                   elapsed_s=now - job.started))
 
 
 def local_host(python: str = "python3") -> Host:

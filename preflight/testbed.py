@@ -1,0 +1,403 @@
+"""A simulated cluster on this machine: network namespaces, one real sshd per host (root only).
+
+Used by the test suite and by `preflight demo`. Every namespace, process and cgroup it makes
+is recorded and removed by close() (also after a failure); nothing is found by name pattern,
+so a crashed earlier run or a parallel one is never touched. Traffic stays inside the
+namespaces it made: a bridge in a "switch" namespace, the hosts, and a client namespace
+from which preflight connects.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Optional
+
+SSHD = "/usr/sbin/sshd"
+CGROUP_CPU = "/sys/fs/cgroup/cpu"
+WAIT_S = 10.0  # every wait below is bounded by this
+
+SSHD_CONFIG = """\
+Port 22
+ListenAddress {address}
+HostKey {host_key}
+PidFile {dir}/sshd.pid
+AuthorizedKeysFile {authorized_keys}
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PrintMotd no
+Subsystem sftp internal-sftp
+MaxStartups 500:30:1000
+MaxSessions 100
+LogLevel ERROR
+"""
+
+# Runs inside the host's network namespace and a new mount + UTS namespace. A fresh sysfs
+# shows only the host's own interfaces; the cgroup mounts are carried over so quotas still
+# read; /root and /tmp become the host's own so hosts share no files.
+HOST_INIT = """\
+set -e
+mount --make-rprivate /
+mount --rbind /sys/fs/cgroup {dir}/cgroup-hold
+mount -t sysfs sysfs /sys
+mount --move {dir}/cgroup-hold /sys/fs/cgroup
+mount --bind {dir}/root /root
+mount --bind {dir}/tmp /tmp
+hostname {name}
+exec {sshd} -D -e -f {dir}/sshd_config
+"""
+
+# A port that accepts TCP and never speaks: the "hung host". Bounded: it exits by itself.
+SILENT_LISTENER = """\
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(64)
+s.settimeout(1.0)
+held, end = [], time.time() + float(sys.argv[3])
+while time.time() < end:
+    try:
+        held.append(s.accept()[0])
+    except OSError:
+        pass
+"""
+
+
+class TestbedError(RuntimeError):
+    pass
+
+
+def run(cmd: Sequence[str], check: bool = True, timeout: float = 30.0,
+        ) -> subprocess.CompletedProcess[str]:
+    p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise TestbedError(f"{shlex.join(cmd)} exited {p.returncode}: {p.stderr.strip()[:500]}")
+    return p
+
+
+def can_run() -> Optional[str]:
+    """Returns why a testbed cannot run here, or None if it can."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, mounts, cgroups)"
+    for tool in (SSHD, "/usr/bin/ssh-keygen", "/usr/bin/nsenter", "/usr/bin/unshare"):
+        if not os.path.exists(tool):
+            return f"{tool} is missing (apt-get install openssh-server openssh-client util-linux)"
+    if shutil.which("ip") is None:
+        return "ip (iproute2) is missing"
+    return None
+
+
+def proc_alive(pid: int) -> bool:
+    """True while pid runs; a zombie counts as dead (init here reaps orphans slowly)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_dead(pids: Sequence[int], timeout: float = WAIT_S) -> list[int]:
+    """Returns the pids still alive after waiting up to timeout."""
+    end = time.monotonic() + timeout
+    alive = [p for p in pids if proc_alive(p)]
+    while alive and time.monotonic() < end:
+        time.sleep(0.05)
+        alive = [p for p in alive if proc_alive(p)]
+    return alive
+
+
+def netns_inode(ns: str) -> Optional[int]:
+    try:
+        return os.stat(f"/run/netns/{ns}").st_ino
+    except OSError:
+        return None
+
+
+def pids_in_netns(inodes: set[int]) -> list[int]:
+    """Returns the pids of live processes whose network namespace is one of inodes."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}/ns/net").st_ino in inodes and proc_alive(int(entry)):
+                    out.append(int(entry))
+            except OSError:
+                continue
+    return out
+
+
+@dataclass
+class SimHost:
+    name: str
+    ns: str
+    address: str
+    dir: str
+    sshd: Optional[subprocess.Popen[bytes]] = None
+    extra: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    cgroup: Optional[str] = None
+
+    @property
+    def tmp(self) -> str:
+        """The host's private /tmp, as seen from this machine."""
+        return os.path.join(self.dir, "tmp")
+
+
+class Testbed:
+    """N simulated hosts; use as a context manager so close() always runs."""
+
+    def __init__(self, n_hosts: int, base_dir: Optional[str] = None,
+                 names: Optional[Sequence[str]] = None) -> None:
+        why = can_run()
+        if why:
+            raise TestbedError(f"cannot build a simulated cluster: {why}")
+        self.id = secrets.token_hex(3)
+        # Not under /tmp: each host gets a private /tmp, and sshd must still see the keys.
+        self.base = tempfile.mkdtemp(prefix=f"preflight-testbed-{self.id}-",
+                                     dir=base_dir or "/var/tmp")
+        self.subnet = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(250)}"
+        self.switch_ns = f"pf{self.id}-sw"
+        self.client_ns = f"pf{self.id}-cl"
+        self.client_address = f"{self.subnet}.2"
+        self.namespaces: list[str] = []
+        self.cgroups: list[str] = []
+        self.hosts: dict[str, SimHost] = {}
+        names = list(names or [f"h{i + 1}" for i in range(n_hosts)])
+        self._closed = False
+        try:
+            self._build(names)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ building
+    def _netns(self, ns: str) -> None:
+        run(["ip", "netns", "add", ns])
+        self.namespaces.append(ns)
+        run(["ip", "-n", ns, "link", "set", "lo", "up"])
+
+    def _plug(self, ns: str, port: str, address: str) -> None:
+        """Connects namespace ns to the bridge with a veth; its end is eth0."""
+        sw = self.switch_ns
+        run(["ip", "-n", sw, "link", "add", port, "type", "veth", "peer", "name", "eth0",
+             "netns", ns])
+        run(["ip", "-n", sw, "link", "set", port, "master", "br0", "up"])
+        run(["ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0"])
+        run(["ip", "-n", ns, "link", "set", "eth0", "up"])
+
+    def _build(self, names: Sequence[str]) -> None:
+        self.client_dir = os.path.join(self.base, "client")
+        os.makedirs(self.client_dir)
+        self.identity = os.path.join(self.client_dir, "id_ed25519")
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "preflight-testbed",
+             "-f", self.identity])
+        self.authorized_keys = os.path.join(self.base, "authorized_keys")
+        shutil.copy(self.identity + ".pub", self.authorized_keys)
+        self.known_hosts = os.path.join(self.client_dir, "known_hosts")
+        self._netns(self.switch_ns)
+        run(["ip", "-n", self.switch_ns, "link", "add", "br0", "type", "bridge"])
+        run(["ip", "-n", self.switch_ns, "link", "set", "br0", "up"])
+        self._netns(self.client_ns)
+        self._plug(self.client_ns, "vcl", self.client_address)
+        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege-separation directory
+        for i, name in enumerate(names):
+            host = SimHost(name=name, ns=f"pf{self.id}-{i}", address=f"{self.subnet}.{10 + i}",
+                           dir=os.path.join(self.base, "hosts", name))
+            for sub in ("root", "tmp", "cgroup-hold"):
+                os.makedirs(os.path.join(host.dir, sub))
+            os.chmod(host.tmp, 0o1777)
+            self._netns(host.ns)
+            self._plug(host.ns, f"v{i}", host.address)
+            self._new_host_key(host)
+            self.hosts[name] = host
+        self.write_known_hosts()
+        for host in self.hosts.values():
+            self.start_sshd(host.name)
+        self.wait_listening(list(self.hosts))
+
+    def _new_host_key(self, host: SimHost) -> None:
+        key = os.path.join(host.dir, "ssh_host_ed25519_key")
+        for path in (key, key + ".pub"):
+            if os.path.exists(path):
+                os.unlink(path)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", host.name, "-f", key])
+        with open(os.path.join(host.dir, "sshd_config"), "w") as fh:
+            fh.write(SSHD_CONFIG.format(address=host.address, host_key=key, dir=host.dir,
+                                        authorized_keys=self.authorized_keys))
+
+    def write_known_hosts(self, path: Optional[str] = None) -> str:
+        """Writes every host's current key to a known_hosts file; returns its path."""
+        path = path or self.known_hosts
+        with open(path, "w") as fh:
+            for host in self.hosts.values():
+                with open(os.path.join(host.dir, "ssh_host_ed25519_key.pub")) as pub:
+                    kind, b64 = pub.read().split()[:2]
+                fh.write(f"{host.address} {kind} {b64}\n")
+        return path
+
+    def start_sshd(self, name: str) -> None:
+        host = self.hosts[name]
+        script = HOST_INIT.format(dir=shlex.quote(host.dir), name=shlex.quote(name), sshd=SSHD)
+        log = open(os.path.join(host.dir, "sshd.log"), "ab")
+        # nsenter and unshare exec (no fork), so the Popen pid ends up being sshd itself.
+        host.sshd = subprocess.Popen(
+            ["nsenter", f"--net=/run/netns/{host.ns}", "unshare", "--mount", "--uts", "--",
+             "/bin/sh", "-c", script], stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        log.close()
+
+    def wait_listening(self, names: Sequence[str], port: int = 22) -> None:
+        """Waits until each named host listens on port (bounded)."""
+        end = time.monotonic() + WAIT_S
+        for name in names:
+            host = self.hosts[name]
+            while True:
+                out = run(["nsenter", f"--net=/run/netns/{host.ns}", "ss", "-Hltn", f"sport = :{port}"],
+                          check=False).stdout
+                if out.strip():
+                    break
+                if host.sshd is not None and host.sshd.poll() is not None:
+                    with open(os.path.join(host.dir, "sshd.log"), errors="replace") as fh:
+                        raise TestbedError(f"sshd of {name} exited: {fh.read()[-500:]}")
+                if time.monotonic() > end:
+                    raise TestbedError(f"{name} does not listen on port {port}")
+                time.sleep(0.05)
+
+    # ------------------------------------------------------------------ faults
+    def stop_sshd(self, name: str) -> None:
+        """Dead host: nothing listens on port 22 any more (connection refused)."""
+        host = self.hosts[name]
+        if host.sshd is not None:
+            host.sshd.terminate()
+            host.sshd.wait(timeout=WAIT_S)
+            host.sshd = None
+
+    def hang(self, name: str, seconds: float = 900.0) -> None:
+        """Hung host: port 22 accepts TCP but never sends an SSH banner."""
+        self.stop_sshd(name)
+        host = self.hosts[name]
+        host.extra.append(subprocess.Popen(
+            ["nsenter", f"--net=/run/netns/{host.ns}", sys.executable, "-c", SILENT_LISTENER,
+             host.address, "22", str(seconds)], stdin=subprocess.DEVNULL))
+        self.wait_listening([name])
+
+    def change_host_key(self, name: str) -> None:
+        """The host's key changes (reinstall, or a man in the middle); known_hosts keeps
+        the old one."""
+        self.stop_sshd(name)
+        self._new_host_key(self.hosts[name])
+        self.start_sshd(name)
+        self.wait_listening([name])
+
+    def limit_cpu(self, name: str, cores: float) -> str:
+        """Puts the host's sshd (and so all it runs) in a cgroup v1 CPU quota of cores."""
+        host = self.hosts[name]
+        if host.sshd is None:
+            raise TestbedError(f"{name} has no sshd to limit")
+        path = os.path.join(CGROUP_CPU, f"preflight-{self.id}-{name}")
+        os.mkdir(path)
+        self.cgroups.append(path)
+        host.cgroup = path
+        period = 100_000
+        with open(os.path.join(path, "cpu.cfs_period_us"), "w") as fh:
+            fh.write(str(period))
+        with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as fh:
+            fh.write(str(int(cores * period)))
+        with open(os.path.join(path, "cgroup.procs"), "w") as fh:
+            fh.write(str(host.sshd.pid))
+        return path
+
+    # ------------------------------------------------------------------ use
+    def client_cmd(self, argv: Sequence[str]) -> list[str]:
+        """Returns argv wrapped to run inside the client namespace."""
+        return ["nsenter", f"--net=/run/netns/{self.client_ns}", *argv]
+
+    def inventory(self, path: str, names: Optional[Sequence[str]] = None,
+                  overrides: Optional[dict[str, dict[str, object]]] = None,
+                  python: str = "python3", known_hosts: Optional[str] = None) -> str:
+        """Writes a YAML inventory of the named hosts; returns its path."""
+        import yaml
+
+        hosts: dict[str, dict[str, object]] = {}
+        for name in names or list(self.hosts):
+            entry: dict[str, object] = {"address": self.hosts[name].address}
+            entry.update((overrides or {}).get(name, {}))
+            hosts[name] = entry
+        doc = {"defaults": {"user": "root", "port": 22, "identity_file": self.identity,
+                            "known_hosts": known_hosts or self.known_hosts, "python": python},
+               "hosts": hosts}
+        with open(path, "w") as fh:
+            yaml.safe_dump(doc, fh, sort_keys=False)
+        return path
+
+    def leftovers(self) -> dict[str, list[str]]:
+        """Returns files preflight left in any host's /tmp (there must be none)."""
+        out = {}
+        for host in self.hosts.values():
+            files = [f for f in os.listdir(host.tmp) if f.startswith(".preflight")]
+            if files:
+                out[host.name] = files
+        return out
+
+    # ------------------------------------------------------------------ teardown
+    def close(self) -> None:
+        """Removes every process, cgroup, namespace and file this testbed made."""
+        if self._closed:
+            return
+        self._closed = True
+        inodes = {i for i in (netns_inode(ns) for ns in self.namespaces) if i is not None}
+        procs = [p for h in self.hosts.values() for p in [h.sshd, *h.extra] if p is not None]
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        # Anything still running inside our namespaces (sessions, probes, their children).
+        for attempt_signal in (signal.SIGTERM, signal.SIGKILL):
+            stray = pids_in_netns(inodes)
+            for pid in stray:
+                try:
+                    os.kill(pid, attempt_signal)
+                except ProcessLookupError:
+                    pass
+            if not wait_dead(stray, timeout=3.0):
+                break
+        for p in procs:
+            try:
+                p.wait(timeout=WAIT_S)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=WAIT_S)
+        for path in self.cgroups:
+            try:
+                os.rmdir(path)
+            except OSError:
+                # A task still inside (it is dying): move what is left out, then remove.
+                try:
+                    with open(os.path.join(path, "cgroup.procs")) as fh:
+                        for pid in fh.read().split():
+                            with open(os.path.join(CGROUP_CPU, "cgroup.procs"), "w") as root:
+                                root.write(pid)
+                    os.rmdir(path)
+                except OSError:
+                    pass
+        for ns in reversed(self.namespaces):
+            run(["ip", "netns", "del", ns], check=False)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self) -> Testbed:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

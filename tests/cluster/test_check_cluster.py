@@ -1,0 +1,138 @@
+"""Real runs of `preflight check` against the simulated cluster (namespaces + sshd)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = pytest.mark.cluster
+
+GOOD = ["good1", "good2", "good3"]
+
+
+def by_host(run, check):  # type: ignore[no-untyped-def]
+    return {h: f for f in run.findings(check) for h in f["hosts"]}
+
+
+def test_all_hosts_alike_is_go(cluster):  # type: ignore[no-untyped-def]
+    run = cluster.preflight("check", "-i", cluster.inventory("alike.yaml", GOOD))
+    assert run.rc == 0, run.stdout + run.stderr
+    assert run.report["verdict"] == "go"
+    assert "GO: all" in run.stdout
+    assert set(run.report["hosts"]) == set(GOOD)
+    for name, host in run.report["hosts"].items():
+        assert host["status"] == "ok"
+        facts = host["facts"]
+        assert facts["system"]["hostname"] == name  # each host answered for itself
+        assert facts["paddle"]["version"] == "3.3.1"
+        eth0 = [i for i in facts["network"]["interfaces"] if i["name"] == "eth0"]
+        assert eth0 and eth0[0]["addresses"][0].startswith(cluster.tb.hosts[name].address)
+        assert 22 in facts["ports"]["tcp"]
+    assert not run.findings(status="fail")
+    assert cluster.tb.leftovers() == {}  # the probe's file is gone from every host
+
+
+def test_other_paddle_version_is_named(cluster):  # type: ignore[no-untyped-def]
+    inv = cluster.inventory("mixed-paddle.yaml", GOOD,
+                            overrides={"good3": {"python": cluster.paddle_b}})
+    run = cluster.preflight("check", "-i", inv)
+    assert run.rc == 1, run.stdout + run.stderr
+    assert run.report["verdict"] == "no-go"
+    version = [f for f in run.findings("paddle-stack", "fail")
+               if f["data"].get("field") == "paddle"]
+    assert len(version) == 1
+    assert version[0]["hosts"] == ["good3"]
+    assert version[0]["message"] == "good3: paddle 2.6.2 != 3.3.1 (2 of 3 hosts)"
+    assert "good3: paddle 2.6.2 != 3.3.1" in run.stdout
+
+
+def test_dead_and_hung_hosts_cannot_be_checked_within_deadline(cluster):  # type: ignore[no-untyped-def]
+    inv = cluster.inventory("dead-hung.yaml", ["good1", "good2", "dead", "hung"])
+    run = cluster.preflight("check", "-i", inv, "--connect-timeout", "3", "--deadline", "20")
+    assert run.rc == 1, run.stdout + run.stderr
+    assert run.wall_s < 20, f"run took {run.wall_s:.1f} s, past the 20 s deadline"
+    hosts = run.report["hosts"]
+    assert hosts["good1"]["status"] == hosts["good2"]["status"] == "ok"
+    cnc = by_host(run, "reachable")
+    assert cnc["dead"]["status"] == "could-not-check"
+    assert cnc["dead"]["data"]["stage"] == "connect"
+    assert "connection refused" in cnc["dead"]["message"]
+    assert cnc["hung"]["status"] == "could-not-check"
+    assert cnc["hung"]["data"]["stage"] in ("connect", "timeout")
+    assert "no SSH banner" in cnc["hung"]["message"]
+    assert "Traceback" not in run.stderr
+
+
+def test_changed_host_key_is_refused(cluster):  # type: ignore[no-untyped-def]
+    inv = cluster.inventory("rekeyed.yaml", ["good1", "rekeyed"])
+    for extra in ([], ["--accept-new-host-keys"]):  # the opt-in never covers a changed key
+        run = cluster.preflight("check", "-i", inv, *extra)
+        assert run.rc == 1, run.stdout + run.stderr
+        finding = by_host(run, "reachable")["rekeyed"]
+        assert finding["status"] == "could-not-check"
+        assert finding["data"]["stage"] == "host-key"
+        assert "host key CHANGED" in finding["message"]
+        assert run.report["hosts"]["rekeyed"]["facts"] is None
+    assert cluster.tb.leftovers() == {}  # nothing was uploaded or run there
+
+
+def test_unknown_host_key_refused_unless_accept_new(cluster, tmp_path):  # type: ignore[no-untyped-def]
+    known = str(tmp_path / "known_hosts")
+    with open(cluster.tb.known_hosts) as src, open(known, "w") as dst:
+        dst.writelines(line for line in src
+                       if not line.startswith(cluster.tb.hosts["good2"].address + " "))
+    inv = cluster.inventory("unknown.yaml", ["good1", "good2"], known_hosts=known)
+    run = cluster.preflight("check", "-i", inv)
+    assert run.rc == 1
+    finding = by_host(run, "reachable")["good2"]
+    assert finding["data"]["stage"] == "host-key" and "unknown" in finding["message"]
+    run = cluster.preflight("check", "-i", inv, "--accept-new-host-keys")
+    assert run.rc == 0, run.stdout + run.stderr
+    with open(known) as fh:
+        assert cluster.tb.hosts["good2"].address + " ssh-ed25519 " in fh.read()
+    run = cluster.preflight("check", "-i", inv)  # now known: accepted without the flag
+    assert run.rc == 0, run.stdout + run.stderr
+
+
+def test_cpu_quota_is_the_effective_core_count(cluster):  # type: ignore[no-untyped-def]
+    inv = cluster.inventory("starved.yaml", ["good1", "good2", "starved"])
+    run = cluster.preflight("check", "-i", inv)
+    assert run.rc == 1, run.stdout + run.stderr
+    cpu = run.report["hosts"]["starved"]["facts"]["cpu"]
+    assert cpu["effective"] == pytest.approx(cluster.starved_cores)
+    assert cpu["quota"]["version"] == 1 and cpu["quota"]["quota_us"] == 25000
+    assert run.report["hosts"]["good1"]["facts"]["cpu"]["quota"] is None
+    finding = by_host(run, "cpu-cores")["starved"]
+    assert finding["status"] == "fail"
+    assert "0.25 effective cores (cgroup v1 quota 25000/100000 us)" in finding["message"]
+    assert by_host(run, "cpu-cores")["good1"]["status"] == "pass"
+
+
+def test_host_hung_after_connecting_is_cut_off_at_deadline(cluster):  # type: ignore[no-untyped-def]
+    # "stuck" accepts SSH and the upload, then its login shell blocks before our command
+    # (and the probe's own time limit) can start: only the controller's deadline ends it.
+    inv = cluster.inventory("stuck.yaml", ["good1", "good2", "stuck"])
+    deadline = 5
+    run = cluster.preflight("check", "-i", inv, "--deadline", str(deadline))
+    assert run.wall_s < deadline + 4, f"run took {run.wall_s:.1f} s"
+    assert run.rc == 1, run.stdout + run.stderr
+    finding = by_host(run, "reachable")["stuck"]
+    assert finding["data"]["stage"] == "timeout"
+    assert finding["message"] == ("stuck: could not check (timeout): no answer within the "
+                                  "5 s deadline (stopped during probe)")
+    assert run.report["hosts"]["good1"]["status"] == run.report["hosts"]["good2"]["status"] == "ok"
+    # Once the shell gets going, the probe removes its own file: nothing stays behind.
+    end = time.monotonic() + cluster.stuck_shell_s + 10
+    while cluster.tb.leftovers() and time.monotonic() < end:
+        time.sleep(0.2)
+    assert cluster.tb.leftovers() == {}
+
+
+def test_json_report_shape(cluster):  # type: ignore[no-untyped-def]
+    run = cluster.preflight("check", "-i", cluster.inventory("shape.yaml", ["good1", "dead"]))
+    doc = run.report
+    assert {"verdict", "hosts", "findings", "reasons"} <= set(doc)
+    assert doc["hosts"]["dead"] == {**doc["hosts"]["dead"], "status": "failed", "facts": None}
+    for f in doc["findings"]:
+        assert set(f) == {"check", "status", "hosts", "message", "data"}

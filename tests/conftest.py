@@ -1,0 +1,102 @@
+"""Shared fixtures: the simulated cluster (built once per session) and a preflight runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from preflight import testbed
+
+PADDLE_A = os.environ.get("PREFLIGHT_PADDLE_A", "/opt/preflight-testenv/paddle-3.3.1/bin/python")
+PADDLE_B = os.environ.get("PREFLIGHT_PADDLE_B", "/opt/preflight-testenv/paddle-2.6.2/bin/python")
+
+# One cluster for the whole session; each fault lives on its own host so tests do not
+# depend on their order. Healthy: good1-3. Faults are injected once, at build time.
+HOSTS = ("good1", "good2", "good3", "dead", "hung", "rekeyed", "starved", "stuck")
+STUCK_SHELL_S = 12  # stuck's login shell blocks this long before running any command
+STARVED_CORES = 0.25
+
+
+def _unavailable(reason: str) -> None:
+    # In CI a cluster test that skips proves nothing: there, a missing prerequisite fails.
+    if os.environ.get("CI"):
+        pytest.fail(f"simulated cluster unavailable in CI: {reason}")
+    pytest.skip(f"simulated cluster unavailable: {reason}")
+
+
+@dataclass
+class Run:
+    rc: int
+    stdout: str
+    stderr: str
+    wall_s: float
+    report: dict[str, Any]
+
+    def findings(self, check: str | None = None, status: str | None = None,
+                 ) -> list[dict[str, Any]]:
+        return [f for f in self.report.get("findings", [])
+                if (check is None or f["check"] == check)
+                and (status is None or f["status"] == status)]
+
+
+class Cluster:
+    """The testbed plus a way to run the real preflight CLI from its client namespace."""
+
+    paddle_a = PADDLE_A
+    paddle_b = PADDLE_B
+    starved_cores = STARVED_CORES
+    stuck_shell_s = STUCK_SHELL_S
+
+    def __init__(self, tb: testbed.Testbed) -> None:
+        self.tb = tb
+
+    def inventory(self, name: str, hosts: Sequence[str], **kw: Any) -> str:
+        kw.setdefault("python", PADDLE_A)
+        return self.tb.inventory(os.path.join(self.tb.base, name), hosts, **kw)
+
+    def preflight(self, *args: str, timeout: float = 180.0) -> Run:
+        import json
+
+        report_path = os.path.join(self.tb.base, f"report-{time.monotonic_ns()}.json")
+        cmd = self.tb.client_cmd([sys.executable, "-m", "preflight", *args,
+                                  "--json", report_path])
+        env = dict(os.environ, PYTHONSAFEPATH="1")  # never import the source folder
+        start = time.monotonic()
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           cwd=self.tb.base, env=env)
+        wall = time.monotonic() - start
+        report: dict[str, Any] = {}
+        if os.path.exists(report_path):
+            with open(report_path) as fh:
+                report = json.load(fh)
+        return Run(p.returncode, p.stdout, p.stderr, wall, report)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    why = testbed.can_run()
+    if why:
+        _unavailable(why)
+    for py in (PADDLE_A, PADDLE_B):
+        if not os.access(py, os.X_OK):
+            _unavailable(f"{py} missing: run scripts/setup.sh (builds the Paddle test envs)")
+    tb = testbed.Testbed(len(HOSTS), names=HOSTS)
+    try:
+        tb.stop_sshd("dead")
+        tb.hang("hung")
+        tb.change_host_key("rekeyed")  # known_hosts keeps the key it had before
+        tb.limit_cpu("starved", STARVED_CORES)
+        # Like a .bashrc waiting on a dead NFS mount: bash (root's shell) reads it for every
+        # SSH command, before our command and its remote time limit even start.
+        with open(os.path.join(tb.hosts["stuck"].dir, "root", ".bashrc"), "w") as fh:
+            fh.write(f"sleep {STUCK_SHELL_S}\n")
+        yield Cluster(tb)
+    finally:
+        tb.close()

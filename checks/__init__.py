@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from preflight.checks import cpu, gpu, paddle_stack, reachability
+
 from preflight.model import Cluster, Finding
 
 

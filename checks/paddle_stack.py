@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from preflight.checks.common import compare, could_not_check, passed, sections
+
 from preflight.facts import PaddleFacts
 from preflight.model import Cluster, Finding, Status
 
@@ -42,5 +43,7 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     if not bad:
         p = next(iter(usable.values()))
         cuda = "CPU build" if not p.compiled_with_cuda else f"CUDA {p.cuda}, cuDNN {p.cudnn}"
+        scope = (f"all {len(usable)}" if len(usable) == len(stacks)
+                 else f"{len(usable)} of {len(stacks)}")
         yield passed(NAME, usable, f"paddle {p.version} ({cuda}, Python {_python_minor(p)}) "
-                     f"on all {len(usable)} hosts", version=p.version, commit=p.commit)
+                     f"alike on {scope} hosts", version=p.version, commit=p.commit)

@@ -34,8 +34,10 @@ def _int(row: dict[str, str], key: str) -> Optional[int]:
 
 def _float(row: dict[str, str], key: str) -> Optional[float]:
     v = _val(row, key)
+    if v is None:
+        return None
     try:
-        return None if v is None else float(v)
+        return float(v)
     except ValueError:
         raise SmiParseError(f"{key}: not a number: {v[:40]!r}") from None
 

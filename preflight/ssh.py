@@ -127,7 +127,7 @@ def classify(exc: BaseException, stage: Stage, host: Host, connect_timeout: floa
         return HostFailure(Stage.AUTH, f"authentication refused for user {host.user!r} at "
                            f"{where}: {exc}")
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
-        codes = {e.errno for e in exc.errors.values()}
+        codes = {getattr(e, "errno", None) for e in exc.errors.values()}
         if codes == {errno.ECONNREFUSED}:
             return HostFailure(Stage.CONNECT, f"connection refused at {where} (is sshd running?)")
         if codes & {errno.EHOSTUNREACH, errno.ENETUNREACH}:

@@ -265,8 +265,8 @@ class Testbed:
         for name in names:
             host = self.hosts[name]
             while True:
-                out = run(["nsenter", f"--net=/run/netns/{host.ns}", "ss", "-Hltn", f"sport = :{port}"],
-                          check=False).stdout
+                out = run(["nsenter", f"--net=/run/netns/{host.ns}", "ss", "-Hltn",
+                           f"sport = :{port}"], check=False).stdout
                 if out.strip():
                     break
                 if host.sshd is not None and host.sshd.poll() is not None:
@@ -386,9 +386,9 @@ class Testbed:
                 # A task still inside (it is dying): move what is left out, then remove.
                 try:
                     with open(os.path.join(path, "cgroup.procs")) as fh:
-                        for pid in fh.read().split():
+                        for task in fh.read().split():
                             with open(os.path.join(CGROUP_CPU, "cgroup.procs"), "w") as root:
-                                root.write(pid)
+                                root.write(task)
                     os.rmdir(path)
                 except OSError:
                     pass

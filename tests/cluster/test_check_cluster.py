@@ -11,11 +11,11 @@ pytestmark = pytest.mark.cluster
 GOOD = ["good1", "good2", "good3"]
 
 
-def by_host(run, check):  # type: ignore[no-untyped-def]
+def by_host(run, check):
     return {h: f for f in run.findings(check) for h in f["hosts"]}
 
 
-def test_all_hosts_alike_is_go(cluster):  # type: ignore[no-untyped-def]
+def test_all_hosts_alike_is_go(cluster):
     run = cluster.preflight("check", "-i", cluster.inventory("alike.yaml", GOOD))
     assert run.rc == 0, run.stdout + run.stderr
     assert run.report["verdict"] == "go"
@@ -33,7 +33,7 @@ def test_all_hosts_alike_is_go(cluster):  # type: ignore[no-untyped-def]
     assert cluster.tb.leftovers() == {}  # the probe's file is gone from every host
 
 
-def test_other_paddle_version_is_named(cluster):  # type: ignore[no-untyped-def]
+def test_other_paddle_version_is_named(cluster):
     inv = cluster.inventory("mixed-paddle.yaml", GOOD,
                             overrides={"good3": {"python": cluster.paddle_b}})
     run = cluster.preflight("check", "-i", inv)
@@ -47,7 +47,7 @@ def test_other_paddle_version_is_named(cluster):  # type: ignore[no-untyped-def]
     assert "good3: paddle 2.6.2 != 3.3.1" in run.stdout
 
 
-def test_dead_and_hung_hosts_cannot_be_checked_within_deadline(cluster):  # type: ignore[no-untyped-def]
+def test_dead_and_hung_hosts_cannot_be_checked_within_deadline(cluster):
     inv = cluster.inventory("dead-hung.yaml", ["good1", "good2", "dead", "hung"])
     run = cluster.preflight("check", "-i", inv, "--connect-timeout", "3", "--deadline", "20")
     assert run.rc == 1, run.stdout + run.stderr
@@ -64,7 +64,7 @@ def test_dead_and_hung_hosts_cannot_be_checked_within_deadline(cluster):  # type
     assert "Traceback" not in run.stderr
 
 
-def test_changed_host_key_is_refused(cluster):  # type: ignore[no-untyped-def]
+def test_changed_host_key_is_refused(cluster):
     inv = cluster.inventory("rekeyed.yaml", ["good1", "rekeyed"])
     for extra in ([], ["--accept-new-host-keys"]):  # the opt-in never covers a changed key
         run = cluster.preflight("check", "-i", inv, *extra)
@@ -77,7 +77,7 @@ def test_changed_host_key_is_refused(cluster):  # type: ignore[no-untyped-def]
     assert cluster.tb.leftovers() == {}  # nothing was uploaded or run there
 
 
-def test_unknown_host_key_refused_unless_accept_new(cluster, tmp_path):  # type: ignore[no-untyped-def]
+def test_unknown_host_key_refused_unless_accept_new(cluster, tmp_path):
     known = str(tmp_path / "known_hosts")
     with open(cluster.tb.known_hosts) as src, open(known, "w") as dst:
         dst.writelines(line for line in src
@@ -95,7 +95,7 @@ def test_unknown_host_key_refused_unless_accept_new(cluster, tmp_path):  # type:
     assert run.rc == 0, run.stdout + run.stderr
 
 
-def test_cpu_quota_is_the_effective_core_count(cluster):  # type: ignore[no-untyped-def]
+def test_cpu_quota_is_the_effective_core_count(cluster):
     inv = cluster.inventory("starved.yaml", ["good1", "good2", "starved"])
     run = cluster.preflight("check", "-i", inv)
     assert run.rc == 1, run.stdout + run.stderr
@@ -109,7 +109,7 @@ def test_cpu_quota_is_the_effective_core_count(cluster):  # type: ignore[no-unty
     assert by_host(run, "cpu-cores")["good1"]["status"] == "pass"
 
 
-def test_host_hung_after_connecting_is_cut_off_at_deadline(cluster):  # type: ignore[no-untyped-def]
+def test_host_hung_after_connecting_is_cut_off_at_deadline(cluster):
     # "stuck" accepts SSH and the upload, then its login shell blocks before our command
     # (and the probe's own time limit) can start: only the controller's deadline ends it.
     inv = cluster.inventory("stuck.yaml", ["good1", "good2", "stuck"])
@@ -129,10 +129,35 @@ def test_host_hung_after_connecting_is_cut_off_at_deadline(cluster):  # type: ig
     assert cluster.tb.leftovers() == {}
 
 
-def test_json_report_shape(cluster):  # type: ignore[no-untyped-def]
+def test_json_report_shape(cluster):
     run = cluster.preflight("check", "-i", cluster.inventory("shape.yaml", ["good1", "dead"]))
     doc = run.report
     assert {"verdict", "hosts", "findings", "reasons"} <= set(doc)
     assert doc["hosts"]["dead"] == {**doc["hosts"]["dead"], "status": "failed", "facts": None}
     for f in doc["findings"]:
         assert set(f) == {"check", "status", "hosts", "message", "data"}
+
+
+def test_sigint_keeps_what_was_learned(cluster):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    inv = cluster.inventory("interrupt.yaml", ["good1", "good2", "stuck"])
+    report = os.path.join(cluster.tb.base, "interrupted.json")
+    proc = subprocess.Popen(cluster.tb.client_cmd(
+        [sys.executable, "-m", "preflight", "check", "-i", inv, "--json", report,
+         "--deadline", "60"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=cluster.tb.base, env=dict(os.environ, PYTHONSAFEPATH="1"))
+    time.sleep(4)  # the good hosts answer in ~2 s; stuck's shell blocks for 12 s
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, out + err
+    with open(report) as fh:
+        doc = json.load(fh)
+    assert doc["interrupted"] is True and doc["verdict"] == "no-go"
+    assert doc["hosts"]["good1"]["status"] == doc["hosts"]["good2"]["status"] == "ok"
+    assert doc["hosts"]["stuck"]["failure"]["stage"] == "interrupted"
+    assert "Traceback" not in err

@@ -1,0 +1,71 @@
+"""Builders of facts for the unit tests of checks (the fake side of collect-apart-from-judge)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Optional
+
+from preflight import facts as F
+from preflight.model import Cluster, Host, HostFailure, HostOutcome, Stage
+
+
+def gpu(n: int = 8, name: str = "NVIDIA H100 80GB HBM3", mem: int = 81559, cc: str = "9.0",
+        driver: str = "550.54.15") -> F.GpuFacts:
+    return F.GpuFacts(source="nvml", driver=driver, cuda_driver="12.4", devices=tuple(
+        F.GpuDevice(index=i, name=name, memory_total_mib=mem, compute_capability=cc)
+        for i in range(n)))
+
+
+def paddle(version: str = "3.3.1", **kw: Any) -> F.PaddleFacts:
+    base: dict[str, Any] = dict(
+        interpreter="/opt/paddle/bin/python", available=True, python="3.11.2",
+        version=version, commit="c0ffee" + version, cuda="12.6", cudnn="9.5.1",
+        nccl="22501", cuda_archs=(90,), compiled_with_cuda=True, ps_core=False)
+    base.update(kw)
+    return F.PaddleFacts(**base)
+
+
+def cpu(effective: float = 16.0, logical: int = 16, quota: Optional[F.CpuQuota] = None,
+        ) -> F.CpuFacts:
+    return F.CpuFacts(logical=logical, affinity=logical, effective=effective, utilization=0.1,
+                      loadavg=(0.1, 0.1, 0.1), quota=quota)
+
+
+def host_facts(**sections: Any) -> F.HostFacts:
+    base: dict[str, Any] = dict(
+        schema=1,
+        system=F.SystemFacts("n", "6.1", "x86_64", "Debian 12", "3.11.2"),
+        cpu=cpu(), memory=F.MemoryFacts(1 << 36, 1 << 35), shm=F.ShmFacts(1 << 34, 1 << 34),
+        limits=F.LimitsFacts(F.Limit(65536, 65536), F.Limit(None, None)),
+        network=F.NetworkFacts(()), ports=F.PortsFacts((22,)), env=F.EnvFacts(()),
+        gpu=gpu(), paddle=paddle(), clock=F.ClockFacts(0.0, 0.0))
+    base.update(sections)
+    return F.HostFacts(**base)
+
+
+def outcome(name: str, facts: Optional[F.HostFacts] = None,
+            failure: Optional[HostFailure] = None) -> HostOutcome:
+    host = Host(name=name, address=f"10.0.0.{abs(hash(name)) % 250 + 1}")
+    if facts is None and failure is None:
+        facts = host_facts()
+    return HostOutcome(host, facts=facts, failure=failure)
+
+
+def cluster(**hosts: Any) -> Cluster:
+    """cluster(node01={}, node02={"gpu": gpu(n=4)}, node03=HostFailure(...))."""
+    out = []
+    for name, spec in hosts.items():
+        if isinstance(spec, HostFailure):
+            out.append(outcome(name, failure=spec))
+        else:
+            out.append(outcome(name, host_facts(**spec)))
+    return Cluster(tuple(out))
+
+
+def same(n: int, **spec: Any) -> dict[str, Any]:
+    """n hosts node01..nodeNN with the same facts."""
+    return {f"node{i:02d}": dict(spec) for i in range(1, n + 1)}
+
+
+REFUSED = HostFailure(Stage.CONNECT, "connection refused at 10.0.0.9:22 (is sshd running?)")
+__all__ = ["gpu", "paddle", "cpu", "host_facts", "cluster", "same", "REFUSED", "replace"]

@@ -1,0 +1,59 @@
+"""The CLI as a whole process: exit codes, one-line errors, the local audit and its report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def preflight(*args: str, cwd: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONSAFEPATH="1")
+    return subprocess.run([sys.executable, "-m", "preflight", *args], capture_output=True,
+                          text=True, timeout=120, cwd=cwd, env=env)
+
+
+BAD_INVOCATIONS = [
+    ("missing-inventory", ["check", "-i", "nope.yaml"], "nope.yaml: no such file"),
+    ("bad-inventory", ["check", "-i", "bad.yaml"], "host 'a': field 'port'"),
+    ("zero-forks", ["check", "--forks", "0"], "must be greater than 0"),
+    ("no-command", [], "required"),
+    ("json-dir-missing", ["check", "-i", "good.yaml", "--json", "no/such/dir/r.json"],
+     "does not exist"),
+]
+
+
+@pytest.mark.parametrize("args,fragment", [c[1:] for c in BAD_INVOCATIONS],
+                         ids=[c[0] for c in BAD_INVOCATIONS])
+def test_bad_invocation_exits_2_with_one_line(tmp_path, args, fragment):
+    (tmp_path / "bad.yaml").write_text("hosts:\n  a: {port: 0}\n")
+    (tmp_path / "good.yaml").write_text("hosts:\n  a: {}\n")
+    p = preflight(*args, cwd=str(tmp_path))
+    assert p.returncode == 2
+    assert fragment in p.stderr
+    assert "Traceback" not in p.stderr
+    if args:  # argparse prints its usage line first; our own errors are a single line
+        assert len([line for line in p.stderr.splitlines() if "error" in line]) == 1
+
+
+def test_local_audit_without_paddle_is_no_go_with_report(tmp_path):
+    p = preflight("check", "--python", "/nonexistent/bin/python", "--json", "r.json",
+                  "--cpu-sample", "0.1", cwd=str(tmp_path))
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "NO-GO" in p.stdout
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["verdict"] == "no-go"
+    (host,) = doc["hosts"].values()
+    assert host["status"] == "ok" and host["facts"]["cpu"]["logical"] >= 1
+    fail = [f for f in doc["findings"] if f["status"] == "fail"]
+    assert [f["check"] for f in fail] == ["paddle-stack"]
+    assert "cannot run /nonexistent/bin/python" in fail[0]["message"]
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".preflight-report")]
+
+
+def test_python_dash_m_and_entry_point_agree(tmp_path):
+    p = preflight("--version", cwd=str(tmp_path))
+    assert p.returncode == 0 and p.stdout.startswith("preflight ")

@@ -1,0 +1,41 @@
+"""The remote command: inventory values are quoted so only the intended command runs."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from preflight.collect import CollectOptions, remote_command
+from preflight.model import Host
+
+HOSTILE = [
+    "$(touch {m})", "`touch {m}`", "x; touch {m}", "x' ; touch {m} ; '", 'x" ; touch {m} ; "',
+    "x && touch {m}", "x | touch {m}", "--help; touch {m}", "*", "x\\' ; touch {m}",
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_hostile_interpreter_paths_never_run(tmp_path, value):
+    marker = tmp_path / "marker"
+    hostile = value.format(m=marker)
+    echo = tmp_path / "echo-args"
+    echo.write_text("#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n")
+    echo.chmod(0o755)
+    probe = tmp_path / "probe file with spaces.py"
+    probe.write_text("")
+    host = Host(name="n", address="10.0.0.1", python=hostile, probe_python=str(echo))
+    cmd = remote_command(str(probe), host, CollectOptions(), budget=5)
+    # The login shell runs the command string: do exactly that here.
+    out = subprocess.run(["/bin/bash", "-c", cmd], capture_output=True, text=True, timeout=10)
+    assert not marker.exists()
+    args = out.stdout.splitlines()
+    assert args[args.index("--python") + 1] == hostile  # arrived as one literal argument
+    assert not probe.exists()  # and the probe file is removed after the run
+
+
+def test_remote_command_bounds_the_probe_on_the_host():
+    host = Host(name="n", address="10.0.0.1")
+    cmd = remote_command("/tmp/.preflight-probe-x.py", host, CollectOptions(), budget=42)
+    assert "timeout -k 2 43" in cmd and "rm -f" in cmd
+    assert cmd.startswith("sh -c ")

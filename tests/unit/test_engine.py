@@ -1,0 +1,43 @@
+"""Verdict rules and the handling of a crashing check."""
+
+from __future__ import annotations
+
+from preflight.checks import ALL_CHECKS, CheckSpec
+from support import REFUSED, cluster, paddle, same
+
+from preflight.engine import judge, run_checks
+from preflight.model import Cluster, Status, Verdict
+
+
+def verdict(c: Cluster) -> Verdict:
+    return judge(c, run_checks(c)).verdict
+
+
+def test_go_only_when_nothing_blocks():
+    assert verdict(cluster(**same(3))) is Verdict.GO
+    assert verdict(cluster(**same(2), node03={"paddle": paddle("2.6.2")})) is Verdict.NO_GO
+    assert verdict(cluster(**same(2), node03=REFUSED)) is Verdict.NO_GO
+
+
+def test_every_host_failing_is_no_go_with_reasons():
+    j = judge(c := cluster(a=REFUSED, b=REFUSED), run_checks(c))
+    assert j.verdict is Verdict.NO_GO
+    assert len(j.reasons) == 2 and all("connection refused" in r for r in j.reasons)
+
+
+def test_no_hosts_is_no_go():
+    assert verdict(Cluster(())) is Verdict.NO_GO
+
+
+def test_crashing_check_is_an_error_finding_and_others_still_run():
+    def boom(c: Cluster):
+        raise KeyError("gpu")
+    specs = (CheckSpec("boom", boom, "crashes"), *ALL_CHECKS)
+    c = cluster(**same(2))
+    findings = run_checks(c, specs)
+    err = [f for f in findings if f.status is Status.ERROR]
+    assert len(err) == 1 and err[0].check == "boom"
+    assert "check boom crashed: KeyError: 'gpu'" in err[0].message
+    assert any(f.check == "paddle-stack" and f.status is Status.PASS for f in findings)
+    j = judge(c, findings)
+    assert j.verdict is Verdict.NO_GO and j.crashed_checks

@@ -17,6 +17,17 @@ FIELDS = (("paddle", "version"), ("paddle commit", "commit"), ("CUDA", "cuda"),
           ("cuDNN", "cudnn"), ("NCCL", "nccl"))
 
 
+def _value(p: PaddleFacts, attr: str) -> str:
+    """The field as compared: CPU builds report "no CUDA/NCCL" in several ways (None, 'False',
+    '0'); they all mean the same, and a commit is shown short enough to read."""
+    if attr in ("cuda", "cudnn", "nccl") and p.compiled_with_cuda is False:
+        return "CPU build"
+    v = getattr(p, attr)
+    if v is None:
+        return "none"
+    return str(v)[:12] if attr == "commit" else str(v)
+
+
 def _python_minor(p: PaddleFacts) -> str:
     return ".".join((p.python or "?").split(".")[:2])
 
@@ -35,9 +46,16 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     if not usable:
         return
     bad: list[Finding] = []
+    version_differs: set[str] = set()
     for label, attr in FIELDS:
-        bad += compare(NAME, label, {h: getattr(p, attr) for h, p in usable.items()},
-                       show=lambda v: "none" if v is None else str(v))
+        # Another version always has another commit: the commit is news only between hosts
+        # that report the same version (two builds of one release).
+        hosts = {h: p for h, p in usable.items()
+                 if not (attr == "commit" and h in version_differs)}
+        found = compare(NAME, label, {h: _value(p, attr) for h, p in hosts.items()})
+        if attr == "version":
+            version_differs = {h for f in found for h in f.hosts}
+        bad += found
     bad += compare(NAME, "Python", {h: _python_minor(p) for h, p in usable.items()})
     yield from bad
     if not bad:

@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CPU utilisation sampling window on each host (default: 0.5)")
     c.add_argument("--no-progress", action="store_true", help="no live progress line")
     c.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    d = sub.add_parser("demo", help="build a simulated cluster on this machine (root), check "
+                       "it healthy and with faults, remove it")
+    d.add_argument("--hosts", type=_positive(int), default=4, help="simulated hosts (default 4)")
     return p
 
 
@@ -112,6 +115,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
+        if args.command == "demo":
+            from preflight.demo import run_demo  # only the demo needs the testbed
+
+            return run_demo(args.hosts)
         return cmd_check(args)
     except (InventoryError, UsageError) as e:
         print(f"preflight: error: {e}", file=sys.stderr)

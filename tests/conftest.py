@@ -14,8 +14,9 @@ import pytest
 
 from preflight import testbed
 
-PADDLE_A = os.environ.get("PREFLIGHT_PADDLE_A", "/opt/preflight-testenv/paddle-3.3.1/bin/python")
-PADDLE_B = os.environ.get("PREFLIGHT_PADDLE_B", "/opt/preflight-testenv/paddle-2.6.2/bin/python")
+ENVS = os.environ.get("PREFLIGHT_TESTENV", "/opt/preflight-testenv")  # built by scripts/setup.sh
+PADDLE_A = os.path.join(ENVS, "paddle-3.3.1", "bin", "python")
+PADDLE_B = os.path.join(ENVS, "paddle-2.6.2", "bin", "python")
 
 # One cluster for the whole session; each fault lives on its own host so tests do not
 # depend on their order. Healthy: good1-3. Faults are injected once, at build time.

@@ -37,6 +37,11 @@ class Progress:
             self.stream.flush()
 
 
+def _hosts_cell(hosts: tuple[str, ...]) -> str:
+    """A short hosts column: the names when few, else a count (the message names them)."""
+    return hosts_text(list(hosts)) if len(hosts) <= 3 else f"{len(hosts)} hosts"
+
+
 def _paint(text: str, status: Status, color: bool) -> str:
     return f"\033[{COLORS[status]}m{text}\033[0m" if color else text
 
@@ -45,7 +50,7 @@ def render(judgement: Judgement, color: bool = False, width: int | None = None) 
     """Returns the findings table (worst first) and the one-line verdict."""
     width = width or shutil.get_terminal_size((120, 24)).columns
     findings: list[Finding] = sorted(judgement.findings, key=lambda f: ORDER[f.status])
-    rows = [(f.status.value, f.check, hosts_text(list(f.hosts), 3), f.message) for f in findings]
+    rows = [(f.status.value, f.check, _hosts_cell(f.hosts), f.message) for f in findings]
     w0 = max([len("STATUS")] + [len(r[0]) for r in rows])
     w1 = max([len("CHECK")] + [len(r[1]) for r in rows])
     w2 = min(30, max([len("HOSTS")] + [len(r[2]) for r in rows]))

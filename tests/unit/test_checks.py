@@ -82,8 +82,12 @@ def test_gpus_of_one_host_differ():
 PADDLE_CASES = [
     ("alike", same(3), []),
     ("version", {**same(5), "node07": {"paddle": paddle("3.2.2")}},
-     ["node07: paddle 3.2.2 != 3.3.1 (5 of 6 hosts)",
-      "node07: paddle commit c0ffee3.2.2 != c0ffee3.3.1 (5 of 6 hosts)"]),
+     ["node07: paddle 3.2.2 != 3.3.1 (5 of 6 hosts)"]),
+    ("same-version-other-build", {**same(2), "node03": {"paddle": paddle(commit="deadbeef")}},
+     ["node03: paddle commit deadbeef != c0ffee3.3.1 (2 of 3 hosts)"]),
+    ("cpu-builds-report-no-nccl-differently", {
+        "a": {"paddle": paddle(compiled_with_cuda=False, nccl="0", cuda="False")},
+        "b": {"paddle": paddle(compiled_with_cuda=False, nccl=None, cuda="False")}}, []),
     ("nccl", {**same(2), "node03": {"paddle": paddle(nccl="21000")}},
      ["node03: NCCL 21000 != 22501 (2 of 3 hosts)"]),
     ("cudnn-missing-field", {**same(2), "node03": {"paddle": paddle(cudnn=None)}},

@@ -1,0 +1,50 @@
+"""`preflight demo`: check a simulated cluster built on this machine, then remove it (root)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from preflight import testbed
+
+ENVS = os.environ.get("PREFLIGHT_TESTENV", "/opt/preflight-testenv")
+
+
+def _check(tb: testbed.Testbed, title: str, inventory: str) -> int:
+    print(f"\n=== {title}\n$ preflight check -i {os.path.basename(inventory)}", flush=True)
+    env = dict(os.environ, PYTHONSAFEPATH="1")
+    return subprocess.run(tb.client_cmd([sys.executable, "-m", "preflight", "check", "-i",
+                                         inventory, "--no-progress"]),
+                          cwd=tb.base, env=env, timeout=300).returncode
+
+
+def run_demo(n_hosts: int) -> int:
+    """Builds n simulated hosts, checks the healthy ones (GO), then all with real faults
+    (NO-GO); returns 0 when both verdicts came out as they should."""
+    why = testbed.can_run()
+    if why:
+        print(f"preflight demo: cannot build the simulated cluster: {why}", file=sys.stderr)
+        return 2
+    python = os.path.join(ENVS, "paddle-3.3.1", "bin", "python")
+    other = os.path.join(ENVS, "paddle-2.6.2", "bin", "python")
+    if not os.access(python, os.X_OK):
+        print(f"preflight demo: {python} missing; run scripts/setup.sh first", file=sys.stderr)
+        return 2
+    names = [f"node{i:02d}" for i in range(1, max(3, n_hosts) + 1)]
+    print(f"building {len(names)} simulated hosts (network namespaces, one sshd each) ...")
+    with testbed.Testbed(len(names), names=names) as tb:
+        healthy = names[:-1]
+        rc_go = _check(tb, f"{len(healthy)} healthy hosts", tb.inventory(
+            os.path.join(tb.base, "healthy.yaml"), healthy, python=python))
+        starved, odd = names[-1], names[-2]
+        tb.limit_cpu(starved, 0.25)
+        overrides: dict[str, dict[str, object]] = (
+            {odd: {"python": other}} if os.access(other, os.X_OK) else {})
+        print(f"\ninjecting faults: {starved} gets a cgroup CPU quota of 0.25 cores"
+              + (f"; {odd} uses Paddle 2.6.2" if overrides else ""))
+        rc_nogo = _check(tb, f"all {len(names)} hosts, with faults", tb.inventory(
+            os.path.join(tb.base, "faulty.yaml"), names, python=python, overrides=overrides))
+    print(f"\nsimulated cluster removed. exit codes: healthy {rc_go} (GO=0), "
+          f"faulty {rc_nogo} (NO-GO=1)")
+    return 0 if (rc_go, rc_nogo) == (0, 1) else 1

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Sets up preflight and everything its demo and tests need, on a fresh Debian machine, as root:
+# Debian packages (sshd, iperf3, iproute2, ...), a virtual environment with preflight and its
+# test extras, and two real Paddle CPU installs for the simulated hosts. Safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DEBIAN_FRONTEND=noninteractive
+
+packages=(openssh-server openssh-client iperf3 iproute2 util-linux procps python3 python3-venv)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# preflight itself. Strict editable mode: mypy and the mapped packages (preflight.checks,
+# preflight.inventory) then resolve exactly as in a wheel.
+python=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test]' \
+  --config-settings editable_mode=strict
+
+# Training environments of the simulated hosts, built from Debian's python3 (visible inside
+# every host, unlike a pyenv under /root) in a directory the hosts can see.
+envs=${PREFLIGHT_TESTENV:-/opt/preflight-testenv}
+make_env() {
+  local dir=$envs/paddle-$1; shift
+  if "$dir/bin/python" -c "import paddle" >/dev/null 2>&1; then return; fi
+  rm -rf "$dir"
+  /usr/bin/python3 -m venv "$dir"
+  "$dir/bin/pip" install -q --disable-pip-version-check "$@"
+}
+make_env 3.3.1 paddlepaddle==3.3.1
+# 2.6.2 needs protobuf<5 for parameter-server mode and numpy<2 for its C extensions.
+make_env 2.6.2 paddlepaddle==2.6.2 "protobuf<5" "numpy<2"
+echo "setup done: .venv (preflight), $envs/paddle-3.3.1, $envs/paddle-2.6.2"

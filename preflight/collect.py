@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import queue
 import secrets
@@ -34,6 +35,7 @@ class CollectOptions:
     cpu_sample_s: float = 0.5
 
 
+@functools.lru_cache(maxsize=1)
 def probe_source() -> bytes:
     """Returns the probe script that is shipped to each host."""
     return resources.files("preflight").joinpath("probe_script.py").read_bytes()
@@ -145,7 +147,13 @@ class _Job:
         self.proc = subprocess.Popen([self.host.probe_python, path,
                                       *probe_args(self.host, self.opts, self.budget)],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        out, err = self.proc.communicate(timeout=self._remaining())
+        try:
+            out, err = self.proc.communicate(timeout=max(0.1, self._remaining()))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            return HostOutcome(self.host, failure=deadline_failure(self),
+                               elapsed_s=time.monotonic() - self.started)
         return self._finish(out.decode("utf-8", "replace"), self.proc.returncode,
                             err.decode("utf-8", "replace"))
 

@@ -70,7 +70,8 @@ def verdict_line(judgement: Judgement, color: bool = False) -> str:
     if judgement.verdict is Verdict.GO:
         warn = f" ({counts[Status.WARN]} warnings)" if counts[Status.WARN] else ""
         head = _paint("GO", Status.PASS, color)
-        return f"{head}: all {counts[Status.PASS]} checks passed{warn}"
+        checks = len({f.check for f in judgement.findings})
+        return f"{head}: all {checks} checks passed{warn}"
     parts = [f"{counts[s]} {label}" for s, label in (
         (Status.FAIL, "failed"), (Status.COULD_NOT_CHECK, "could not check"),
         (Status.ERROR, "check errors")) if counts[s]]

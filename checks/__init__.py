@@ -8,7 +8,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from preflight.checks import cpu, gpu, paddle_stack, reachability
+from preflight.checks import (
+    clock,
+    compat,
+    cpu,
+    env,
+    files,
+    gpu,
+    gpu_health,
+    limits,
+    network,
+    paddle_stack,
+    pins,
+    ports,
+    reachability,
+)
 
 from preflight.model import Cluster, Finding
 
@@ -26,5 +40,17 @@ ALL_CHECKS: tuple[CheckSpec, ...] = (
               "alike across hosts"),
     CheckSpec(paddle_stack.NAME, paddle_stack.check, "Paddle importable; Paddle, CUDA, cuDNN, "
               "NCCL and Python identical on every host"),
+    CheckSpec(gpu_health.NAME, gpu_health.check, "no uncorrectable ECC errors, pending "
+              "retirement/remapping, slowdowns, busy GPUs or degraded PCIe links"),
+    CheckSpec(compat.NAME, compat.check, "driver new enough for Paddle's CUDA, GPU "
+              "architectures covered, CUDA build on GPU hosts, PS core in PS mode"),
+    CheckSpec(pins.NAME, pins.check, "the policy's version pins hold on every host"),
     CheckSpec(cpu.NAME, cpu.check, "effective CPU cores not far below the cluster median"),
+    CheckSpec(env.NAME, env.check, "training variables alike; none set to a hurtful value"),
+    CheckSpec(files.NAME, files.check, "training script and configs identical on every host"),
+    CheckSpec(network.NAME, network.check, "one MTU on the interfaces the job uses"),
+    CheckSpec(clock.NAME, clock.check, "host clocks agree within the policy's bounds"),
+    CheckSpec(limits.SHM, limits.check_shm, "/dev/shm large enough for data loaders"),
+    CheckSpec(limits.NOFILE, limits.check_nofile, "open-files limit high enough"),
+    CheckSpec(ports.NAME, ports.check, "the launcher's ports are free on every host"),
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from preflight.facts import HostFacts, SectionError
@@ -42,7 +42,7 @@ def hosts_text(hosts: Sequence[str], limit: int = 6) -> str:
     return ", ".join(hosts[:limit]) + f", ... (+{len(hosts) - limit} more)"
 
 
-def compare(check: str, label: str, values: dict[str, Hashable],
+def compare(check: str, label: str, values: Mapping[str, Hashable],
             status: Status = Status.FAIL, show: Callable[[Any], str] = str) -> list[Finding]:
     """Returns findings for hosts whose value differs from the majority (none if all agree).
 
@@ -76,3 +76,11 @@ def compare(check: str, label: str, values: dict[str, Hashable],
 
 def passed(check: str, hosts: Iterable[str], message: str, **data: Any) -> Finding:
     return Finding(check, Status.PASS, tuple(hosts), message, data)
+
+
+def pass_others(check: str, hosts: Iterable[str], bad: Iterable[Finding], message: str,
+                **data: Any) -> list[Finding]:
+    """Returns one pass finding for the hosts that no finding in bad names (none if none)."""
+    named = {h for f in bad for h in f.hosts}
+    rest = [h for h in hosts if h not in named]
+    return [passed(check, rest, message.format(n=len(rest)), **data)] if rest else []

@@ -16,6 +16,36 @@ def _one(values: set[object]) -> object:
     return next(iter(values)) if len(values) == 1 else "mixed"
 
 
+# Settings that should match on every GPU of the cluster: (label, attribute, status when not).
+# ECC and MIG change usable memory and device layout; fewer NVLink links up means a slower
+# collective; VBIOS, persistence and power limits change clocks and start-up behaviour.
+SETTINGS = (
+    ("ECC mode", "ecc_mode", Status.FAIL),
+    ("MIG mode", "mig_mode", Status.FAIL),
+    ("NVLink links up", "nvlink_up", Status.FAIL),
+    ("power limit (W)", "power_limit_w", Status.WARN),
+    ("persistence mode", "persistence_mode", Status.WARN),
+    ("VBIOS", "vbios", Status.WARN),
+)
+
+
+def _settings(gpus: dict[str, GpuFacts]) -> Iterator[Finding]:
+    """Findings for settings that differ within a host or between hosts (unreported: skip)."""
+    per_host: dict[str, dict[str, object]] = {label: {} for label, _, _ in SETTINGS}
+    for host, g in gpus.items():
+        for label, attr, status in SETTINGS:
+            vals = {getattr(d, attr) for d in g.devices} - {None}
+            if len(vals) > 1:
+                by_gpu = ", ".join(f"GPU{d.index}={getattr(d, attr)}" for d in g.devices)
+                yield Finding(NAME, status, (host,),
+                              f"{host}: GPUs of one host differ in {label}: {by_gpu}",
+                              {"field": label})
+            elif vals:
+                per_host[label][host] = vals.pop()
+    for label, _, status in SETTINGS:
+        yield from compare(NAME, label, per_host[label], status=status)
+
+
 def check(cluster: Cluster) -> Iterator[Finding]:
     gpus, missing = sections(cluster, lambda f: f.gpu, GpuFacts)
     yield from could_not_check(NAME, "GPU facts", missing)
@@ -44,6 +74,7 @@ def check(cluster: Cluster) -> Iterator[Finding]:
         ("driver", lambda g: g.driver),
     ):
         bad += compare(NAME, label, {h: pick(g) for h, g in with_gpus.items()})
+    bad += list(_settings(with_gpus))
     yield from bad
     if not bad:
         g = next(iter(with_gpus.values()))

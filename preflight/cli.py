@@ -15,8 +15,10 @@ from typing import Optional
 from preflight import __version__
 from preflight.collect import CollectOptions, collect, local_host
 from preflight.engine import judge, run_checks
-from preflight.inventory import InventoryError, load
+from preflight.errors import InputError
+from preflight.inventory import load
 from preflight.model import Cluster, Stage, Verdict
+from preflight.policy import build as build_policy
 from preflight.report import jsonreport, terminal
 
 EXIT_GO, EXIT_NO_GO, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -61,6 +63,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training interpreter for the local audit (default: python3)")
     c.add_argument("--cpu-sample", type=_positive(float), default=0.5, metavar="S",
                    help="CPU utilisation sampling window on each host (default: 0.5)")
+    c.add_argument("--policy", metavar="FILE", help="YAML policy: mode, require, files, "
+                   "ports, limits (flags below add to or override it)")
+    c.add_argument("--mode", choices=("collective", "ps"),
+                   help="job mode (default collective); ps requires the PS core")
+    c.add_argument("--require", action="append", default=[], metavar="PIN",
+                   help="version pin, e.g. 'paddle>=2.6,<3' or 'driver>=535' (repeatable; "
+                   "names: paddle, driver, cuda, cudnn, nccl, python)")
+    c.add_argument("--file", action="append", default=[], metavar="PATH", dest="files",
+                   help="training script or config that must be identical on every host "
+                   "(repeatable)")
+    c.add_argument("--ports", metavar="LIST",
+                   help="ports the launcher will use, e.g. '6070-6077,6767' (the default)")
     c.add_argument("--no-progress", action="store_true", help="no live progress line")
     c.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     d = sub.add_parser("demo", help="build a simulated cluster on this machine (root), check "
@@ -74,6 +88,7 @@ def _raise_interrupt(signum: int, frame: Optional[FrameType]) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    policy = build_policy(args.policy, args.mode, args.require, args.files, args.ports)
     if args.inventory:
         hosts = load(args.inventory)
     else:
@@ -85,14 +100,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     opts = CollectOptions(forks=args.forks, connect_timeout=args.connect_timeout,
                           deadline=args.deadline,
                           accept_new_host_keys=args.accept_new_host_keys,
-                          cpu_sample_s=args.cpu_sample)
+                          cpu_sample_s=args.cpu_sample, files=policy.files)
     progress = terminal.Progress(enabled=False if args.no_progress else None)
     started = time.time()
     try:
         outcomes = collect(hosts, opts, on_result=progress)
     finally:
         progress.close()
-    cluster = Cluster(tuple(outcomes))
+    cluster = Cluster(tuple(outcomes), policy)
     judgement = judge(cluster, run_checks(cluster))
     interrupted = any(o.failure and o.failure.stage is Stage.INTERRUPTED for o in outcomes)
     if args.json:
@@ -120,7 +135,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             return run_demo(args.hosts)
         return cmd_check(args)
-    except (InventoryError, UsageError) as e:
+    except (InputError, UsageError) as e:
         print(f"preflight: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

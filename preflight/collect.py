@@ -33,6 +33,7 @@ class CollectOptions:
     deadline: float = 60.0  # per host, from the start of its connection to parsed facts
     accept_new_host_keys: bool = False
     cpu_sample_s: float = 0.5
+    files: tuple[str, ...] = ()  # paths the probe hashes (the job's script and configs)
 
 
 @functools.lru_cache(maxsize=1)
@@ -42,8 +43,9 @@ def probe_source() -> bytes:
 
 
 def probe_args(host: Host, opts: CollectOptions, budget: float) -> list[str]:
+    files = [a for path in opts.files for a in ("--file", path)]
     return ["--python", host.python, "--sample", f"{opts.cpu_sample_s:g}",
-            "--budget", f"{budget:.0f}"]
+            "--budget", f"{budget:.0f}", *files]
 
 
 def remote_command(path: str, host: Host, opts: CollectOptions, budget: float) -> str:

@@ -77,6 +77,31 @@ class Interface:
 @dataclass(frozen=True)
 class NetworkFacts:
     interfaces: tuple[Interface, ...]
+    default_route: Optional[str] = None  # interface of the default route
+    infiniband: tuple[str, ...] = ()  # RDMA devices in /sys/class/infiniband
+
+    def interface_with(self, address: str) -> Optional[Interface]:
+        """Returns the interface that holds address (an inventory IP), if any."""
+        for i in self.interfaces:
+            if any(a.split("/")[0] == address for a in i.addresses):
+                return i
+        return None
+
+    def interface(self, name: Optional[str]) -> Optional[Interface]:
+        return next((i for i in self.interfaces if i.name == name), None)
+
+
+@dataclass(frozen=True)
+class FileFact:
+    path: str
+    sha256: Optional[str] = None
+    size: Optional[int] = None
+    error: Optional[str] = None  # e.g. "FileNotFoundError: No such file or directory"
+
+
+@dataclass(frozen=True)
+class FilesFacts:
+    files: tuple[FileFact, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,6 +128,14 @@ class GpuDevice:
     power_limit_w: Optional[float] = None
     pcie_width: Optional[int] = None
     pcie_width_max: Optional[int] = None
+    nvlink_up: Optional[int] = None  # NVLink links in the up state
+    # Health (None: not reported, e.g. by nvidia-smi, or not supported by the GPU)
+    ecc_uncorrected_volatile: Optional[int] = None
+    retired_pages_pending: Optional[bool] = None
+    remapped_rows_pending: Optional[bool] = None
+    remapped_rows_failure: Optional[bool] = None
+    clock_event_reasons: Optional[int] = None  # NVML bitmask
+    processes: Optional[int] = None  # compute processes already running on the GPU
 
 
 @dataclass(frozen=True)
@@ -149,6 +182,7 @@ class HostFacts:
     network: Union[NetworkFacts, SectionError]
     ports: Union[PortsFacts, SectionError]
     env: Union[EnvFacts, SectionError]
+    files: Union[FilesFacts, SectionError]
     gpu: Union[GpuFacts, SectionError]
     paddle: Union[PaddleFacts, SectionError]
     clock: Union[ClockFacts, SectionError]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from preflight.facts import HostFacts
+from preflight.policy import Policy
 
 
 @dataclass(frozen=True)
@@ -102,9 +103,11 @@ class Judgement:
 
 @dataclass(frozen=True)
 class Cluster:
-    """Everything collection learned about every host: the one input of every check."""
+    """Everything collection learned about every host, and what the job needs: the one input
+    of every check."""
 
     outcomes: tuple[HostOutcome, ...]
+    policy: Policy = field(default_factory=Policy)
 
     def probed(self) -> list[tuple[str, HostFacts]]:
         """Returns (host name, facts) for every host whose probe succeeded, in order."""

@@ -128,7 +128,28 @@ def network(d: dict[str, Any]) -> F.NetworkFacts:
         out.append(F.Interface(name=req(s(x, "name")), mtu=i(x, "mtu", False),
                                state=s(x, "state", False), speed_mbps=i(x, "speed_mbps", False),
                                addresses=addrs))
-    return F.NetworkFacts(interfaces=tuple(out))
+    route = d.get("default_route")
+    ib = d.get("infiniband")
+    return F.NetworkFacts(
+        interfaces=tuple(out),
+        default_route=route[:64] if isinstance(route, str) else None,
+        infiniband=tuple(x[:64] for x in items(ib, "infiniband") if isinstance(x, str))
+        if isinstance(ib, list) else ())
+
+
+def files(d: dict[str, Any]) -> F.FilesFacts:
+    raw = obj(d.get("files"), "files")
+    if len(raw) > MAX_ITEMS:
+        raise Malformed(f"files: more than {MAX_ITEMS} entries")
+    out = []
+    for path, x in sorted(raw.items()):
+        x = obj(x, f"files[{path[:64]}]")
+        if "error" in x:
+            out.append(F.FileFact(path=path[:MAX_STR], error=str(x["error"])[:MAX_STR]))
+        else:
+            out.append(F.FileFact(path=path[:MAX_STR], sha256=s(x, "sha256"),
+                                  size=i(x, "size", False)))
+    return F.FilesFacts(files=tuple(out))
 
 
 def ports(d: dict[str, Any]) -> F.PortsFacts:
@@ -179,9 +200,25 @@ def gpu(d: dict[str, Any]) -> F.GpuFacts:
             ecc_mode=_mode(x.get("ecc_mode")), mig_mode=_mode(x.get("mig_mode")),
             persistence_mode=_mode(x.get("persistence_mode")),
             power_limit_w=f(x, "power_limit_w", False),
-            pcie_width=i(x, "pcie_width", False), pcie_width_max=i(x, "pcie_width_max", False)))
+            pcie_width=i(x, "pcie_width", False), pcie_width_max=i(x, "pcie_width_max", False),
+            nvlink_up=i(x, "nvlink_up", False),
+            ecc_uncorrected_volatile=i(x, "ecc_uncorrected_volatile", False),
+            retired_pages_pending=_flag(x.get("retired_pages_pending")),
+            remapped_rows_pending=b(x, "remapped_rows_pending"),
+            remapped_rows_failure=b(x, "remapped_rows_failure"),
+            clock_event_reasons=i(x, "clock_event_reasons", False),
+            processes=i(x, "processes", False)))
     return F.GpuFacts(source=req(source), driver=s(d, "driver", False),
                       cuda_driver=s(d, "cuda_driver", False), devices=tuple(devices))
+
+
+def _flag(v: Any) -> Optional[bool]:
+    """NVML returns feature states as ints (1 = enabled / pending)."""
+    if v is None:
+        return None
+    if isinstance(v, (bool, int)):
+        return bool(v)
+    raise Malformed(f"expected a flag, got {type(v).__name__}")
 
 
 def _text_or_none(v: Any) -> Optional[str]:
@@ -216,7 +253,8 @@ def clock(d: dict[str, Any], received_at: float) -> F.ClockFacts:
 SectionParser = Callable[[dict[str, Any]], Any]
 SECTIONS: dict[str, SectionParser] = {
     "system": system, "cpu": cpu, "memory": memory, "shm": shm, "limits": limits,
-    "network": network, "ports": ports, "env": env, "gpu": gpu, "paddle": paddle,
+    "network": network, "ports": ports, "env": env, "files": files, "gpu": gpu,
+    "paddle": paddle,
 }
 
 

@@ -299,7 +299,8 @@ def network_facts():
             "addresses": addrs.get(name, []) if isinstance(addrs, dict)
             and "error" not in addrs else [],
         })
-    return {"interfaces": interfaces}
+    return {"interfaces": interfaces, "default_route": section(default_route_interface),
+            "infiniband": section(infiniband_devices)}
 
 
 def listening_ports():
@@ -314,6 +315,44 @@ def listening_ports():
             if len(parts) > 3 and parts[3] == "0A":  # TCP_LISTEN
                 ports.add(int(parts[1].rsplit(":", 1)[1], 16))
     return {"tcp": sorted(ports)}
+
+
+def default_route_interface():
+    for line in read("/proc/net/route").splitlines()[1:]:
+        parts = line.split()
+        if len(parts) > 2 and parts[1] == "00000000":
+            return parts[0]
+    return None
+
+
+def infiniband_devices():
+    try:
+        return sorted(os.listdir("/sys/class/infiniband"))
+    except OSError:
+        return []
+
+
+# ---------------------------------------------------------------- files
+def files_facts(paths):
+    """sha256 of each file the job needs (script, configs): they must match on every host."""
+    import hashlib
+    out = {}
+    for path in paths:
+        full = os.path.expanduser(path)
+        try:
+            h = hashlib.sha256()
+            size = 0
+            with open(full, "rb") as f:
+                while True:
+                    chunk = f.read(1 << 20)
+                    if not chunk:
+                        break
+                    size += len(chunk)
+                    h.update(chunk)
+            out[path] = {"sha256": h.hexdigest(), "size": size}
+        except (OSError, IOError) as e:
+            out[path] = {"error": "%s: %s" % (type(e).__name__, e.strerror or e)}
+    return {"files": out}
 
 
 # ---------------------------------------------------------------- environment
@@ -348,7 +387,25 @@ def nvml_facts(pynvml):
             ecc = opt(pynvml.nvmlDeviceGetEccMode, h)
             mig = opt(pynvml.nvmlDeviceGetMigMode, h)
             power = opt(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
+            remap = opt(pynvml.nvmlDeviceGetRemappedRows, h)  # (corr, unc, pending, failure)
+            reasons = opt(getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                          or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, h)
+            procs = opt(pynvml.nvmlDeviceGetComputeRunningProcesses, h)
+            links = None
+            for link in range(18):  # NVML_NVLINK_MAX_LINKS
+                try:
+                    up = pynvml.nvmlDeviceGetNvLinkState(h, link)
+                except Exception:
+                    break
+                links = (links or 0) + (1 if up else 0)
             devices.append({
+                "ecc_uncorrected_volatile": opt(pynvml.nvmlDeviceGetTotalEccErrors, h, 1, 0),
+                "retired_pages_pending": opt(pynvml.nvmlDeviceGetRetiredPagesPendingStatus, h),
+                "remapped_rows_pending": bool(remap[2]) if remap else None,
+                "remapped_rows_failure": bool(remap[3]) if remap else None,
+                "clock_event_reasons": reasons,
+                "processes": len(procs) if procs is not None else None,
+                "nvlink_up": links,
                 "index": i,
                 "name": text(pynvml.nvmlDeviceGetName(h)),
                 "uuid": text(opt(pynvml.nvmlDeviceGetUUID, h) or ""),
@@ -465,9 +522,12 @@ def finish_paddle(proc, python, budget):
 
 def main(argv):
     args = {"--python": "python3", "--sample": "0.5", "--budget": "60"}
+    files = []
     it = iter(argv)
     for a in it:
-        if a in args:
+        if a == "--file":
+            files.append(next(it, ""))
+        elif a in args:
             args[a] = next(it, args[a])
     budget = float(args["--budget"])
     python = args["--python"]
@@ -489,6 +549,7 @@ def main(argv):
     doc["network"] = section(network_facts)
     doc["ports"] = section(listening_ports)
     doc["env"] = section(env_facts)
+    doc["files"] = section(files_facts, [f for f in files if f])
     if paddle_proc is not None:
         left = max(1.0, budget - (time.time() - started) - 2.0)
         paddle = section(finish_paddle, paddle_proc, python, left)

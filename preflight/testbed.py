@@ -320,6 +320,38 @@ class Testbed:
             fh.write(str(host.sshd.pid))
         return path
 
+    def set_mtu(self, name: str, mtu: int) -> None:
+        """Gives the host's eth0 (and its switch port) another MTU."""
+        host = self.hosts[name]
+        index = list(self.hosts).index(name)
+        run(["ip", "-n", host.ns, "link", "set", "eth0", "mtu", str(mtu)])
+        run(["ip", "-n", self.switch_ns, "link", "set", f"v{index}", "mtu", str(mtu)])
+
+    def hold_port(self, name: str, port: int, seconds: float = 900.0) -> None:
+        """Something else already listens on port (a previous job that did not stop)."""
+        host = self.hosts[name]
+        host.extra.append(subprocess.Popen(
+            ["nsenter", f"--net=/run/netns/{host.ns}", sys.executable, "-c", SILENT_LISTENER,
+             "0.0.0.0", str(port), str(seconds)], stdin=subprocess.DEVNULL))
+        self.wait_listening([name], port)
+
+    def login_env(self, name: str, lines: Sequence[str]) -> None:
+        """Appends lines to the host's ~/.bashrc, which bash reads for every SSH command."""
+        with open(os.path.join(self.hosts[name].dir, "root", ".bashrc"), "a") as fh:
+            fh.writelines(line + "\n" for line in lines)
+
+    def write_file(self, name: str, path: str, data: str) -> str:
+        """Writes data at path under the host's private /root or /tmp; returns the path."""
+        host = self.hosts[name]
+        for private in ("/root/", "/tmp/"):
+            if path.startswith(private):
+                local = os.path.join(host.dir, private.strip("/"), path[len(private):])
+                os.makedirs(os.path.dirname(local), exist_ok=True)
+                with open(local, "w") as fh:
+                    fh.write(data)
+                return path
+        raise TestbedError(f"{path}: only the private /root and /tmp differ between hosts")
+
     # ------------------------------------------------------------------ use
     def client_cmd(self, argv: Sequence[str]) -> list[str]:
         """Returns argv wrapped to run inside the client namespace."""

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 
-packages=(openssh-server openssh-client iperf3 iproute2 util-linux procps python3 python3-venv)
+packages=(openssh-server openssh-client iperf3 iproute2 util-linux procps python3 python3-venv
+          faketime)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

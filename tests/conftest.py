@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import subprocess
 import sys
@@ -20,7 +21,9 @@ PADDLE_B = os.path.join(ENVS, "paddle-2.6.2", "bin", "python")
 
 # One cluster for the whole session; each fault lives on its own host so tests do not
 # depend on their order. Healthy: good1-3. Faults are injected once, at build time.
-HOSTS = ("good1", "good2", "good3", "dead", "hung", "rekeyed", "starved", "stuck")
+HOSTS = ("good1", "good2", "good3", "dead", "hung", "rekeyed", "starved", "stuck", "drift")
+DRIFT_CLOCK_S = 30
+TRAIN_PY = "/root/job/train.py"
 STUCK_SHELL_S = 12  # stuck's login shell blocks this long before running any command
 STARVED_CORES = 0.25
 
@@ -54,6 +57,8 @@ class Cluster:
     paddle_b = PADDLE_B
     starved_cores = STARVED_CORES
     stuck_shell_s = STUCK_SHELL_S
+    drift_clock_s = DRIFT_CLOCK_S
+    train_py = TRAIN_PY
 
     def __init__(self, tb: testbed.Testbed) -> None:
         self.tb = tb
@@ -98,6 +103,17 @@ def cluster() -> Iterator[Cluster]:
         # SSH command, before our command and its remote time limit even start.
         with open(os.path.join(tb.hosts["stuck"].dir, "root", ".bashrc"), "w") as fh:
             fh.write(f"sleep {STUCK_SHELL_S}\n")
+        # "drift": a host whose configuration differs in every way a job notices.
+        tb.set_mtu("drift", 1400)
+        tb.hold_port("drift", 6070)
+        faketime = glob.glob("/usr/lib/*/faketime/libfaketime.so.1")
+        if not faketime:
+            _unavailable("libfaketime missing: run scripts/setup.sh (Debian package faketime)")
+        tb.login_env("drift", ["export NCCL_DEBUG=INFO",
+                               f"export LD_PRELOAD={faketime[0]} FAKETIME=+{DRIFT_CLOCK_S}s"])
+        for name in ("good1", "good2", "good3"):
+            tb.write_file(name, TRAIN_PY, "batch_size = 64\n")
+        tb.write_file("drift", TRAIN_PY, "batch_size = 32\n")
         yield Cluster(tb)
     finally:
         tb.close()

@@ -37,7 +37,9 @@ def host_facts(**sections: Any) -> F.HostFacts:
         system=F.SystemFacts("n", "6.1", "x86_64", "Debian 12", "3.11.2"),
         cpu=cpu(), memory=F.MemoryFacts(1 << 36, 1 << 35), shm=F.ShmFacts(1 << 34, 1 << 34),
         limits=F.LimitsFacts(F.Limit(65536, 65536), F.Limit(None, None)),
-        network=F.NetworkFacts(()), ports=F.PortsFacts((22,)), env=F.EnvFacts(()),
+        network=F.NetworkFacts((F.Interface("eth0", 1500, "up", 10000, ("10.0.0.1/24",)),),
+                               default_route="eth0"),
+        ports=F.PortsFacts((22,)), env=F.EnvFacts(()), files=F.FilesFacts(()),
         gpu=gpu(), paddle=paddle(), clock=F.ClockFacts(0.0, 0.0))
     base.update(sections)
     return F.HostFacts(**base)

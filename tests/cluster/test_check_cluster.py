@@ -161,3 +161,45 @@ def test_sigint_keeps_what_was_learned(cluster):
     assert doc["hosts"]["good1"]["status"] == doc["hosts"]["good2"]["status"] == "ok"
     assert doc["hosts"]["stuck"]["failure"]["stage"] == "interrupted"
     assert "Traceback" not in err
+
+
+def test_configuration_drift_is_named(cluster):
+    inv = cluster.inventory("drift.yaml", ["good1", "good2", "drift"])
+    run = cluster.preflight("check", "-i", inv, "--file", cluster.train_py)
+    assert run.rc == 1, run.stdout + run.stderr
+    fails = {(f["check"], h): f["message"] for f in run.findings(status="fail")
+             for h in f["hosts"]}
+    assert set(fails) == {("mtu", "drift"), ("ports", "drift"), ("env", "drift"),
+                          ("files", "drift"), ("clock", "drift")}, fails
+    assert fails[("mtu", "drift")] == "drift: MTU 1400 != 1500 (2 of 3 hosts) on drift:eth0"
+    assert fails[("ports", "drift")].startswith("drift: port 6070 already in use")
+    assert fails[("env", "drift")] == "drift: NCCL_DEBUG INFO != unset (2 of 3 hosts)"
+    assert fails[("files", "drift")].startswith(f"drift: {cluster.train_py} sha256 ")
+    assert fails[("clock", "drift")].startswith(f"drift: clock {cluster.drift_clock_s - 1}") or \
+        fails[("clock", "drift")].startswith(f"drift: clock {cluster.drift_clock_s}.")
+    warns = [f["message"] for f in run.findings("env", "warn")]
+    assert any("NCCL_DEBUG=INFO slows NCCL calls" in w for w in warns)
+    for check in ("mtu", "ports", "files", "clock"):  # the good hosts pass the same checks
+        passing = {h for f in run.findings(check, "pass") for h in f["hosts"]}
+        assert passing == {"good1", "good2"}, check
+
+
+def test_ps_mode_needs_the_ps_core(cluster):
+    inv = cluster.inventory("ps.yaml", ["good1", "good2"])
+    run = cluster.preflight("check", "-i", inv, "--mode", "ps")
+    assert run.rc == 1
+    msgs = [f["message"] for f in run.findings("stack-compat", "fail")]
+    assert len(msgs) == 2 and all("lacks the parameter-server core" in m for m in msgs)
+    inv = cluster.inventory("ps-262.yaml", ["good1", "good2"], python=cluster.paddle_b)
+    run = cluster.preflight("check", "-i", inv, "--mode", "ps")
+    assert run.rc == 0, run.stdout + run.stderr
+
+
+def test_version_pins(cluster):
+    inv = cluster.inventory("pins.yaml", ["good1", "good2"],
+                            overrides={"good2": {"python": cluster.paddle_b}})
+    run = cluster.preflight("check", "-i", inv, "--require", "paddle>=3,<4",
+                            "--require", "python>=3.9")
+    msgs = [f["message"] for f in run.findings("pins", "fail")]
+    assert msgs == ["good2: paddle 2.6.2 does not satisfy paddle<4,>=3"]
+    assert {h for f in run.findings("pins", "pass") for h in f["hosts"]} == {"good1", "good2"}

@@ -1,0 +1,40 @@
+"""Host clocks agree: skew against the cluster's median within the policy's bounds."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+
+from preflight.checks.common import could_not_check, passed, sections
+
+from preflight.facts import ClockFacts
+from preflight.model import Cluster, Finding, Status
+
+NAME = "clock"
+
+
+def check(cluster: Cluster) -> Iterator[Finding]:
+    clocks, missing = sections(cluster, lambda f: f.clock, ClockFacts)
+    yield from could_not_check(NAME, "the clock", missing)
+    skews = {h: c.skew_s for h, c in clocks.items() if c.skew_s is not None}
+    if not skews:
+        return
+    # Against the median, not the controller: the controller's own clock may be the odd one.
+    median = statistics.median(skews.values())
+    lim = cluster.policy.limits
+    ok = []
+    for host, skew in skews.items():
+        off = skew - median
+        status = (Status.FAIL if abs(off) > lim.clock_skew_fail_s else
+                  Status.WARN if abs(off) > lim.clock_skew_warn_s else None)
+        if status is None:
+            ok.append(host)
+            continue
+        limit = lim.clock_skew_fail_s if status is Status.FAIL else lim.clock_skew_warn_s
+        yield Finding(NAME, status, (host,),
+                      f"{host}: clock {abs(off):.1f} s {'ahead of' if off > 0 else 'behind'} "
+                      f"the cluster median (limit {limit:g} s): fix NTP/chrony",
+                      {"offset_s": round(off, 3), "limit_s": limit})
+    if ok:
+        spread = max(skews[h] for h in ok) - min(skews[h] for h in ok)
+        yield passed(NAME, ok, f"clocks within {spread:.2f} s of each other on {len(ok)} hosts")

@@ -1,0 +1,71 @@
+"""GPU health: memory errors, pending retirement/remapping, slowdown reasons, busy GPUs, PCIe."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from preflight.checks.common import could_not_check, passed, sections
+
+from preflight.facts import GpuDevice, GpuFacts
+from preflight.model import Cluster, Finding, Status
+
+NAME = "gpu-health"
+
+# NVML clock event (throttle) reasons that mean the GPU runs slower than it should right now.
+# Bits from nvml.h: nvmlClocksEventReason*; idle (0x1) and app-clock settings are not faults.
+SLOWDOWN_BITS = {
+    0x4: "software power cap",
+    0x8: "hardware slowdown",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+}
+HEALTH_FIELDS = ("ecc_uncorrected_volatile", "retired_pages_pending", "remapped_rows_pending",
+                 "remapped_rows_failure", "clock_event_reasons", "processes")
+
+
+def _problems(d: GpuDevice) -> Iterator[tuple[Status, str]]:
+    if d.ecc_uncorrected_volatile:
+        yield Status.FAIL, (f"{d.ecc_uncorrected_volatile} uncorrectable ECC errors since boot "
+                            "(drain the host, reset or replace the GPU)")
+    if d.retired_pages_pending:
+        yield Status.FAIL, "retired pages pending: the GPU needs a reset to retire them"
+    if d.remapped_rows_failure:
+        yield Status.FAIL, "row remapping failed: the GPU needs replacing"
+    elif d.remapped_rows_pending:
+        yield Status.FAIL, "row remapping pending: the GPU needs a reset"
+    if d.clock_event_reasons:
+        slow = [text for bit, text in SLOWDOWN_BITS.items() if d.clock_event_reasons & bit]
+        if slow:
+            yield Status.FAIL, f"clocks slowed by {', '.join(slow)}"
+    if d.processes:
+        yield Status.FAIL, f"already busy: {d.processes} compute process(es) running"
+    if d.pcie_width and d.pcie_width_max and d.pcie_width < d.pcie_width_max:
+        yield Status.FAIL, (f"PCIe link x{d.pcie_width} of x{d.pcie_width_max}: "
+                            "reseat the GPU or check the riser")
+
+
+def check(cluster: Cluster) -> Iterator[Finding]:
+    gpus, missing = sections(cluster, lambda f: f.gpu, GpuFacts)
+    yield from could_not_check(NAME, "GPU facts", missing)
+    healthy = []
+    for host, g in gpus.items():
+        if not g.devices:
+            continue
+        reported = any(getattr(d, f) is not None for d in g.devices for f in HEALTH_FIELDS)
+        if not reported:
+            yield Finding(NAME, Status.WARN, (host,),
+                          f"{host}: GPU health not reported by {g.source}; install "
+                          "nvidia-ml-py for the probe's or the training python",
+                          {"source": g.source})
+        found = False
+        for d in g.devices:
+            for status, text in _problems(d):
+                found = True
+                yield Finding(NAME, status, (host,), f"{host}: GPU{d.index} ({d.name}): {text}",
+                              {"gpu": d.index, "uuid": d.uuid})
+        if reported and not found:
+            healthy.append(host)
+    if healthy:
+        yield passed(NAME, healthy, f"no memory errors, slowdowns, busy GPUs or degraded PCIe "
+                     f"links on {len(healthy)} hosts")

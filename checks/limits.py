@@ -1,0 +1,54 @@
+"""Host limits that break data loaders and many-rank jobs: /dev/shm size, open-files limit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from preflight.checks.common import could_not_check, passed, sections
+
+from preflight.facts import LimitsFacts, ShmFacts
+from preflight.model import Cluster, Finding, Status
+
+SHM = "shm"
+NOFILE = "nofile"
+MIB = 1 << 20
+
+
+def check_shm(cluster: Cluster) -> Iterator[Finding]:
+    shms, missing = sections(cluster, lambda f: f.shm, ShmFacts)
+    yield from could_not_check(SHM, "/dev/shm", missing)
+    lim = cluster.policy.limits
+    ok = []
+    for host, s in shms.items():
+        mib = s.size_bytes // MIB
+        status = (Status.FAIL if mib < lim.shm_fail_mib else
+                  Status.WARN if mib < lim.shm_warn_mib else None)
+        if status is None:
+            ok.append(host)
+            continue
+        floor = lim.shm_fail_mib if status is Status.FAIL else lim.shm_warn_mib
+        yield Finding(SHM, status, (host,),
+                      f"{host}: /dev/shm is {mib} MiB (< {floor} MiB): DataLoader workers "
+                      "share batches through it; enlarge it (docker --shm-size, tmpfs size=)",
+                      {"size_mib": mib})
+    if ok:
+        yield passed(SHM, ok, f"/dev/shm at least {lim.shm_warn_mib} MiB on {len(ok)} hosts")
+
+
+def check_nofile(cluster: Cluster) -> Iterator[Finding]:
+    limits, missing = sections(cluster, lambda f: f.limits, LimitsFacts)
+    yield from could_not_check(NOFILE, "limits", missing)
+    lim = cluster.policy.limits
+    ok = []
+    for host, x in limits.items():
+        soft = x.nofile.soft
+        if soft is None or soft >= lim.nofile_warn:
+            ok.append(host)
+            continue
+        status = Status.FAIL if soft < lim.nofile_fail else Status.WARN
+        yield Finding(NOFILE, status, (host,),
+                      f"{host}: open-files limit {soft} (< "
+                      f"{lim.nofile_fail if status is Status.FAIL else lim.nofile_warn}): "
+                      "raise nofile in limits.conf or the service unit", {"soft": soft})
+    if ok:
+        yield passed(NOFILE, ok, f"open-files limit at least {lim.nofile_warn} on {len(ok)} hosts")

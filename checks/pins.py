@@ -1,0 +1,59 @@
+"""Version pins from the policy (e.g. paddle>=2.6,<3, driver>=535) hold on every host."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Optional
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+from preflight.checks.common import passed
+
+from preflight.facts import GpuFacts, HostFacts, PaddleFacts
+from preflight.model import Cluster, Finding, Status
+from preflight.policy import nccl_version
+
+NAME = "pins"
+
+
+def pinned_value(name: str, facts: HostFacts) -> Optional[str]:
+    """Returns the host's version of what a pin names, or None if the host has none."""
+    p, g = facts.paddle, facts.gpu
+    paddle = p if isinstance(p, PaddleFacts) and p.available else None
+    if name == "driver":
+        return g.driver if isinstance(g, GpuFacts) else None
+    if paddle is None:
+        return None
+    if name in ("cuda", "cudnn") and paddle.compiled_with_cuda is False:
+        return None
+    if name == "nccl":
+        return nccl_version(paddle.nccl) if paddle.nccl else None
+    return {"paddle": paddle.version, "cuda": paddle.cuda, "cudnn": paddle.cudnn,
+            "python": paddle.python}.get(name)
+
+
+def check(cluster: Cluster) -> Iterator[Finding]:
+    for pin in cluster.policy.pins:
+        spec = SpecifierSet(pin.spec)
+        ok = []
+        for host, facts in cluster.probed():
+            value = pinned_value(pin.name, facts)
+            if value is None:
+                yield Finding(NAME, Status.COULD_NOT_CHECK, (host,),
+                              f"{host}: no {pin.name} version to hold to {pin}",
+                              {"pin": str(pin)})
+                continue
+            try:
+                good = Version(value) in spec  # pre-releases count: a pin is about the host
+            except InvalidVersion:
+                yield Finding(NAME, Status.COULD_NOT_CHECK, (host,),
+                              f"{host}: {pin.name} {value!r} is not a version", {"pin": str(pin)})
+                continue
+            if good or spec.contains(value, prereleases=True):
+                ok.append(host)
+            else:
+                yield Finding(NAME, Status.FAIL, (host,),
+                              f"{host}: {pin.name} {value} does not satisfy {pin}",
+                              {"pin": str(pin), "value": value})
+        if ok:
+            yield passed(NAME, ok, f"{pin} holds on {len(ok)} hosts", pin=str(pin))

@@ -1,0 +1,43 @@
+"""The ports the Paddle launcher will use are free on every host."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from preflight.checks.common import could_not_check, passed, sections
+
+from preflight.facts import PortsFacts
+from preflight.model import Cluster, Finding, Status
+
+NAME = "ports"
+
+
+def ranges(ports: tuple[int, ...]) -> str:
+    """Returns '6070-6077, 6767' for a sorted tuple of ports."""
+    out: list[str] = []
+    for p in ports:
+        if out and out[-1].split("-")[-1] == str(p - 1):
+            out[-1] = out[-1].split("-")[0] + f"-{p}"
+        else:
+            out.append(str(p))
+    return ", ".join(out)
+
+
+def check(cluster: Cluster) -> Iterator[Finding]:
+    wanted = cluster.policy.ports
+    if not wanted:
+        return
+    listening, missing = sections(cluster, lambda f: f.ports, PortsFacts)
+    yield from could_not_check(NAME, "listening ports", missing)
+    ok = []
+    for host, p in listening.items():
+        taken = sorted(set(wanted) & set(p.tcp))
+        if taken:
+            yield Finding(NAME, Status.FAIL, (host,),
+                          f"{host}: port {ranges(tuple(taken))} already in use (the launcher "
+                          f"needs {ranges(wanted)}): stop the old job or choose other ports",
+                          {"taken": taken})
+        else:
+            ok.append(host)
+    if ok:
+        yield passed(NAME, ok, f"ports {ranges(wanted)} free on {len(ok)} hosts")

@@ -1,0 +1,20 @@
+"""The operator-input error: one line naming the file (and line), the host and the field."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class InputError(Exception):
+    """A malformed inventory, policy or flag; str() is the one line the CLI prints (exit 2)."""
+
+    def __init__(self, path: str, message: str, host: Optional[str] = None,
+                 field: Optional[str] = None, line: Optional[int] = None) -> None:
+        self.path, self.host, self.field, self.line = path, host, field, line
+        where = f"{path}:{line}" if line else path
+        parts = [where]
+        if host is not None:
+            parts.append(f"host {host!r}")
+        if field is not None:
+            parts.append(f"field {field!r}")
+        super().__init__(": ".join(parts) + ": " + message)

@@ -1,0 +1,191 @@
+"""What the job needs, from a policy file and flags: mode, version pins, files, ports, limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional
+
+import yaml
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from preflight.errors import InputError
+
+# What a pin may name, and where its value comes from (see checks/pins.py).
+PIN_NAMES = ("paddle", "driver", "cuda", "cudnn", "nccl", "python")
+MODES = ("collective", "ps")
+# Paddle's launcher: --start_port 6070 (one port per local rank; 8 GPUs a host at most here)
+# and gloo's 6767 (../shared/reference/paddle.md).
+DEFAULT_PORTS = tuple(range(6070, 6078)) + (6767,)
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Pin:
+    name: str
+    spec: str  # a packaging specifier, e.g. ">=2.6,<3"
+
+    def __str__(self) -> str:
+        return f"{self.name}{self.spec}"
+
+
+@dataclass(frozen=True)
+class Limits:
+    clock_skew_warn_s: float = 1.0
+    clock_skew_fail_s: float = 5.0
+    shm_warn_mib: int = 1024
+    shm_fail_mib: int = 512  # Docker's default 64 MiB is the classic data-loader crash
+    nofile_warn: int = 16384
+    nofile_fail: int = 4096  # the common 1024 default: "Too many open files" under load
+
+
+@dataclass(frozen=True)
+class Policy:
+    mode: str = "collective"
+    pins: tuple[Pin, ...] = ()
+    files: tuple[str, ...] = ()  # training script and configs: must hash alike on all hosts
+    ports: tuple[int, ...] = DEFAULT_PORTS  # must be free on every host
+    limits: Limits = field(default_factory=Limits)
+
+
+def parse_pin(text: str, where: str, fld: str = "require") -> Pin:
+    """Returns the pin of 'paddle>=2.6,<3'; raises InputError naming where it came from."""
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as e:
+        raise InputError(where, f"{text!r} is not a version pin like 'paddle>=2.6,<3': {e}",
+                         field=fld) from None
+    name = req.name.lower()
+    if name not in PIN_NAMES or req.extras or req.url or req.marker:
+        raise InputError(where, f"{text!r}: pins name one of {', '.join(PIN_NAMES)}",
+                         field=fld)
+    return Pin(name, str(req.specifier))
+
+
+def parse_ports(items: Any, where: str) -> tuple[int, ...]:
+    """Returns the ports of [6070, "6070-6077", ...] or "6070-6077,6767"."""
+    if isinstance(items, (str, int)):
+        items = str(items).split(",")
+    if not isinstance(items, list):
+        raise InputError(where, "expected a list of ports or ranges", field="ports")
+    out: list[int] = []
+    for item in items:
+        text = str(item).strip()
+        lo, _, hi = text.partition("-")
+        try:
+            a, b = int(lo), int(hi or lo)
+        except ValueError:
+            raise InputError(where, f"{text!r} is not a port or a range a-b",
+                             field="ports") from None
+        if not (1 <= a <= b <= 65535) or b - a > 4096:
+            raise InputError(where, f"{text!r}: ports are 1-65535, a range at most 4096 long",
+                             field="ports")
+        out.extend(range(a, b + 1))
+    return tuple(sorted(set(out)))
+
+
+def _limits(raw: Any, where: str) -> Limits:
+    if not isinstance(raw, dict):
+        raise InputError(where, "expected a mapping", field="limits")
+    known = {f for f in Limits.__dataclass_fields__}
+    values: dict[str, Any] = {}
+    for k, v in raw.items():
+        if k not in known:
+            raise InputError(where, f"unknown limit (known: {', '.join(sorted(known))})",
+                             field=f"limits.{k}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise InputError(where, f"{v!r} is not a non-negative number", field=f"limits.{k}")
+        values[k] = v
+    return Limits(**values)
+
+
+POLICY_KEYS = {"mode", "require", "files", "ports", "limits"}
+
+
+def load_policy(path: str) -> Policy:
+    """Returns the policy of a YAML file; raises InputError naming the file and field."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh)
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(path, f"cannot read: {e}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise InputError(path, f"invalid YAML: {getattr(e, 'problem', None) or e}",
+                         line=mark.line + 1 if mark else None) from None
+    doc = doc or {}
+    if not isinstance(doc, dict):
+        raise InputError(path, "expected a mapping")
+    for key in doc:
+        if key not in POLICY_KEYS:
+            raise InputError(path, f"unknown key (allowed: {', '.join(sorted(POLICY_KEYS))})",
+                             field=str(key))
+    policy = Policy()
+    if "mode" in doc:
+        policy = replace(policy, mode=check_mode(doc["mode"], path))
+    if "require" in doc:
+        pins = doc["require"]
+        if not isinstance(pins, list) or not all(isinstance(p, str) for p in pins):
+            raise InputError(path, "expected a list of pins like 'paddle>=2.6,<3'",
+                             field="require")
+        policy = replace(policy, pins=tuple(parse_pin(p, path) for p in pins))
+    if "files" in doc:
+        files = doc["files"]
+        if not isinstance(files, list) or not all(isinstance(f, str) and f for f in files):
+            raise InputError(path, "expected a list of file paths", field="files")
+        policy = replace(policy, files=tuple(files))
+    if "ports" in doc:
+        policy = replace(policy, ports=parse_ports(doc["ports"], path))
+    if "limits" in doc:
+        policy = replace(policy, limits=_limits(doc["limits"], path))
+    return policy
+
+
+def check_mode(mode: Any, where: str) -> str:
+    if mode not in MODES:
+        raise InputError(where, f"{mode!r} is not a mode ({', '.join(MODES)})", field="mode")
+    return str(mode)
+
+
+def build(path: Optional[str], mode: Optional[str], requires: list[str], files: list[str],
+          ports: Optional[str]) -> Policy:
+    """Returns the policy file's policy with the command line's flags applied on top."""
+    policy = load_policy(path) if path else Policy()
+    if mode:
+        policy = replace(policy, mode=check_mode(mode, "--mode"))
+    if requires:
+        policy = replace(policy, pins=policy.pins + tuple(parse_pin(r, "--require")
+                                                            for r in requires))
+    if files:
+        policy = replace(policy, files=policy.files + tuple(files))
+    if ports is not None:
+        policy = replace(policy, ports=parse_ports(ports, "--ports"))
+    for f in policy.files:
+        if f.startswith("-") or any(c in f for c in "\x00\n"):
+            raise InputError("--file", f"{f!r} is not a usable path", field="files")
+    return policy
+
+
+def nccl_version(code: str) -> Optional[str]:
+    """Returns '2.25.1' for Paddle's NCCL code '22501' ('2804' -> '2.8.4'); None for '0'."""
+    try:
+        v = int(code)
+    except ValueError:
+        return code if _is_version(code) else None
+    if v <= 0:
+        return None
+    major, rest = (v // 10000, v % 10000) if v >= 10000 else (v // 1000, v % 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
+
+__all__ = ["Policy", "Pin", "Limits", "build", "load_policy", "nccl_version"]

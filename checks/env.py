@@ -17,20 +17,17 @@ DRIFT_FAILS = ("NCCL_", "FLAGS_", "PADDLE_")
 
 
 def socket_ifname_matches(value: str, names: list[str]) -> bool:
-    """NCCL_SOCKET_IFNAME semantics: comma list of prefixes, '=name' exact, '^' excludes."""
+    """NCCL_SOCKET_IFNAME semantics: a comma list of name prefixes; a leading '^' makes the
+    whole list exclusions, a leading '=' makes it exact names (NCCL environment docs)."""
+    exclude = value.startswith("^")
+    value = value[1:] if exclude else value
+    exact = value.startswith("=")
+    value = value[1:] if exact else value
     wanted = [v.strip() for v in value.split(",") if v.strip()]
-    if wanted and all(w.startswith("^") for w in wanted):
-        excluded = [w[1:].lstrip("=") for w in wanted]
-        return any(not any(n.startswith(e) for e in excluded) for n in names)
-    for w in wanted:
-        if w.startswith("^"):
-            continue
-        if w.startswith("="):
-            if w[1:] in names:
-                return True
-        elif any(n.startswith(w) for n in names):
-            return True
-    return False
+
+    def hit(name: str) -> bool:
+        return any(name == w if exact else name.startswith(w) for w in wanted)
+    return any(not hit(n) for n in names) if exclude else any(hit(n) for n in names)
 
 
 def _hurtful(env: dict[str, str], net: object) -> Iterator[tuple[Status, str]]:

@@ -21,7 +21,7 @@ def pinned_value(name: str, facts: HostFacts) -> Optional[str]:
     p, g = facts.paddle, facts.gpu
     paddle = p if isinstance(p, PaddleFacts) and p.available else None
     if name == "driver":
-        return g.driver if isinstance(g, GpuFacts) else None
+        return g.driver if isinstance(g, GpuFacts) and g.devices else None
     if paddle is None:
         return None
     if name in ("cuda", "cudnn") and paddle.compiled_with_cuda is False:

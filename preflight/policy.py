@@ -53,7 +53,8 @@ def parse_pin(text: str, where: str, fld: str = "require") -> Pin:
     try:
         req = Requirement(text)
     except InvalidRequirement as e:
-        raise InputError(where, f"{text!r} is not a version pin like 'paddle>=2.6,<3': {e}",
+        why = str(e).splitlines()[0]  # packaging adds a caret diagram on more lines
+        raise InputError(where, f"{text!r} is not a version pin like 'paddle>=2.6,<3': {why}",
                          field=fld) from None
     name = req.name.lower()
     if name not in PIN_NAMES or req.extras or req.url or req.marker:

@@ -19,7 +19,7 @@ def gpu(n: int = 8, name: str = "NVIDIA H100 80GB HBM3", mem: int = 81559, cc: s
 def paddle(version: str = "3.3.1", **kw: Any) -> F.PaddleFacts:
     base: dict[str, Any] = dict(
         interpreter="/opt/paddle/bin/python", available=True, python="3.11.2",
-        version=version, commit="c0ffee" + version, cuda="12.6", cudnn="9.5.1",
+        version=version, commit="c0ffee" + version, cuda="12.4", cudnn="9.5.1",
         nccl="22501", cuda_archs=(90,), compiled_with_cuda=True, ps_core=False)
     base.update(kw)
     return F.PaddleFacts(**base)

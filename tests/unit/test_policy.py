@@ -1,0 +1,58 @@
+"""Policy files and flags: what loads, and one-line errors for what does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from preflight.errors import InputError
+from preflight.policy import DEFAULT_PORTS, build, load_policy, nccl_version, parse_ports
+
+
+def test_policy_file_and_flags(tmp_path):
+    p = tmp_path / "policy.yaml"
+    p.write_text("mode: ps\nrequire: ['paddle>=2.6,<3']\nfiles: [/job/train.py]\n"
+                 "ports: [6070-6071, 6767]\nlimits: {clock_skew_fail_s: 2}\n")
+    pol = build(str(p), None, ["driver>=535"], ["/job/cfg.yaml"], None)
+    assert pol.mode == "ps"
+    assert [str(x) for x in pol.pins] == ["paddle<3,>=2.6", "driver>=535"]
+    assert pol.files == ("/job/train.py", "/job/cfg.yaml")
+    assert pol.ports == (6070, 6071, 6767)
+    assert pol.limits.clock_skew_fail_s == 2 and pol.limits.clock_skew_warn_s == 1.0
+    assert build(None, None, [], [], None).ports == DEFAULT_PORTS
+
+
+BAD = [
+    ("unknown-key", "moed: ps\n", "field 'moed'"),
+    ("bad-mode", "mode: async\n", "field 'mode'"),
+    ("bad-pin", "require: ['paddle>>2']\n", "field 'require'"),
+    ("unknown-pin-name", "require: ['torch>=2']\n", "pins name one of"),
+    ("bad-port", "ports: [70000]\n", "field 'ports'"),
+    ("bad-limit", "limits: {shm_fail_mib: -1}\n", "field 'limits.shm_fail_mib'"),
+    ("unknown-limit", "limits: {foo: 1}\n", "field 'limits.foo'"),
+    ("yaml", "require: [\n", "invalid YAML"),
+]
+
+
+@pytest.mark.parametrize("text,fragment", [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_policy_file(tmp_path, text, fragment):
+    p = tmp_path / "policy.yaml"
+    p.write_text(text)
+    with pytest.raises(InputError) as err:
+        load_policy(str(p))
+    assert str(err.value).startswith(str(p)) and fragment in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_flags():
+    with pytest.raises(InputError, match="--require: field 'require'"):
+        build(None, None, ["paddle=>3"], [], None)
+    with pytest.raises(InputError, match="--ports"):
+        parse_ports("6070-6000", "--ports")
+    with pytest.raises(InputError, match="not a usable path"):
+        build(None, None, [], ["-rf"], None)
+
+
+@pytest.mark.parametrize("code,version", [("22501", "2.25.1"), ("2804", "2.8.4"),
+                                          ("21000", "2.10.0"), ("0", None), ("2.19.3", "2.19.3")])
+def test_nccl_version_codes(code, version):
+    assert nccl_version(code) == version

@@ -5,10 +5,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator
 
-from preflight.checks.common import could_not_check, passed, sections
+from preflight.checks.common import could_not_check, passed, sections, tier
 
 from preflight.facts import ClockFacts
-from preflight.model import Cluster, Finding, Status
+from preflight.model import Cluster, Finding
 
 NAME = "clock"
 
@@ -25,12 +25,10 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     ok = []
     for host, skew in skews.items():
         off = skew - median
-        status = (Status.FAIL if abs(off) > lim.clock_skew_fail_s else
-                  Status.WARN if abs(off) > lim.clock_skew_warn_s else None)
+        status, limit = tier(abs(off), lim.clock_skew_warn_s, lim.clock_skew_fail_s)
         if status is None:
             ok.append(host)
             continue
-        limit = lim.clock_skew_fail_s if status is Status.FAIL else lim.clock_skew_warn_s
         yield Finding(NAME, status, (host,),
                       f"{host}: clock {abs(off):.1f} s {'ahead of' if off > 0 else 'behind'} "
                       f"the cluster median (limit {limit:g} s): fix NTP/chrony",

@@ -84,3 +84,14 @@ def pass_others(check: str, hosts: Iterable[str], bad: Iterable[Finding], messag
     named = {h for f in bad for h in f.hosts}
     rest = [h for h in hosts if h not in named]
     return [passed(check, rest, message.format(n=len(rest)), **data)] if rest else []
+
+
+def tier(value: float, warn: float, fail: float, high_is_bad: bool = True,
+         ) -> tuple[Status | None, float]:
+    """Returns (FAIL, fail bound), (WARN, warn bound) or (None, warn bound) for a value."""
+    sign = 1 if high_is_bad else -1  # compare v > bound, or v < bound, as one expression
+    if sign * value > sign * fail:
+        return Status.FAIL, fail
+    if sign * value > sign * warn:
+        return Status.WARN, warn
+    return None, warn

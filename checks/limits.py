@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from preflight.checks.common import could_not_check, passed, sections
+from preflight.checks.common import could_not_check, passed, sections, tier
 
 from preflight.facts import LimitsFacts, ShmFacts
-from preflight.model import Cluster, Finding, Status
+from preflight.model import Cluster, Finding
 
 SHM = "shm"
 NOFILE = "nofile"
@@ -21,14 +21,12 @@ def check_shm(cluster: Cluster) -> Iterator[Finding]:
     ok = []
     for host, s in shms.items():
         mib = s.size_bytes // MIB
-        status = (Status.FAIL if mib < lim.shm_fail_mib else
-                  Status.WARN if mib < lim.shm_warn_mib else None)
+        status, floor = tier(mib, lim.shm_warn_mib, lim.shm_fail_mib, high_is_bad=False)
         if status is None:
             ok.append(host)
             continue
-        floor = lim.shm_fail_mib if status is Status.FAIL else lim.shm_warn_mib
         yield Finding(SHM, status, (host,),
-                      f"{host}: /dev/shm is {mib} MiB (< {floor} MiB): DataLoader workers "
+                      f"{host}: /dev/shm is {mib} MiB (< {floor:g} MiB): DataLoader workers "
                       "share batches through it; enlarge it (docker --shm-size, tmpfs size=)",
                       {"size_mib": mib})
     if ok:
@@ -42,13 +40,13 @@ def check_nofile(cluster: Cluster) -> Iterator[Finding]:
     ok = []
     for host, x in limits.items():
         soft = x.nofile.soft
-        if soft is None or soft >= lim.nofile_warn:
+        status, floor = (None, 0.0) if soft is None else tier(
+            soft, lim.nofile_warn, lim.nofile_fail, high_is_bad=False)
+        if status is None:
             ok.append(host)
             continue
-        status = Status.FAIL if soft < lim.nofile_fail else Status.WARN
         yield Finding(NOFILE, status, (host,),
-                      f"{host}: open-files limit {soft} (< "
-                      f"{lim.nofile_fail if status is Status.FAIL else lim.nofile_warn}): "
+                      f"{host}: open-files limit {soft} (< {floor:g}): "
                       "raise nofile in limits.conf or the service unit", {"soft": soft})
     if ok:
         yield passed(NOFILE, ok, f"open-files limit at least {lim.nofile_warn} on {len(ok)} hosts")

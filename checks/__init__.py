@@ -23,7 +23,6 @@ from preflight.checks import (
     ports,
     reachability,
 )
-
 from preflight.model import Cluster, Finding
 
 

@@ -6,7 +6,6 @@ import statistics
 from collections.abc import Iterator
 
 from preflight.checks.common import could_not_check, passed, sections, tier
-
 from preflight.facts import ClockFacts
 from preflight.model import Cluster, Finding
 

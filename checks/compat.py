@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from typing import Optional
 
 from packaging.version import InvalidVersion, Version
+
 from preflight.checks.common import passed
 from preflight.checks.compat_table import MVC_FLOOR, TOOLKIT_DRIVER
-
 from preflight.facts import GpuFacts, PaddleFacts
 from preflight.model import Cluster, Finding, Status
 
@@ -23,7 +23,7 @@ def _version(text: Optional[str]) -> Optional[Version]:
         return None
 
 
-def driver_findings(host: str, cuda: str, driver: str) -> Iterator[tuple[Status, str]]:
+def driver_findings(cuda: str, driver: str) -> Iterator[tuple[Status, str]]:
     """(status, text) when the driver is too old for a CUDA build (nothing when it fits)."""
     cv, dv = _version(cuda), _version(driver)
     if cv is None or dv is None:
@@ -87,7 +87,7 @@ def check(cluster: Cluster) -> Iterator[Finding]:
                     "GPUs: install paddlepaddle-gpu")))
             elif p.cuda and p.cuda not in ("False", "0"):
                 if g.driver:
-                    problems.extend(driver_findings(name, p.cuda, g.driver))
+                    problems.extend(driver_findings(p.cuda, g.driver))
                 problems.extend(arch_findings(p, g))
         for status, text in problems:
             yield Finding(NAME, status, (name,), f"{name}: {text}", {"paddle": p.version})

@@ -6,7 +6,6 @@ import statistics
 from collections.abc import Iterator
 
 from preflight.checks.common import could_not_check, passed, sections
-
 from preflight.facts import CpuFacts
 from preflight.model import Cluster, Finding, Status
 

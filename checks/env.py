@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from preflight.checks.common import compare, could_not_check, passed, sections
-
 from preflight.facts import EnvFacts, NetworkFacts
 from preflight.model import Cluster, Finding, Status
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from preflight.checks.common import compare, could_not_check, hosts_text, passed, sections
-
 from preflight.facts import GpuFacts
 from preflight.model import Cluster, Finding, Status
 

@@ -6,7 +6,6 @@ from collections import Counter
 from collections.abc import Iterator
 
 from preflight.checks.common import compare, could_not_check, pass_others, sections
-
 from preflight.facts import NetworkFacts
 from preflight.model import Cluster, Finding, Status
 

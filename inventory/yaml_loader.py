@@ -7,9 +7,9 @@ from typing import Any, Optional
 
 import hostlist
 import yaml
+
 from preflight.inventory import validate as V
 from preflight.inventory.errors import InventoryError
-
 from preflight.model import Host
 
 TOP_KEYS = {"defaults", "hosts"}

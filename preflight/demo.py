@@ -8,8 +8,6 @@ import sys
 
 from preflight import testbed
 
-ENVS = os.environ.get("PREFLIGHT_TESTENV", "/opt/preflight-testenv")
-
 
 def _check(tb: testbed.Testbed, title: str, inventory: str) -> int:
     print(f"\n=== {title}\n$ preflight check -i {os.path.basename(inventory)}", flush=True)
@@ -26,8 +24,8 @@ def run_demo(n_hosts: int) -> int:
     if why:
         print(f"preflight demo: cannot build the simulated cluster: {why}", file=sys.stderr)
         return 2
-    python = os.path.join(ENVS, "paddle-3.3.1", "bin", "python")
-    other = os.path.join(ENVS, "paddle-2.6.2", "bin", "python")
+    python = testbed.paddle_python("3.3.1")
+    other = testbed.paddle_python("2.6.2")
     if not os.access(python, os.X_OK):
         print(f"preflight demo: {python} missing; run scripts/setup.sh first", file=sys.stderr)
         return 2

@@ -17,7 +17,6 @@ MODES = ("collective", "ps")
 # Paddle's launcher: --start_port 6070 (one port per local rank; 8 GPUs a host at most here)
 # and gloo's 6767 (../shared/reference/paddle.md).
 DEFAULT_PORTS = tuple(range(6070, 6078)) + (6767,)
-MIB = 1 << 20
 
 
 @dataclass(frozen=True)

@@ -350,7 +350,7 @@ def files_facts(paths):
                     size += len(chunk)
                     h.update(chunk)
             out[path] = {"sha256": h.hexdigest(), "size": size}
-        except (OSError, IOError) as e:
+        except OSError as e:
             out[path] = {"error": "%s: %s" % (type(e).__name__, e.strerror or e)}
     return {"files": out}
 

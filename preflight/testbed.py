@@ -23,6 +23,14 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 SSHD = "/usr/sbin/sshd"
+# Training environments of the simulated hosts, built by scripts/setup.sh.
+TESTENV = os.environ.get("PREFLIGHT_TESTENV", "/opt/preflight-testenv")
+
+
+def paddle_python(version: str) -> str:
+    """Returns the interpreter of the test environment with Paddle `version` installed."""
+    return os.path.join(TESTENV, f"paddle-{version}", "bin", "python")
+
 CGROUP_CPU = "/sys/fs/cgroup/cpu"
 WAIT_S = 10.0  # every wait below is bounded by this
 

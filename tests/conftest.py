@@ -15,9 +15,8 @@ import pytest
 
 from preflight import testbed
 
-ENVS = os.environ.get("PREFLIGHT_TESTENV", "/opt/preflight-testenv")  # built by scripts/setup.sh
-PADDLE_A = os.path.join(ENVS, "paddle-3.3.1", "bin", "python")
-PADDLE_B = os.path.join(ENVS, "paddle-2.6.2", "bin", "python")
+PADDLE_A = testbed.paddle_python("3.3.1")
+PADDLE_B = testbed.paddle_python("2.6.2")
 
 # One cluster for the whole session; each fault lives on its own host so tests do not
 # depend on their order. Healthy: good1-3. Faults are injected once, at build time.

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import pytest
+from support import REFUSED, cluster, cpu, gpu, paddle, same
+
 from preflight.checks import ALL_CHECKS, paddle_stack, reachability
 from preflight.checks import cpu as cpu_check
 from preflight.checks import gpu as gpu_check
-from support import REFUSED, cluster, cpu, gpu, paddle, same
-
 from preflight.facts import CpuQuota, SectionError
 from preflight.model import Finding, Status
 

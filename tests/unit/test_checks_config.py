@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from preflight.checks import clock, env, files, limits, network, ports
 from support import cluster, same
 
 from preflight import facts as F
+from preflight.checks import clock, env, files, limits, network, ports
 from preflight.model import Cluster, Status
 from preflight.policy import Policy
 

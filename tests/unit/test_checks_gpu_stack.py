@@ -6,11 +6,11 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from preflight.checks import compat, gpu_health, pins
-from preflight.checks import gpu as gpu_check
 from support import cluster, gpu, paddle, same
 
 from preflight import facts as F
+from preflight.checks import compat, gpu_health, pins
+from preflight.checks import gpu as gpu_check
 from preflight.model import Status
 from preflight.policy import Pin, Policy
 
@@ -121,12 +121,12 @@ def test_stack_compat(spec, mode, fails, warns):
 
 
 def test_driver_table_edges():
-    assert list(compat.driver_findings("h", "11.8", "520.61.05")) == []
-    assert list(compat.driver_findings("h", "12.4", "550.54.14")) == []
-    assert [s for s, _ in compat.driver_findings("h", "13.0", "575.57.08")] == [Status.FAIL]
-    assert [s for s, _ in compat.driver_findings("h", "10.2", "440.33")] == []
-    assert [s for s, _ in compat.driver_findings("h", "9.2", "396.26")] == [Status.WARN]
-    assert [s for s, _ in compat.driver_findings("h", "12.6", "garbage")] == [
+    assert list(compat.driver_findings("11.8", "520.61.05")) == []
+    assert list(compat.driver_findings("12.4", "550.54.14")) == []
+    assert [s for s, _ in compat.driver_findings("13.0", "575.57.08")] == [Status.FAIL]
+    assert [s for s, _ in compat.driver_findings("10.2", "440.33")] == []
+    assert [s for s, _ in compat.driver_findings("9.2", "396.26")] == [Status.WARN]
+    assert [s for s, _ in compat.driver_findings("12.6", "garbage")] == [
         Status.COULD_NOT_CHECK]
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from preflight.checks import ALL_CHECKS, CheckSpec
 from support import REFUSED, cluster, paddle, same
 
+from preflight.checks import ALL_CHECKS, CheckSpec
 from preflight.engine import judge, run_checks
 from preflight.model import Cluster, Status, Verdict
 

@@ -6,6 +6,7 @@ import os
 import textwrap
 
 import pytest
+
 from preflight.inventory import InventoryError, load
 
 GOOD = """\

@@ -7,9 +7,9 @@ import pathlib
 import subprocess
 import sys
 
-from preflight.checks import gpu_health
 from support import cluster
 
+from preflight.checks import gpu_health
 from preflight.facts import GpuFacts
 from preflight.model import Status
 from preflight.parse import parse_probe_output

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from preflight.checks import (
+    allreduce,
+    bandwidth,
     clock,
     compat,
     cpu,
@@ -52,4 +54,8 @@ ALL_CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(limits.SHM, limits.check_shm, "/dev/shm large enough for data loaders"),
     CheckSpec(limits.NOFILE, limits.check_nofile, "open-files limit high enough"),
     CheckSpec(ports.NAME, ports.check, "the launcher's ports are free on every host"),
+    CheckSpec(bandwidth.NAME, bandwidth.check, "iperf3: no host or path far below the "
+              "cluster's median host (or the policy floor); low loss"),
+    CheckSpec(allreduce.NAME, allreduce.check, "a real all-reduce (NCCL or gloo) runs on "
+              "every host; busbw as the links predict or the policy asks"),
 )

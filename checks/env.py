@@ -45,6 +45,10 @@ def _hurtful(env: dict[str, str], net: object) -> Iterator[tuple[Status, str]]:
         if ifname and not socket_ifname_matches(ifname, names):
             yield Status.FAIL, (f"NCCL_SOCKET_IFNAME={ifname} matches none of the host's "
                                 f"interfaces ({', '.join(names)}): NCCL cannot bootstrap")
+        gloo = env.get("GLOO_SOCKET_IFNAME")  # one exact name (Paddle's gloo_utils.cc)
+        if gloo and gloo not in names:
+            yield Status.FAIL, (f"GLOO_SOCKET_IFNAME={gloo} is none of the host's interfaces "
+                                f"({', '.join(names)}): gloo (CPU collectives) cannot start")
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

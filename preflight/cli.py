@@ -13,12 +13,17 @@ from types import FrameType
 from typing import Optional
 
 from preflight import __version__
+from preflight.allreduce import AllReduceOptions
 from preflight.collect import CollectOptions, collect, local_host
 from preflight.engine import judge, run_checks
 from preflight.errors import InputError
 from preflight.inventory import load
+from preflight.iperfrun import IperfOptions
+from preflight.measure import NetworkTests
 from preflight.model import Cluster, Stage, Verdict
+from preflight.netbench import NetworkOptions, run_network_tests
 from preflight.policy import build as build_policy
+from preflight.remote import SshRemote
 from preflight.report import jsonreport, terminal
 
 EXIT_GO, EXIT_NO_GO, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -38,6 +43,27 @@ def _positive(kind: type[float] | type[int]):  # type: ignore[no-untyped-def]
             raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
         return v
     return parse
+
+
+def _port(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= v <= 65533:
+        raise argparse.ArgumentTypeError(f"must be a port from 1 to 65533, got {text}")
+    return v
+
+
+def _sizes(text: str) -> tuple[float, ...]:
+    try:
+        sizes = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected sizes in MiB like '1,8,32', got {text!r}",
+                                         ) from None
+    if not sizes or any(not 0 < x <= 4096 for x in sizes):
+        raise argparse.ArgumentTypeError(f"sizes are MiB from above 0 to 4096, got {text!r}")
+    return sizes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,6 +101,24 @@ def build_parser() -> argparse.ArgumentParser:
                    "(repeatable)")
     c.add_argument("--ports", metavar="LIST",
                    help="ports the launcher will use, e.g. '6070-6077,6767' (the default)")
+    n = c.add_argument_group("active tests (iperf3 between hosts, then an all-reduce)")
+    n.add_argument("--no-network-tests", action="store_true",
+                   help="skip iperf3 and the all-reduce (facts and static checks only)")
+    n.add_argument("--network-matrix", action="store_true",
+                   help="iperf3 between every pair of hosts (n-1 rounds each way) instead "
+                   "of the ring (4 rounds, 6 for an odd count): for audits")
+    n.add_argument("--iperf-seconds", type=_positive(int), default=3, metavar="S",
+                   help="length of each iperf3 run (default: 3)")
+    n.add_argument("--iperf-port", type=_port, default=5201, metavar="PORT",
+                   help="port of the iperf3 servers (default: 5201)")
+    n.add_argument("--no-allreduce", action="store_true", help="iperf3 only")
+    n.add_argument("--allreduce-port", type=_port, default=36000, metavar="PORT",
+                   help="the launcher's master port; gloo uses PORT+1, the ranks PORT+2.. "
+                   "(default: 36000)")
+    n.add_argument("--allreduce-sizes", type=_sizes, default=(1.0, 8.0, 32.0), metavar="MIB",
+                   help="all-reduce message sizes in MiB, e.g. '1,8,32' (the default)")
+    n.add_argument("--allreduce-timeout", type=_positive(float), default=120.0, metavar="S",
+                   help="limit for the all-reduce on each host (default: 120)")
     c.add_argument("--no-progress", action="store_true", help="no live progress line")
     c.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     d = sub.add_parser("demo", help="build a simulated cluster on this machine (root), check "
@@ -97,19 +141,38 @@ def cmd_check(args: argparse.Namespace) -> int:
         parent = os.path.dirname(os.path.abspath(args.json))
         if not os.path.isdir(parent):
             raise UsageError(f"--json {args.json}: directory {parent} does not exist")
+    # The active tests need peers: a local audit of one machine has none.
+    active = not args.no_network_tests and len(hosts) > 1
     opts = CollectOptions(forks=args.forks, connect_timeout=args.connect_timeout,
                           deadline=args.deadline,
                           accept_new_host_keys=args.accept_new_host_keys,
-                          cpu_sample_s=args.cpu_sample, files=policy.files)
+                          cpu_sample_s=args.cpu_sample, files=policy.files,
+                          keep_connections=active)
     progress = terminal.Progress(enabled=False if args.no_progress else None)
     started = time.time()
+    connections: dict[str, object] = {}
+    network: Optional[NetworkTests] = None
     try:
-        outcomes = collect(hosts, opts, on_result=progress)
+        outcomes = collect(hosts, opts, on_result=progress, connections=connections)
+        collect_interrupted = any(o.failure and o.failure.stage is Stage.INTERRUPTED
+                                  for o in outcomes)
+        if active and not collect_interrupted:
+            remotes = {name: SshRemote(name, conn, args.connect_timeout)
+                       for name, conn in connections.items()}
+            network = run_network_tests(outcomes, remotes, policy.limits, NetworkOptions(
+                matrix=args.network_matrix,
+                iperf=IperfOptions(port=args.iperf_port, seconds=args.iperf_seconds),
+                allreduce=AllReduceOptions(port=args.allreduce_port,
+                                           sizes_mib=args.allreduce_sizes,
+                                           timeout=args.allreduce_timeout),
+                run_allreduce=not args.no_allreduce), on_step=progress.step)
     finally:
         progress.close()
-    cluster = Cluster(tuple(outcomes), policy)
+        for conn in connections.values():
+            conn.close()  # type: ignore[attr-defined]
+    cluster = Cluster(tuple(outcomes), policy, network)
     judgement = judge(cluster, run_checks(cluster))
-    interrupted = any(o.failure and o.failure.stage is Stage.INTERRUPTED for o in outcomes)
+    interrupted = collect_interrupted or bool(network and network.interrupted)
     if args.json:
         meta = {"started_at": started, "duration_s": round(time.time() - started, 3),
                 "inventory": os.path.abspath(args.inventory) if args.inventory else None,

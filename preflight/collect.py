@@ -34,6 +34,7 @@ class CollectOptions:
     accept_new_host_keys: bool = False
     cpu_sample_s: float = 0.5
     files: tuple[str, ...] = ()  # paths the probe hashes (the job's script and configs)
+    keep_connections: bool = False  # hand answered hosts' connections on (network tests)
 
 
 @functools.lru_cache(maxsize=1)
@@ -71,6 +72,7 @@ class _Job:
         self.stage = Stage.CONNECT
         self.started = time.monotonic()
         self.conn: Any = None
+        self.keep = False
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.budget = opts.deadline  # what the probe may spend on the host; set before it runs
         self.thread = threading.Thread(target=self._run, name=f"probe-{host.name}", daemon=True)
@@ -125,9 +127,13 @@ class _Job:
             except CommandTimedOut:  # the same event as the dispatcher's deadline, met first
                 return HostOutcome(self.host, failure=deadline_failure(self), elapsed_s=(
                     time.monotonic() - self.started))
-            return self._finish(result.stdout, result.exited, result.stderr)
+            outcome = self._finish(result.stdout, result.exited, result.stderr)
+            if outcome.ok and self.opts.keep_connections:
+                self.keep = True  # collect() hands it on, or closes it if it came too late
+            return outcome
         finally:
-            self.conn.close()
+            if not self.keep:
+                self.conn.close()
 
     def _upload(self, path: str) -> None:
         sftp = self.conn.sftp()
@@ -179,9 +185,14 @@ Progress = Callable[[HostOutcome, int, int], None]
 
 
 def collect(hosts: Sequence[Host], opts: CollectOptions,
-            on_result: Optional[Progress] = None) -> list[HostOutcome]:
+            on_result: Optional[Progress] = None,
+            connections: Optional[dict[str, Any]] = None) -> list[HostOutcome]:
     """Returns one outcome per host, in inventory order, within about
-    ceil(len(hosts) / forks) * deadline seconds whatever the hosts do."""
+    ceil(len(hosts) / forks) * deadline seconds whatever the hosts do.
+
+    With opts.keep_connections, the open connections of answered hosts are put in
+    `connections` by host name; the caller closes them."""
+    kept: dict[str, Any] = {} if connections is None else connections
     ssh.quiet_paramiko()
     results: queue.Queue[Any] = queue.Queue()
     pending = list(hosts)
@@ -195,7 +206,7 @@ def collect(hosts: Sequence[Host], opts: CollectOptions,
             on_result(outcome, len(outcomes), len(hosts))
 
     try:
-        _dispatch(hosts, opts, pending, running, results, record)
+        _dispatch(hosts, opts, pending, running, results, record, kept)
     except KeyboardInterrupt:
         # Keep what was learned: answered hosts stay, the rest are marked, none is dropped.
         for job in running.values():
@@ -208,7 +219,7 @@ def collect(hosts: Sequence[Host], opts: CollectOptions,
 
 def _dispatch(hosts: Sequence[Host], opts: CollectOptions, pending: list[Host],
               running: dict[str, _Job], results: queue.Queue[Any],
-              record: Callable[[HostOutcome], None]) -> None:
+              record: Callable[[HostOutcome], None], kept: dict[str, Any]) -> None:
     while pending or running:
         while pending and len(running) < max(1, opts.forks):
             job = _Job(pending.pop(), opts, results)
@@ -223,7 +234,11 @@ def _dispatch(hosts: Sequence[Host], opts: CollectOptions, pending: list[Host],
         else:
             if running.get(job.host.name) is job:  # a late answer after a timeout is dropped
                 del running[job.host.name]
+                if job.keep:
+                    kept[job.host.name] = job.conn
                 record(outcome)
+            elif job.keep:
+                job.conn.close()
         now = time.monotonic()
         for name, job in list(running.items()):
             if now - job.started >= opts.deadline:

@@ -17,7 +17,16 @@ class IperfResult:
     received_bps: Optional[float] = None  # what arrived: the figure to judge a link by
     retransmits: Optional[int] = None
     seconds: Optional[float] = None
+    sent_bytes: Optional[float] = None
+    mss: Optional[int] = None  # TCP segment size: turns retransmits into a loss rate
     error: Optional[str] = None
+
+    @property
+    def loss_pct(self) -> Optional[float]:
+        """Returns retransmitted segments as a percentage of the segments sent."""
+        if self.retransmits is None or not self.sent_bytes or not self.mss:
+            return None
+        return 100.0 * self.retransmits * self.mss / self.sent_bytes
 
 
 def _num(d: Any, key: str) -> Optional[float]:
@@ -45,7 +54,10 @@ def parse_iperf3(text: str) -> IperfResult:
     if not isinstance(sent, dict) or not isinstance(received, dict):
         return IperfResult(error="iperf3 output has no end.sum_sent / end.sum_received")
     retr = sent.get("retransmits")
+    start = doc.get("start")
+    mss = _num(start, "tcp_mss_default")
     return IperfResult(sent_bps=_num(sent, "bits_per_second"),
                        received_bps=_num(received, "bits_per_second"),
                        retransmits=retr if isinstance(retr, int) else None,
-                       seconds=_num(received, "seconds"))
+                       seconds=_num(received, "seconds"), sent_bytes=_num(sent, "bytes"),
+                       mss=int(mss) if mss else None)

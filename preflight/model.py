@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from preflight.facts import HostFacts
+from preflight.measure import NetworkTests
 from preflight.policy import Policy
 
 
@@ -108,6 +109,7 @@ class Cluster:
 
     outcomes: tuple[HostOutcome, ...]
     policy: Policy = field(default_factory=Policy)
+    network: Optional[NetworkTests] = None  # None: the active tests were not run
 
     def probed(self) -> list[tuple[str, HostFacts]]:
         """Returns (host name, facts) for every host whose probe succeeded, in order."""

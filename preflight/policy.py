@@ -36,6 +36,14 @@ class Limits:
     shm_fail_mib: int = 512  # Docker's default 64 MiB is the classic data-loader crash
     nofile_warn: int = 16384
     nofile_fail: int = 4096  # the common 1024 default: "Too many open files" under load
+    # Links, relative to the cluster's own median host (see preflight/netanalysis.py).
+    link_warn_ratio: float = 0.75
+    link_fail_ratio: float = 0.5
+    link_min_gbps: float = 0.0  # an absolute floor for every link; 0: none
+    link_loss_warn_pct: float = 1.0  # retransmitted segments of those sent
+    busbw_min_gbytes: float = 0.0  # all-reduce busbw floor in GB/s (nccl-tests' unit); 0: none
+    # NCCL's ring busbw cannot beat the slowest link; far below it, something else is wrong.
+    busbw_link_ratio: float = 0.25
 
 
 @dataclass(frozen=True)

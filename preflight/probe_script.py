@@ -15,7 +15,7 @@ import sys
 import time
 
 SCHEMA = 1
-ENV_PREFIXES = ("NCCL_", "FLAGS_", "PADDLE_", "GLOG_", "CUDA_VISIBLE_DEVICES")
+ENV_PREFIXES = ("NCCL_", "FLAGS_", "PADDLE_", "GLOG_", "GLOO_", "CUDA_VISIBLE_DEVICES")
 # Names that look secret keep their presence, never their value: reports get shared.
 SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "_KEY", "APIKEY")
 PADDLE_MARK = "PREFLIGHT-PADDLE-JSON:"

@@ -335,6 +335,15 @@ class Testbed:
         run(["ip", "-n", host.ns, "link", "set", "eth0", "mtu", str(mtu)])
         run(["ip", "-n", self.switch_ns, "link", "set", f"v{index}", "mtu", str(mtu)])
 
+    def throttle(self, name: str, rate: str = "100mbit") -> None:
+        """Rate-limits the host's link both ways with tc tbf (netem is not in this kernel):
+        its eth0 shapes what it sends, its switch port what it receives."""
+        host = self.hosts[name]
+        index = list(self.hosts).index(name)
+        for ns, dev in ((host.ns, "eth0"), (self.switch_ns, f"v{index}")):
+            run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
+                 "rate", rate, "burst", "64kb", "latency", "50ms"])
+
     def hold_port(self, name: str, port: int, seconds: float = 900.0) -> None:
         """Something else already listens on port (a previous job that did not stop)."""
         host = self.hosts[name]
@@ -382,6 +391,18 @@ class Testbed:
         with open(path, "w") as fh:
             yaml.safe_dump(doc, fh, sort_keys=False)
         return path
+
+    def commands(self, name: str) -> list[str]:
+        """Returns the command lines of the processes running in the host's namespace."""
+        inode = netns_inode(self.hosts[name].ns)
+        out = []
+        for pid in pids_in_netns({inode} if inode else set()):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    out.append(fh.read().replace(b"\0", b" ").decode("utf-8", "replace"))
+            except OSError:
+                continue
+        return out
 
     def leftovers(self) -> dict[str, list[str]]:
         """Returns files preflight left in any host's /tmp (there must be none)."""

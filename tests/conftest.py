@@ -20,11 +20,17 @@ PADDLE_B = testbed.paddle_python("2.6.2")
 
 # One cluster for the whole session; each fault lives on its own host so tests do not
 # depend on their order. Healthy: good1-3. Faults are injected once, at build time.
-HOSTS = ("good1", "good2", "good3", "dead", "hung", "rekeyed", "starved", "stuck", "drift")
+HOSTS = ("good1", "good2", "good3", "dead", "hung", "rekeyed", "starved", "stuck", "drift",
+         "slow", "badrank")
 DRIFT_CLOCK_S = 30
 TRAIN_PY = "/root/job/train.py"
 STUCK_SHELL_S = 12  # stuck's login shell blocks this long before running any command
 STARVED_CORES = 0.25
+# Every link is shaped like a NIC: an unshaped veth runs as fast as the 2 CPUs let it, which
+# varies by half from run to run. slow's link is a tenth of the others, both ways.
+LINK_RATE = "1gbit"
+SLOW_RATE = "100mbit"
+BAD_IFNAME = "nope0"  # badrank's login shell points gloo at an interface it does not have
 
 
 def _unavailable(reason: str) -> None:
@@ -55,6 +61,7 @@ class Cluster:
     paddle_a = PADDLE_A
     paddle_b = PADDLE_B
     starved_cores = STARVED_CORES
+    bad_ifname = BAD_IFNAME
     stuck_shell_s = STUCK_SHELL_S
     drift_clock_s = DRIFT_CLOCK_S
     train_py = TRAIN_PY
@@ -66,9 +73,12 @@ class Cluster:
         kw.setdefault("python", PADDLE_A)
         return self.tb.inventory(os.path.join(self.tb.base, name), hosts, **kw)
 
-    def preflight(self, *args: str, timeout: float = 180.0) -> Run:
+    def preflight(self, *args: str, timeout: float = 180.0, network: bool = False) -> Run:
+        """Runs the CLI; the active tests (iperf3, all-reduce) only when network is True."""
         import json
 
+        if args and args[0] == "check" and not network:
+            args = (*args, "--no-network-tests")
         report_path = os.path.join(self.tb.base, f"report-{time.monotonic_ns()}.json")
         cmd = self.tb.client_cmd([sys.executable, "-m", "preflight", *args,
                                   "--json", report_path])
@@ -113,6 +123,9 @@ def cluster() -> Iterator[Cluster]:
         for name in ("good1", "good2", "good3"):
             tb.write_file(name, TRAIN_PY, "batch_size = 64\n")
         tb.write_file("drift", TRAIN_PY, "batch_size = 32\n")
+        for name in HOSTS:
+            tb.throttle(name, SLOW_RATE if name == "slow" else LINK_RATE)
+        tb.login_env("badrank", [f"export GLOO_SOCKET_IFNAME={BAD_IFNAME}"])
         yield Cluster(tb)
     finally:
         tb.close()

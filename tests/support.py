@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Optional
 
 from preflight import facts as F
+from preflight.iperf import IperfResult
+from preflight.measure import SURVEY, LinkRun
 from preflight.model import Cluster, Host, HostFailure, HostOutcome, Stage
+from preflight.netsched import ring_rounds
 
 
 def gpu(n: int = 8, name: str = "NVIDIA H100 80GB HBM3", mem: int = 81559, cc: str = "9.0",
@@ -69,5 +73,35 @@ def same(n: int, **spec: Any) -> dict[str, Any]:
     return {f"node{i:02d}": dict(spec) for i in range(1, n + 1)}
 
 
+# Inventory values that would run `touch {m}` if they ever reached a shell unquoted.
+HOSTILE = [
+    "$(touch {m})", "`touch {m}`", "x; touch {m}", "x' ; touch {m} ; '", 'x" ; touch {m} ; "',
+    "x && touch {m}", "x | touch {m}", "--help; touch {m}", "*", "x\\' ; touch {m}",
+]
+G = 1e9
+
+
+def link(s: str, r: str, bps: Optional[float], phase: str = SURVEY) -> LinkRun:
+    """One iperf3 run from s to r; None bps stands for a failed run."""
+    return LinkRun(s, r, phase, IperfResult(received_bps=bps, sent_bps=bps,
+                                            error=None if bps else "refused"))
+
+
+def survey(hosts: Sequence[str], speed: Callable[[str, str], float],
+           schedule: Callable[[Sequence[str]], list[list[tuple[str, str]]]] = ring_rounds,
+           ) -> list[LinkRun]:
+    """Every scheduled pair measured at speed(sender, receiver)."""
+    return [link(s, r, speed(s, r)) for rnd in schedule(hosts) for s, r in rnd]
+
+
+def slow_host(name: str, rate: float = 0.1 * G, fast: float = 10 * G, both: bool = True,
+              ) -> Callable[[str, str], float]:
+    """A speed function: name's links at rate (sending, and receiving if both), others fast."""
+    def speed(s: str, r: str) -> float:
+        return rate if s == name or (both and r == name) else fast
+    return speed
+
+
 REFUSED = HostFailure(Stage.CONNECT, "connection refused at 10.0.0.9:22 (is sshd running?)")
-__all__ = ["gpu", "paddle", "cpu", "host_facts", "cluster", "same", "REFUSED", "replace"]
+__all__ = ["gpu", "paddle", "cpu", "host_facts", "cluster", "same", "REFUSED", "replace",
+           "HOSTILE", "G", "link", "survey", "slow_host"]

@@ -10,6 +10,7 @@ import tempfile
 from typing import Any, Optional
 
 from preflight.facts import SectionError
+from preflight.measure import NetworkTests
 from preflight.model import Cluster, Judgement
 
 REPORT_VERSION = 1
@@ -53,11 +54,37 @@ def document(cluster: Cluster, judgement: Judgement, meta: Optional[dict[str, An
         "reasons": list(judgement.reasons),
         **(meta or {}),
         "hosts": hosts,
+        "network": network_doc(cluster.network),
         "findings": [
             {"check": f.check, "status": f.status.value, "hosts": list(f.hosts),
              "message": f.message, "data": jsonable(dict(f.data))}
             for f in judgement.findings
         ],
+    }
+
+
+def network_doc(net: Optional[NetworkTests]) -> Optional[dict[str, Any]]:
+    """Returns the active tests' measurements (None when they were not run)."""
+    if net is None:
+        return None
+    ar = net.allreduce
+    return {
+        "schedule": net.schedule,
+        "hosts": list(net.hosts),
+        "skipped": dict(net.skipped),
+        "interrupted": net.interrupted,
+        "wall_s": round(net.wall_s, 3),
+        "links": [{"sender": r.sender, "receiver": r.receiver, "phase": r.phase,
+                   "received_bps": r.result.received_bps, "sent_bps": r.result.sent_bps,
+                   "retransmits": r.result.retransmits, "loss_pct": r.result.loss_pct,
+                   "seconds": r.result.seconds, "error": r.result.error} for r in net.links],
+        "allreduce": None if ar is None else {
+            "backend": ar.backend, "hosts": list(ar.hosts), "ranks": ar.ranks,
+            "error": ar.error, "failed": dict(ar.failed), "log_hints": dict(ar.logs),
+            "wall_s": round(ar.wall_s, 3),
+            "sizes": [{"bytes": s.nbytes, "seconds": s.seconds, "algbw_bytes_s": s.algbw,
+                       "busbw_bytes_s": s.busbw} for s in ar.sizes]},
+        "allreduce_skipped": net.allreduce_skipped,
     }
 
 

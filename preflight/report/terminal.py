@@ -31,6 +31,12 @@ class Progress:
                               + (f", {self.failed} could not be checked" if self.failed else ""))
             self.stream.flush()
 
+    def step(self, text: str) -> None:
+        """Shows what the active tests are doing now."""
+        if self.enabled:
+            self.stream.write(f"\r\033[K{text}")
+            self.stream.flush()
+
     def close(self) -> None:
         if self.enabled:
             self.stream.write("\r\033[K")

@@ -16,7 +16,9 @@ def by_host(run, check):
 
 
 def test_all_hosts_alike_is_go(cluster):
-    run = cluster.preflight("check", "-i", cluster.inventory("alike.yaml", GOOD))
+    # The main job as an operator runs it: with the active tests (iperf3 and all-reduce).
+    run = cluster.preflight("check", "-i", cluster.inventory("alike.yaml", GOOD),
+                            "--iperf-seconds", "1", network=True)
     assert run.rc == 0, run.stdout + run.stderr
     assert run.report["verdict"] == "go"
     assert "GO: all" in run.stdout
@@ -31,6 +33,16 @@ def test_all_hosts_alike_is_go(cluster):
         assert 22 in facts["ports"]["tcp"]
     assert not run.findings(status="fail")
     assert cluster.tb.leftovers() == {}  # the probe's file is gone from every host
+    # A real gloo all-reduce across the three hosts, with busbw = algbw * 2(n-1)/n.
+    ar = run.report["network"]["allreduce"]
+    assert ar["backend"] == "gloo" and ar["ranks"] == 3 and ar["error"] is None
+    assert [s["bytes"] for s in ar["sizes"]] == [1 << 20, 8 << 20, 32 << 20]
+    for size in ar["sizes"]:
+        assert size["busbw_bytes_s"] > 0
+        assert size["busbw_bytes_s"] == pytest.approx(size["algbw_bytes_s"] * 4 / 3)
+    [finding] = run.findings("allreduce")
+    assert finding["status"] == "pass" and "busbw" in finding["message"]
+    assert [f["status"] for f in run.findings("bandwidth")] == ["pass"]
 
 
 def test_other_paddle_version_is_named(cluster):

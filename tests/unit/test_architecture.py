@@ -25,8 +25,10 @@ def imports(path: pathlib.Path) -> set[str]:
 
 
 # A check judges facts; it must not be able to open a connection, a process or a file.
-FORBIDDEN_IN_CHECKS = ("preflight.ssh", "preflight.collect", "fabric", "paramiko", "invoke",
-                       "socket", "subprocess", "os", "shutil", "pathlib")
+FORBIDDEN_IN_CHECKS = ("preflight.ssh", "preflight.collect", "preflight.remote",
+                       "preflight.netbench", "preflight.iperfrun", "preflight.allreduce",
+                       "fabric", "paramiko", "invoke", "socket", "subprocess", "os", "shutil",
+                       "pathlib")
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "checks").glob("*.py")), ids=lambda p: p.name)
@@ -64,6 +66,13 @@ def test_probe_is_stdlib_only_and_python36_syntax():
     optional = {"pynvml"}  # imported inside try/except, used only where the host has it
     top = {m.split(".")[0] for m in imports(PROBE)} - optional
     assert top <= stdlib, f"probe imports non-stdlib {sorted(top - stdlib)}"
+
+
+def test_allreduce_script_is_stdlib_and_paddle_only_and_python36_syntax():
+    script = ROOT / "preflight" / "allreduce_script.py"
+    ast.parse(script.read_text(), feature_version=(3, 6))
+    top = {m.split(".")[0] for m in imports(script)} - {"paddle"}
+    assert top <= set(sys.stdlib_module_names)
 
 
 def test_probe_embedded_sources_are_python36_syntax():

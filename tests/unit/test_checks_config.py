@@ -59,6 +59,10 @@ ENV_CASES = [
      ["a: NCCL_SOCKET_IFNAME==eth matches none of the host's interfaces (eth0): NCCL "
       "cannot bootstrap"], []),
     ("ifname-exact-ok", {"a": {"env": envf(NCCL_SOCKET_IFNAME="=eth0")}}, [], []),
+    ("gloo-ifname-missing", {"a": {"env": envf(GLOO_SOCKET_IFNAME="eth")}},
+     ["a: GLOO_SOCKET_IFNAME=eth is none of the host's interfaces (eth0): gloo (CPU "
+      "collectives) cannot start"], []),
+    ("gloo-ifname-ok", {"a": {"env": envf(GLOO_SOCKET_IFNAME="eth0")}}, [], []),
 ]
 
 

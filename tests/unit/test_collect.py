@@ -5,14 +5,10 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from support import HOSTILE
 
 from preflight.collect import CollectOptions, remote_command
 from preflight.model import Host
-
-HOSTILE = [
-    "$(touch {m})", "`touch {m}`", "x; touch {m}", "x' ; touch {m} ; '", 'x" ; touch {m} ; "',
-    "x && touch {m}", "x | touch {m}", "--help; touch {m}", "*", "x\\' ; touch {m}",
-]
 
 
 @pytest.mark.parametrize("value", HOSTILE)

@@ -39,3 +39,12 @@ def test_refused_is_an_error_from_the_json():
 ], ids=["empty", "plain-text", "list", "truncated-run", "huge"])
 def test_broken_output(text, fragment):
     assert fragment in (parse_iperf3(text).error or "")
+
+
+def test_loss_rate_from_retransmits_segment_size_and_bytes():
+    r = parse_iperf3(golden("client-unthrottled"))
+    assert r.mss == 1448 and r.sent_bytes and r.retransmits is not None
+    assert r.loss_pct == pytest.approx(100 * r.retransmits * 1448 / r.sent_bytes)
+    # a healthy veth: a few hundred segments of millions
+    assert r.loss_pct is not None and r.loss_pct < 0.1
+    assert parse_iperf3(golden("client-refused")).loss_pct is None

@@ -1,0 +1,104 @@
+"""The all-reduce: it ran on every host, and its busbw is what the links predict or the
+policy asks for. A busbw that a slow host already explains is not blamed on every host."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from preflight import netanalysis
+from preflight.checks.common import hosts_text
+from preflight.measure import AllReduce, SizeResult
+from preflight.model import Cluster, Finding, Status
+
+NAME = "allreduce"
+
+
+def gbytes(bytes_per_s: float) -> str:
+    return f"{bytes_per_s / 1e9:.3g} GB/s"
+
+
+def sizes_text(sizes: tuple[SizeResult, ...]) -> str:
+    return ", ".join(f"{s.nbytes / (1 << 20):g} MiB: busbw {gbytes(s.busbw)} "
+                     f"(algbw {gbytes(s.algbw)})" for s in sizes)
+
+
+def check(cluster: Cluster) -> Iterator[Finding]:
+    net = cluster.network
+    if net is None:
+        return
+    for host, why in net.skipped.items():
+        if why.startswith("no all-reduce"):
+            yield Finding(NAME, Status.COULD_NOT_CHECK, (host,), f"{host}: {why}",
+                          {"reason": why})
+    ar = net.allreduce
+    if ar is None:
+        if net.allreduce_skipped and net.allreduce_skipped != "turned off":
+            yield Finding(NAME, Status.COULD_NOT_CHECK, net.hosts,
+                          f"all-reduce not run: {net.allreduce_skipped}", {})
+        return
+    if ar.error or not ar.sizes:
+        yield from _failed(ar)
+        return
+    yield _judged(cluster, ar)
+
+
+def _failed(ar: AllReduce) -> Iterator[Finding]:
+    data = {"backend": ar.backend, "hosts": list(ar.hosts), "error": ar.error}
+    if not ar.failed:
+        yield Finding(NAME, Status.FAIL, ar.hosts, f"{ar.backend} all-reduce over "
+                      f"{len(ar.hosts)} hosts failed: {ar.error or 'no figures'}", data)
+        return
+    for host, why in ar.failed.items():
+        yield Finding(NAME, Status.FAIL, (host,), f"{host}: {ar.backend} all-reduce rank: "
+                      f"{why} ({ar.error})", dict(data, log=why))
+
+
+def _judged(cluster: Cluster, ar: AllReduce) -> Finding:
+    limits = cluster.policy.limits
+    big = max(ar.sizes, key=lambda s: s.nbytes)  # the bandwidth-bound figure
+    busbw_bits = big.busbw * 8
+    survey = netanalysis.measured(cluster.network.links) if cluster.network else []
+    slowest = min((r.bps for r in survey if r.bps is not None), default=None)
+    culprits = _slow_hosts(cluster)
+    data = {"backend": ar.backend, "ranks": ar.ranks, "busbw_bytes": big.busbw,
+            "slowest_link_bps": slowest, "sizes": [
+                {"bytes": s.nbytes, "seconds": s.seconds, "algbw": s.algbw, "busbw": s.busbw}
+                for s in ar.sizes], "log_hints": dict(ar.logs)}
+    head = f"{ar.backend} all-reduce over {ar.ranks} ranks: {sizes_text(ar.sizes)}"
+    explained = (f"; explained by slow {hosts_text(culprits)} (see bandwidth)"
+                 if culprits else "")
+    # A ring all-reduce cannot beat its slowest link; NCCL far below even that one has
+    # another problem (a fallback transport, a wrong interface), slow hosts or not. gloo
+    # reduces on the CPU and is bound by it, so it has no such prediction to meet.
+    if ar.backend == "nccl" and slowest is not None \
+            and busbw_bits < limits.busbw_link_ratio * slowest:
+        return Finding(NAME, Status.FAIL, ar.hosts, head + f"; far below the slowest link "
+                       f"({slowest / 8e9:.3g} GB/s): something beyond the links is wrong"
+                       + _hints(ar), data)
+    floor = limits.busbw_min_gbytes * 1e9
+    if floor and big.busbw < floor and not culprits:
+        return Finding(NAME, Status.FAIL, ar.hosts, head + f"; below the policy floor "
+                       f"{gbytes(floor)}" + _hints(ar), data)
+    if floor and big.busbw < floor:
+        return Finding(NAME, Status.PASS, ar.hosts, head + f"; below the floor "
+                       f"{gbytes(floor)}" + explained, data)
+    return Finding(NAME, Status.PASS, ar.hosts, head + explained, data)
+
+
+def _hints(ar: AllReduce) -> str:
+    if not ar.logs:
+        return ""
+    host, text = next(iter(ar.logs.items()))
+    return f"; {host}'s log: {text[:200]}"
+
+
+def _slow_hosts(cluster: Cluster) -> list[str]:
+    """Returns the hosts the iperf3 survey found slow (the bandwidth check names them)."""
+    net = cluster.network
+    survey = netanalysis.measured(net.links) if net else []
+    limits = cluster.policy.limits
+    threshold = netanalysis.suspect_threshold(survey, limits.link_fail_ratio,
+                                              limits.link_min_gbps * 1e9)
+    if threshold is None:
+        return []
+    return sorted(netanalysis.localise(survey, threshold).slow_hosts)

@@ -1,0 +1,164 @@
+"""iperf3 between hosts: slow hosts and slow paths, judged against the cluster itself.
+
+A suspect (below link_warn_ratio of the median host's best link, or below the policy's
+absolute floor) is blamed only as its retest alone against a healthy host confirms it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from preflight import netanalysis
+from preflight.checks.common import hosts_text
+from preflight.measure import RETEST, LinkRun, NetworkTests
+from preflight.model import Cluster, Finding, Status
+from preflight.policy import Limits
+
+NAME = "bandwidth"
+
+
+def gbps(bps: float) -> str:
+    return f"{bps / 1e9:.3g} Gbit/s" if bps >= 1e9 else f"{bps / 1e6:.3g} Mbit/s"
+
+
+def _retest(runs: Sequence[LinkRun], sender: str, receiver: str) -> LinkRun | None:
+    for r in runs:
+        if r.phase == RETEST and r.sender == sender and r.receiver == receiver:
+            return r
+    return None
+
+
+def _status(bps: float, ref: float | None, limits: Limits) -> Status:
+    floor = limits.link_min_gbps * 1e9
+    if floor and bps < floor:
+        return Status.FAIL
+    if ref is not None and bps < limits.link_fail_ratio * ref:
+        return Status.FAIL
+    if ref is not None and bps < limits.link_warn_ratio * ref:
+        return Status.WARN
+    return Status.PASS
+
+
+def _yardstick(ref: float | None, limits: Limits) -> str:
+    parts = []
+    if ref is not None:
+        parts.append(f"median host {gbps(ref)}")
+    if limits.link_min_gbps:
+        parts.append(f"floor {limits.link_min_gbps:g} Gbit/s")
+    return ", ".join(parts)
+
+
+def check(cluster: Cluster) -> Iterator[Finding]:
+    net = cluster.network
+    if net is None:
+        return
+    yield from _unmeasured(net)
+    limits = cluster.policy.limits
+    survey = netanalysis.measured(net.links)
+    if not survey:
+        return
+    ref = netanalysis.reference_bps(survey)
+    threshold = netanalysis.suspect_threshold(survey, limits.link_warn_ratio,
+                                              limits.link_min_gbps * 1e9)
+    named: set[str] = set()
+    loc = None
+    if threshold is not None:
+        loc = netanalysis.localise(survey, threshold)
+        for host, directions in loc.slow_hosts.items():
+            f = _slow_host(host, directions, survey, net.links, ref, limits)
+            named.update(f.hosts)
+            yield f
+        for sender, receiver in loc.slow_paths:
+            f = _slow_path(sender, receiver, survey, net.links, ref, limits)
+            named.update(f.hosts)
+            yield f
+    yield from _loss(survey, loc, limits, named)
+    rest = [h for h in net.hosts if h not in named and h not in net.skipped]
+    if rest:
+        low = min(r.bps for r in survey if r.bps is not None)
+        note = "" if threshold is not None else (
+            "; fewer than 3 hosts: nothing to compare with (set limits.link_min_gbps)")
+        yield Finding(NAME, Status.PASS, tuple(rest), (
+            f"iperf3 {net.schedule}: {len(survey)} runs, "
+            + (f"median host {gbps(ref)}, " if ref is not None else "")
+            + f"slowest {gbps(low)}{note}"),
+            {"reference_bps": ref, "slowest_bps": low})
+
+
+def _unmeasured(net: NetworkTests) -> Iterator[Finding]:
+    for host, why in net.skipped.items():
+        if not why.startswith("no all-reduce"):
+            yield Finding(NAME, Status.COULD_NOT_CHECK, (host,),
+                          f"{host}: no iperf3 test: {why}", {"reason": why})
+    for r in net.links:
+        if r.result.error:
+            yield Finding(NAME, Status.COULD_NOT_CHECK, (r.sender, r.receiver),
+                          f"{r.sender} -> {r.receiver}: iperf3 failed: {r.result.error}",
+                          {"phase": r.phase, "reason": r.result.error})
+
+
+def _slow_host(host: str, directions: tuple[str, ...], survey: Sequence[LinkRun],
+               links: Sequence[LinkRun], ref: float | None, limits: Limits) -> Finding:
+    mine = [r for r in survey if host in (r.sender, r.receiver)]
+    sends = [r.bps for r in mine if r.sender == host and r.bps is not None]
+    recvs = [r.bps for r in mine if r.receiver == host and r.bps is not None]
+    what = " and ".join(
+        f"{'sends' if d == netanalysis.SEND else 'receives'} at most "
+        f"{gbps(max(sends if d == netanalysis.SEND else recvs))}" for d in directions)
+    peers = sorted({r.receiver if r.sender == host else r.sender for r in mine})
+    retests = [r for r in links if r.phase == RETEST and host in (r.sender, r.receiver)
+               and r.bps is not None]
+    retrans = sum(r.result.retransmits or 0 for r in mine)
+    data = {"directions": list(directions), "reference_bps": ref, "peers": peers,
+            "retest_bps": [r.bps for r in retests], "retransmits": retrans}
+    base = (f"{host}: slow host: {what} with every peer ({hosts_text(peers)}); "
+            f"{_yardstick(ref, limits)}")
+    if not retests:
+        status = _status(max(sends or recvs or [0.0]), ref, limits)
+        return Finding(NAME, status, (host,), base + "; not confirmed by a retest (no "
+                       "healthy host to retest against)", data)
+    worst = min(r.bps for r in retests if r.bps is not None)
+    status = _status(worst, ref, limits)
+    other = next(r.receiver if r.sender == host else r.sender for r in retests)
+    if status is Status.PASS:
+        return Finding(NAME, Status.PASS, (host,), base + f"; but {gbps(worst)} on a retest "
+                       f"alone against {other}: transient (contention during the survey)",
+                       data)
+    return Finding(NAME, status, (host,), base + f"; retest against {other}: {gbps(worst)}"
+                   + (f"; {retrans} retransmits" if retrans else "")
+                   + ": check its NIC, cable, link speed (ethtool) and driver", data)
+
+
+def _slow_path(sender: str, receiver: str, survey: Sequence[LinkRun],
+               links: Sequence[LinkRun], ref: float | None, limits: Limits) -> Finding:
+    run = next(r for r in survey if (r.sender, r.receiver) == (sender, receiver))
+    assert run.bps is not None
+    again = _retest(links, sender, receiver)
+    data = {"survey_bps": run.bps, "retest_bps": again.bps if again else None,
+            "reference_bps": ref, "retransmits": run.result.retransmits}
+    base = (f"{sender} -> {receiver}: slow path, {gbps(run.bps)} while both hosts are fine "
+            f"with other peers; {_yardstick(ref, limits)}")
+    if again is None or again.bps is None:
+        return Finding(NAME, _status(run.bps, ref, limits), (sender, receiver),
+                       base + "; not confirmed by a retest", data)
+    status = _status(again.bps, ref, limits)
+    if status is Status.PASS:
+        return Finding(NAME, Status.PASS, (sender, receiver), base + f"; but "
+                       f"{gbps(again.bps)} on a retest alone: transient", data)
+    return Finding(NAME, status, (sender, receiver), base + f"; retest {gbps(again.bps)}: "
+                   "check the switch ports, cabling and routes between them", data)
+
+
+def _loss(survey: Sequence[LinkRun], loc: netanalysis.Localisation | None, limits: Limits,
+          named: set[str]) -> Iterator[Finding]:
+    """Links that retransmit much while not slow enough to be blamed: loss on the path."""
+    for r in survey:
+        loss = r.result.loss_pct
+        if loss is None or loss < limits.link_loss_warn_pct:
+            continue
+        if loc is not None and loc.explains(r.sender, r.receiver):
+            continue  # the slow host's finding already names it
+        named.update((r.sender, r.receiver))
+        yield Finding(NAME, Status.WARN, (r.sender, r.receiver), (
+            f"{r.sender} -> {r.receiver}: {loss:.2g}% of segments retransmitted "
+            f"({r.result.retransmits}) at {gbps(r.bps or 0.0)}: loss on the path"),
+            {"loss_pct": loss, "retransmits": r.result.retransmits})

@@ -1,0 +1,73 @@
+"""What the active tests measured: iperf3 runs between hosts and the all-reduce (no judging)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Optional
+
+from preflight.iperf import IperfResult
+
+SURVEY, RETEST = "survey", "retest"
+
+
+@dataclass(frozen=True)
+class LinkRun:
+    """One iperf3 run from sender to receiver: a survey round's, or a retest of a suspect."""
+
+    sender: str
+    receiver: str
+    phase: str  # SURVEY or RETEST
+    result: IperfResult
+
+    @property
+    def bps(self) -> Optional[float]:
+        return self.result.received_bps
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    """All-reduce of one message size: the median time of its iterations, and bandwidths."""
+
+    nbytes: int
+    seconds: float
+    ranks: int
+
+    @property
+    def algbw(self) -> float:
+        """Bytes per second of the message (nccl-tests' algbw)."""
+        return self.nbytes / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def busbw(self) -> float:
+        """algbw * 2(n-1)/n: what each link carried in a ring all-reduce (nccl-tests)."""
+        n = self.ranks
+        return self.algbw * 2 * (n - 1) / n if n > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class AllReduce:
+    """One all-reduce run across hosts; failed maps a host to what its log said."""
+
+    backend: str  # "nccl" or "gloo"
+    hosts: tuple[str, ...]
+    ranks: int
+    sizes: tuple[SizeResult, ...] = ()
+    error: Optional[str] = None
+    failed: Mapping[str, str] = field(default_factory=dict)
+    logs: Mapping[str, str] = field(default_factory=dict)  # hints from logs, even on success
+    wall_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class NetworkTests:
+    """Everything the active tests learned; skipped maps a host to why it took no part."""
+
+    schedule: str  # "ring" or "matrix"
+    hosts: tuple[str, ...] = ()
+    links: tuple[LinkRun, ...] = ()
+    allreduce: Optional[AllReduce] = None
+    allreduce_skipped: Optional[str] = None  # why no all-reduce ran at all
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    interrupted: bool = False
+    wall_s: float = 0.0

@@ -1,0 +1,200 @@
+"""The active tests: iperf3 survey, retests of suspects, then the all-reduce -> NetworkTests.
+
+Measures only; checks/bandwidth.py and checks/allreduce.py judge. Interrupted, it stops its
+servers and launchers and returns what it measured so far."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from preflight import netanalysis
+from preflight.allreduce import AllReduceOptions, Member, run_allreduce
+from preflight.facts import EnvFacts, GpuFacts, HostFacts, NetworkFacts, PaddleFacts
+from preflight.iperfrun import IperfOptions, Servers, run_rounds
+from preflight.measure import RETEST, SURVEY, LinkRun, NetworkTests
+from preflight.model import HostOutcome
+from preflight.netsched import Pair, matrix_rounds, ring_rounds
+from preflight.policy import Limits
+from preflight.remote import Remote
+
+MAX_RETESTS = 8  # suspects beyond these stay unconfirmed; a run must stay bounded
+
+
+@dataclass(frozen=True)
+class NetworkOptions:
+    matrix: bool = False
+    iperf: IperfOptions = IperfOptions()
+    allreduce: AllReduceOptions = AllReduceOptions()
+    run_allreduce: bool = True
+
+
+def _has_iperf3(remotes: Mapping[str, Remote]) -> dict[str, str]:
+    """Returns {host: why not} for hosts where iperf3 cannot run."""
+    missing: dict[str, str] = {}
+    answered: set[str] = set()
+
+    def probe(name: str, remote: Remote) -> None:
+        try:
+            done = remote.run("command -v iperf3", timeout=10.0)
+        except Exception as e:
+            missing[name] = f"could not run a command: {type(e).__name__}: {e}"
+            return
+        if done.exit is None:
+            missing[name] = "no answer within 10 s"
+        elif done.exit != 0:
+            missing[name] = "iperf3 is not installed"
+        answered.add(name)
+
+    threads = [threading.Thread(target=probe, args=item, daemon=True)
+               for item in remotes.items()]
+    for t in threads:
+        t.start()
+    end = time.monotonic() + 12.0
+    for t in threads:
+        t.join(max(0.0, end - time.monotonic()))
+    for name in remotes:
+        if name not in answered and name not in missing:
+            missing[name] = "no answer to `command -v iperf3` within 12 s"
+    return missing
+
+
+def retest_pairs(survey: Sequence[LinkRun], limits: Limits) -> list[Pair]:
+    """Returns the pairs to measure again, alone: each suspect host against the best host
+    that passed, and each slow path itself."""
+    runs = netanalysis.measured(survey)
+    threshold = netanalysis.suspect_threshold(runs, limits.link_warn_ratio,
+                                              limits.link_min_gbps * 1e9)
+    if threshold is None:
+        return []
+    loc = netanalysis.localise(runs, threshold)
+    out, into = netanalysis.best_by_host(runs)
+    blamed = set(loc.slow_hosts) | {h for p in loc.slow_paths for h in p}
+    healthy = sorted((h for h in set(out) | set(into) if h not in blamed),
+                     key=lambda h: (-max(out.get(h, 0.0), into.get(h, 0.0)), h))
+    pairs: list[Pair] = []
+    if healthy:
+        ref = healthy[0]
+        for host, directions in loc.slow_hosts.items():
+            if netanalysis.SEND in directions:
+                pairs.append((host, ref))
+            if netanalysis.RECEIVE in directions:
+                pairs.append((ref, host))
+    pairs.extend(loc.slow_paths)
+    return pairs[:MAX_RETESTS]
+
+
+def _ip(address: str) -> Optional[str]:
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        try:
+            return socket.gethostbyname(address)
+        except OSError:
+            return None
+
+
+def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote],
+                      ) -> tuple[list[Member], str, dict[str, str]]:
+    """Returns (members, backend, {host: why it takes no part})."""
+    left_out: dict[str, str] = {}
+    cands: list[tuple[HostOutcome, HostFacts, PaddleFacts]] = []
+    for o in outcomes:
+        facts = o.facts
+        if facts is None or o.host.name not in remotes:
+            continue
+        paddle = facts.paddle
+        if not isinstance(paddle, PaddleFacts) or not paddle.available:
+            left_out[o.host.name] = "Paddle is not importable"
+        elif paddle.compiled_with_distribute is False:
+            left_out[o.host.name] = "Paddle was built without distributed support"
+        else:
+            cands.append((o, facts, paddle))
+    gpus = {o.host.name: len(f.gpu.devices) if isinstance(f.gpu, GpuFacts) else 0
+            for o, f, _ in cands}
+    on_gpu = [n for n, c in gpus.items() if c > 0]
+    backend = "nccl" if on_gpu and len(on_gpu) == len(cands) else "gloo"
+    if on_gpu and len(on_gpu) != len(cands):
+        # A job spans hosts of one kind; mixing would measure neither.
+        for o, _, _ in cands:
+            if o.host.name not in on_gpu:
+                left_out[o.host.name] = "has no GPU while others do"
+        cands = [c for c in cands if c[0].host.name in on_gpu]
+        backend = "nccl"
+    nproc = min(gpus[o.host.name] for o, _, _ in cands) if backend == "nccl" and cands else 1
+    members = []
+    for o, facts, paddle in cands:
+        ip = _ip(o.host.address)
+        if ip is None:
+            left_out[o.host.name] = f"cannot resolve {o.host.address}"
+            continue
+        ifname = None
+        env = dict(facts.env.vars) if isinstance(facts.env, EnvFacts) else {}
+        net = facts.network
+        if "GLOO_SOCKET_IFNAME" not in env and isinstance(net, NetworkFacts):
+            iface = net.interface_with(ip)
+            ifname = iface.name if iface else None
+        members.append(Member(o.host.name, remotes[o.host.name], paddle.interpreter, ip,
+                              nproc, ifname))
+    return members, backend, left_out
+
+
+def run_network_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote],
+                      limits: Limits, opts: NetworkOptions,
+                      on_step: Optional[Callable[[str], None]] = None) -> NetworkTests:
+    """Returns what the iperf3 survey, the retests and the all-reduce measured."""
+    started = time.monotonic()
+    schedule = "matrix" if opts.matrix else "ring"
+    skipped: dict[str, str] = {}
+    for o in outcomes:
+        if o.facts is not None and o.host.name not in remotes:
+            skipped[o.host.name] = "no connection left to run tests over"
+    answered = [o for o in outcomes if o.facts is not None and o.host.name in remotes]
+    names = [o.host.name for o in answered]
+    addresses = {o.host.name: o.host.address for o in answered}
+    links: list[LinkRun] = []
+    servers = Servers()
+    allreduce = None
+    ar_skipped: Optional[str] = None
+    interrupted = False
+
+    def step(text: str) -> None:
+        if on_step:
+            on_step(text)
+
+    try:
+        if len(names) < 2:
+            ar_skipped = "needs 2 or more hosts that answered"
+            return NetworkTests(schedule, tuple(names), (), None, ar_skipped, skipped)
+        skipped.update(_has_iperf3({n: remotes[n] for n in names}))
+        iperf_hosts = [n for n in names if n not in skipped]
+        rounds = (matrix_rounds if opts.matrix else ring_rounds)(iperf_hosts)
+        step(f"iperf3 {schedule}: {len(rounds)} rounds over {len(iperf_hosts)} hosts")
+        run_rounds(rounds, remotes, addresses, opts.iperf, SURVEY, servers, links.append)
+        retests = retest_pairs(links, limits)
+        if retests:
+            step(f"iperf3 retest of {len(retests)} suspect link(s)")
+            run_rounds([[p] for p in retests], remotes, addresses, opts.iperf, RETEST,
+                       servers, links.append)
+        if opts.run_allreduce:
+            members, backend, left_out = allreduce_members(answered, remotes)
+            for host, why in left_out.items():
+                skipped.setdefault(host, f"no all-reduce: {why}")
+            if len(members) < 2:
+                ar_skipped = (f"needs 2 or more hosts with Paddle, found {len(members)}")
+            else:
+                step(f"all-reduce ({backend}) over {len(members)} hosts")
+                allreduce = run_allreduce(members, backend, opts.allreduce)
+        else:
+            ar_skipped = "turned off"
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        servers.stop_all()
+    return NetworkTests(schedule, tuple(names), tuple(links), allreduce, ar_skipped, skipped,
+                        interrupted, time.monotonic() - started)

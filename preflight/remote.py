@@ -1,0 +1,191 @@
+"""Commands on hosts already connected: run to completion or start in the background,
+every wait bounded. The active tests use these over the connections the probe opened."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol
+
+MAX_OUTPUT = 4 << 20  # what one command may print before the rest is dropped
+POLL_S = 0.01
+
+
+@dataclass(frozen=True)
+class Done:
+    """A finished (or cut-off) command: exit None means it did not end in time."""
+
+    exit: Optional[int]
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit == 0
+
+    def tail(self, lines: int = 3) -> str:
+        text = (self.stderr.strip() or self.stdout.strip()).splitlines()[-lines:]
+        return " | ".join(text)[:400] or "no output"
+
+
+class Started(Protocol):
+    """A command running on a host."""
+
+    def read_until(self, marker: str, timeout: float) -> bool: ...
+    def output(self) -> str: ...
+    def wait(self, timeout: float) -> Done: ...
+    def close(self) -> None: ...
+
+
+class Remote(Protocol):
+    """One host to run commands on (over SSH, or this machine)."""
+
+    name: str
+
+    def start(self, command: str) -> Started: ...
+    def run(self, command: str, timeout: float) -> Done: ...
+
+
+class _Channel:
+    """A paramiko session channel running one command; reads both streams, bounded."""
+
+    def __init__(self, transport: Any, command: str, open_timeout: float) -> None:
+        self.ch = transport.open_session(timeout=open_timeout)
+        self.ch.exec_command(command)
+        self.out, self.err = bytearray(), bytearray()
+
+    def _pump(self) -> bool:
+        """Reads what is there; returns True if anything was read."""
+        got = False
+        while self.ch.recv_ready():
+            data = self.ch.recv(65536)
+            if len(self.out) < MAX_OUTPUT:
+                self.out += data
+            got = True
+        while self.ch.recv_stderr_ready():
+            data = self.ch.recv_stderr(65536)
+            if len(self.err) < MAX_OUTPUT:
+                self.err += data
+            got = True
+        return got
+
+    def read_until(self, marker: str, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        needle = marker.encode()
+        while time.monotonic() < end:
+            self._pump()
+            if needle in self.out:
+                return True
+            if self.ch.exit_status_ready() and not self.ch.recv_ready():
+                self._pump()
+                return needle in self.out
+            time.sleep(POLL_S)
+        return False
+
+    def output(self) -> str:
+        """Returns what the command printed on stdout so far."""
+        return self.out.decode("utf-8", "replace")
+
+    def wait(self, timeout: float) -> Done:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            got = self._pump()
+            if self.ch.exit_status_ready() and not got and not self.ch.recv_ready() \
+                    and not self.ch.recv_stderr_ready():
+                self._pump()
+                return self._done(self.ch.recv_exit_status())
+            if not got:
+                time.sleep(POLL_S)
+        return self._done(None)
+
+    def _done(self, exit: Optional[int]) -> Done:
+        return Done(exit, self.out.decode("utf-8", "replace"),
+                    self.err.decode("utf-8", "replace"))
+
+    def close(self) -> None:
+        try:
+            self.ch.close()
+        except Exception:
+            pass
+
+
+class SshRemote:
+    """Commands on a host over an open Fabric connection, each on its own channel."""
+
+    def __init__(self, name: str, conn: Any, open_timeout: float = 10.0) -> None:
+        self.name, self.conn, self.open_timeout = name, conn, open_timeout
+
+    def start(self, command: str) -> Started:
+        return _Channel(self.conn.client.get_transport(), command, self.open_timeout)
+
+    def run(self, command: str, timeout: float) -> Done:
+        ch = _Channel(self.conn.client.get_transport(), command, self.open_timeout)
+        try:
+            return ch.wait(timeout)
+        finally:
+            ch.close()
+
+
+class _Process:
+    """A local subprocess with the same interface as a channel (reader threads, bounded)."""
+
+    def __init__(self, command: str) -> None:
+        self.p = subprocess.Popen(["/bin/sh", "-c", command], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self.out, self.err = bytearray(), bytearray()
+        self.readers = [threading.Thread(target=self._read, args=(s, b), daemon=True)
+                        for s, b in ((self.p.stdout, self.out), (self.p.stderr, self.err))]
+        for t in self.readers:
+            t.start()
+
+    @staticmethod
+    def _read(stream: Any, buf: bytearray) -> None:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            if len(buf) < MAX_OUTPUT:
+                buf += chunk
+
+    def read_until(self, marker: str, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if marker.encode() in self.out:
+                return True
+            if self.p.poll() is not None:
+                break
+            time.sleep(POLL_S)
+        return marker.encode() in self.out
+
+    def output(self) -> str:
+        return self.out.decode("utf-8", "replace")
+
+    def wait(self, timeout: float) -> Done:
+        try:
+            code: Optional[int] = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        for t in self.readers:
+            t.join(0.5 if code is not None else 0)
+        return Done(code, self.out.decode("utf-8", "replace"), self.err.decode("utf-8", "replace"))
+
+    def close(self) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+class LocalRemote:
+    """Commands on this machine through sh: the local audit, and tests of the orchestration."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def start(self, command: str) -> Started:
+        return _Process(command)
+
+    def run(self, command: str, timeout: float) -> Done:
+        proc = _Process(command)
+        try:
+            return proc.wait(timeout)
+        finally:
+            proc.close()

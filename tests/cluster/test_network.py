@@ -1,0 +1,126 @@
+"""The active tests for real: iperf3 between simulated hosts (one throttled with tc tbf) and
+a gloo all-reduce launched with Paddle's own launcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.cluster
+
+GOOD = ["good1", "good2", "good3"]
+FAST = ("--iperf-seconds", "1", "--allreduce-sizes", "1")
+
+
+def traces(cluster, hosts):
+    """Returns what preflight left running or lying on the hosts: iperf3 servers, launcher
+    processes, run directories."""
+    left = {}
+    for name in hosts:
+        procs = [c for c in cluster.tb.commands(name)
+                 if "iperf3" in c or ".preflight-ar-" in c]
+        files = [f for f in os.listdir(cluster.tb.hosts[name].tmp) if f.startswith(".preflight")]
+        if procs or files:
+            left[name] = procs + files
+    return left
+
+
+def test_throttled_host_is_named_slow_not_its_peers(cluster):
+    hosts = [*GOOD, "slow"]
+    run = cluster.preflight("check", "-i", cluster.inventory("throttled.yaml", hosts), *FAST,
+                            network=True)
+    assert run.rc == 1, run.stdout + run.stderr
+    assert run.report["verdict"] == "no-go"
+    slow = run.findings("bandwidth", "fail")
+    assert [f["hosts"] for f in slow] == [["slow"]], run.stdout
+    assert slow[0]["message"].startswith("slow: slow host: sends at most")
+    assert "retest against good" in slow[0]["message"]
+    assert any("slow: slow host" in r for r in run.report["reasons"])
+    statuses = {h: f["status"] for f in run.findings("bandwidth") for h in f["hosts"]}
+    assert statuses == {"good1": "pass", "good2": "pass", "good3": "pass", "slow": "fail"}
+    links = run.report["network"]["links"]
+    for link in links:
+        assert link["error"] is None, link
+        if "slow" in (link["sender"], link["receiver"]):
+            assert link["received_bps"] < 150e6, link  # tbf at 100 Mbit/s
+        else:
+            assert link["received_bps"] > 500e6, link  # tbf at 1 Gbit/s
+    assert {(x["sender"], x["receiver"]) for x in links if x["phase"] == "retest"} \
+        and all("slow" in (x["sender"], x["receiver"]) for x in links if x["phase"] == "retest")
+    # The all-reduce crossed the slow link too; it is not blamed on every host.
+    assert run.findings("allreduce") and not run.findings("allreduce", "fail")
+    assert traces(cluster, hosts) == {}
+
+
+def test_matrix_measures_every_ordered_pair(cluster):
+    run = cluster.preflight("check", "-i", cluster.inventory("matrix.yaml", GOOD),
+                            "--network-matrix", "--iperf-seconds", "1", "--no-allreduce",
+                            network=True)
+    assert run.rc == 0, run.stdout + run.stderr
+    net = run.report["network"]
+    assert net["schedule"] == "matrix" and net["allreduce"] is None
+    pairs = [(x["sender"], x["receiver"]) for x in net["links"] if x["phase"] == "survey"]
+    assert sorted(pairs) == sorted((a, b) for a in GOOD for b in GOOD if a != b)
+    assert not run.findings("allreduce")  # turned off: no finding either way
+
+
+def test_failing_rank_is_named_with_what_its_log_said(cluster):
+    hosts = ["good1", "good2", "badrank"]
+    start = time.monotonic()
+    run = cluster.preflight("check", "-i", cluster.inventory("badrank.yaml", hosts), *FAST,
+                            "--allreduce-timeout", "60", network=True)
+    assert run.rc == 1, run.stdout + run.stderr
+    failed = run.findings("allreduce", "fail")
+    assert failed and failed[0]["hosts"] == ["badrank"], run.stdout
+    assert cluster.bad_ifname in failed[0]["message"], failed[0]["message"]
+    assert time.monotonic() - start < 60  # cut off after a grace, not at the 60 s limit
+    assert traces(cluster, hosts) == {}
+
+
+def test_no_network_tests_flag_skips_them(cluster):
+    run = cluster.preflight("check", "-i", cluster.inventory("quiet.yaml", GOOD))
+    assert run.rc == 0 and run.report["network"] is None
+    assert not run.findings("bandwidth") and not run.findings("allreduce")
+
+
+@pytest.mark.parametrize("when", ["iperf3", "all-reduce"])
+def test_sigint_during_tests_stops_everything_and_keeps_facts(cluster, when):
+    hosts = ["good1", "good2", "slow"]
+    report = os.path.join(cluster.tb.base, f"interrupted-{when}.json")
+    # iperf3 runs of 20 s; or short ones, then an all-reduce slowed by slow's 100 Mbit/s link.
+    extra = (["--iperf-seconds", "20"] if when == "iperf3" else
+             ["--iperf-seconds", "1", "--allreduce-sizes", "64"])
+    marker = "iperf3" if when == "iperf3" else ".preflight-ar-"
+    proc = subprocess.Popen(cluster.tb.client_cmd(
+        [sys.executable, "-m", "preflight", "check", "-i",
+         cluster.inventory(f"sigint-{when}.yaml", hosts), "--json", report, *extra]),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cluster.tb.base,
+        env=dict(os.environ, PYTHONSAFEPATH="1"))
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until the test's processes run on a host
+            if any(marker in c for h in hosts for c in cluster.tb.commands(h)):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"no {marker} process appeared within 60 s")
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, out + err
+    with open(report) as fh:
+        doc = json.load(fh)
+    assert doc["interrupted"] is True and doc["network"]["interrupted"] is True
+    assert all(doc["hosts"][h]["status"] == "ok" for h in hosts)  # facts kept
+    assert "Traceback" not in err
+    assert traces(cluster, hosts) == {}

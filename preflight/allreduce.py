@@ -248,20 +248,21 @@ def _summarise(members: Sequence[Member], backend: str, ranks: int, names: tuple
         ln[len(HINT):].strip()[-160:] for ln in d.stdout.splitlines() if ln.startswith(HINT)))
         for n, d in results.items()}
     hints = {n: h for n, h in hints.items() if h}
-    failed_first = [n for n in ended if not results[n].ok]
-    stopped = [m.name for m in members if m.name not in ended]
+    # The host's `timeout` (exit 124) ends a hung rank: that is a hang, not a failure of it.
+    failed_first = [n for n in ended if not results[n].ok and results[n].exit != 124]
+    hung = [m.name for m in members if m.name not in ended or results[m.name].exit == 124]
     if failed_first:
         # The first rank to fail is the culprit; the others failed or were stopped after it.
         culprit = failed_first[0]
         failed = {n: log_reason(results[n]) for n in failed_first}
         return AllReduce(backend, names, ranks, error=(
             f"the rank on {culprit} failed first" + (
-                f"; stopped the launcher on {', '.join(stopped)}" if stopped else "")),
+                f"; stopped the launcher on {', '.join(hung)}" if hung else "")),
             failed=failed, logs=hints, wall_s=wall)
-    if stopped:
-        why = {n: log_reason(results[n]) if n in results else "no answer" for n in stopped}
+    if hung:
+        why = {n: log_reason(results[n]) if n in results else "no answer" for n in hung}
         return AllReduce(backend, names, ranks, error=(
-            f"no result within {opts.timeout:.0f} s from {', '.join(stopped)}: stopped"),
+            f"no result within {opts.timeout:.0f} s from {', '.join(hung)}: stopped"),
             failed={n: f"hung; its log last said: {w}" for n, w in why.items()},
             logs=hints, wall_s=wall)
     docs = [doc for d in results.values() for doc in parse_results(d)]

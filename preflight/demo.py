@@ -8,12 +8,15 @@ import sys
 
 from preflight import testbed
 
+DEMO_LINK = "1gbit"
+
 
 def _check(tb: testbed.Testbed, title: str, inventory: str) -> int:
     print(f"\n=== {title}\n$ preflight check -i {os.path.basename(inventory)}", flush=True)
     env = dict(os.environ, PYTHONSAFEPATH="1")
     return subprocess.run(tb.client_cmd([sys.executable, "-m", "preflight", "check", "-i",
-                                         inventory, "--no-progress"]),
+                                         inventory, "--no-progress", "--iperf-seconds", "2",
+                                         "--allreduce-sizes", "1,8"]),
                           cwd=tb.base, env=env, timeout=300).returncode
 
 
@@ -32,14 +35,19 @@ def run_demo(n_hosts: int) -> int:
     names = [f"node{i:02d}" for i in range(1, max(3, n_hosts) + 1)]
     print(f"building {len(names)} simulated hosts (network namespaces, one sshd each) ...")
     with testbed.Testbed(len(names), names=names) as tb:
+        for name in names:
+            tb.throttle(name, DEMO_LINK)  # NIC-like links: steady figures to compare
         healthy = names[:-1]
         rc_go = _check(tb, f"{len(healthy)} healthy hosts", tb.inventory(
             os.path.join(tb.base, "healthy.yaml"), healthy, python=python))
-        starved, odd = names[-1], names[-2]
+        starved, odd, slow = names[-1], names[-2], names[-3]
         tb.limit_cpu(starved, 0.25)
+        tb.unthrottle(slow)
+        tb.throttle(slow, "100mbit")
         overrides: dict[str, dict[str, object]] = (
             {odd: {"python": other}} if os.access(other, os.X_OK) else {})
-        print(f"\ninjecting faults: {starved} gets a cgroup CPU quota of 0.25 cores"
+        print(f"\ninjecting faults: {starved} gets a cgroup CPU quota of 0.25 cores; "
+              f"{slow}'s link is limited to 100 Mbit/s (tc tbf)"
               + (f"; {odd} uses Paddle 2.6.2" if overrides else ""))
         rc_nogo = _check(tb, f"all {len(names)} hosts, with faults", tb.inventory(
             os.path.join(tb.base, "faulty.yaml"), names, python=python, overrides=overrides))

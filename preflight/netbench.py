@@ -15,7 +15,7 @@ from typing import Optional
 
 from preflight import netanalysis
 from preflight.allreduce import AllReduceOptions, Member, run_allreduce
-from preflight.facts import EnvFacts, GpuFacts, HostFacts, NetworkFacts, PaddleFacts
+from preflight.facts import EnvFacts, GpuFacts, HostFacts, NetworkFacts, PaddleFacts, PortsFacts
 from preflight.iperfrun import IperfOptions, Servers, run_rounds
 from preflight.measure import RETEST, SURVEY, LinkRun, NetworkTests
 from preflight.model import HostOutcome
@@ -100,6 +100,7 @@ def _ip(address: str) -> Optional[str]:
 
 
 def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote],
+                      port: int = AllReduceOptions.port,
                       ) -> tuple[list[Member], str, dict[str, str]]:
     """Returns (members, backend, {host: why it takes no part})."""
     left_out: dict[str, str] = {}
@@ -128,7 +129,16 @@ def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
         backend = "nccl"
     nproc = min(gpus[o.host.name] for o, _, _ in cands) if backend == "nccl" and cands else 1
     members = []
+    # The launcher's ports: master, gloo, then one per local rank. One already taken would
+    # hang the run until its deadline; leaving the host out says why at once.
+    needed = range(port, port + 2 + nproc)
     for o, facts, paddle in cands:
+        held = sorted(set(needed) & set(facts.ports.tcp)) if isinstance(
+            facts.ports, PortsFacts) else []
+        if held:
+            left_out[o.host.name] = (f"port {held[0]} is already in use (the all-reduce needs "
+                                     f"{needed[0]}-{needed[-1]}; see --allreduce-port)")
+            continue
         ip = _ip(o.host.address)
         if ip is None:
             left_out[o.host.name] = f"cannot resolve {o.host.address}"
@@ -182,7 +192,8 @@ def run_network_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
             run_rounds([[p] for p in retests], remotes, addresses, opts.iperf, RETEST,
                        servers, links.append)
         if opts.run_allreduce:
-            members, backend, left_out = allreduce_members(answered, remotes)
+            members, backend, left_out = allreduce_members(answered, remotes,
+                                                           opts.allreduce.port)
             for host, why in left_out.items():
                 skipped.setdefault(host, f"no all-reduce: {why}")
             if len(members) < 2:

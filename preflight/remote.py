@@ -90,15 +90,16 @@ class _Channel:
 
     def wait(self, timeout: float) -> Done:
         end = time.monotonic() + timeout
-        while time.monotonic() < end:
+        while True:  # at least once: wait(0) still sees a command that has ended
             got = self._pump()
             if self.ch.exit_status_ready() and not got and not self.ch.recv_ready() \
                     and not self.ch.recv_stderr_ready():
                 self._pump()
                 return self._done(self.ch.recv_exit_status())
+            if time.monotonic() >= end:
+                return self._done(None)
             if not got:
                 time.sleep(POLL_S)
-        return self._done(None)
 
     def _done(self, exit: Optional[int]) -> Done:
         return Done(exit, self.out.decode("utf-8", "replace"),

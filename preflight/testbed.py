@@ -344,6 +344,14 @@ class Testbed:
             run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
                  "rate", rate, "burst", "64kb", "latency", "50ms"])
 
+    def unthrottle(self, name: str) -> None:
+        """Removes the host's rate limits (both ends), if any."""
+        host = self.hosts[name]
+        index = list(self.hosts).index(name)
+        for ns, dev in ((host.ns, "eth0"), (self.switch_ns, f"v{index}")):
+            run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root"],
+                check=False)
+
     def hold_port(self, name: str, port: int, seconds: float = 900.0) -> None:
         """Something else already listens on port (a previous job that did not stop)."""
         host = self.hosts[name]
@@ -357,7 +365,7 @@ class Testbed:
         with open(os.path.join(self.hosts[name].dir, "root", ".bashrc"), "a") as fh:
             fh.writelines(line + "\n" for line in lines)
 
-    def write_file(self, name: str, path: str, data: str) -> str:
+    def write_file(self, name: str, path: str, data: str, mode: int = 0o644) -> str:
         """Writes data at path under the host's private /root or /tmp; returns the path."""
         host = self.hosts[name]
         for private in ("/root/", "/tmp/"):
@@ -366,6 +374,7 @@ class Testbed:
                 os.makedirs(os.path.dirname(local), exist_ok=True)
                 with open(local, "w") as fh:
                     fh.write(data)
+                os.chmod(local, mode)
                 return path
         raise TestbedError(f"{path}: only the private /root and /tmp differ between hosts")
 

@@ -18,6 +18,10 @@ GOOD = ["good1", "good2", "good3"]
 FAST = ("--iperf-seconds", "1", "--allreduce-sizes", "1")
 
 
+def by_host(run, check):
+    return {h: f for f in run.findings(check) for h in f["hosts"]}
+
+
 def traces(cluster, hosts):
     """Returns what preflight left running or lying on the hosts: iperf3 servers, launcher
     processes, run directories."""
@@ -81,6 +85,27 @@ def test_failing_rank_is_named_with_what_its_log_said(cluster):
     assert cluster.bad_ifname in failed[0]["message"], failed[0]["message"]
     assert time.monotonic() - start < 60  # cut off after a grace, not at the 60 s limit
     assert traces(cluster, hosts) == {}
+
+
+def test_hung_rank_is_cut_off_and_every_host_cleaned(cluster):
+    # good3's interpreter starts Paddle's launcher as a process that never does anything:
+    # the other ranks wait for it until the time limit.
+    hang = cluster.tb.write_file("good3", "/root/hang-python", mode=0o755, data=(
+        "#!/bin/sh\n"
+        'if [ "$2" = paddle.distributed.launch ]; then\n'
+        '  exec python3 -c "import time; time.sleep(600)" "$@"\n'
+        "fi\n"
+        f'exec {cluster.paddle_a} "$@"\n'))
+    inv = cluster.inventory("hang.yaml", GOOD, overrides={"good3": {"python": hang}})
+    start = time.monotonic()
+    run = cluster.preflight("check", "-i", inv, *FAST, "--allreduce-timeout", "15",
+                            network=True)
+    assert run.rc == 1, run.stdout + run.stderr
+    failed = by_host(run, "allreduce")
+    assert set(failed) == set(GOOD) and all(f["status"] == "fail" for f in failed.values())
+    assert all("hung" in f["message"] for f in failed.values()), run.stdout
+    assert time.monotonic() - start < 60
+    assert traces(cluster, GOOD) == {}
 
 
 def test_no_network_tests_flag_skips_them(cluster):

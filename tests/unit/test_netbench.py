@@ -151,6 +151,15 @@ def test_gpu_hosts_run_nccl_with_the_smallest_gpu_count_and_leave_out_odd_hosts(
                     "node04": "Paddle is not importable"}
 
 
+def test_a_host_holding_the_launchers_ports_is_left_out_with_the_port():
+    c = cluster(node01={"gpu": F.GpuFacts("none")},
+                node02={"gpu": F.GpuFacts("none"), "ports": F.PortsFacts((22, 36001))})
+    members, _, left = members_of(c)
+    assert [m.name for m in members] == ["node01"]
+    assert left == {"node02": "port 36001 is already in use (the all-reduce needs "
+                              "36000-36002; see --allreduce-port)"}
+
+
 @pytest.mark.parametrize("value", HOSTILE)
 def test_hostile_interpreter_never_runs_in_the_launch_command(tmp_path, value):
     marker = tmp_path / "marker"
@@ -200,10 +209,14 @@ def test_first_failing_rank_is_the_culprit_and_the_rest_were_stopped():
 
 def test_ranks_hung_at_the_deadline_are_all_named():
     members = [AR.Member(n, LocalRemote(n), "python3", "10.0.0.1") for n in "ab"]
-    results = {"a": Done(124, AR.LOG + "I1121 waiting for peers", ""), "b": Done(124, "", "")}
-    r = AR._summarise(members, "gloo", 2, ("a", "b"), results, [], AR.AllReduceOptions(), 1.0)
+    results = {"a": Done(124, AR.LOG + "LAUNCH WARNING master not ready", ""),
+               "b": Done(-9, "", "")}
+    # a's own `timeout` ended it first (exit 124); b was stopped: both hung, neither blamed.
+    r = AR._summarise(members, "gloo", 2, ("a", "b"), results, ["a"], AR.AllReduceOptions(),
+                      1.0)
     assert set(r.failed) == {"a", "b"} and r.error and r.error.startswith("no result within")
-    assert r.failed["a"].startswith("hung; its log last said: did not finish")
+    assert r.failed["a"] == ("hung; its log last said: did not finish within the time limit; "
+                             "log: LAUNCH WARNING master not ready")
 
 
 def test_results_come_from_rank_zero():

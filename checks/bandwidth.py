@@ -14,6 +14,9 @@ from preflight.model import Cluster, Finding, Status
 from preflight.policy import Limits
 
 NAME = "bandwidth"
+# More slow pairs than this between hosts that are fine elsewhere read as one shared
+# bottleneck (an oversubscribed switch or uplink), not as that many broken cables.
+MAX_PATH_FINDINGS = 4
 
 
 def gbps(bps: float) -> str:
@@ -67,8 +70,11 @@ def check(cluster: Cluster) -> Iterator[Finding]:
             f = _slow_host(host, directions, survey, net.links, ref, limits)
             named.update(f.hosts)
             yield f
-        for sender, receiver in loc.slow_paths:
-            f = _slow_path(sender, receiver, survey, net.links, ref, limits)
+        paths = [_slow_path(s, r, survey, net.links, ref, limits) for s, r in loc.slow_paths]
+        paths = [f for f in paths if f.status is not Status.PASS] or paths
+        if len(paths) > MAX_PATH_FINDINGS:
+            paths = [_shared_bottleneck(paths, survey, len(set(net.hosts)))]
+        for f in paths:
             named.update(f.hosts)
             yield f
     yield from _loss(survey, loc, limits, named)
@@ -146,6 +152,22 @@ def _slow_path(sender: str, receiver: str, survey: Sequence[LinkRun],
                        f"{gbps(again.bps)} on a retest alone: transient", data)
     return Finding(NAME, status, (sender, receiver), base + f"; retest {gbps(again.bps)}: "
                    "check the switch ports, cabling and routes between them", data)
+
+
+def _shared_bottleneck(paths: Sequence[Finding], survey: Sequence[LinkRun], n_hosts: int,
+                       ) -> Finding:
+    worst = sorted(paths, key=lambda f: f.data["retest_bps"] or f.data["survey_bps"])
+    statuses = {f.status for f in paths}
+    status = next((s for s in (Status.FAIL, Status.WARN) if s in statuses), Status.PASS)
+    hosts = sorted({h for f in paths for h in f.hosts})
+    shown = "; ".join(f"{f.hosts[0]} -> {f.hosts[1]} "
+                      f"{gbps(f.data['retest_bps'] or f.data['survey_bps'])}"
+                      for f in worst[:3])
+    return Finding(NAME, status, tuple(hosts), (
+        f"{len(paths)} slow paths among {len(hosts)} of {n_hosts} hosts while each host is "
+        f"fine with other peers (slowest: {shown}): many pairs slow at once points at a "
+        "shared bottleneck (an oversubscribed switch or uplink) rather than single hosts"),
+        {"paths": [list(f.hosts) for f in paths], "survey_runs": len(survey)})
 
 
 def _loss(survey: Sequence[LinkRun], loc: netanalysis.Localisation | None, limits: Limits,

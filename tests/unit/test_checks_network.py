@@ -11,7 +11,7 @@ from preflight.checks import allreduce, bandwidth
 from preflight.iperf import IperfResult
 from preflight.measure import RETEST, SURVEY, AllReduce, LinkRun, NetworkTests, SizeResult
 from preflight.model import Cluster, Status
-from preflight.netsched import ring_rounds
+from preflight.netsched import matrix_rounds, ring_rounds
 from preflight.policy import Limits, Policy
 
 HOSTS = ["node01", "node02", "node03", "node04"]
@@ -74,6 +74,19 @@ def test_slow_path_between_healthy_hosts():
     assert fail.hosts == ("node02", "node03")
     assert fail.message.startswith("node02 -> node03: slow path, 1 Gbit/s while both hosts "
                                    "are fine with other peers")
+
+
+def test_many_slow_paths_read_as_one_shared_bottleneck():
+    hosts = [f"node{i:02d}" for i in range(1, 9)]
+    slow_pairs = {("node01", "node05"), ("node02", "node06"), ("node03", "node07"),
+                  ("node04", "node08"), ("node05", "node01")}
+    links = survey(hosts, lambda s, r: 2 * G if (s, r) in slow_pairs else 10 * G,
+                   matrix_rounds)
+    fs = list(bandwidth.check(with_net(net(links, hosts=hosts))))
+    [fail] = [f for f in fs if f.status is not Status.PASS]
+    assert fail.status is Status.FAIL and len(fail.hosts) == 8
+    assert fail.message.startswith("5 slow paths among 8 of 8 hosts")
+    assert "shared bottleneck" in fail.message
 
 
 def test_absolute_floor_fails_a_uniformly_slow_cluster():

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 from types import FrameType
-from typing import Optional
+from typing import Any, Optional
 
 from preflight import __version__
 from preflight.allreduce import AllReduceOptions
@@ -150,7 +150,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                           keep_connections=active)
     progress = terminal.Progress(enabled=False if args.no_progress else None)
     started = time.time()
-    connections: dict[str, object] = {}
+    connections: dict[str, Any] = {}
     network: Optional[NetworkTests] = None
     try:
         outcomes = collect(hosts, opts, on_result=progress, connections=connections)
@@ -169,7 +169,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     finally:
         progress.close()
         for conn in connections.values():
-            conn.close()  # type: ignore[attr-defined]
+            conn.close()
     cluster = Cluster(tuple(outcomes), policy, network)
     judgement = judge(cluster, run_checks(cluster))
     interrupted = collect_interrupted or bool(network and network.interrupted)

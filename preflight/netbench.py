@@ -118,16 +118,14 @@ def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
             cands.append((o, facts, paddle))
     gpus = {o.host.name: len(f.gpu.devices) if isinstance(f.gpu, GpuFacts) else 0
             for o, f, _ in cands}
-    on_gpu = [n for n, c in gpus.items() if c > 0]
-    backend = "nccl" if on_gpu and len(on_gpu) == len(cands) else "gloo"
-    if on_gpu and len(on_gpu) != len(cands):
-        # A job spans hosts of one kind; mixing would measure neither.
+    backend, nproc = "gloo", 1
+    if any(gpus.values()):
+        # A GPU job runs on GPU hosts only: CPU-only hosts among them are left out, not mixed in.
         for o, _, _ in cands:
-            if o.host.name not in on_gpu:
+            if not gpus[o.host.name]:
                 left_out[o.host.name] = "has no GPU while others do"
-        cands = [c for c in cands if c[0].host.name in on_gpu]
-        backend = "nccl"
-    nproc = min(gpus[o.host.name] for o, _, _ in cands) if backend == "nccl" and cands else 1
+        cands = [c for c in cands if gpus[c[0].host.name]]
+        backend, nproc = "nccl", min(gpus[o.host.name] for o, _, _ in cands)
     members = []
     # The launcher's ports: master, gloo, then one per local rank. One already taken would
     # hang the run until its deadline; leaving the host out says why at once.

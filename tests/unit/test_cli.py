@@ -23,6 +23,9 @@ BAD_INVOCATIONS = [
     ("no-command", [], "required"),
     ("json-dir-missing", ["check", "-i", "good.yaml", "--json", "no/such/dir/r.json"],
      "does not exist"),
+    ("bad-sizes", ["check", "--allreduce-sizes", "1,x"], "expected sizes in MiB"),
+    ("huge-size", ["check", "--allreduce-sizes", "8192"], "sizes are MiB from above 0"),
+    ("bad-port", ["check", "--iperf-port", "70000"], "must be a port from 1 to 65533"),
 ]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from preflight import netanalysis
-from preflight.checks.common import hosts_text
+from preflight.checks.common import hosts_text, tier
 from preflight.measure import RETEST, LinkRun, NetworkTests
 from preflight.model import Cluster, Finding, Status
 from preflight.policy import Limits
@@ -31,14 +31,13 @@ def _retest(runs: Sequence[LinkRun], sender: str, receiver: str) -> LinkRun | No
 
 
 def _status(bps: float, ref: float | None, limits: Limits) -> Status:
-    floor = limits.link_min_gbps * 1e9
-    if floor and bps < floor:
+    if limits.link_min_gbps and bps < limits.link_min_gbps * 1e9:
         return Status.FAIL
-    if ref is not None and bps < limits.link_fail_ratio * ref:
-        return Status.FAIL
-    if ref is not None and bps < limits.link_warn_ratio * ref:
-        return Status.WARN
-    return Status.PASS
+    if ref is None:
+        return Status.PASS
+    status, _ = tier(bps, limits.link_warn_ratio * ref, limits.link_fail_ratio * ref,
+                     high_is_bad=False)
+    return status or Status.PASS
 
 
 def _yardstick(ref: float | None, limits: Limits) -> str:

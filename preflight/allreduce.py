@@ -22,7 +22,7 @@ from importlib import resources
 from typing import Any, Optional
 
 from preflight.measure import AllReduce, SizeResult
-from preflight.remote import Done, Remote
+from preflight.remote import Done, Remote, in_parallel
 
 RESULT, LOG, HINT = "PREFLIGHT-RESULT ", "PREFLIGHT-LOG ", "PREFLIGHT-HINT "
 GRACE_S = 5.0  # after one rank fails, how long the others get to report their own failure
@@ -216,13 +216,8 @@ def _wait(threads: Sequence[threading.Thread], results: Mapping[str, Done],
 
 
 def _on_all(members: Sequence[Member], command: str) -> None:
-    threads = [threading.Thread(target=_quiet_run, args=(m.remote, command), daemon=True)
-               for m in members]
-    for t in threads:
-        t.start()
-    end = time.monotonic() + 10.0
-    for t in threads:
-        t.join(max(0.0, end - time.monotonic()))
+    in_parallel([functools.partial(_quiet_run, m.remote, command) for m in members], 10.0,
+                "ar-stop")
 
 
 def _quiet_run(remote: Remote, command: str) -> None:

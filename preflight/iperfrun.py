@@ -6,10 +6,10 @@ client never came, the run was interrupted) is killed by its PID over the same c
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
@@ -17,7 +17,7 @@ from typing import Optional
 from preflight.iperf import IperfResult, parse_iperf3
 from preflight.measure import LinkRun
 from preflight.netsched import Pair, Round
-from preflight.remote import Remote, Started
+from preflight.remote import Remote, Started, in_parallel
 
 LISTENING = "Server listening"
 PID_MARK = "PREFLIGHT-PID"
@@ -76,10 +76,6 @@ class Servers:
         with self.lock:
             remote, proc, _ = self.live[key]
             self.live[key] = (remote, proc, pid)
-
-    def done(self, key: int) -> None:
-        with self.lock:
-            self.live.pop(key, None)
 
     def stop(self, key: int) -> None:
         with self.lock:
@@ -149,21 +145,15 @@ def run_rounds(rounds: Sequence[Round], remotes: Mapping[str, Remote],
     Every pair is bounded by its own timeouts; the join below is bounded as well."""
     runs: list[LinkRun] = []
     pair_limit = SERVER_START_S + opts.seconds + SLACK_S + 15
+
+    def measure_into(results: dict[Pair, IperfResult], pair: Pair) -> None:
+        s, r = pair
+        results[pair] = measure_pair(remotes[s], remotes[r], addresses[r], opts, servers)
+
     for rnd in rounds:
         results: dict[Pair, IperfResult] = {}
-
-        def one(pair: Pair, results: dict[Pair, IperfResult]) -> None:
-            s, r = pair
-            results[pair] = measure_pair(remotes[s], remotes[r], addresses[r], opts, servers)
-
-        threads = [threading.Thread(target=one, args=(p, results), daemon=True,
-                                    name=f"iperf-{p[0]}")
-                   for p in rnd]
-        for t in threads:
-            t.start()
-        end = time.monotonic() + pair_limit
-        for t in threads:
-            t.join(max(0.0, end - time.monotonic()))
+        in_parallel([functools.partial(measure_into, results, p) for p in rnd], pair_limit,
+                    "iperf")
         for pair in rnd:
             result = results.get(pair) or IperfResult(
                 error=f"no result within {pair_limit:.0f} s")

@@ -5,9 +5,9 @@ servers and launchers and returns what it measured so far."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +21,7 @@ from preflight.measure import RETEST, SURVEY, LinkRun, NetworkTests
 from preflight.model import HostOutcome
 from preflight.netsched import Pair, matrix_rounds, ring_rounds
 from preflight.policy import Limits
-from preflight.remote import Remote
+from preflight.remote import Remote, in_parallel
 
 MAX_RETESTS = 8  # suspects beyond these stay unconfirmed; a run must stay bounded
 
@@ -36,31 +36,24 @@ class NetworkOptions:
 
 def _has_iperf3(remotes: Mapping[str, Remote]) -> dict[str, str]:
     """Returns {host: why not} for hosts where iperf3 cannot run."""
-    missing: dict[str, str] = {}
-    answered: set[str] = set()
+    why: dict[str, Optional[str]] = {}  # None: iperf3 is there
 
     def probe(name: str, remote: Remote) -> None:
         try:
             done = remote.run("command -v iperf3", timeout=10.0)
         except Exception as e:
-            missing[name] = f"could not run a command: {type(e).__name__}: {e}"
+            why[name] = f"could not run a command: {type(e).__name__}: {e}"
             return
-        if done.exit is None:
-            missing[name] = "no answer within 10 s"
-        elif done.exit != 0:
-            missing[name] = "iperf3 is not installed"
-        answered.add(name)
+        why[name] = ("no answer within 10 s" if done.exit is None else
+                     "iperf3 is not installed" if done.exit != 0 else None)
 
-    threads = [threading.Thread(target=probe, args=item, daemon=True)
-               for item in remotes.items()]
-    for t in threads:
-        t.start()
-    end = time.monotonic() + 12.0
-    for t in threads:
-        t.join(max(0.0, end - time.monotonic()))
+    in_parallel([functools.partial(probe, n, r) for n, r in remotes.items()], 12.0, "which")
+    missing: dict[str, str] = {}
     for name in remotes:
-        if name not in answered and name not in missing:
+        if name not in why:
             missing[name] = "no answer to `command -v iperf3` within 12 s"
+        elif why[name] is not None:
+            missing[name] = str(why[name])
     return missing
 
 

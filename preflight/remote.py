@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 
@@ -46,6 +47,19 @@ class Remote(Protocol):
 
     def start(self, command: str) -> Started: ...
     def run(self, command: str, timeout: float) -> Done: ...
+
+
+def in_parallel(calls: Sequence[Callable[[], None]], limit: float, name: str = "remote",
+                ) -> None:
+    """Runs each call in its own daemon thread and waits for all of them, at most limit
+    seconds in all; a call still running then is left behind (each bounds itself too)."""
+    threads = [threading.Thread(target=call, daemon=True, name=f"{name}-{i}")
+               for i, call in enumerate(calls)]
+    for t in threads:
+        t.start()
+    end = time.monotonic() + limit
+    for t in threads:
+        t.join(max(0.0, end - time.monotonic()))
 
 
 class _Channel:

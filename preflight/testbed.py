@@ -328,27 +328,27 @@ class Testbed:
             fh.write(str(host.sshd.pid))
         return path
 
+    def _link_ends(self, name: str) -> list[tuple[str, str]]:
+        """Returns (namespace, device) of both ends of the host's link: its eth0 and the
+        bridge port facing it in the switch."""
+        index = list(self.hosts).index(name)
+        return [(self.hosts[name].ns, "eth0"), (self.switch_ns, f"v{index}")]
+
     def set_mtu(self, name: str, mtu: int) -> None:
         """Gives the host's eth0 (and its switch port) another MTU."""
-        host = self.hosts[name]
-        index = list(self.hosts).index(name)
-        run(["ip", "-n", host.ns, "link", "set", "eth0", "mtu", str(mtu)])
-        run(["ip", "-n", self.switch_ns, "link", "set", f"v{index}", "mtu", str(mtu)])
+        for ns, dev in self._link_ends(name):
+            run(["ip", "-n", ns, "link", "set", dev, "mtu", str(mtu)])
 
     def throttle(self, name: str, rate: str = "100mbit") -> None:
         """Rate-limits the host's link both ways with tc tbf (netem is not in this kernel):
         its eth0 shapes what it sends, its switch port what it receives."""
-        host = self.hosts[name]
-        index = list(self.hosts).index(name)
-        for ns, dev in ((host.ns, "eth0"), (self.switch_ns, f"v{index}")):
+        for ns, dev in self._link_ends(name):
             run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
                  "rate", rate, "burst", "64kb", "latency", "50ms"])
 
     def unthrottle(self, name: str) -> None:
         """Removes the host's rate limits (both ends), if any."""
-        host = self.hosts[name]
-        index = list(self.hosts).index(name)
-        for ns, dev in ((host.ns, "eth0"), (self.switch_ns, f"v{index}")):
+        for ns, dev in self._link_ends(name):
             run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root"],
                 check=False)
 

@@ -1,4 +1,8 @@
-"""The ports the Paddle launcher will use are free on every host."""
+"""The ports the Paddle launcher will use are free on every host.
+
+Ports the policy names must be free (fail). Without them, the plan picks free ports itself,
+so Paddle's default ports being taken only warns: a launch by hand with the defaults would
+clash, the plan's would not."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from collections.abc import Iterator
 from preflight.checks.common import could_not_check, passed, sections
 from preflight.facts import PortsFacts
 from preflight.model import Cluster, Finding, Status
+from preflight.policy import DEFAULT_PORTS
 
 NAME = "ports"
 
@@ -23,7 +28,8 @@ def ranges(ports: tuple[int, ...]) -> str:
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:
-    wanted = cluster.policy.ports
+    explicit = cluster.policy.ports is not None
+    wanted = cluster.policy.ports if cluster.policy.ports is not None else DEFAULT_PORTS
     if not wanted:
         return
     listening, missing = sections(cluster, lambda f: f.ports, PortsFacts)
@@ -31,11 +37,16 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     ok = []
     for host, p in listening.items():
         taken = sorted(set(wanted) & set(p.tcp))
-        if taken:
+        if taken and explicit:
             yield Finding(NAME, Status.FAIL, (host,),
                           f"{host}: port {ranges(tuple(taken))} already in use (the launcher "
                           f"needs {ranges(wanted)}): stop the old job or choose other ports",
                           {"taken": taken})
+        elif taken:
+            yield Finding(NAME, Status.WARN, (host,),
+                          f"{host}: port {ranges(tuple(taken))} already in use: a launch with "
+                          f"Paddle's default ports ({ranges(wanted)}) would clash; the plan's "
+                          "ports are free", {"taken": taken})
         else:
             ok.append(host)
     if ok:

@@ -62,3 +62,15 @@ def file_path(v: Any) -> str:
     if not isinstance(v, str) or not v or "\x00" in v or "\n" in v:
         raise BadValue("expected a file path")
     return v
+
+
+ROLES = ("worker", "server")
+
+
+def roles(v: Any) -> tuple[str, ...]:
+    """The roles a host may take in a plan: 'worker', 'server' or both (a list)."""
+    items = [v] if isinstance(v, str) else v
+    if not isinstance(items, list) or not items or \
+            not all(isinstance(r, str) and r in ROLES for r in items):
+        raise BadValue(f"{v!r:.80} is not a list of roles (worker, server)")
+    return tuple(r for r in ROLES if r in items)

@@ -14,16 +14,17 @@ from preflight.model import Host
 
 TOP_KEYS = {"defaults", "hosts"}
 HOST_KEYS = {"address", "user", "port", "identity_file", "known_hosts", "python",
-             "probe_python"}
+             "probe_python", "roles"}
 DEFAULT_KEYS = HOST_KEYS - {"address"}
 VALIDATORS = {
     "address": V.address, "user": V.user, "port": V.port,
     "identity_file": V.file_path, "known_hosts": V.file_path,
-    "python": V.command_path, "probe_python": V.command_path,
+    "python": V.command_path, "probe_python": V.command_path, "roles": V.roles,
 }
 BUILTIN_DEFAULTS: dict[str, Any] = {
     "user": "root", "port": 22, "identity_file": None,
     "known_hosts": "~/.ssh/known_hosts", "python": "python3", "probe_python": "python3",
+    "roles": V.ROLES,
 }
 
 
@@ -160,5 +161,6 @@ def load_yaml(path: str) -> list[Host]:
                 name=name, address=addr, user=settings["user"], port=settings["port"],
                 identity_file=_resolve_file(settings["identity_file"], base_dir),
                 known_hosts=_resolve_file(settings["known_hosts"], base_dir),
-                python=settings["python"], probe_python=settings["probe_python"]))
+                python=settings["python"], probe_python=settings["probe_python"],
+                roles=settings["roles"]))
     return hosts

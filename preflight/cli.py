@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any, Optional
 
-from preflight import __version__
+from preflight import __version__, launchcmd
 from preflight.allreduce import AllReduceOptions
 from preflight.collect import CollectOptions, collect, local_host
 from preflight.engine import judge, run_checks
@@ -21,7 +21,8 @@ from preflight.inventory import load
 from preflight.iperfrun import IperfOptions
 from preflight.measure import NetworkTests
 from preflight.model import Cluster, Stage, Verdict
-from preflight.netbench import NetworkOptions, run_network_tests
+from preflight.netbench import NetworkOptions, resolve_ip, run_network_tests
+from preflight.planner import plan as make_plan
 from preflight.policy import build as build_policy
 from preflight.remote import SshRemote
 from preflight.report import jsonreport, terminal
@@ -100,7 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training script or config that must be identical on every host "
                    "(repeatable)")
     c.add_argument("--ports", metavar="LIST",
-                   help="ports the launcher will use, e.g. '6070-6077,6767' (the default)")
+                   help="ports the plan may use, e.g. '6070-6077,6767'; they must be free "
+                   "(default: the plan picks free ones from 6070 up and 6767 up)")
+    j = c.add_argument_group("the job to place (a sized job is GO when it fits on the hosts "
+                             "that passed; the others are left out with their reasons)")
+    j.add_argument("--nproc-per-node", type=_positive(int), metavar="N",
+                   help="collective: ranks per worker host (default: its GPU count, 1 on CPU)")
+    j.add_argument("--nnodes", type=_positive(int), metavar="N",
+                   help="collective: worker hosts (default: every host of the inventory)")
+    j.add_argument("--server-num", type=_positive(int), metavar="S",
+                   help="ps: parameter servers in all (default 1)")
+    j.add_argument("--trainer-num", type=_positive(int), metavar="T",
+                   help="ps: trainers in all (default: one per host)")
+    j.add_argument("--emit-launch", metavar="DIR",
+                   help="write <host>.sh and <host>.env for every host of the plan")
     n = c.add_argument_group("active tests (iperf3 between hosts, then an all-reduce)")
     n.add_argument("--no-network-tests", action="store_true",
                    help="skip iperf3 and the all-reduce (facts and static checks only)")
@@ -132,15 +146,17 @@ def _raise_interrupt(signum: int, frame: Optional[FrameType]) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    policy = build_policy(args.policy, args.mode, args.require, args.files, args.ports)
+    policy = build_policy(args.policy, args.mode, args.require, args.files, args.ports,
+                          {"nproc_per_node": args.nproc_per_node, "nnodes": args.nnodes,
+                           "server_num": args.server_num, "trainer_num": args.trainer_num})
     if args.inventory:
         hosts = load(args.inventory)
     else:
         hosts = [local_host(python=args.python)]
-    if args.json:
-        parent = os.path.dirname(os.path.abspath(args.json))
-        if not os.path.isdir(parent):
-            raise UsageError(f"--json {args.json}: directory {parent} does not exist")
+    for flag, path in (("--json", args.json), ("--emit-launch", args.emit_launch)):
+        parent = os.path.dirname(os.path.abspath(path)) if path else None
+        if parent and not os.path.isdir(parent):
+            raise UsageError(f"{flag} {path}: directory {parent} does not exist")
     # The active tests need peers: a local audit of one machine has none.
     active = not args.no_network_tests and len(hosts) > 1
     opts = CollectOptions(forks=args.forks, connect_timeout=args.connect_timeout,
@@ -171,14 +187,20 @@ def cmd_check(args: argparse.Namespace) -> int:
         for conn in connections.values():
             conn.close()
     cluster = Cluster(tuple(outcomes), policy, network)
-    judgement = judge(cluster, run_checks(cluster))
+    findings = run_checks(cluster)
+    ips = {h.name: ip for h in hosts if (ip := resolve_ip(h.address)) is not None}
+    plan = make_plan(cluster, findings, ips)
+    judgement = judge(cluster, findings, plan)
     interrupted = collect_interrupted or bool(network and network.interrupted)
     if args.json:
         meta = {"started_at": started, "duration_s": round(time.time() - started, 3),
                 "inventory": os.path.abspath(args.inventory) if args.inventory else None,
                 "interrupted": interrupted}
-        jsonreport.write_atomic(args.json, jsonreport.document(cluster, judgement, meta))
-    sys.stdout.write(terminal.render(judgement, color=sys.stdout.isatty()))
+        jsonreport.write_atomic(args.json, jsonreport.document(cluster, judgement, meta, plan))
+    sys.stdout.write(terminal.render(judgement, color=sys.stdout.isatty(), plan=plan))
+    if args.emit_launch and plan.nodes:
+        written = launchcmd.emit(plan, args.emit_launch)
+        print(f"launch scripts: {len(written) // 2} hosts in {args.emit_launch}")
     if interrupted:
         return EXIT_INTERRUPTED
     if judgement.crashed_checks:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Sequence
+from typing import Optional
 
 from preflight.checks import ALL_CHECKS, CheckSpec
 from preflight.model import Cluster, Finding, Judgement, Status, Verdict
+from preflight.plan import Plan
 
 BLOCKING = (Status.FAIL, Status.COULD_NOT_CHECK, Status.ERROR)
 
@@ -27,13 +29,30 @@ def run_checks(cluster: Cluster, specs: Sequence[CheckSpec] = ALL_CHECKS) -> lis
     return findings
 
 
-def judge(cluster: Cluster, findings: Sequence[Finding]) -> Judgement:
-    """Returns GO only when no finding blocks and every host was checked."""
-    reasons = [f.message for f in findings if f.status in BLOCKING]
+def judge(cluster: Cluster, findings: Sequence[Finding], plan: Optional[Plan] = None,
+          ) -> Judgement:
+    """Returns GO only when no finding blocks and every host was checked.
+
+    When the job is sized (--nnodes, --server-num, --trainer-num), the question is whether
+    that job fits: findings about hosts the plan left out no longer block, and the plan must
+    fit. A finding that names no host (or a crashed check) always blocks."""
+    blocking = [f for f in findings if f.status in BLOCKING]
+    sized = plan is not None and plan.shape.explicit
+    if sized:
+        assert plan is not None
+        used = set(plan.hosts())
+        blocking = [f for f in blocking if f.status is Status.ERROR or not f.hosts
+                    or used & set(f.hosts)]
+    reasons = [f.message for f in blocking]
     unchecked = [o.host.name for o in cluster.outcomes if not o.ok]
-    if unchecked and not any(f.status is Status.COULD_NOT_CHECK for f in findings):
+    if unchecked and not sized and not any(f.status is Status.COULD_NOT_CHECK
+                                           for f in findings):
         reasons.append(f"not checked: {', '.join(unchecked)}")  # never a silent pass
     if not cluster.outcomes:
         reasons.append("no hosts to check")
+    if plan is not None and cluster.outcomes:
+        reasons.extend(f"plan: {why}" for why in plan.lacks)
+        if not plan.nodes and not plan.lacks:
+            reasons.append("plan: no host fits the job")
     verdict = Verdict.NO_GO if reasons else Verdict.GO
     return Judgement(verdict, tuple(findings), tuple(reasons))

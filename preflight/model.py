@@ -25,6 +25,7 @@ class Host:
     python: str = "python3"
     probe_python: str = "python3"
     local: bool = False  # audit of this machine: no SSH at all
+    roles: tuple[str, ...] = ("worker", "server")  # what the plan may make of it
 
 
 class Stage(str, enum.Enum):

@@ -82,7 +82,8 @@ def retest_pairs(survey: Sequence[LinkRun], limits: Limits) -> list[Pair]:
     return pairs[:MAX_RETESTS]
 
 
-def _ip(address: str) -> Optional[str]:
+def resolve_ip(address: str) -> Optional[str]:
+    """Returns the IPv4/IPv6 address of an inventory address (resolving a DNS name)."""
     try:
         return str(ipaddress.ip_address(address))
     except ValueError:
@@ -130,7 +131,7 @@ def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
             left_out[o.host.name] = (f"port {held[0]} is already in use (the all-reduce needs "
                                      f"{needed[0]}-{needed[-1]}; see --allreduce-port)")
             continue
-        ip = _ip(o.host.address)
+        ip = resolve_ip(o.host.address)
         if ip is None:
             left_out[o.host.name] = f"cannot resolve {o.host.address}"
             continue

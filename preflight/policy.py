@@ -15,8 +15,10 @@ from preflight.errors import InputError
 PIN_NAMES = ("paddle", "driver", "cuda", "cudnn", "nccl", "python")
 MODES = ("collective", "ps")
 # Paddle's launcher: --start_port 6070 (one port per local rank; 8 GPUs a host at most here)
-# and gloo's 6767 (../shared/reference/paddle.md).
+# and gloo's 6767 (../shared/reference/paddle.md). Without --ports the plan picks free ports
+# from these ranges itself, and the ports check only warns when the defaults are taken.
 DEFAULT_PORTS = tuple(range(6070, 6078)) + (6767,)
+RANK_PORTS_FROM, MASTER_PORTS_FROM = 6070, 6767
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,28 @@ class Limits:
     busbw_min_gbytes: float = 0.0  # all-reduce busbw floor in GB/s (nccl-tests' unit); 0: none
     # NCCL's ring busbw cannot beat the slowest link; far below it, something else is wrong.
     busbw_link_ratio: float = 0.25
+    # Parameter-server placement (preflight/planner.py): cores one server and one trainer
+    # process need, and the share of a host's effective cores in use that makes it overloaded.
+    ps_server_cores: float = 1.0
+    ps_trainer_cores: float = 1.0
+    cpu_busy_ratio: float = 0.8
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """The job to place, in the launcher's own terms. Sizes left None follow the inventory:
+    every host a worker (collective), one server and one trainer a host (ps)."""
+
+    nproc_per_node: Optional[int] = None  # ranks per worker host; None: its GPUs (1 on CPU)
+    nnodes: Optional[int] = None  # collective: worker hosts
+    server_num: Optional[int] = None  # ps: parameter servers in all
+    trainer_num: Optional[int] = None  # ps: trainers in all
+
+    @property
+    def explicit(self) -> bool:
+        """True when the user sized the job: the plan then decides GO, and hosts left out
+        of it no longer block (see preflight/engine.py)."""
+        return any(v is not None for v in (self.nnodes, self.server_num, self.trainer_num))
 
 
 @dataclass(frozen=True)
@@ -51,8 +75,9 @@ class Policy:
     mode: str = "collective"
     pins: tuple[Pin, ...] = ()
     files: tuple[str, ...] = ()  # training script and configs: must hash alike on all hosts
-    ports: tuple[int, ...] = DEFAULT_PORTS  # must be free on every host
+    ports: Optional[tuple[int, ...]] = None  # None: Paddle's defaults, the plan picks free ones
     limits: Limits = field(default_factory=Limits)
+    job: JobShape = field(default_factory=JobShape)
 
 
 def parse_pin(text: str, where: str, fld: str = "require") -> Pin:
@@ -107,7 +132,8 @@ def _limits(raw: Any, where: str) -> Limits:
     return Limits(**values)
 
 
-POLICY_KEYS = {"mode", "require", "files", "ports", "limits"}
+SHAPE_KEYS = ("nproc_per_node", "nnodes", "server_num", "trainer_num")
+POLICY_KEYS = {"mode", "require", "files", "ports", "limits", *SHAPE_KEYS}
 
 
 def load_policy(path: str) -> Policy:
@@ -148,7 +174,25 @@ def load_policy(path: str) -> Policy:
         policy = replace(policy, ports=parse_ports(doc["ports"], path))
     if "limits" in doc:
         policy = replace(policy, limits=_limits(doc["limits"], path))
-    return policy
+    sizes = {}
+    for key in SHAPE_KEYS:
+        if key in doc:
+            v = doc[key]
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 4096:
+                raise InputError(path, f"{v!r} is not a count from 1 to 4096", field=key)
+            sizes[key] = v
+    return replace(policy, job=JobShape(**sizes))
+
+
+def _check_shape(policy: Policy, path: Optional[str]) -> None:
+    """Refuses sizes that mean nothing in the job's mode, naming the flag."""
+    job, where = policy.job, path or "command line"
+    wrong = (("server_num", "trainer_num") if policy.mode == "collective"
+             else ("nnodes", "nproc_per_node"))
+    for key in wrong:
+        if getattr(job, key) is not None:
+            raise InputError(where, f"{key} does not apply to mode {policy.mode} (collective: "
+                             "nnodes, nproc_per_node; ps: server_num, trainer_num)", field=key)
 
 
 def check_mode(mode: Any, where: str) -> str:
@@ -158,9 +202,12 @@ def check_mode(mode: Any, where: str) -> str:
 
 
 def build(path: Optional[str], mode: Optional[str], requires: list[str], files: list[str],
-          ports: Optional[str]) -> Policy:
+          ports: Optional[str], shape: Optional[dict[str, Optional[int]]] = None) -> Policy:
     """Returns the policy file's policy with the command line's flags applied on top."""
     policy = load_policy(path) if path else Policy()
+    given = {k: v for k, v in (shape or {}).items() if v is not None}
+    if given:
+        policy = replace(policy, job=replace(policy.job, **given))
     if mode:
         policy = replace(policy, mode=check_mode(mode, "--mode"))
     if requires:
@@ -170,6 +217,7 @@ def build(path: Optional[str], mode: Optional[str], requires: list[str], files: 
         policy = replace(policy, files=policy.files + tuple(files))
     if ports is not None:
         policy = replace(policy, ports=parse_ports(ports, "--ports"))
+    _check_shape(policy, path)
     for f in policy.files:
         if f.startswith("-") or any(c in f for c in "\x00\n"):
             raise InputError("--file", f"{f!r} is not a usable path", field="files")
@@ -196,4 +244,4 @@ def _is_version(text: str) -> bool:
     return True
 
 
-__all__ = ["Policy", "Pin", "Limits", "build", "load_policy", "nccl_version"]
+__all__ = ["Policy", "Pin", "Limits", "JobShape", "build", "load_policy", "nccl_version"]

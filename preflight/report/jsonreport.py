@@ -10,8 +10,10 @@ import tempfile
 from typing import Any, Optional
 
 from preflight.facts import SectionError
+from preflight.launchcmd import command
 from preflight.measure import NetworkTests
 from preflight.model import Cluster, Judgement
+from preflight.plan import Plan
 
 REPORT_VERSION = 1
 
@@ -32,7 +34,7 @@ def jsonable(obj: Any) -> Any:
 
 
 def document(cluster: Cluster, judgement: Judgement, meta: Optional[dict[str, Any]] = None,
-             ) -> dict[str, Any]:
+             plan: Optional[Plan] = None) -> dict[str, Any]:
     """Returns the report as a JSON-ready dict (the format the README documents)."""
     hosts = {}
     for o in cluster.outcomes:
@@ -55,6 +57,7 @@ def document(cluster: Cluster, judgement: Judgement, meta: Optional[dict[str, An
         **(meta or {}),
         "hosts": hosts,
         "network": network_doc(cluster.network),
+        "plan": plan_doc(plan),
         "findings": [
             {"check": f.check, "status": f.status.value, "hosts": list(f.hosts),
              "message": f.message, "data": jsonable(dict(f.data))}
@@ -85,6 +88,27 @@ def network_doc(net: Optional[NetworkTests]) -> Optional[dict[str, Any]]:
             "sizes": [{"bytes": s.nbytes, "seconds": s.seconds, "algbw_bytes_s": s.algbw,
                        "busbw_bytes_s": s.busbw} for s in ar.sizes]},
         "allreduce_skipped": net.allreduce_skipped,
+    }
+
+
+def plan_doc(plan: Optional[Plan]) -> Optional[dict[str, Any]]:
+    """Returns the placement plan: who runs what where, who was left out, the commands."""
+    if plan is None:
+        return None
+    return {
+        "mode": plan.mode,
+        "fits": plan.fits,
+        "lacks": list(plan.lacks),
+        "notes": list(plan.notes),
+        "requested": jsonable(plan.shape),
+        "nproc_per_node": plan.nproc_per_node,
+        "master": plan.master,
+        "servers": [{"host": e.host, "endpoint": str(e)} for e in plan.servers],
+        "workers": [{"host": e.host, "endpoint": str(e)} for e in plan.workers],
+        "excluded": {h: list(r) for h, r in plan.excluded.items()},
+        "nodes": [{"host": n.host, "address": n.address, "rank": n.rank, "nproc": n.nproc,
+                   "python": n.python, "ports": list(n.ports), "argv": list(n.argv),
+                   "env": dict(n.env), "command": command(n)} for n in plan.nodes],
     }
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import shutil
 import sys
-from typing import TextIO
+from typing import Optional, TextIO
 
 from preflight.checks.common import hosts_text
+from preflight.checks.ports import ranges
 from preflight.model import Finding, HostOutcome, Judgement, Status, Verdict
+from preflight.plan import Plan
 
 ORDER = {Status.ERROR: 0, Status.FAIL: 1, Status.COULD_NOT_CHECK: 2, Status.WARN: 3,
          Status.PASS: 4}
@@ -52,8 +54,9 @@ def _paint(text: str, status: Status, color: bool) -> str:
     return f"\033[{COLORS[status]}m{text}\033[0m" if color else text
 
 
-def render(judgement: Judgement, color: bool = False, width: int | None = None) -> str:
-    """Returns the findings table (worst first) and the one-line verdict."""
+def render(judgement: Judgement, color: bool = False, width: int | None = None,
+           plan: Optional[Plan] = None) -> str:
+    """Returns the findings table (worst first), the plan and the one-line verdict."""
     width = width or shutil.get_terminal_size((120, 24)).columns
     findings: list[Finding] = sorted(judgement.findings, key=lambda f: ORDER[f.status])
     rows = [(f.status.value, f.check, _hosts_cell(f.hosts), f.message) for f in findings]
@@ -67,15 +70,45 @@ def render(judgement: Judgement, color: bool = False, width: int | None = None) 
         lines.append(f"{_paint(f'{st:<{w0}}', f.status, color)}  {check:<{w1}}  "
                      f"{hosts:<{w2}}  {msg}")
     lines.append("")
-    lines.append(verdict_line(judgement, color))
+    if plan is not None:
+        lines.extend(plan_lines(plan))
+        lines.append("")
+    lines.append(verdict_line(judgement, color, plan))
     return "\n".join(lines) + "\n"
 
 
-def verdict_line(judgement: Judgement, color: bool = False) -> str:
+def plan_lines(plan: Plan) -> list[str]:
+    """Returns the plan: one line per host it uses, then the hosts it left out and why."""
+    if plan.mode == "collective":
+        head = (f"PLAN collective: {len(plan.nodes)} worker hosts x {plan.nproc_per_node} "
+                f"ranks, master {plan.master}")
+    else:
+        head = f"PLAN ps: {len(plan.servers)} servers, {len(plan.workers)} trainers"
+    out = [head + ("" if plan.fits else f" -- lacks: {'; '.join(plan.lacks)}")]
+    for n in plan.nodes:
+        if plan.mode == "collective":
+            what = f"rank {n.rank}, {n.nproc} process(es)"
+        else:
+            roles = [f"server {e}" for e in plan.servers if e.host == n.host] + \
+                    [f"trainer {e}" for e in plan.workers if e.host == n.host]
+            what = ", ".join(roles)
+        out.append(f"  {n.host}  {n.address}  {what}  ports {ranges(n.ports)}")
+    out.extend(f"  note: {x}" for x in plan.notes)
+    for host, reasons in plan.excluded.items():
+        out.append(f"  left out {host}: {reasons[0]}"
+                   + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""))
+    return out
+
+
+def verdict_line(judgement: Judgement, color: bool = False, plan: Optional[Plan] = None,
+                 ) -> str:
     counts = {s: sum(1 for f in judgement.findings if f.status is s) for s in Status}
     if judgement.verdict is Verdict.GO:
         warn = f" ({counts[Status.WARN]} warnings)" if counts[Status.WARN] else ""
         head = _paint("GO", Status.PASS, color)
+        if plan is not None and plan.excluded and plan.shape.explicit:
+            return (f"{head}: the job fits on {len(plan.nodes)} hosts ({len(plan.excluded)} "
+                    f"left out: {hosts_text(list(plan.excluded))}){warn}")
         checks = len({f.check for f in judgement.findings})
         return f"{head}: all {checks} checks passed{warn}"
     parts = [f"{counts[s]} {label}" for s, label in (

@@ -169,9 +169,10 @@ def test_limits_unreported():
 
 
 # ---------------------------------------------------------------- ports
-def test_ports():
+def test_ports_named_by_the_policy_must_be_free():
     c = cluster(a={"ports": F.PortsFacts((22, 6070, 6071))}, b={"ports": F.PortsFacts((22,))},
                 c={"ports": F.SectionError("no /proc/net/tcp")})
+    c = replace(c, policy=Policy(ports=(*range(6070, 6078), 6767)))
     fs = list(ports.check(c))
     assert msgs(fs, Status.FAIL) == [
         "a: port 6070-6071 already in use (the launcher needs 6070-6077, 6767): stop the old "
@@ -180,3 +181,13 @@ def test_ports():
         "c: could not read listening ports: no /proc/net/tcp"]
     assert [f.hosts for f in fs if f.status is Status.PASS] == [("b",)]
     assert ports.ranges((1, 2, 3, 5, 7, 8)) == "1-3, 5, 7-8"
+
+
+def test_paddle_default_ports_taken_only_warn():
+    # Without ports in the policy the plan picks free ones; a launch by hand would clash.
+    c = cluster(a={"ports": F.PortsFacts((22, 6767))}, b={"ports": F.PortsFacts((22,))})
+    fs = list(ports.check(c))
+    assert msgs(fs, Status.FAIL) == []
+    assert msgs(fs, Status.WARN) == [
+        "a: port 6767 already in use: a launch with Paddle's default ports (6070-6077, 6767) "
+        "would clash; the plan's ports are free"]

@@ -45,6 +45,13 @@ def test_relative_paths_are_relative_to_the_inventory(tmp_path):
     assert hosts[0].address == "a"  # the name is the address when none is given
 
 
+def test_roles_default_to_both_and_pin_a_host(tmp_path):
+    hosts = load(write(tmp_path, "defaults: {roles: [worker]}\n"
+                                 "hosts: {a: {}, b: {roles: server}, c: {roles: [server, worker]}}\n"))
+    assert [h.roles for h in hosts] == [("worker",), ("server",), ("worker", "server")]
+    assert load(write(tmp_path, "hosts: {a: {}}\n"))[0].roles == ("worker", "server")
+
+
 BAD = [
     # (id, inventory text, fragments the one-line error must contain)
     ("yaml-syntax", "hosts:\n  a: {address: [\n", ["cluster.yaml:", "invalid YAML"]),
@@ -68,6 +75,8 @@ BAD = [
     ("option-like-user", "hosts:\n  a: {user: '-l'}\n", ["field 'user'"]),
     ("newline-python", "hosts:\n  a: {python: \"py\\nrm -rf /\"}\n", ["field 'python'"]),
     ("no-hosts", "defaults: {}\n", ["field 'hosts'"]),
+    ("unknown-role", "hosts:\n  a: {roles: [trainer]}\n", ["host 'a'", "field 'roles'"]),
+    ("empty-roles", "hosts:\n  a: {roles: []}\n", ["field 'roles'"]),
     ("hosts-list", "hosts: [a, b]\n", ["field 'hosts'"]),
     ("not-a-mapping", "- a\n", ["expected a mapping"]),
     ("host-entry-scalar", "hosts:\n  a: 1\n", ["host 'a'", "expected a mapping"]),

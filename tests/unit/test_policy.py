@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from preflight.errors import InputError
-from preflight.policy import DEFAULT_PORTS, build, load_policy, nccl_version, parse_ports
+from preflight.policy import JobShape, build, load_policy, nccl_version, parse_ports
 
 
 def test_policy_file_and_flags(tmp_path):
@@ -18,7 +18,19 @@ def test_policy_file_and_flags(tmp_path):
     assert pol.files == ("/job/train.py", "/job/cfg.yaml")
     assert pol.ports == (6070, 6071, 6767)
     assert pol.limits.clock_skew_fail_s == 2 and pol.limits.clock_skew_warn_s == 1.0
-    assert build(None, None, [], [], None).ports == DEFAULT_PORTS
+    assert build(None, None, [], [], None).ports is None  # the plan picks free ports
+
+
+def test_job_shape_from_file_and_flags(tmp_path):
+    p = tmp_path / "policy.yaml"
+    p.write_text("mode: ps\nserver_num: 2\ntrainer_num: 4\n")
+    pol = build(str(p), None, [], [], None, {"trainer_num": 6, "server_num": None})
+    assert pol.job == JobShape(server_num=2, trainer_num=6) and pol.job.explicit
+    assert not build(None, None, [], [], None, {"nproc_per_node": 2}).job.explicit
+    with pytest.raises(InputError, match="field 'server_num'.*does not apply to mode collective"):
+        build(None, "collective", [], [], None, {"server_num": 1})
+    with pytest.raises(InputError, match="field 'nnodes'.*does not apply to mode ps"):
+        build(None, "ps", [], [], None, {"nnodes": 2})
 
 
 BAD = [
@@ -30,6 +42,8 @@ BAD = [
     ("bad-limit", "limits: {shm_fail_mib: -1}\n", "field 'limits.shm_fail_mib'"),
     ("unknown-limit", "limits: {foo: 1}\n", "field 'limits.foo'"),
     ("yaml", "require: [\n", "invalid YAML"),
+    ("bad-size", "nnodes: 0\n", "field 'nnodes'"),
+    ("size-type", "mode: ps\nserver_num: two\n", "field 'server_num'"),
 ]
 
 

@@ -1,0 +1,245 @@
+"""The placement planner on facts: exclusions, alike workers, PS headroom, ports, prefixes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Optional
+
+import pytest
+from support import G, cpu, gpu, host_facts, link
+
+from preflight import facts as F
+from preflight.engine import judge
+from preflight.measure import NetworkTests
+from preflight.model import Cluster, Finding, Host, HostFailure, HostOutcome, Stage, Status, \
+    Verdict
+from preflight.planner import plan
+from preflight.policy import JobShape, Limits, Policy
+
+
+def node(name: str, ip: str, roles: tuple[str, ...] = ("worker", "server"),
+         failure: Optional[HostFailure] = None, **sections: Any) -> HostOutcome:
+    facts = None if failure else host_facts(
+        network=F.NetworkFacts((F.Interface("eth0", 1500, "up", 10000, (f"{ip}/24",)),)),
+        **sections)
+    return HostOutcome(Host(name=name, address=ip, roles=roles), facts=facts, failure=failure)
+
+
+def cpu_host(load: float = 0.1, effective: float = 16.0) -> F.CpuFacts:
+    return replace(cpu(effective=effective, logical=max(1, int(effective))),
+                   loadavg=(load, load, load))
+
+
+def make(outcomes: list[HostOutcome], mode: str = "collective", findings: list[Finding] = (),
+         network: Optional[NetworkTests] = None, ports: Optional[tuple[int, ...]] = None,
+         limits: Limits = Limits(), **shape: Any):  # type: ignore[no-untyped-def]
+    c = Cluster(tuple(outcomes), Policy(mode=mode, ports=ports, limits=limits,
+                                        job=JobShape(**shape)), network)
+    ips = {o.host.name: o.host.address for o in outcomes}
+    p = plan(c, list(findings), ips)
+    return c, p
+
+
+def gpus(n: int) -> dict[str, Any]:
+    return {"gpu": gpu(n=n)}
+
+
+def cpu_only(**kw: Any) -> dict[str, Any]:
+    return {"gpu": F.GpuFacts(source="none"), "cpu": cpu_host(**kw)}
+
+
+# ---------------------------------------------------------------- collective
+def test_collective_plan_on_alike_gpu_hosts():
+    _, p = make([node(f"n{i}", f"10.0.0.{i}", **gpus(8)) for i in (1, 2, 3)])
+    assert p.fits and p.nproc_per_node == 8 and p.master == "10.0.0.1:6767"
+    assert [(n.host, n.rank) for n in p.nodes] == [("n1", 0), ("n2", 1), ("n3", 2)]
+    n2 = p.node("n2")
+    assert n2 is not None
+    assert n2.argv[1:] == ("-m", "paddle.distributed.launch", "--master", "10.0.0.1:6767",
+                           "--nnodes", "3", "--rank", "1", "--nproc_per_node", "8",
+                           "--host", "10.0.0.2")
+    env = dict(n2.env)
+    # The launcher picks its rank ports (and rank 0's store) inside PORT_RANGE: nproc + 1.
+    assert env["PORT_RANGE"] == "6070:6078" and env["GLOO_SOCKET_IFNAME"] == "eth0"
+    assert env["PADDLE_MASTER"] == "10.0.0.1:6767" and env["PADDLE_RANK"] == "1"
+    assert p.node("n1").ports == (*range(6070, 6079), 6767)  # type: ignore[union-attr]
+    assert not p.excluded
+
+
+def test_heterogeneous_gpu_counts_keep_the_largest_alike_set():
+    hosts = [node("a", "10.0.0.1", **gpus(8)), node("b", "10.0.0.2", **gpus(4)),
+             node("c", "10.0.0.3", **gpus(8)), node("d", "10.0.0.4", **gpus(4)),
+             node("e", "10.0.0.5", **gpus(8))]
+    c, p = make(hosts)
+    assert p.hosts() == ("a", "c", "e") and p.nproc_per_node == 8
+    assert p.excluded["b"][0].startswith("4x NVIDIA H100 80GB HBM3 81559 MiB (CC 9.0), driver "
+                                         "550.54.15; Paddle 3.3.1 differs from the workers' 8x")
+    # Not sized: the inventory is the job, so two hosts short is NO-GO, with the plan shown.
+    assert p.lacks == ("5 worker hosts in the inventory, 3 fit",)
+    assert judge(c, [], p).verdict is Verdict.NO_GO
+    # Sized to what fits: GO, the 4-GPU hosts left out with their reason.
+    c, p = make(hosts, nnodes=3)
+    assert p.fits and judge(c, [], p).verdict is Verdict.GO
+    _, p = make(hosts, nproc_per_node=16)
+    assert not p.nodes and p.excluded["a"] == ("has 8 GPUs; the job runs 16 ranks a host",)
+
+
+def test_equal_groups_go_to_the_one_with_the_first_host():
+    _, p = make([node("a", "10.0.0.1", **gpus(4)), node("b", "10.0.0.2", **gpus(8)),
+                 node("c", "10.0.0.3", **gpus(8)), node("d", "10.0.0.4", **gpus(4))])
+    assert p.hosts() == ("a", "d")
+
+
+def test_failed_and_blocked_hosts_are_left_out_with_reasons():
+    hosts = [node("a", "10.0.0.1"), node("b", "10.0.0.2"),
+             node("dead", "10.0.0.3", failure=HostFailure(Stage.CONNECT, "connection refused")),
+             node("slow", "10.0.0.4")]
+    bad = [Finding("bandwidth", Status.FAIL, ("slow",), "slow: slow host"),
+           Finding("env", Status.WARN, ("a",), "a: NCCL_DEBUG=INFO")]
+    c, p = make(hosts, findings=bad, nnodes=2)
+    assert p.hosts() == ("a", "b") and p.fits
+    assert p.excluded == {"dead": ("could not check (connect): connection refused",),
+                          "slow": ("bandwidth: slow: slow host",)}
+    j = judge(c, bad, p)
+    assert j.verdict is Verdict.GO and j.reasons == ()
+    # One more node than fits: NO-GO, and the plan says what it lacks.
+    c, p = make(hosts, findings=bad, nnodes=3)
+    j = judge(c, bad, p)
+    assert j.verdict is Verdict.NO_GO and "plan: 3 worker hosts requested, 2 fit" in j.reasons
+
+
+def test_crashed_check_and_hostless_findings_block_even_a_sized_job():
+    c, p = make([node("a", "10.0.0.1"), node("b", "10.0.0.2")], nnodes=2)
+    boom = [Finding("gpu", Status.ERROR, (), "check gpu crashed")]
+    assert judge(c, boom, p).verdict is Verdict.NO_GO
+
+
+def test_collective_ports_avoid_what_listens():
+    busy = F.PortsFacts((22, 6070, 6073, 6767))
+    _, p = make([node("a", "10.0.0.1", ports=busy, **cpu_only()),
+                 node("b", "10.0.0.2", **cpu_only())], nproc_per_node=2)
+    a = p.node("a")
+    assert a is not None and dict(a.env)["PORT_RANGE"] == "6074:6076"
+    assert p.master == "10.0.0.1:6768" and dict(p.node("b").env)["PORT_RANGE"] == "6070:6072"  # type: ignore[union-attr]
+    # Ports from the policy: only those, and a host without enough of them free is left out.
+    _, p = make([node("a", "10.0.0.1", ports=busy, **cpu_only()),
+                 node("b", "10.0.0.2", **cpu_only())], ports=(6070, 6071, 6767))
+    assert p.hosts() == ("b",) and p.master == "10.0.0.2:6767"
+    assert p.excluded["a"] == ("no 2 consecutive free ports from the policy ports",)
+
+
+def test_collective_sized_leaves_spare_hosts_out():
+    _, p = make([node(f"n{i}", f"10.0.0.{i}") for i in (1, 2, 3)], nnodes=2)
+    assert p.hosts() == ("n1", "n2")
+    assert p.excluded == {"n3": ("not needed: the job asks for 2 worker hosts",)}
+
+
+def test_server_only_role_in_collective_mode():
+    _, p = make([node("a", "10.0.0.1"), node("ps", "10.0.0.2", roles=("server",))])
+    assert p.hosts() == ("a",) and p.fits  # the inventory's only worker-capable host
+    assert p.excluded["ps"] == ("roles: server only (collective jobs have workers only)",)
+
+
+def test_ipv6_and_unresolved_hosts_are_left_out():
+    hosts = [node("a", "10.0.0.1"), node("b", "fd00::2"), node("c", "c.example")]
+    c = Cluster(tuple(hosts), Policy(job=JobShape(nnodes=1)))
+    p = plan(c, [], {"a": "10.0.0.1", "b": "fd00::2"})
+    assert p.excluded["b"][0].startswith("IPv6 address fd00::2")
+    assert p.excluded["c"] == ("cannot resolve c.example",)
+
+
+# ---------------------------------------------------------------- parameter servers
+def four_cpu_hosts(**kw: Any) -> list[HostOutcome]:
+    return [node(n, f"10.0.0.{i}", **cpu_only(**kw)) for i, n in enumerate("abcd", 1)]
+
+
+def test_ps_servers_go_to_hosts_without_trainers_spread_one_each():
+    _, p = make(four_cpu_hosts(), "ps", server_num=2, trainer_num=2)
+    assert [(e.host, str(e)) for e in p.workers] == [("a", "10.0.0.1:6070"),
+                                                     ("b", "10.0.0.2:6070")]
+    assert [e.host for e in p.servers] == ["c", "d"]
+    c_node = p.node("c")
+    assert c_node is not None
+    assert c_node.argv[3:] == ("--servers", "10.0.0.3:6070,10.0.0.4:6070", "--trainers",
+                               "10.0.0.1:6070,10.0.0.2:6070", "--gloo_port", "6767",
+                               "--host", "10.0.0.3")
+    assert c_node.ports == (6070, 6767)  # gloo's rendezvous runs beside the first server
+
+
+def test_ps_servers_prefer_the_best_connected_spare_host():
+    runs = (link("c", "a", 1 * G), link("a", "c", 1 * G), link("d", "b", 10 * G),
+            link("b", "d", 10 * G))
+    net = NetworkTests("ring", ("a", "b", "c", "d"), runs)
+    _, p = make(four_cpu_hosts(), "ps", network=net, server_num=1, trainer_num=2)
+    assert [e.host for e in p.servers] == ["d"]
+    assert p.excluded == {"c": ("not needed: the job's trainers and servers fit elsewhere",)}
+
+
+def test_ps_servers_share_trainer_hosts_when_headroom_allows():
+    _, p = make(four_cpu_hosts(), "ps", server_num=2, trainer_num=4)
+    assert [e.host for e in p.servers] == ["a", "b"] and len(p.workers) == 4
+    assert p.node("a").ports == (6070, 6071, 6767)  # type: ignore[union-attr]
+    assert p.fits
+
+
+def test_ps_not_co_located_when_headroom_is_short():
+    # 4 effective cores, load 2: 2 free. A trainer needs 1, a server 1.5: no room for both.
+    limits = Limits(ps_server_cores=1.5)
+    hosts = four_cpu_hosts(load=2.0, effective=4.0)
+    _, p = make(hosts, "ps", limits=limits, server_num=1, trainer_num=3)
+    assert [e.host for e in p.servers] == ["d"] and p.fits
+    _, p = make(hosts, "ps", limits=limits, server_num=2, trainer_num=3)
+    assert [e.host for e in p.servers] == ["d"]
+    assert p.lacks == ("server 2 of 2: no host has 1.5 free cores for it (most: a, 1 after its "
+                       "trainers and servers)",)
+
+
+def test_ps_not_enough_headroom_anywhere():
+    _, p = make(four_cpu_hosts(load=1.5, effective=2.0), "ps", limits=Limits(cpu_busy_ratio=1),
+                server_num=1, trainer_num=2)
+    assert not p.servers and not p.fits
+    assert p.lacks == ("server 1 of 1: no host has 1 free cores for it (most: c, 0.5 after its "
+                       "trainers and servers)",)
+
+
+def test_ps_never_stacks_a_server_on_an_overloaded_host():
+    hosts = [node("a", "10.0.0.1", **cpu_only()),
+             node("hot", "10.0.0.2", **cpu_only(load=14.0)),  # 2 cores free, 88 % busy
+             node("c", "10.0.0.3", **cpu_only(load=8.0))]
+    _, p = make(hosts, "ps", server_num=2, trainer_num=1)
+    assert sorted(e.host for e in p.servers) == ["a", "c"]
+    assert "hot: no server here: overloaded (2 cores free of 16)" in p.notes
+
+
+def test_ps_odd_trainer_count_spreads_evenly_and_keeps_each_host_contiguous():
+    hosts = [node(n, f"10.0.0.{i}", **cpu_only()) for i, n in enumerate("abc", 1)]
+    _, p = make(hosts, "ps", server_num=1, trainer_num=5)
+    assert [e.host for e in p.workers] == ["a", "a", "b", "b", "c"]
+    assert "5 trainers on 3 hosts: up to 2 a host" in p.notes
+
+
+def test_ps_address_prefix_clash_leaves_one_host_out():
+    hosts = [node("h1", "10.0.0.1", **cpu_only()), node("h2", "10.0.0.2", **cpu_only()),
+             node("h12", "10.0.0.12", **cpu_only())]
+    _, p = make(hosts, "ps", server_num=1, trainer_num=3)
+    used = {e.address for e in (*p.servers, *p.workers)}
+    assert not any(a != b and b.startswith(a) for a in used for b in used)
+    assert p.hosts() == ("h1", "h2") and len(p.workers) == 3
+    assert p.excluded["h12"][0].startswith("address 10.0.0.12 and h1's 10.0.0.1: one is a "
+                                           "string prefix of the other")
+
+
+def test_ps_roles_pin_servers_and_workers():
+    hosts = [node("ps1", "10.0.0.1", roles=("server",), **cpu_only()),
+             node("w1", "10.0.0.2", roles=("worker",), **cpu_only()),
+             node("w2", "10.0.0.3", roles=("worker",), **cpu_only())]
+    _, p = make(hosts, "ps", server_num=1, trainer_num=2)
+    assert [e.host for e in p.servers] == ["ps1"] and [e.host for e in p.workers] == ["w1", "w2"]
+    _, p = make(hosts, "ps", server_num=2, trainer_num=2)
+    assert [e.host for e in p.servers] == ["ps1", "ps1"]  # spread as far as roles allow
+
+
+@pytest.mark.parametrize("shape,explicit", [({}, False), ({"nproc_per_node": 2}, False),
+                                            ({"nnodes": 2}, True), ({"server_num": 1}, True)])
+def test_only_a_sized_job_is_explicit(shape, explicit):
+    assert JobShape(**shape).explicit is explicit

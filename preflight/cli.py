@@ -19,6 +19,9 @@ from preflight.engine import judge, run_checks
 from preflight.errors import InputError
 from preflight.inventory import load
 from preflight.iperfrun import IperfOptions
+from preflight.launch import LaunchOptions, load_plan
+from preflight.launch import connect as launch_connect
+from preflight.launch import run as launch_run
 from preflight.measure import NetworkTests
 from preflight.model import Cluster, Stage, Verdict
 from preflight.netbench import NetworkOptions, resolve_ip, run_network_tests
@@ -135,6 +138,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="limit for the all-reduce on each host (default: 120)")
     c.add_argument("--no-progress", action="store_true", help="no live progress line")
     c.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    la = sub.add_parser("launch", help="run the plan of a report on its hosts over SSH: "
+                        "preflight launch --plan report.json -- train.py ARGS")
+    la.add_argument("--plan", required=True, metavar="REPORT",
+                    help="JSON report of preflight check (its plan is run)")
+    la.add_argument("-i", "--inventory", help="inventory for the SSH settings (default: the "
+                    "one the report was made from)")
+    la.add_argument("--chdir", metavar="DIR", help="directory on every host to launch from "
+                    "(default: the login directory)")
+    la.add_argument("--timeout", type=_positive(float), metavar="S",
+                    help="stop the job on every host after S seconds (default: no limit)")
+    la.add_argument("--connect-timeout", type=_positive(float), default=10.0, metavar="S")
+    la.add_argument("--accept-new-host-keys", action="store_true")
+    la.add_argument("--ignore-verdict", action="store_true",
+                    help="launch the plan of a NO-GO report")
+    la.add_argument("script", nargs=argparse.REMAINDER,
+                    help="-- then the training script and its arguments")
     d = sub.add_parser("demo", help="build a simulated cluster on this machine (root), check "
                        "it healthy and with faults, remove it")
     d.add_argument("--hosts", type=_positive(int), default=4, help="simulated hosts (default 4)")
@@ -208,6 +227,36 @@ def cmd_check(args: argparse.Namespace) -> int:
     return EXIT_GO if judgement.verdict is Verdict.GO else EXIT_NO_GO
 
 
+def cmd_launch(args: argparse.Namespace) -> int:
+    script = args.script[1:] if args.script[:1] == ["--"] else args.script
+    if not script:
+        raise UsageError("launch: give the training script after --, e.g. "
+                         "preflight launch --plan report.json -- train.py --epochs 1")
+    nodes, inventory = load_plan(args.plan, args.ignore_verdict)
+    inventory = args.inventory or inventory
+    if not inventory:
+        raise UsageError(f"--plan {args.plan}: the report names no inventory (a local audit?); "
+                         "pass -i INVENTORY")
+    hosts = {h.name: h for h in load(inventory)}
+    missing = [n.host for n in nodes if n.host not in hosts]
+    if missing:
+        raise UsageError(f"--plan {args.plan}: host {missing[0]} is not in {inventory}")
+    opts = LaunchOptions(tuple(script), args.chdir, args.timeout, args.connect_timeout,
+                         args.accept_new_host_keys)
+    conns, failed = launch_connect(nodes, hosts, opts)
+    try:
+        if failed:
+            for host, why in failed.items():
+                print(f"preflight launch: {host}: {why}", file=sys.stderr)
+            print("preflight launch: nothing started", file=sys.stderr)
+            return EXIT_NO_GO
+        remotes = {n: SshRemote(n, c, args.connect_timeout) for n, c in conns.items()}
+        return launch_run(nodes, remotes, opts)
+    finally:
+        for conn in conns.values():
+            conn.close()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 with argparse's own one-line error
@@ -219,6 +268,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from preflight.demo import run_demo  # only the demo needs the testbed
 
             return run_demo(args.hosts)
+        if args.command == "launch":
+            return cmd_launch(args)
         return cmd_check(args)
     except (InputError, UsageError) as e:
         print(f"preflight: error: {e}", file=sys.stderr)

@@ -36,6 +36,7 @@ class Started(Protocol):
 
     def read_until(self, marker: str, timeout: float) -> bool: ...
     def output(self) -> str: ...
+    def take(self) -> bytes: ...
     def wait(self, timeout: float) -> Done: ...
     def close(self) -> None: ...
 
@@ -101,6 +102,14 @@ class _Channel:
     def output(self) -> str:
         """Returns what the command printed on stdout so far."""
         return self.out.decode("utf-8", "replace")
+
+    def take(self) -> bytes:
+        """Returns the stdout printed since the last take and forgets it: for streaming a
+        long command's output without keeping it."""
+        self._pump()
+        data = bytes(self.out)
+        del self.out[:len(data)]
+        return data
 
     def wait(self, timeout: float) -> Done:
         end = time.monotonic() + timeout
@@ -173,6 +182,11 @@ class _Process:
 
     def output(self) -> str:
         return self.out.decode("utf-8", "replace")
+
+    def take(self) -> bytes:
+        data = bytes(self.out)
+        del self.out[:len(data)]  # only what was copied: a reader may append meanwhile
+        return data
 
     def wait(self, timeout: float) -> Done:
         try:

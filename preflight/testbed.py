@@ -55,7 +55,9 @@ LogLevel ERROR
 
 # Runs inside the host's network namespace and a new mount + UTS namespace. A fresh sysfs
 # shows only the host's own interfaces; the cgroup mounts are carried over so quotas still
-# read; /root and /tmp become the host's own so hosts share no files.
+# read; /root and /tmp become the host's own so hosts share no files. Like a cluster's DNS, a
+# shared /etc/hosts resolves every host's name to its address (Paddle's PS-mode gloo binds
+# where the hostname resolves, and crashes when it does not).
 HOST_INIT = """\
 set -e
 mount --make-rprivate /
@@ -64,6 +66,7 @@ mount -t sysfs sysfs /sys
 mount --move {dir}/cgroup-hold /sys/fs/cgroup
 mount --bind {dir}/root /root
 mount --bind {dir}/tmp /tmp
+mount --bind {etc_hosts} /etc/hosts
 hostname {name}
 exec {sshd} -D -e -f {dir}/sshd_config
 """
@@ -233,6 +236,10 @@ class Testbed:
             self._new_host_key(host)
             self.hosts[name] = host
         self.write_known_hosts()
+        self.etc_hosts = os.path.join(self.base, "etc-hosts")
+        with open(self.etc_hosts, "w") as fh:
+            fh.write("127.0.0.1 localhost\n::1 localhost\n")
+            fh.writelines(f"{h.address} {h.name}\n" for h in self.hosts.values())
         for host in self.hosts.values():
             self.start_sshd(host.name)
         self.wait_listening(list(self.hosts))
@@ -259,7 +266,8 @@ class Testbed:
 
     def start_sshd(self, name: str) -> None:
         host = self.hosts[name]
-        script = HOST_INIT.format(dir=shlex.quote(host.dir), name=shlex.quote(name), sshd=SSHD)
+        script = HOST_INIT.format(dir=shlex.quote(host.dir), name=shlex.quote(name), sshd=SSHD,
+                                  etc_hosts=shlex.quote(self.etc_hosts))
         log = open(os.path.join(host.dir, "sshd.log"), "ab")
         # nsenter and unshare exec (no fork), so the Popen pid ends up being sshd itself.
         host.sshd = subprocess.Popen(

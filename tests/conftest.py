@@ -73,6 +73,20 @@ class Cluster:
         kw.setdefault("python", PADDLE_A)
         return self.tb.inventory(os.path.join(self.tb.base, name), hosts, **kw)
 
+    def cli(self, *args: str, timeout: float = 180.0) -> Run:
+        """Runs the CLI as it is given (no report), from the client namespace."""
+        cmd = self.tb.client_cmd([sys.executable, "-m", "preflight", *args])
+        env = dict(os.environ, PYTHONSAFEPATH="1")
+        start = time.monotonic()
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           cwd=self.tb.base, env=env)
+        return Run(p.returncode, p.stdout, p.stderr, time.monotonic() - start, {})
+
+    def private(self, name: str, path: str) -> str:
+        """Returns where the host's private /root/x or /tmp/x lies on this machine."""
+        top, _, rest = path.strip("/").partition("/")
+        return os.path.join(self.tb.hosts[name].dir, top, rest)
+
     def preflight(self, *args: str, timeout: float = 180.0, network: bool = False) -> Run:
         """Runs the CLI; the active tests (iperf3, all-reduce) only when network is True."""
         import json

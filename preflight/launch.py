@@ -1,0 +1,221 @@
+"""`preflight launch`: runs a report's plan on its hosts over SSH, streams every host's output
+under its name, and stops every process of the job on every host when one host fails, when
+the time limit passes, or on Ctrl-C.
+
+Every process of the job carries PREFLIGHT_LAUNCH=<token> in its environment (the launcher
+passes its environment on to the ranks and servers it starts, also those it puts in their own
+session), so the stop finds them all through /proc/*/environ without touching anything else."""
+
+from __future__ import annotations
+
+import functools
+import json
+import secrets
+import shlex
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, TextIO
+
+from preflight import ssh
+from preflight.errors import InputError
+from preflight.launchcmd import flag_env
+from preflight.model import Host, Stage
+from preflight.plan import Node
+from preflight.remote import Remote, Started, in_parallel
+
+POLL_S = 0.05
+STOP_WAIT_S = 5.0  # after SIGTERM, how long the job's processes get before SIGKILL
+EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 124, 130
+MARKER = "PREFLIGHT_LAUNCH"
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    script: tuple[str, ...]  # the training script and its arguments
+    chdir: Optional[str] = None  # where the launcher runs on every host (default: login dir)
+    timeout: Optional[float] = None  # the whole job; None: no limit
+    connect_timeout: float = 10.0
+    accept_new_host_keys: bool = False
+
+
+def load_plan(path: str, ignore_verdict: bool = False) -> tuple[list[Node], Optional[str]]:
+    """Returns (the plan's nodes, the inventory the report was made from) of a JSON report;
+    raises InputError naming the file and the field."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(path, f"cannot read: {e}") from None
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not a JSON report: {e.msg}", line=e.lineno) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("plan"), dict):
+        raise InputError(path, "no plan in this report (made by preflight check --json)",
+                         field="plan")
+    if doc.get("verdict") != "go" and not ignore_verdict:
+        reasons = "; ".join(str(r) for r in (doc.get("reasons") or [])[:2])
+        raise InputError(path, f"the report's verdict is {doc.get('verdict')!r}: {reasons} "
+                         "(--ignore-verdict launches its plan anyway)", field="verdict")
+    raw = doc["plan"].get("nodes")
+    if not isinstance(raw, list) or not raw:
+        raise InputError(path, "the plan has no hosts", field="plan.nodes")
+    nodes = [_node(path, i, n) for i, n in enumerate(raw)]
+    inventory = doc.get("inventory")
+    return nodes, inventory if isinstance(inventory, str) else None
+
+
+def _node(path: str, i: int, n: Any) -> Node:
+    where = f"plan.nodes[{i}]"
+    if not isinstance(n, dict):
+        raise InputError(path, "expected a mapping", field=where)
+    host, argv, env = n.get("host"), n.get("argv"), n.get("env")
+    if not isinstance(host, str) or not host:
+        raise InputError(path, "expected a host name", field=f"{where}.host")
+    if not isinstance(argv, list) or len(argv) < 3 or \
+            not all(isinstance(a, str) for a in argv) or argv[1:3] != ["-m",
+                                                                        "paddle.distributed.launch"]:
+        raise InputError(path, "expected the launcher's argv: [python, -m, "
+                         "paddle.distributed.launch, ...]", field=f"{where}.argv")
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                            for k, v in env.items()):
+        raise InputError(path, "expected a mapping of strings", field=f"{where}.env")
+    return Node(host, str(n.get("address", "")), argv[0], int(n.get("rank", i)),
+                int(n.get("nproc", 1)), (), tuple(argv), tuple(env.items()))
+
+
+def host_command(node: Node, opts: LaunchOptions, token: str) -> str:
+    """Returns the one command run on a host: the plan's launcher line with the script, its
+    output merged, the job's marker in its environment; every value quoted."""
+    q = shlex.quote
+    env = [f"{MARKER}={token}", *(f"{k}={v}" for k, v in flag_env(node))]
+    run = " ".join(q(a) for a in ["env", *env, *node.argv, *opts.script])
+    cd = f"cd {q(opts.chdir)} || exit 97; " if opts.chdir else ""
+    return "sh -c " + q(f"{cd}exec 2>&1; exec {run}")
+
+
+def stop_command(token: str) -> str:
+    """Returns a command that stops every process carrying the job's marker (TERM, then KILL
+    after STOP_WAIT_S) and prints how many it found."""
+    q = shlex.quote
+    match = q(f"{MARKER}={token}")
+    script = (
+        "found() { for p in /proc/[0-9]*; do "
+        f"grep -qzx {match} \"$p/environ\" 2>/dev/null && echo \"${{p#/proc/}}\"; done; }}; "
+        "pids=$(found); n=$(echo $pids | wc -w); "
+        "[ -n \"$pids\" ] && kill -TERM $pids 2>/dev/null; "
+        f"i=0; while [ $i -lt {int(STOP_WAIT_S * 10)} ] && [ -n \"$(found)\" ]; do "
+        "sleep 0.1; i=$((i+1)); done; "
+        "left=$(found); [ -n \"$left\" ] && kill -KILL $left 2>/dev/null; "
+        "echo stopped $n")
+    return "sh -c " + q(script)
+
+
+class _Prefixer:
+    """Writes a host's output line by line under its name; keeps a partial line back."""
+
+    def __init__(self, host: str, width: int, out: TextIO, lock: threading.Lock) -> None:
+        self.prefix, self.out, self.lock = f"{host:<{width}} | ", out, lock
+        self.partial = b""
+
+    def feed(self, data: bytes, final: bool = False) -> None:
+        data = self.partial + data
+        lines = data.split(b"\n")
+        self.partial = b"" if final else lines.pop()
+        text = [ln.decode("utf-8", "replace").rstrip("\r") for ln in lines]
+        if final and text and text[-1] == "":
+            text.pop()
+        if text:
+            with self.lock:
+                self.out.write("".join(self.prefix + t + "\n" for t in text))
+                self.out.flush()
+
+
+def connect(nodes: Sequence[Node], hosts: Mapping[str, Host], opts: LaunchOptions,
+            ) -> tuple[dict[str, Any], dict[str, str]]:
+    """Returns ({host: open connection}, {host: why not}) for every plan host, in parallel."""
+    conns: dict[str, Any] = {}
+    failed: dict[str, str] = {}
+    ssh.quiet_paramiko()
+
+    def one(node: Node) -> None:
+        host = hosts[node.host]
+        conn = ssh.connection(host, opts.connect_timeout, opts.accept_new_host_keys)
+        try:
+            conn.open()
+            conns[node.host] = conn
+        except Exception as e:
+            failed[node.host] = ssh.classify(e, Stage.CONNECT, host,
+                                             opts.connect_timeout).reason
+            conn.close()
+
+    in_parallel([functools.partial(one, n) for n in nodes], opts.connect_timeout * 3 + 5, "connect")
+    for n in nodes:
+        if n.host not in conns and n.host not in failed:
+            failed[n.host] = f"no connection within {opts.connect_timeout * 3 + 5:.0f} s"
+    return conns, failed
+
+
+def run(nodes: Sequence[Node], remotes: Mapping[str, Remote], opts: LaunchOptions,
+        out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """Runs the plan on the hosts and returns the exit code (0 when every host's launcher
+    exited 0); stops the job's processes everywhere before returning."""
+    token = secrets.token_hex(8)
+    lock = threading.Lock()
+    width = max(len(n.host) for n in nodes)
+    started: dict[str, Started] = {}
+    prefix = {n.host: _Prefixer(n.host, width, out, lock) for n in nodes}
+    exits: dict[str, int] = {}
+    end = time.monotonic() + opts.timeout if opts.timeout else None
+    try:
+        for n in nodes:
+            started[n.host] = remotes[n.host].start(host_command(n, opts, token))
+        while len(exits) < len(nodes):
+            for host, s in started.items():
+                if host in exits:
+                    continue
+                d = s.wait(0)
+                prefix[host].feed(s.take(), final=d.exit is not None)
+                if d.exit is not None:
+                    exits[host] = d.exit
+                    if d.exit != 0:
+                        why = "could not enter --chdir" if d.exit == 97 else f"exit {d.exit}"
+                        print(f"preflight launch: {host} failed ({why}): stopping the job on "
+                              "every host", file=err)
+                        return EXIT_FAILED
+            if end is not None and time.monotonic() > end:
+                print(f"preflight launch: still running after {opts.timeout:g} s: stopping "
+                      "the job on every host", file=err)
+                return EXIT_TIMEOUT
+            time.sleep(POLL_S)
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("preflight launch: interrupted: stopping the job on every host", file=err)
+        return EXIT_INTERRUPTED
+    finally:
+        _stop(nodes, remotes, token, started, exits, prefix, err)
+
+
+def _stop(nodes: Sequence[Node], remotes: Mapping[str, Remote], token: str,
+          started: Mapping[str, Started], exits: Mapping[str, int],
+          prefix: Mapping[str, _Prefixer], err: TextIO) -> None:
+    """Stops what is left of the job on every host (also after a clean end: stragglers)."""
+    stopped: dict[str, str] = {}
+
+    def one(n: Node) -> None:
+        d = remotes[n.host].run(stop_command(token), STOP_WAIT_S + 10)
+        stopped[n.host] = d.stdout.strip().rsplit(" ", 1)[-1] if d.ok else f"? ({d.tail()})"
+
+    in_parallel([functools.partial(one, n) for n in nodes], STOP_WAIT_S + 15, "stop")
+    for host, s in started.items():
+        if host not in exits:
+            prefix[host].feed(s.take(), final=True)
+        s.close()
+    for n in nodes:
+        got = stopped.get(n.host, "? (no answer)")
+        if got != "0":
+            print(f"preflight launch: {n.host}: stopped {got} process(es) of the job",
+                  file=err)

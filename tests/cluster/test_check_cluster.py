@@ -177,7 +177,9 @@ def test_sigint_keeps_what_was_learned(cluster):
 
 def test_configuration_drift_is_named(cluster):
     inv = cluster.inventory("drift.yaml", ["good1", "good2", "drift"])
-    run = cluster.preflight("check", "-i", inv, "--file", cluster.train_py)
+    # Ports named on the command line must be free (without --ports, taken defaults only warn).
+    run = cluster.preflight("check", "-i", inv, "--file", cluster.train_py,
+                            "--ports", "6070-6077,6767")
     assert run.rc == 1, run.stdout + run.stderr
     fails = {(f["check"], h): f["message"] for f in run.findings(status="fail")
              for h in f["hosts"]}

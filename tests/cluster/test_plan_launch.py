@@ -161,8 +161,9 @@ def test_collective_job_runs_from_the_emitted_scripts(cluster):
         for ext in ("env", "sh"):
             with open(os.path.join(out_dir, f"{name}.{ext}")) as fh:
                 cluster.tb.write_file(name, f"/root/job/{name}.{ext}", fh.read())
-        ssh = ["ssh", "-i", cluster.tb.identity, "-o", f"UserKnownHostsFile={cluster.tb.known_hosts}",
-               "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+        ssh = ["ssh", "-i", cluster.tb.identity, "-o",
+               f"UserKnownHostsFile={cluster.tb.known_hosts}", "-o", "StrictHostKeyChecking=yes",
+               "-o", "BatchMode=yes",
                f"root@{cluster.tb.hosts[name].address}", f"sh job/{name}.sh train_gloo.py"]
         procs.append(subprocess.Popen(cluster.tb.client_cmd(ssh), stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))

@@ -46,8 +46,8 @@ def test_relative_paths_are_relative_to_the_inventory(tmp_path):
 
 
 def test_roles_default_to_both_and_pin_a_host(tmp_path):
-    hosts = load(write(tmp_path, "defaults: {roles: [worker]}\n"
-                                 "hosts: {a: {}, b: {roles: server}, c: {roles: [server, worker]}}\n"))
+    hosts = load(write(tmp_path, "defaults: {roles: [worker]}\nhosts: "
+                                 "{a: {}, b: {roles: server}, c: {roles: [server, worker]}}\n"))
     assert [h.roles for h in hosts] == [("worker",), ("server",), ("worker", "server")]
     assert load(write(tmp_path, "hosts: {a: {}}\n"))[0].roles == ("worker", "server")
 

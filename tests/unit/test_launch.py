@@ -13,8 +13,16 @@ import time
 import pytest
 
 from preflight.errors import InputError
-from preflight.launch import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TIMEOUT, \
-    LaunchOptions, host_command, load_plan, run
+from preflight.launch import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    LaunchOptions,
+    host_command,
+    load_plan,
+    run,
+)
 from preflight.launchcmd import collective_node, command, emit, env_file
 from preflight.plan import Node, Plan
 from preflight.policy import JobShape
@@ -43,7 +51,7 @@ def pids_in(path: str) -> list[int]:
     raise AssertionError(f"{path} never written")
 
 
-def launch(nodes, opts, **kw):  # type: ignore[no-untyped-def]
+def launch(nodes, opts, **kw):
     out, err = io.StringIO(), io.StringIO()
     remotes = {n.host: LocalRemote(n.host) for n in nodes}
     code = run(nodes, remotes, opts, out=out, err=err, **kw)
@@ -145,7 +153,7 @@ def test_emitted_env_file_and_script(tmp_path):
     assert "PADDLE_RANK=1\n" in out and "POD_IP=10.0.0.1\n" in out
 
 
-def report(tmp_path, **over):  # type: ignore[no-untyped-def]
+def report(tmp_path, **over):
     doc = {"verdict": "go", "reasons": [], "inventory": "/x/inv.yaml", "plan": {"nodes": [
         {"host": "n1", "address": "10.0.0.1", "rank": 0, "nproc": 1,
          "argv": ["python3", "-m", "paddle.distributed.launch", "--servers", "a:1"],

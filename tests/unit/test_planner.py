@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Optional
 
@@ -11,8 +12,7 @@ from support import G, cpu, gpu, host_facts, link
 from preflight import facts as F
 from preflight.engine import judge
 from preflight.measure import NetworkTests
-from preflight.model import Cluster, Finding, Host, HostFailure, HostOutcome, Stage, Status, \
-    Verdict
+from preflight.model import Cluster, Finding, Host, HostFailure, HostOutcome, Stage, Status, Verdict
 from preflight.planner import plan
 from preflight.policy import JobShape, Limits, Policy
 
@@ -30,10 +30,10 @@ def cpu_host(load: float = 0.1, effective: float = 16.0) -> F.CpuFacts:
                    loadavg=(load, load, load))
 
 
-def make(outcomes: list[HostOutcome], mode: str = "collective", findings: list[Finding] = (),
+def make(outcomes: list[HostOutcome], mode: str = "collective", findings: Sequence[Finding] = (),
          network: Optional[NetworkTests] = None, ports: Optional[tuple[int, ...]] = None,
-         limits: Limits = Limits(), **shape: Any):  # type: ignore[no-untyped-def]
-    c = Cluster(tuple(outcomes), Policy(mode=mode, ports=ports, limits=limits,
+         limits: Optional[Limits] = None, **shape: Any):
+    c = Cluster(tuple(outcomes), Policy(mode=mode, ports=ports, limits=limits or Limits(),
                                         job=JobShape(**shape)), network)
     ips = {o.host.name: o.host.address for o in outcomes}
     p = plan(c, list(findings), ips)
@@ -62,7 +62,7 @@ def test_collective_plan_on_alike_gpu_hosts():
     # The launcher picks its rank ports (and rank 0's store) inside PORT_RANGE: nproc + 1.
     assert env["PORT_RANGE"] == "6070:6078" and env["GLOO_SOCKET_IFNAME"] == "eth0"
     assert env["PADDLE_MASTER"] == "10.0.0.1:6767" and env["PADDLE_RANK"] == "1"
-    assert p.node("n1").ports == (*range(6070, 6079), 6767)  # type: ignore[union-attr]
+    assert p.node("n1").ports == (*range(6070, 6079), 6767)
     assert not p.excluded
 
 
@@ -120,7 +120,7 @@ def test_collective_ports_avoid_what_listens():
                  node("b", "10.0.0.2", **cpu_only())], nproc_per_node=2)
     a = p.node("a")
     assert a is not None and dict(a.env)["PORT_RANGE"] == "6074:6076"
-    assert p.master == "10.0.0.1:6768" and dict(p.node("b").env)["PORT_RANGE"] == "6070:6072"  # type: ignore[union-attr]
+    assert p.master == "10.0.0.1:6768" and dict(p.node("b").env)["PORT_RANGE"] == "6070:6072"
     # Ports from the policy: only those, and a host without enough of them free is left out.
     _, p = make([node("a", "10.0.0.1", ports=busy, **cpu_only()),
                  node("b", "10.0.0.2", **cpu_only())], ports=(6070, 6071, 6767))
@@ -178,7 +178,7 @@ def test_ps_servers_prefer_the_best_connected_spare_host():
 def test_ps_servers_share_trainer_hosts_when_headroom_allows():
     _, p = make(four_cpu_hosts(), "ps", server_num=2, trainer_num=4)
     assert [e.host for e in p.servers] == ["a", "b"] and len(p.workers) == 4
-    assert p.node("a").ports == (6070, 6071, 6767)  # type: ignore[union-attr]
+    assert p.node("a").ports == (6070, 6071, 6767)
     assert p.fits
 
 

@@ -30,7 +30,11 @@ STARVED_CORES = 0.25
 # varies by half from run to run. slow's link is a tenth of the others, both ways.
 LINK_RATE = "1gbit"
 SLOW_RATE = "100mbit"
-BAD_IFNAME = "nope0"  # badrank's login shell points gloo at an interface it does not have
+BAD_IFNAME = "nope0"
+# The simulated hosts share this machine's 2 cores, its load average and /proc/stat: CPU
+# headroom cannot differ between them here (the planner's use of it is unit-tested on facts),
+# so PS-mode runs here turn the per-process needs off.
+SHARED_CPU = "limits: {ps_server_cores: 0, ps_trainer_cores: 0, cpu_busy_ratio: 100}\n"  # badrank's login shell points gloo at an interface it does not have
 
 
 def _unavailable(reason: str) -> None:
@@ -72,6 +76,13 @@ class Cluster:
     def inventory(self, name: str, hosts: Sequence[str], **kw: Any) -> str:
         kw.setdefault("python", PADDLE_A)
         return self.tb.inventory(os.path.join(self.tb.base, name), hosts, **kw)
+
+    def policy(self, name: str, text: str = "") -> str:
+        """Writes a policy file (with SHARED_CPU's limits) in the testbed; returns its path."""
+        path = os.path.join(self.tb.base, name)
+        with open(path, "w") as fh:
+            fh.write(text + SHARED_CPU)
+        return path
 
     def cli(self, *args: str, timeout: float = 180.0) -> Run:
         """Runs the CLI as it is given (no report), from the client namespace."""

@@ -205,7 +205,8 @@ def test_ps_mode_needs_the_ps_core(cluster):
     msgs = [f["message"] for f in run.findings("stack-compat", "fail")]
     assert len(msgs) == 2 and all("lacks the parameter-server core" in m for m in msgs)
     inv = cluster.inventory("ps-262.yaml", ["good1", "good2"], python=cluster.paddle_b)
-    run = cluster.preflight("check", "-i", inv, "--mode", "ps")
+    run = cluster.preflight("check", "-i", inv, "--mode", "ps",
+                            "--policy", cluster.policy("ps-262.policy.yaml"))
     assert run.rc == 0, run.stdout + run.stderr
 
 

@@ -67,14 +67,7 @@ print("all_reduce sum", total, "ranks", n, flush=True)
 
 FAIL_EARLY = "import sys\nprint('bad input shard', flush=True)\nsys.exit(3)\n"
 
-# The simulated hosts share this machine's 2 cores, its load average and /proc/stat: CPU
-# headroom cannot differ between them here, so it is unit-tested on facts and off here.
-PS_POLICY = """\
-mode: ps
-server_num: 1
-trainer_num: 2
-limits: {ps_server_cores: 0, ps_trainer_cores: 0, cpu_busy_ratio: 100}
-"""
+PS_JOB = "mode: ps\nserver_num: 1\ntrainer_num: 2\n"
 
 
 def job_traces(cluster, hosts):
@@ -106,9 +99,7 @@ def ran(cluster, name):
 def test_ps_job_runs_on_the_plan_hosts_and_the_bad_host_runs_nothing(cluster):
     hosts = ["good1", "good2", "good3", "starved"]
     clean(cluster, hosts, "/root/train_ps.py", TRAIN_PS)
-    policy = os.path.join(cluster.tb.base, "ps-policy.yaml")
-    with open(policy, "w") as fh:
-        fh.write(PS_POLICY)
+    policy = cluster.policy("ps-job.yaml", PS_JOB)  # the shape from a policy file
     inv = cluster.inventory("ps-plan.yaml", hosts, python=cluster.paddle_b)
     run = cluster.preflight("check", "-i", inv, "--policy", policy)
     # starved (a quarter core) fails cpu-cores; the sized job fits without it: GO.

@@ -35,7 +35,7 @@ _SECRET = re.compile(r"(?i)\b(\w*(?:passw|secret|token|api_?key|credential)\w*)=
 
 @dataclass(frozen=True)
 class AllReduceOptions:
-    port: int = 36000  # the launcher's master; gloo gets port+1, the ranks from port+2
+    port: int = 36000  # the launcher's master; gloo gets port+1, the ranks port+2..port+2+nproc
     sizes_mib: tuple[float, ...] = (1.0, 8.0, 32.0)
     iters: int = 5
     timeout: float = 120.0  # per host, launcher start to results
@@ -68,13 +68,16 @@ def host_command(m: Member, rank: int, members: Sequence[Member], opts: AllReduc
     """Returns the one command run on a host; every value is quoted."""
     q = shlex.quote
     master = f"{members[0].ip}:{opts.port}"
-    env = ["NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET"]  # which transport NCCL chose
+    env = ["NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET",  # which transport NCCL chose
+           # With --master the launcher takes its rank ports (and rank 0's store) at random
+           # from PORT_RANGE, not from --start_port: keep them in the range checked free.
+           f"PORT_RANGE={opts.port + 2}:{opts.port + 2 + m.nproc}"]
     if m.gloo_ifname:
         env.append(f"GLOO_SOCKET_IFNAME={m.gloo_ifname}")
     launch = [m.python, "-m", "paddle.distributed.launch", "--master", master,
               "--nnodes", str(len(members)), "--rank", str(rank),
               "--nproc_per_node", str(m.nproc), "--host", m.ip, "--max_restart", "0",
-              "--gloo_port", str(opts.port + 1), "--start_port", str(opts.port + 2),
+              "--gloo_port", str(opts.port + 1),
               "--job_id", "preflight", "--log_dir", f"{run_dir}/log",
               f"{run_dir}/allreduce.py", "--sizes", ",".join(f"{s:g}" for s in opts.sizes_mib),
               "--iters", str(opts.iters), "--out", f"{run_dir}/result"]

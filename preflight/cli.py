@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="-- then the training script and its arguments")
     d = sub.add_parser("demo", help="build a simulated cluster on this machine (root), check "
                        "it healthy and with faults, remove it")
-    d.add_argument("--hosts", type=_positive(int), default=4, help="simulated hosts (default 4)")
+    d.add_argument("--hosts", type=_positive(int), default=5, help="simulated hosts (default 5)")
     return p
 
 

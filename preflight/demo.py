@@ -11,18 +11,20 @@ from preflight import testbed
 DEMO_LINK = "1gbit"
 
 
-def _check(tb: testbed.Testbed, title: str, inventory: str) -> int:
-    print(f"\n=== {title}\n$ preflight check -i {os.path.basename(inventory)}", flush=True)
+def _check(tb: testbed.Testbed, title: str, inventory: str, *extra: str) -> int:
+    shown = " ".join(("preflight check -i", os.path.basename(inventory), *extra))
+    print(f"\n=== {title}\n$ {shown}", flush=True)
     env = dict(os.environ, PYTHONSAFEPATH="1")
     return subprocess.run(tb.client_cmd([sys.executable, "-m", "preflight", "check", "-i",
                                          inventory, "--no-progress", "--iperf-seconds", "2",
-                                         "--allreduce-sizes", "1,8"]),
+                                         "--allreduce-sizes", "1,8", *extra]),
                           cwd=tb.base, env=env, timeout=300).returncode
 
 
 def run_demo(n_hosts: int) -> int:
     """Builds n simulated hosts, checks the healthy ones (GO), then all with real faults
-    (NO-GO); returns 0 when both verdicts came out as they should."""
+    (NO-GO), then a job sized to what is left (GO, with a plan that leaves the faulty hosts
+    out); returns 0 when the verdicts came out as they should."""
     why = testbed.can_run()
     if why:
         print(f"preflight demo: cannot build the simulated cluster: {why}", file=sys.stderr)
@@ -32,7 +34,7 @@ def run_demo(n_hosts: int) -> int:
     if not os.access(python, os.X_OK):
         print(f"preflight demo: {python} missing; run scripts/setup.sh first", file=sys.stderr)
         return 2
-    names = [f"node{i:02d}" for i in range(1, max(3, n_hosts) + 1)]
+    names = [f"node{i:02d}" for i in range(1, max(4, n_hosts) + 1)]
     print(f"building {len(names)} simulated hosts (network namespaces, one sshd each) ...")
     with testbed.Testbed(len(names), names=names) as tb:
         for name in names:
@@ -49,8 +51,12 @@ def run_demo(n_hosts: int) -> int:
         print(f"\ninjecting faults: {starved} gets a cgroup CPU quota of 0.25 cores; "
               f"{slow}'s link is limited to 100 Mbit/s (tc tbf)"
               + (f"; {odd} uses Paddle 2.6.2" if overrides else ""))
-        rc_nogo = _check(tb, f"all {len(names)} hosts, with faults", tb.inventory(
-            os.path.join(tb.base, "faulty.yaml"), names, python=python, overrides=overrides))
+        faulty = tb.inventory(os.path.join(tb.base, "faulty.yaml"), names, python=python,
+                              overrides=overrides)
+        rc_nogo = _check(tb, f"all {len(names)} hosts, with faults", faulty)
+        fine = len(names) - 2 - bool(overrides)
+        rc_sized = _check(tb, f"a job sized to the {fine} hosts that pass", faulty,
+                          "--nnodes", str(fine))
     print(f"\nsimulated cluster removed. exit codes: healthy {rc_go} (GO=0), "
-          f"faulty {rc_nogo} (NO-GO=1)")
-    return 0 if (rc_go, rc_nogo) == (0, 1) else 1
+          f"faulty {rc_nogo} (NO-GO=1), sized {rc_sized} (GO=0)")
+    return 0 if (rc_go, rc_nogo, rc_sized) == (0, 1, 0) else 1

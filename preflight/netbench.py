@@ -121,9 +121,9 @@ def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
         cands = [c for c in cands if gpus[c[0].host.name]]
         backend, nproc = "nccl", min(gpus[o.host.name] for o, _, _ in cands)
     members = []
-    # The launcher's ports: master, gloo, then one per local rank. One already taken would
-    # hang the run until its deadline; leaving the host out says why at once.
-    needed = range(port, port + 2 + nproc)
+    # The launcher's ports: master, gloo, then rank 0's store and one per local rank. One
+    # already taken would hang the run until its deadline; leaving the host out says why.
+    needed = range(port, port + 3 + nproc)
     for o, facts, paddle in cands:
         held = sorted(set(needed) & set(facts.ports.tcp)) if isinstance(
             facts.ports, PortsFacts) else []

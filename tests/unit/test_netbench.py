@@ -157,7 +157,7 @@ def test_a_host_holding_the_launchers_ports_is_left_out_with_the_port():
     members, _, left = members_of(c)
     assert [m.name for m in members] == ["node01"]
     assert left == {"node02": "port 36001 is already in use (the all-reduce needs "
-                              "36000-36002; see --allreduce-port)"}
+                              "36000-36003; see --allreduce-port)"}
 
 
 @pytest.mark.parametrize("value", HOSTILE)

@@ -26,6 +26,20 @@ BAD_INVOCATIONS = [
     ("bad-sizes", ["check", "--allreduce-sizes", "1,x"], "expected sizes in MiB"),
     ("huge-size", ["check", "--allreduce-sizes", "8192"], "sizes are MiB from above 0"),
     ("bad-port", ["check", "--iperf-port", "70000"], "must be a port from 1 to 65533"),
+    ("ps-size-in-collective", ["check", "-i", "good.yaml", "--server-num", "2"],
+     "field 'server_num': server_num does not apply to mode collective"),
+    ("nnodes-in-ps", ["check", "-i", "good.yaml", "--mode", "ps", "--nnodes", "2"],
+     "field 'nnodes'"),
+    ("zero-nnodes", ["check", "--nnodes", "0"], "must be greater than 0"),
+    ("emit-dir-parent-missing", ["check", "-i", "good.yaml", "--emit-launch", "no/such/out"],
+     "--emit-launch no/such/out: directory"),
+    ("launch-no-script", ["launch", "--plan", "r.json"], "give the training script after --"),
+    ("launch-no-report", ["launch", "--plan", "r.json", "--", "train.py"],
+     "r.json: no such file"),
+    ("launch-no-go", ["launch", "--plan", "nogo.json", "--", "train.py"],
+     "the report's verdict is 'no-go'"),
+    ("launch-unknown-host", ["launch", "--plan", "go.json", "-i", "good.yaml", "--",
+                             "train.py"], "host zz is not in good.yaml"),
 ]
 
 
@@ -34,6 +48,10 @@ BAD_INVOCATIONS = [
 def test_bad_invocation_exits_2_with_one_line(tmp_path, args, fragment):
     (tmp_path / "bad.yaml").write_text("hosts:\n  a: {port: 0}\n")
     (tmp_path / "good.yaml").write_text("hosts:\n  a: {}\n")
+    node = {"host": "zz", "argv": ["python3", "-m", "paddle.distributed.launch"], "env": {}}
+    for name, verdict in (("go.json", "go"), ("nogo.json", "no-go")):
+        (tmp_path / name).write_text(json.dumps({"verdict": verdict, "reasons": ["x"],
+                                                 "plan": {"nodes": [node]}}))
     p = preflight(*args, cwd=str(tmp_path))
     assert p.returncode == 2
     assert fragment in p.stderr

@@ -30,11 +30,11 @@ STARVED_CORES = 0.25
 # varies by half from run to run. slow's link is a tenth of the others, both ways.
 LINK_RATE = "1gbit"
 SLOW_RATE = "100mbit"
-BAD_IFNAME = "nope0"
+BAD_IFNAME = "nope0"  # badrank's login shell points gloo at an interface it does not have
 # The simulated hosts share this machine's 2 cores, its load average and /proc/stat: CPU
 # headroom cannot differ between them here (the planner's use of it is unit-tested on facts),
 # so PS-mode runs here turn the per-process needs off.
-SHARED_CPU = "limits: {ps_server_cores: 0, ps_trainer_cores: 0, cpu_busy_ratio: 100}\n"  # badrank's login shell points gloo at an interface it does not have
+SHARED_CPU = "limits: {ps_server_cores: 0, ps_trainer_cores: 0, cpu_busy_ratio: 100}\n"
 
 
 def _unavailable(reason: str) -> None:

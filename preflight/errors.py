@@ -18,3 +18,14 @@ class InputError(Exception):
         if field is not None:
             parts.append(f"field {field!r}")
         super().__init__(": ".join(parts) + ": " + message)
+
+
+def read_input(path: str) -> str:
+    """Returns an input file's text; raises InputError naming it when missing or unreadable."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(path, f"cannot read: {e}") from None

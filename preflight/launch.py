@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Optional, TextIO
 
 from preflight import ssh
-from preflight.errors import InputError
+from preflight.errors import InputError, read_input
 from preflight.launchcmd import flag_env
 from preflight.model import Host, Stage
 from preflight.plan import Node
@@ -44,13 +44,9 @@ class LaunchOptions:
 def load_plan(path: str, ignore_verdict: bool = False) -> tuple[list[Node], Optional[str]]:
     """Returns (the plan's nodes, the inventory the report was made from) of a JSON report;
     raises InputError naming the file and the field."""
+    text = read_input(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot read: {e}") from None
+        doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(path, f"not a JSON report: {e.msg}", line=e.lineno) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("plan"), dict):

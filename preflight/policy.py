@@ -9,7 +9,7 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from preflight.errors import InputError
+from preflight.errors import InputError, read_input
 
 # What a pin may name, and where its value comes from (see checks/pins.py).
 PIN_NAMES = ("paddle", "driver", "cuda", "cudnn", "nccl", "python")
@@ -138,13 +138,9 @@ POLICY_KEYS = {"mode", "require", "files", "ports", "limits", *SHAPE_KEYS}
 
 def load_policy(path: str) -> Policy:
     """Returns the policy of a YAML file; raises InputError naming the file and field."""
+    text = read_input(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot read: {e}") from None
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         raise InputError(path, f"invalid YAML: {getattr(e, 'problem', None) or e}",

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
+from preflight.engine import BLOCKING
 from preflight.facts import (
     CpuFacts,
     EnvFacts,
@@ -25,12 +26,11 @@ from preflight.facts import (
 )
 from preflight.launchcmd import collective_node, ps_node
 from preflight.measure import NetworkTests
-from preflight.model import Cluster, Finding, Status
+from preflight.model import Cluster, Finding
 from preflight.netanalysis import measured
 from preflight.plan import Endpoint, Plan
 from preflight.policy import MASTER_PORTS_FROM, RANK_PORTS_FROM, Policy
 
-BLOCKING = (Status.FAIL, Status.COULD_NOT_CHECK, Status.ERROR)
 PORT_SEARCH = 1000  # how far above a default port the plan looks for free ones
 
 

@@ -168,7 +168,12 @@ def run(nodes: Sequence[Node], remotes: Mapping[str, Remote], opts: LaunchOption
     end = time.monotonic() + opts.timeout if opts.timeout else None
     try:
         for n in nodes:
-            started[n.host] = remotes[n.host].start(host_command(n, opts, token))
+            try:
+                started[n.host] = remotes[n.host].start(host_command(n, opts, token))
+            except Exception as e:  # a channel refused or a connection lost since connecting
+                print(f"preflight launch: {n.host}: could not start: {type(e).__name__}: {e}"
+                      "; stopping the job on every host", file=err)
+                return EXIT_FAILED
         while len(exits) < len(nodes):
             for host, s in started.items():
                 if host in exits:

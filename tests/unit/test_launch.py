@@ -192,3 +192,26 @@ def test_unreadable_reports(tmp_path):
         load_plan(str(tmp_path / "bad.json"))
     with pytest.raises(InputError, match="no such file"):
         load_plan(str(tmp_path / "missing.json"))
+
+
+class _Refuses:
+    name = "b"
+
+    def start(self, command):
+        raise OSError("channel refused")
+
+    def run(self, command, timeout):
+        return LocalRemote("b").run("echo stopped 0", timeout)
+
+
+def test_a_host_that_cannot_start_stops_the_others(tmp_path):
+    pidfile = tmp_path / "pids"
+    nodes = [shell_node("a", f"sleep 60 & echo $! > {pidfile}; wait"), shell_node("b", "true")]
+    err = io.StringIO()
+    code = run(nodes, {"a": LocalRemote("a"), "b": _Refuses()}, LaunchOptions(("x",)),
+               out=io.StringIO(), err=err)
+    assert code == EXIT_FAILED
+    assert "b: could not start: OSError: channel refused" in err.getvalue()
+    # a may have been stopped before it wrote its pid; if it did, that sleep is gone.
+    pids = [int(x) for x in pidfile.read_text().split()] if pidfile.exists() else []
+    assert not any(alive(p) for p in pids)

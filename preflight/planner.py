@@ -168,10 +168,10 @@ def _largest_alike(hosts: Sequence[Candidate]) -> tuple[list[Candidate], list[Ca
 
 
 def _free_ports(c: Candidate, n: int, allowed: Optional[Sequence[int]], start: int,
-                consecutive: bool, avoid: Sequence[int] = ()) -> Optional[list[int]]:
+                consecutive: bool) -> Optional[list[int]]:
     """Returns n ports free on the host (not listening, not given out), lowest first."""
     pool = sorted(allowed) if allowed is not None else range(start, start + PORT_SEARCH)
-    ok = [p for p in pool if p not in c.taken and p not in c.ports and p not in avoid]
+    ok = [p for p in pool if p not in c.taken and p not in c.ports]
     if not consecutive:
         return ok[:n] if len(ok) >= n else None
     have = set(ok)
@@ -203,8 +203,7 @@ def _alike_workers(cands: Sequence[Candidate], excluded: dict[str, list[str]], m
     if mode == "collective":
         _exclude(excluded, [c for c in cands if "worker" not in c.roles],
                  "roles: server only (collective jobs have workers only)")
-    group, odd = _largest_alike([c for c in cands if "worker" in c.roles])
-    return group, odd
+    return _largest_alike([c for c in cands if "worker" in c.roles])
 
 
 def _collective(cluster: Cluster, cands: list[Candidate], excluded: dict[str, list[str]],

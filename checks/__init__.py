@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from preflight.checks import (
     allreduce,
     bandwidth,
+    baseline,
     clock,
     compat,
     cpu,
@@ -58,4 +59,6 @@ ALL_CHECKS: tuple[CheckSpec, ...] = (
               "cluster's median host (or the policy floor); low loss"),
     CheckSpec(allreduce.NAME, allreduce.check, "a real all-reduce (NCCL or gloo) runs on "
               "every host; busbw as the links predict or the policy asks"),
+    CheckSpec(baseline.NAME, baseline.check, "audit: GPU, driver, Paddle stack, NIC speed "
+              "and MTU as in the baseline; bandwidth within its tolerance"),
 )

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from preflight.checks.common import compare, could_not_check, passed, sections
 from preflight.facts import PaddleFacts
 from preflight.model import Cluster, Finding, Status
+from preflight.profile import field_value, python_minor
 
 NAME = "paddle-stack"
 
@@ -14,21 +15,6 @@ NAME = "paddle-stack"
 # mismatched NCCL between ranks is the classic cause of hangs and "Mismatched NCCL version".
 FIELDS = (("paddle", "version"), ("paddle commit", "commit"), ("CUDA", "cuda"),
           ("cuDNN", "cudnn"), ("NCCL", "nccl"))
-
-
-def _value(p: PaddleFacts, attr: str) -> str:
-    """The field as compared: CPU builds report "no CUDA/NCCL" in several ways (None, 'False',
-    '0'); they all mean the same, and a commit is shown short enough to read."""
-    if attr in ("cuda", "cudnn", "nccl") and p.compiled_with_cuda is False:
-        return "CPU build"
-    v = getattr(p, attr)
-    if v is None:
-        return "none"
-    return str(v)[:12] if attr == "commit" else str(v)
-
-
-def _python_minor(p: PaddleFacts) -> str:
-    return ".".join((p.python or "?").split(".")[:2])
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:
@@ -51,16 +37,16 @@ def check(cluster: Cluster) -> Iterator[Finding]:
         # that report the same version (two builds of one release).
         hosts = {h: p for h, p in usable.items()
                  if not (attr == "commit" and h in version_differs)}
-        found = compare(NAME, label, {h: _value(p, attr) for h, p in hosts.items()})
+        found = compare(NAME, label, {h: field_value(p, attr) for h, p in hosts.items()})
         if attr == "version":
             version_differs = {h for f in found for h in f.hosts}
         bad += found
-    bad += compare(NAME, "Python", {h: _python_minor(p) for h, p in usable.items()})
+    bad += compare(NAME, "Python", {h: python_minor(p) for h, p in usable.items()})
     yield from bad
     if not bad:
         p = next(iter(usable.values()))
         cuda = "CPU build" if not p.compiled_with_cuda else f"CUDA {p.cuda}, cuDNN {p.cudnn}"
         scope = (f"all {len(usable)}" if len(usable) == len(stacks)
                  else f"{len(usable)} of {len(stacks)}")
-        yield passed(NAME, usable, f"paddle {p.version} ({cuda}, Python {_python_minor(p)}) "
+        yield passed(NAME, usable, f"paddle {p.version} ({cuda}, Python {python_minor(p)}) "
                      f"alike on {scope} hosts", version=p.version, commit=p.commit)

@@ -4,37 +4,28 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import time
 from collections.abc import Sequence
 from types import FrameType
-from typing import Any, Optional
+from typing import Optional
 
-from preflight import __version__, launchcmd
-from preflight.allreduce import AllReduceOptions
-from preflight.collect import CollectOptions, collect, local_host
-from preflight.engine import judge, run_checks
+from preflight import __version__, baseline, diff, launchcmd, runcheck
+from preflight.baseline import DEFAULT_MAX_AGE_S, DEFAULT_TOLERANCE, Audit
+from preflight.engine import FAIL_ON
 from preflight.errors import InputError
 from preflight.inventory import load
-from preflight.iperfrun import IperfOptions
 from preflight.launch import LaunchOptions, load_plan
 from preflight.launch import connect as launch_connect
 from preflight.launch import run as launch_run
-from preflight.measure import NetworkTests
-from preflight.model import Cluster, Stage, Verdict
-from preflight.netbench import NetworkOptions, resolve_ip, run_network_tests
-from preflight.planner import plan as make_plan
-from preflight.policy import build as build_policy
+from preflight.model import Verdict
 from preflight.remote import SshRemote
-from preflight.report import jsonreport, terminal
+from preflight.report import jsonreport, summary, terminal
+from preflight.report.summary import rate
+from preflight.runcheck import CheckRun, UsageError
 
 EXIT_GO, EXIT_NO_GO, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-
-
-class UsageError(Exception):
-    """An operator error: printed as one line, exit code 2."""
 
 
 def _positive(kind: type[float] | type[int]):  # type: ignore[no-untyped-def]
@@ -70,16 +61,39 @@ def _sizes(text: str) -> tuple[float, ...]:
     return sizes
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="preflight", description=(
-        "Pre-flight readiness check for PaddlePaddle distributed training clusters. "
-        "Exit codes: 0 GO, 1 NO-GO, 2 bad invocation or inventory, 3 internal error."))
-    p.add_argument("--version", action="version", version=f"preflight {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("check", help="check the hosts of an inventory (or this machine)")
-    c.add_argument("-i", "--inventory", help="inventory file (YAML); without it, this "
-                   "machine is audited locally, without SSH")
-    c.add_argument("--json", metavar="FILE", help="write the JSON report here (atomically)")
+def _duration(text: str) -> float:
+    """Parses '24h', '90m', '2d', '30s' or plain seconds into seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    num, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    try:
+        v = float(num) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration like 24h, 90m or 3600, "
+                                         f"got {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+    return v
+
+
+def _fraction(text: str) -> float:
+    """Parses a tolerance: '0.2' or '20%'."""
+    try:
+        v = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction like 0.2 or 20%, got {text!r}",
+                                         ) from None
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"must be from 0 to below 1 (0%..99%), got {text}")
+    return v
+
+
+def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False) -> None:
+    """The options of a check run, shared by check, baseline and audit."""
+    if inventory_required:
+        c.add_argument("-i", "--inventory", required=True, help="inventory file (YAML)")
+    else:
+        c.add_argument("-i", "--inventory", help="inventory file (YAML); without it, this "
+                       "machine is audited locally, without SSH")
     c.add_argument("--forks", type=_positive(int), default=32,
                    help="hosts probed at once (default: 32)")
     c.add_argument("--connect-timeout", type=_positive(float), default=10.0, metavar="S",
@@ -138,6 +152,64 @@ def build_parser() -> argparse.ArgumentParser:
                    help="limit for the all-reduce on each host (default: 120)")
     c.add_argument("--no-progress", action="store_true", help="no live progress line")
     c.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+
+
+def _report_options(c: argparse.ArgumentParser, json_report: bool = True) -> None:
+    """Report files and the exit-code rule, shared by check, audit and report."""
+    r = c.add_argument_group("reports (each written atomically; see README, CI)")
+    if json_report:
+        r.add_argument("--json", metavar="FILE", help="the JSON report (preflight launch, "
+                       "diff and report read it)")
+    r.add_argument("--junit", metavar="FILE", help="JUnit XML: a test suite per host (facts "
+                   "as properties), a test case per check and host")
+    r.add_argument("--markdown", metavar="FILE", help="Markdown summary (also appended to "
+                   "$GITHUB_STEP_SUMMARY when that is set)")
+    r.add_argument("--html", metavar="FILE", help="self-contained HTML report with the "
+                   "bandwidth heatmap and the all-reduce chart")
+    r.add_argument("--no-step-summary", action="store_true",
+                   help="do not append to $GITHUB_STEP_SUMMARY")
+    r.add_argument("--fail-on", choices=FAIL_ON, default="fail",
+                   help="what makes NO-GO and exit 1: 'fail' (failures, hosts that could "
+                   "not be checked, check errors; the default) or 'warn' (warnings too)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="preflight", description=(
+        "Pre-flight readiness check for PaddlePaddle distributed training clusters. "
+        "Exit codes: 0 GO, 1 NO-GO (diff: differences), 2 bad invocation or input, "
+        "3 internal error, 130 interrupted."))
+    p.add_argument("--version", action="version", version=f"preflight {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="check the hosts of an inventory (or this machine)")
+    _check_options(c)
+    _report_options(c)
+    b = sub.add_parser("baseline", help="record a known-good cluster's facts and "
+                       "measurements: preflight baseline -i inventory.yaml -o baseline.json")
+    b.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="the baseline file to write (a JSON report with a baseline section)")
+    b.add_argument("--force", action="store_true",
+                   help="record it even when the cluster is NO-GO")
+    _check_options(b, inventory_required=True)
+    a = sub.add_parser("audit", help="compare new nodes with a baseline: preflight audit "
+                       "-i new-nodes.yaml --baseline baseline.json")
+    a.add_argument("--baseline", required=True, metavar="FILE",
+                   help="made by preflight baseline")
+    a.add_argument("--tolerance", type=_fraction, default=DEFAULT_TOLERANCE, metavar="F",
+                   help="bandwidth and all-reduce may be this much below the baseline's "
+                   "(default: 0.2, i.e. 20%%)")
+    a.add_argument("--max-age", type=_duration, default=DEFAULT_MAX_AGE_S, metavar="AGE",
+                   help="flag baseline measurements older than this (default: 24h)")
+    _check_options(a, inventory_required=True)
+    _report_options(a)
+    df = sub.add_parser("diff", help="what changed between two reports or baselines")
+    df.add_argument("first", metavar="A.json")
+    df.add_argument("second", metavar="B.json")
+    df.add_argument("--tolerance", type=_fraction, default=DEFAULT_TOLERANCE, metavar="F",
+                    help="bandwidth changes smaller than this are not listed (default: 0.2)")
+    rp = sub.add_parser("report", help="render a saved JSON report again: preflight report "
+                        "r.json --html r.html --junit r.xml --markdown r.md")
+    rp.add_argument("report", metavar="REPORT.json")
+    _report_options(rp, json_report=False)
     la = sub.add_parser("launch", help="run the plan of a report on its hosts over SSH: "
                         "preflight launch --plan report.json -- train.py ARGS")
     la.add_argument("--plan", required=True, metavar="REPORT",
@@ -164,67 +236,73 @@ def _raise_interrupt(signum: int, frame: Optional[FrameType]) -> None:
     raise KeyboardInterrupt
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    policy = build_policy(args.policy, args.mode, args.require, args.files, args.ports,
-                          {"nproc_per_node": args.nproc_per_node, "nnodes": args.nnodes,
-                           "server_num": args.server_num, "trainer_num": args.trainer_num})
-    if args.inventory:
-        hosts = load(args.inventory)
-    else:
-        hosts = [local_host(python=args.python)]
-    for flag, path in (("--json", args.json), ("--emit-launch", args.emit_launch)):
-        parent = os.path.dirname(os.path.abspath(path)) if path else None
-        if parent and not os.path.isdir(parent):
-            raise UsageError(f"{flag} {path}: directory {parent} does not exist")
-    # The active tests need peers: a local audit of one machine has none.
-    active = not args.no_network_tests and len(hosts) > 1
-    opts = CollectOptions(forks=args.forks, connect_timeout=args.connect_timeout,
-                          deadline=args.deadline,
-                          accept_new_host_keys=args.accept_new_host_keys,
-                          cpu_sample_s=args.cpu_sample, files=policy.files,
-                          keep_connections=active)
-    progress = terminal.Progress(enabled=False if args.no_progress else None)
-    started = time.time()
-    connections: dict[str, Any] = {}
-    network: Optional[NetworkTests] = None
-    try:
-        outcomes = collect(hosts, opts, on_result=progress, connections=connections)
-        collect_interrupted = any(o.failure and o.failure.stage is Stage.INTERRUPTED
-                                  for o in outcomes)
-        if active and not collect_interrupted:
-            remotes = {name: SshRemote(name, conn, args.connect_timeout)
-                       for name, conn in connections.items()}
-            network = run_network_tests(outcomes, remotes, policy.limits, NetworkOptions(
-                matrix=args.network_matrix,
-                iperf=IperfOptions(port=args.iperf_port, seconds=args.iperf_seconds),
-                allreduce=AllReduceOptions(port=args.allreduce_port,
-                                           sizes_mib=args.allreduce_sizes,
-                                           timeout=args.allreduce_timeout),
-                run_allreduce=not args.no_allreduce), on_step=progress.step)
-    finally:
-        progress.close()
-        for conn in connections.values():
-            conn.close()
-    cluster = Cluster(tuple(outcomes), policy, network)
-    findings = run_checks(cluster)
-    ips = {h.name: ip for h in hosts if (ip := resolve_ip(h.address)) is not None}
-    plan = make_plan(cluster, findings, ips)
-    judgement = judge(cluster, findings, plan)
-    interrupted = collect_interrupted or bool(network and network.interrupted)
-    if args.json:
-        meta = {"started_at": started, "duration_s": round(time.time() - started, 3),
-                "inventory": os.path.abspath(args.inventory) if args.inventory else None,
-                "interrupted": interrupted}
-        jsonreport.write_atomic(args.json, jsonreport.document(cluster, judgement, meta, plan))
-    sys.stdout.write(terminal.render(judgement, color=sys.stdout.isatty(), plan=plan))
-    if args.emit_launch and plan.nodes:
-        written = launchcmd.emit(plan, args.emit_launch)
-        print(f"launch scripts: {len(written) // 2} hosts in {args.emit_launch}")
-    if interrupted:
+def _exit_code(run: CheckRun) -> int:
+    if run.interrupted:
         return EXIT_INTERRUPTED
-    if judgement.crashed_checks:
+    if run.judgement.crashed_checks:
         return EXIT_INTERNAL
-    return EXIT_GO if judgement.verdict is Verdict.GO else EXIT_NO_GO
+    return EXIT_GO if run.judgement.verdict is Verdict.GO else EXIT_NO_GO
+
+
+def _show(run: CheckRun) -> None:
+    sys.stdout.write(terminal.render(run.judgement, color=sys.stdout.isatty(), plan=run.plan))
+
+
+def cmd_check(args: argparse.Namespace, audit: Optional[Audit] = None) -> int:
+    run = runcheck.run(args, "audit" if audit else "check", audit)
+    runcheck.write_reports(args, run.doc)
+    _show(run)
+    if args.emit_launch and run.plan.nodes:
+        written = launchcmd.emit(run.plan, args.emit_launch)
+        print(f"launch scripts: {len(written) // 2} hosts in {args.emit_launch}")
+    return _exit_code(run)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    path = args.baseline
+    base = baseline.from_document(path, jsonreport.read(path))
+    return cmd_check(args, Audit(base, time.time(), args.tolerance, args.max_age))
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    args.json = args.output  # its directory is checked with the other outputs, up front
+    run = runcheck.run(args, "baseline")
+    _show(run)
+    code = _exit_code(run)
+    if code != EXIT_GO and not (args.force and code == EXIT_NO_GO):
+        print(f"preflight: baseline not recorded: the cluster is not GO ({args.output} "
+              "untouched; --force records a NO-GO cluster)", file=sys.stderr)
+        return code
+    doc = dict(run.doc, baseline=baseline.section(
+        run.cluster.outcomes, run.cluster.network, run.doc["started_at"], run.doc["inventory"]))
+    jsonreport.write_atomic(args.output, doc)
+    sec = doc["baseline"]
+    link = sec["link_bps"]
+    ar = sec["allreduce"]
+    print(f"baseline recorded in {args.output}: {len(sec['hosts'])} hosts"
+          + (f", links {rate(link)}" if link else ", no bandwidth (no network tests)")
+          + (f", all-reduce busbw {ar['busbw_bytes_s'] / 1e9:.3g} GB/s at "
+             f"{ar['bytes'] >> 20} MiB" if ar else ""))
+    return EXIT_GO
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    a, b = jsonreport.read(args.first), jsonreport.read(args.second)
+    changes = diff.compare(a, b, args.tolerance)
+    for ch in changes:
+        print(ch.text)
+    print(f"{len(changes)} differences" if changes else "no differences")
+    return EXIT_NO_GO if changes else EXIT_GO
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    doc = jsonreport.read(args.report)
+    runcheck.check_outputs(args)
+    doc = dict(doc, fail_on=args.fail_on)
+    runcheck.write_reports(args, doc)
+    sys.stdout.write(f"{summary.verdict_text(doc)}: " + "; ".join(
+        str(r) for r in doc.get("reasons") or []) + "\n")
+    return EXIT_GO if doc.get("verdict") == "go" else EXIT_NO_GO
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -268,9 +346,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from preflight.demo import run_demo  # only the demo needs the testbed
 
             return run_demo(args.hosts)
-        if args.command == "launch":
-            return cmd_launch(args)
-        return cmd_check(args)
+        commands = {"launch": cmd_launch, "baseline": cmd_baseline, "audit": cmd_audit,
+                    "diff": cmd_diff, "report": cmd_report, "check": cmd_check}
+        return commands[args.command](args)
     except (InputError, UsageError) as e:
         print(f"preflight: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -11,6 +11,7 @@ from preflight.model import Cluster, Finding, Judgement, Status, Verdict
 from preflight.plan import Plan
 
 BLOCKING = (Status.FAIL, Status.COULD_NOT_CHECK, Status.ERROR)
+FAIL_ON = ("fail", "warn")  # --fail-on: what stops the job (warn: warnings too)
 
 
 def run_checks(cluster: Cluster, specs: Sequence[CheckSpec] = ALL_CHECKS) -> list[Finding]:
@@ -29,14 +30,20 @@ def run_checks(cluster: Cluster, specs: Sequence[CheckSpec] = ALL_CHECKS) -> lis
     return findings
 
 
+def blocking_statuses(fail_on: str = "fail") -> tuple[Status, ...]:
+    """Returns the statuses that make NO-GO under --fail-on (a CI gate may refuse warnings)."""
+    return BLOCKING + ((Status.WARN,) if fail_on == "warn" else ())
+
+
 def judge(cluster: Cluster, findings: Sequence[Finding], plan: Optional[Plan] = None,
-          ) -> Judgement:
+          fail_on: str = "fail") -> Judgement:
     """Returns GO only when no finding blocks and every host was checked.
 
     When the job is sized (--nnodes, --server-num, --trainer-num), the question is whether
     that job fits: findings about hosts the plan left out no longer block, and the plan must
-    fit. A finding that names no host (or a crashed check) always blocks."""
-    blocking = [f for f in findings if f.status in BLOCKING]
+    fit. A finding that names no host (or a crashed check) always blocks. With fail_on
+    "warn", warnings block too."""
+    blocking = [f for f in findings if f.status in blocking_statuses(fail_on)]
     sized = plan is not None and plan.shape.explicit
     if sized:
         assert plan is not None

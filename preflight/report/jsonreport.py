@@ -9,6 +9,7 @@ import os
 import tempfile
 from typing import Any, Optional
 
+from preflight.errors import InputError, read_input
 from preflight.facts import SectionError
 from preflight.launchcmd import command
 from preflight.measure import NetworkTests
@@ -113,13 +114,21 @@ def plan_doc(plan: Optional[Plan]) -> Optional[dict[str, Any]]:
 
 
 def write_atomic(path: str, doc: dict[str, Any]) -> None:
-    """Writes doc to path so that a reader sees the old file or the whole new one, never half."""
+    """Writes doc as JSON to path so that a reader sees the old file or the whole new one."""
+    write_text_atomic(path, json.dumps(doc, indent=2, sort_keys=False) + "\n")
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    """Writes text to path so that a reader sees the old file or the whole new one, never half."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".preflight-report-", suffix=".tmp", dir=directory)
     try:
+        # mkstemp makes 0600; a report is shared (CI artifacts, a web server): use the umask.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2, sort_keys=False)
-            fh.write("\n")
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -129,3 +138,21 @@ def write_atomic(path: str, doc: dict[str, Any]) -> None:
         except OSError:
             pass
         raise
+
+
+def read(path: str) -> dict[str, Any]:
+    """Returns a report (or baseline) written by write_atomic; raises InputError naming the
+    file when it is not one."""
+    text = read_input(path)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(path, f"not a JSON report: {e.msg}", line=e.lineno) from None
+    if not isinstance(doc, dict) or "report_version" not in doc:
+        raise InputError(path, "not a preflight report (no report_version; made by "
+                         "preflight check --json or preflight baseline)")
+    if doc["report_version"] != REPORT_VERSION:
+        raise InputError(path, f"report version {doc['report_version']!r} is not "
+                         f"{REPORT_VERSION}, the one this preflight reads",
+                         field="report_version")
+    return doc

@@ -1,0 +1,143 @@
+"""New hosts against a known-good baseline: every fact that differs, bandwidth within tolerance.
+
+Runs only in an audit (the cluster carries the baseline). Each differing field of each host is
+its own finding, so an operator reads exactly what to fix on which node."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from preflight import netanalysis
+from preflight.baseline import Audit, Baseline
+from preflight.checks.allreduce import gbytes
+from preflight.checks.bandwidth import gbps
+from preflight.checks.common import hosts_text
+from preflight.measure import NetworkTests
+from preflight.model import Cluster, Finding, Status
+from preflight.profile import LABELS, of_host, show, unknown_fields
+
+NAME = "baseline"
+
+
+def when(b: Baseline) -> str:
+    """Returns 'baseline of 3 hosts, 2026-11-21 09:12 UTC on ctl' for messages."""
+    at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(b.taken_at))
+    return f"baseline of {len(b.hosts)} hosts, {at} on {b.taken_on}"
+
+
+def check(cluster: Cluster) -> Iterator[Finding]:
+    audit = cluster.audit
+    if audit is None:
+        return
+    b = audit.baseline
+    addresses = {o.host.name: o.host.address for o in cluster.outcomes}
+    ref_unknown = unknown_fields(b.reference)
+    flagged: set[str] = set()
+    for host, facts in cluster.probed():
+        p = of_host(facts, addresses[host])
+        if p.unknown:
+            flagged.add(host)
+            yield Finding(NAME, Status.COULD_NOT_CHECK, (host,),
+                          f"{host}: could not compare with the baseline: {'; '.join(p.unknown)}",
+                          {"unknown": list(p.unknown)})
+        for field, label in LABELS.items():
+            if field in unknown_fields(p) or field in ref_unknown:
+                continue
+            mine, theirs = getattr(p, field), getattr(b.reference, field)
+            if mine != theirs:
+                flagged.add(host)
+                yield Finding(NAME, Status.FAIL, (host,),
+                              f"{host}: {label} {show(mine)} != {show(theirs)} in the "
+                              f"{when(b)}", {"field": field, "value": mine, "baseline": theirs})
+    slow: set[str] = set()
+    for f in _measurements(cluster, audit):
+        if f.status is not Status.PASS:
+            flagged.update(f.hosts)
+            if f.data.get("kind") == "link":
+                slow.update(f.hosts)
+        yield f
+    yield from _allreduce(cluster.network, audit, slow)
+    ok = [h for h, _ in cluster.probed() if h not in flagged]
+    if ok:
+        r = b.reference
+        yield Finding(NAME, Status.PASS, tuple(ok), (
+            f"{hosts_text(ok)}: as in the {when(b)}: paddle {show(r.paddle)}, "
+            f"{show(r.gpu_count)} x GPU {show(r.gpu_model)}, driver {show(r.driver)}, "
+            f"MTU {show(r.mtu)}"
+            + (f", links >= {1 - audit.tolerance:.0%} of {gbps(b.link_bps)}"
+               if b.link_bps and cluster.network else "")), {})
+
+
+def _measurements(cluster: Cluster, audit: Audit) -> Iterator[Finding]:
+    b, net = audit.baseline, cluster.network
+    hosts = tuple(h for h, _ in cluster.probed())
+    if not b.measured:
+        return
+    if net is None:
+        yield Finding(NAME, Status.WARN, hosts, "bandwidth not compared with the baseline: "
+                      "no network tests in this run (--no-network-tests, or a single host)",
+                      {"kind": "unmeasured"})
+        return
+    age = audit.now - b.taken_at
+    if age > audit.max_age_s:
+        # A stale figure may hide a fabric that changed since; the comparison still runs.
+        yield Finding(NAME, Status.WARN, (), (
+            f"the baseline's measurements are {age / 3600:.1f} h old (limit "
+            f"{audit.max_age_s / 3600:g} h, {b.path}): record a fresh baseline"),
+            {"kind": "age", "age_s": age, "max_age_s": audit.max_age_s})
+    if b.link_bps is None:
+        return
+    floor = (1 - audit.tolerance) * b.link_bps
+    runs = [r for r in net.links if r.bps is not None]
+    loc = netanalysis.localise(runs, floor)
+    yardstick = (f"the {when(b)} measured {gbps(b.link_bps)} (median host's best link), "
+                 f"tolerance {audit.tolerance:.0%}")
+    for host, directions in loc.slow_hosts.items():
+        sends = [r.bps for r in runs if r.sender == host and r.bps is not None]
+        recvs = [r.bps for r in runs if r.receiver == host and r.bps is not None]
+        what = " and ".join(
+            f"sends at most {gbps(max(sends))}" if d == netanalysis.SEND
+            else f"receives at most {gbps(max(recvs))}" for d in directions)
+        yield Finding(NAME, Status.FAIL, (host,), f"{host}: {what}; {yardstick}",
+                      {"kind": "link", "directions": list(directions),
+                       "baseline_bps": b.link_bps})
+    for sender, receiver in loc.slow_paths:
+        bps = min(r.bps for r in runs if (r.sender, r.receiver) == (sender, receiver)
+                  and r.bps is not None)
+        yield Finding(NAME, Status.FAIL, (sender, receiver),
+                      f"{sender} -> {receiver}: {gbps(bps)}; {yardstick}",
+                      {"kind": "link", "bps": bps, "baseline_bps": b.link_bps})
+    measured = {h for r in runs for h in (r.sender, r.receiver)}
+    for host in hosts:
+        if host not in measured:
+            yield Finding(NAME, Status.COULD_NOT_CHECK, (host,),
+                          f"{host}: no iperf3 figure to compare with the baseline: "
+                          f"{net.skipped.get(host, 'not measured')}", {"kind": "unmeasured"})
+
+
+def _allreduce(net: NetworkTests | None, audit: Audit, slow: set[str]) -> Iterator[Finding]:
+    ref = audit.baseline.allreduce
+    ar = net.allreduce if net else None
+    if ref is None or ar is None or ar.error or not ar.sizes:
+        return  # a failed all-reduce is the allreduce check's finding
+    same = [s for s in ar.sizes if s.nbytes == ref.nbytes]
+    if not same:
+        yield Finding(NAME, Status.WARN, ar.hosts, (
+            f"all-reduce not compared with the baseline: it measured {ref.nbytes >> 20} MiB, "
+            "this run other sizes (--allreduce-sizes)"), {"kind": "allreduce"})
+        return
+    busbw = same[0].busbw
+    if busbw >= (1 - audit.tolerance) * ref.busbw:
+        return
+    text = (f"all-reduce busbw {gbytes(busbw)} at {ref.nbytes >> 20} MiB is below the "
+            f"baseline's {gbytes(ref.busbw)} ({ref.backend}, {ref.ranks} ranks; tolerance "
+            f"{audit.tolerance:.0%})")
+    if slow:
+        # The slow links found above account for it: blame them, not every host.
+        yield Finding(NAME, Status.WARN, tuple(sorted(slow)),
+                      text + f", explained by the slow links of {hosts_text(sorted(slow))}",
+                      {"kind": "allreduce", "busbw": busbw, "baseline": ref.busbw})
+    else:
+        yield Finding(NAME, Status.FAIL, ar.hosts, text,
+                      {"kind": "allreduce", "busbw": busbw, "baseline": ref.busbw})

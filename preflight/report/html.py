@@ -1,0 +1,232 @@
+"""A self-contained HTML report: verdict, findings, hosts side by side, a heatmap of the
+iperf3 matrix and a chart of the all-reduce. Inline CSS and SVG only: no script, no font,
+no request, so it opens anywhere (a CI artifact, a mail attachment, an air-gapped laptop)."""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from preflight import __version__
+from preflight.report.summary import (
+    STATUS_WORDS,
+    key_facts,
+    link_matrix,
+    odd_ones,
+    rate,
+    sorted_findings,
+    verdict_text,
+)
+
+CELL = 72  # heatmap cell size in px
+LABEL_W = 120
+CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
+main{max-width:1200px;margin:0 auto;padding:16px 24px}
+h2{margin:28px 0 8px;font-size:18px}
+.banner{padding:18px 24px;color:#fff;font-size:26px;font-weight:700}
+.banner.go{background:#1f8f4e}.banner.nogo{background:#c62828}
+.banner ul{font-size:14px;font-weight:400;margin:6px 0 0;padding-left:20px}
+table{border-collapse:collapse;background:#fff;width:100%}
+td,th{border:1px solid #d9dde3;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#eef0f3}
+.st{font-weight:700;white-space:nowrap}
+.s-error,.s-fail{color:#c62828}.s-could-not-check{color:#8e24aa}.s-warn{color:#b26a00}
+.s-pass{color:#1f8f4e}
+td.diff{background:#ffe0b2;font-weight:700}
+.muted{color:#667085;font-size:12px}
+svg text{font:12px system-ui,sans-serif}
+.figures{display:flex;flex-wrap:wrap;gap:32px;align-items:flex-start}
+.chip{display:inline-block;border:1px solid #d9dde3;border-radius:12px;padding:2px 10px;
+margin-right:6px;background:#fff;font-weight:600}
+summary h2{display:inline-block}
+"""
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def heat_color(ratio: float) -> str:
+    """Returns the cell colour for bps / fastest: red (slow) through yellow to green (fast)."""
+    ratio = max(0.0, min(1.0, ratio))
+    return f"hsl({round(120 * ratio)},70%,45%)"
+
+
+def render(doc: Mapping[str, Any]) -> str:
+    """Returns the whole HTML page of a JSON report."""
+    go = doc.get("verdict") == "go"
+    reasons = "".join(f"<li>{esc(r)}</li>" for r in doc.get("reasons") or [])
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(doc.get("started_at") or 0))
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>",
+        f"<title>preflight: {verdict_text(doc)}</title><style>{CSS}</style></head><body>",
+        f"<div class='banner {'go' if go else 'nogo'}' id='verdict'>{verdict_text(doc)}"
+        f"{f'<ul>{reasons}</ul>' if reasons else ''}</div><main>",
+        _counts(doc), _findings(doc, passed=False),
+        f"<div class='figures'><div>{_heatmap(doc)}</div><div>{_allreduce(doc)}</div></div>",
+        _hosts(doc.get("hosts") or {}), _plan(doc.get("plan")), _findings(doc, passed=True),
+        f"<p class='muted'>preflight {esc(__version__)}, run started {esc(when)}, "
+        f"{esc(doc.get('duration_s', '?'))} s; inventory {esc(doc.get('inventory') or '-')}"
+        "</p></main></body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _counts(doc: Mapping[str, Any]) -> str:
+    """Returns one line of counts: hosts, and findings by status."""
+    hosts = doc.get("hosts") or {}
+    ok = sum(1 for h in hosts.values() if h.get("status") == "ok")
+    by: dict[str, int] = {}
+    for f in doc.get("findings") or []:
+        by[str(f.get("status"))] = by.get(str(f.get("status")), 0) + 1
+    chips = [f"<span class='chip'>{ok} of {len(hosts)} hosts checked</span>"]
+    chips += [f"<span class='chip s-{esc(st)}'>{by[st]} {esc(STATUS_WORDS[st])}</span>"
+              for st in STATUS_WORDS if by.get(st)]
+    return f"<p id='counts'>{''.join(chips)}</p>"
+
+
+def _findings(doc: Mapping[str, Any], passed: bool) -> str:
+    """Returns the problems table (passed False) or the passed checks, folded (True)."""
+    rows = []
+    for f in sorted_findings(doc):
+        st = str(f.get("status"))
+        if (st == "pass") != passed:
+            continue
+        rows.append(f"<tr class='finding s-row-{esc(st)}'><td class='st s-{esc(st)}'>"
+                    f"{esc(STATUS_WORDS.get(st, st))}</td><td>{esc(f.get('check'))}</td>"
+                    f"<td>{esc(', '.join(map(str, f.get('hosts') or [])) or 'cluster')}</td>"
+                    f"<td>{esc(f.get('message'))}</td></tr>")
+    table = ("<tr><th>status</th><th>check</th><th>hosts</th><th>message</th></tr>"
+             + "".join(rows))
+    if passed:
+        return (f"<details><summary><h2>Passed ({len(rows)})</h2></summary>"
+                f"<table id='passed'>{table}</table></details>") if rows else ""
+    if not rows:
+        return "<h2>Findings</h2><p class='s-pass'>nothing to report: every check passed</p>"
+    return f"<h2>Findings</h2><table id='findings'>{table}</table>"
+
+
+def _heatmap(doc: Mapping[str, Any]) -> str:
+    net = doc.get("network")
+    hosts, best = link_matrix(doc)
+    if not isinstance(net, dict) or not best:
+        return ("<h2>Bandwidth</h2><p class='muted'>no iperf3 figures in this report "
+                "(run without --no-network-tests, with two hosts or more)</p>")
+    top = max(best.values())
+    n = len(hosts)
+    width, height = max(LABEL_W + n * CELL + 10, LABEL_W + 420), LABEL_W + n * CELL + 40
+    svg = [f"<svg id='heatmap' xmlns='http://www.w3.org/2000/svg' width='{width}' "
+           f"height='{height}' role='img' aria-label='iperf3 bandwidth, sender by receiver'>",
+           "<text x='4' y='14'>receiver &#8594;</text>",
+           f"<text x='4' y='{LABEL_W - 8}'>sender &#8595;</text>"]
+    for j, h in enumerate(hosts):
+        x = LABEL_W + j * CELL + CELL / 2
+        svg.append(f"<text x='{x}' y='{LABEL_W - 8}' "
+                   f"transform='rotate(-40 {x} {LABEL_W - 8})'>{esc(h)}</text>")
+    for i, s in enumerate(hosts):
+        y = LABEL_W + i * CELL
+        svg.append(f"<text x='{LABEL_W - 6}' y='{y + CELL / 2 + 4}' text-anchor='end'>"
+                   f"{esc(s)}</text>")
+        for j, r in enumerate(hosts):
+            x = LABEL_W + j * CELL
+            bps = best.get((s, r))
+            if s == r:
+                fill, label, tip = "#d0d4da", "", s
+            elif bps is None:
+                fill, label, tip = "#ffffff", "&#8211;", f"{s} -> {r}: not measured"
+            else:
+                fill, label = heat_color(bps / top), esc(rate(bps).replace("bit/s", ""))
+                tip = f"{s} -> {r}: {rate(bps)}"
+            svg.append(f"<g class='cell' data-sender='{esc(s)}' data-receiver='{esc(r)}' "
+                       f"data-bps='{'' if bps is None else round(bps)}'><title>{esc(tip)}"
+                       f"</title><rect x='{x}' y='{y}' width='{CELL}' height='{CELL}' "
+                       f"fill='{fill}' stroke='#fff'/><text x='{x + CELL / 2}' "
+                       f"y='{y + CELL / 2 + 4}' text-anchor='middle' fill='#fff'>{label}"
+                       "</text></g>")
+    y = LABEL_W + n * CELL + 18
+    for k in range(5):
+        svg.append(f"<rect x='{LABEL_W + k * 40}' y='{y}' width='40' height='12' "
+                   f"fill='{heat_color(k / 4)}'/>")
+    svg.append(f"<text x='{LABEL_W + 210}' y='{y + 11}'>0 &#8230; {esc(rate(top))} "
+               "(the fastest link)</text></svg>")
+    note = ("ring: each host against its neighbours; --network-matrix measures every pair"
+            if net.get("schedule") == "ring" else "every ordered pair of hosts")
+    return (f"<h2>Bandwidth (iperf3, best run per pair)</h2><p class='muted'>{esc(note)}</p>"
+            + "".join(svg))
+
+
+def _allreduce(doc: Mapping[str, Any]) -> str:
+    net = doc.get("network")
+    ar = net.get("allreduce") if isinstance(net, dict) else None
+    if not isinstance(ar, dict):
+        why = net.get("allreduce_skipped") if isinstance(net, dict) else None
+        return f"<h2>All-reduce</h2><p class='muted'>not run{': ' + esc(why) if why else ''}</p>"
+    if not ar.get("sizes"):
+        return (f"<h2>All-reduce</h2><p class='s-fail'>{esc(ar.get('backend'))} all-reduce "
+                f"failed: {esc(ar.get('error'))}</p>")
+    sizes = ar["sizes"]
+    top = max(max(s["busbw_bytes_s"], s["algbw_bytes_s"]) for s in sizes) or 1.0
+    bar_w, chart_h, gap, top_pad = 34, 180, 40, 20
+    width = 60 + len(sizes) * (2 * bar_w + gap) + 200
+    svg = [f"<svg id='allreduce' xmlns='http://www.w3.org/2000/svg' width='{width}' "
+           f"height='{chart_h + 50 + top_pad}' role='img' "
+           "aria-label='all-reduce bandwidth by size'>",
+           f"<g transform='translate(0 {top_pad})'>",
+           f"<line x1='50' y1='{chart_h + 10}' x2='{width - 200}' y2='{chart_h + 10}' "
+           "stroke='#667085'/>"]
+    for k, s in enumerate(sizes):
+        x0 = 60 + k * (2 * bar_w + gap)
+        for m, (key, color) in enumerate((("busbw_bytes_s", "#3559c7"),
+                                          ("algbw_bytes_s", "#9db2ef"))):
+            v = float(s[key])
+            h = chart_h * v / top
+            x = x0 + m * bar_w
+            svg.append(f"<rect class='bar' data-{key[:5]}='{round(v)}' x='{x}' "
+                       f"y='{chart_h + 10 - h}' width='{bar_w - 4}' height='{h}' "
+                       f"fill='{color}'><title>{esc(f'{v / 1e9:.3g} GB/s')}</title></rect>"
+                       f"<text x='{x + bar_w / 2 - 2}' y='{chart_h + 5 - h}' "
+                       f"text-anchor='middle'>{v / 1e9:.2g}</text>")
+        svg.append(f"<text x='{x0 + bar_w}' y='{chart_h + 28}' text-anchor='middle'>"
+                   f"{s['bytes'] / (1 << 20):g} MiB</text>")
+    lx = width - 190
+    svg.append(f"<rect x='{lx}' y='20' width='12' height='12' fill='#3559c7'/><text "
+               f"x='{lx + 18}' y='31'>busbw GB/s</text><rect x='{lx}' y='40' width='12' "
+               f"height='12' fill='#9db2ef'/><text x='{lx + 18}' y='51'>algbw GB/s</text>"
+               "</g></svg>")
+    return (f"<h2>All-reduce ({esc(ar.get('backend'))}, {esc(ar.get('ranks'))} ranks on "
+            f"{len(ar.get('hosts') or [])} hosts)</h2>" + "".join(svg))
+
+
+def _plan(plan: Any) -> str:
+    if not isinstance(plan, dict):
+        return ""
+    rows = "".join(
+        f"<tr><td>{esc(n.get('host'))}</td><td>{esc(n.get('address'))}</td>"
+        f"<td>{esc(n.get('rank'))}</td><td>{esc(n.get('nproc'))}</td>"
+        f"<td><code>{esc(n.get('command'))}</code></td></tr>" for n in plan.get("nodes") or [])
+    lacks = "".join(f"<li class='s-fail'>lacks: {esc(x)}</li>" for x in plan.get("lacks") or [])
+    out = "".join(f"<li>left out <b>{esc(h)}</b>: {esc('; '.join(r))}</li>"
+                  for h, r in (plan.get("excluded") or {}).items())
+    return (f"<h2>Plan ({esc(plan.get('mode'))})</h2><ul>{lacks}{out}</ul>"
+            "<table id='plan'><tr><th>host</th><th>address</th><th>rank</th><th>processes"
+            f"</th><th>command</th></tr>{rows}</table>")
+
+
+def _hosts(hosts: Mapping[str, Any]) -> str:
+    if not hosts:
+        return ""
+    facts = {h: dict(key_facts(info)) for h, info in hosts.items()}
+    labels = list(dict.fromkeys(label for rows in facts.values() for label in rows))
+    head = "".join(f"<th>{esc(h)}</th>" for h in hosts)
+    rows = []
+    for label in labels:
+        values = [facts[h].get(label, "") for h in hosts]
+        cells = "".join(f"<td class='{'diff' if odd else ''}'>{esc(v)}</td>"
+                        for v, odd in zip(values, odd_ones(label, values)))
+        rows.append(f"<tr><th>{esc(label)}</th>{cells}</tr>")
+    return (f"<h2>Hosts</h2><table id='hosts'><tr><th></th>{head}</tr>{''.join(rows)}"
+            "</table>")

@@ -1,0 +1,141 @@
+"""JUnit, Markdown and HTML reports, rendered from report documents made of facts."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+
+import pytest
+from lxml import etree  # type: ignore[import-untyped]
+from reporttools import chromium, hsl_rgb, junit_schemas, read_png
+from support import REFUSED, G, cluster, paddle, same, slow_host, survey
+
+from preflight.engine import judge, run_checks
+from preflight.facts import GpuFacts
+from preflight.measure import AllReduce, NetworkTests, SizeResult
+from preflight.model import Cluster, Finding, Status
+from preflight.report import html, jsonreport, junit, markdown
+
+HOSTS = ["node01", "node02", "node03", "node04"]
+
+
+def doc_of(c: Cluster, fail_on: str = "fail", extra: tuple[Finding, ...] = ()) -> dict:
+    findings = run_checks(c) + list(extra)
+    j = judge(c, findings, fail_on=fail_on)
+    return jsonreport.jsonable(jsonreport.document(
+        c, j, {"started_at": 1795000000.0, "duration_s": 4.2, "inventory": "/x/inv.yaml",
+               "fail_on": fail_on}))
+
+
+def measured_cluster() -> Cluster:
+    """Four hosts, node03 slow both ways, a gloo all-reduce at three sizes."""
+    sizes = tuple(SizeResult(m << 20, m * 0.004, 4) for m in (1, 8, 32))
+    net = NetworkTests("matrix", tuple(HOSTS), tuple(survey(
+        HOSTS, slow_host("node03", 0.1 * G, 10 * G),
+        schedule=lambda hs: [[(s, r) for s in hs for r in hs if s != r]])),
+        AllReduce("gloo", tuple(HOSTS), 4, sizes))
+    return replace(cluster(**same(4)), network=net)
+
+
+def failing_doc() -> dict:
+    hostile = Finding("env", Status.WARN, ("node02",),
+                      "node02: NCCL_DEBUG=<script>alert(1)</script> | a\x07b & \"q\"")
+    c = cluster(node01={}, node02={"paddle": paddle("2.6.2")}, node03={}, node04=REFUSED)
+    return doc_of(c, extra=(hostile,))
+
+
+# ---------------------------------------------------------------- JUnit
+@pytest.mark.parametrize("make", [lambda: doc_of(measured_cluster()), failing_doc],
+                         ids=["go", "no-go-hostile-text"])
+def test_junit_validates_against_jenkins_schema(make):
+    xml = junit.render(make()).encode()
+    schemas = junit_schemas()
+    assert len(schemas) >= 1
+    for name, xsd in schemas.items():
+        schema = etree.XMLSchema(etree.fromstring(xsd))
+        assert schema.validate(etree.fromstring(xml)), (name, schema.error_log)
+
+
+def test_junit_one_case_per_check_and_host_with_facts_as_properties():
+    doc = failing_doc()
+    root = ET.fromstring(junit.render(doc))
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    assert list(suites) == ["preflight.cluster", *(f"preflight.{h}" for h in HOSTS)]
+    verdict = suites["preflight.cluster"].find("testcase[@name='verdict']")
+    assert verdict is not None and verdict.find("failure").get("type") == "no-go"
+    node02 = suites["preflight.node02"]
+    cases = {c.get("name"): c for c in node02.findall("testcase")}
+    expected = {f["check"] for f in doc["findings"] if "node02" in f["hosts"]}
+    assert set(cases) == expected  # one case per check that judged node02
+    assert cases["paddle-stack"].find("failure").get("message") == \
+        "node02: paddle 2.6.2 != 3.3.1 (2 of 3 hosts)"
+    assert cases["env"].find("failure") is None  # a warning passes under --fail-on fail
+    assert "a?b" in cases["env"].find("system-out").text  # the bell is not valid XML
+    props = {p.get("name"): p.get("value") for p in node02.iter("property")}
+    assert props["paddle"] == "2.6.2" and props["GPUs"].startswith("8 x NVIDIA H100")
+    down = suites["preflight.node04"].find("testcase[@name='reachable']/error")
+    assert down is not None and down.get("type") == "could-not-check"
+    assert "connection refused" in down.get("message")
+    assert int(node02.get("failures")) == 1 and int(suites["preflight.node04"].get("errors")) == 1
+    assert int(root.get("tests")) == sum(int(s.get("tests")) for s in suites.values())
+
+
+def test_junit_fail_on_warn_turns_warnings_into_failures():
+    warn = Finding("env", Status.WARN, ("node01",), "node01: NCCL_DEBUG=INFO is set")
+    c = cluster(**same(3, gpu=GpuFacts("none"), paddle=paddle(compiled_with_cuda=False)))
+    lenient = doc_of(c, extra=(warn,))
+    strict = doc_of(c, "warn", extra=(warn,))
+    assert lenient["verdict"] == "go" and strict["verdict"] == "no-go"
+    assert strict["reasons"] == ["node01: NCCL_DEBUG=INFO is set"]
+    case = ET.fromstring(junit.render(strict, "warn")).find(
+        "testsuite[@name='preflight.node01']/testcase[@name='env']")
+    assert case is not None and case.find("failure").get("type") == "warn"
+
+
+# ---------------------------------------------------------------- Markdown
+def test_markdown_leads_with_verdict_and_escapes_cells():
+    md = markdown.render(failing_doc())
+    assert md.startswith("## preflight: ❌ NO-GO\n")
+    row = next(line for line in md.splitlines() if "NCCL_DEBUG" in line)
+    assert "\\| a" in row and "&lt;script>" in row  # a pipe cannot split the row
+    assert len(re.findall(r"(?<!\\)\|", row)) == 6  # five columns, however hostile
+    assert "\x07" not in md
+    assert "| could not check | reachable | node04 |" in md
+    # The odd host out in the side-by-side table is bold.
+    assert re.search(r"\| paddle \| 3\.3\.1 \| \*\*2\.6\.2\*\* \| 3\.3\.1 \|", md)
+
+
+# ---------------------------------------------------------------- HTML
+def test_html_is_self_contained_and_escapes_everything():
+    page = html.render(failing_doc())
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    for ref in ("src=", "href=", "url(", "@import", "http://", "https://"):
+        assert ref not in page.replace("http://www.w3.org/2000/svg", "")
+    assert "class='banner nogo'" in page
+
+
+def test_html_heatmap_has_a_cell_per_ordered_pair():
+    page = html.render(doc_of(measured_cluster()))
+    cells = re.findall(r"data-sender='(\w+)' data-receiver='(\w+)' data-bps='(\d*)'", page)
+    assert len(cells) == 16
+    bps = {(s, r): b for s, r, b in cells}
+    assert bps[("node03", "node01")] == str(int(0.1 * G)) and bps[("node01", "node01")] == ""
+    assert html.heat_color(0.01) in page and html.heat_color(1.0) in page
+
+
+def test_html_renders_in_chromium_with_the_slow_host_in_red(tmp_path):
+    page = tmp_path / "report.html"
+    page.write_text(html.render(doc_of(measured_cluster())))
+    shot = chromium(page, tmp_path, height=1400)
+    # What chromium built: the verdict, the heatmap with every cell, the all-reduce bars.
+    assert re.search(r"id=\"verdict\">NO-GO<ul><li>node03: slow host", shot.dom)
+    assert shot.dom.count('class="cell"') == 16 and shot.dom.count('class="bar"') == 6
+    img = read_png(shot.png)
+    assert (img.width, img.height) == (1280, 1400)
+    slow, fast = hsl_rgb(html.heat_color(0.01)), hsl_rgb(html.heat_color(1.0))
+    cell_area = html.CELL * html.CELL
+    # 6 slow cells (node03's row and column), 6 fast ones: each mostly its colour on screen.
+    assert img.count(slow) > 6 * cell_area * 0.7
+    assert img.count(fast) > 6 * cell_area * 0.7
+    assert img.count((0xC6, 0x28, 0x28)) > 1280 * 60  # the red NO-GO banner across the page

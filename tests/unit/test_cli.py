@@ -16,6 +16,7 @@ def preflight(*args: str, cwd: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, cwd=cwd, env=env)
 
 
+REPORT = {"report_version": 1, "verdict": "go", "reasons": [], "hosts": {}, "findings": []}
 BAD_INVOCATIONS = [
     ("missing-inventory", ["check", "-i", "nope.yaml"], "nope.yaml: no such file"),
     ("bad-inventory", ["check", "-i", "bad.yaml"], "host 'a': field 'port'"),
@@ -40,6 +41,21 @@ BAD_INVOCATIONS = [
      "the report's verdict is 'no-go'"),
     ("launch-unknown-host", ["launch", "--plan", "go.json", "-i", "good.yaml", "--",
                              "train.py"], "host zz is not in good.yaml"),
+    ("fail-on-choice", ["check", "--fail-on", "pass"], "invalid choice: 'pass'"),
+    ("junit-dir-missing", ["check", "--junit", "no/dir/r.xml"], "--junit no/dir/r.xml"),
+    ("audit-no-baseline-file", ["audit", "-i", "good.yaml", "--baseline", "b.json"],
+     "b.json: no such file"),
+    ("audit-report-not-baseline", ["audit", "-i", "good.yaml", "--baseline", "report.json"],
+     "report.json: field 'baseline': not a baseline"),
+    ("audit-bad-max-age", ["audit", "-i", "good.yaml", "--baseline", "report.json",
+                           "--max-age", "soon"], "expected a duration like 24h"),
+    ("audit-bad-tolerance", ["audit", "-i", "good.yaml", "--baseline", "report.json",
+                             "--tolerance", "150%"], "must be from 0 to below 1"),
+    ("baseline-needs-inventory", ["baseline", "-o", "b.json"], "-i/--inventory"),
+    ("diff-not-json", ["diff", "good.yaml", "report.json"], "good.yaml:1: not a JSON report"),
+    ("diff-not-report", ["diff", "go.json", "report.json"], "go.json: not a preflight report"),
+    ("report-future-version", ["report", "future.json", "--html", "x.html"],
+     "future.json: field 'report_version'"),
 ]
 
 
@@ -52,6 +68,8 @@ def test_bad_invocation_exits_2_with_one_line(tmp_path, args, fragment):
     for name, verdict in (("go.json", "go"), ("nogo.json", "no-go")):
         (tmp_path / name).write_text(json.dumps({"verdict": verdict, "reasons": ["x"],
                                                  "plan": {"nodes": [node]}}))
+    (tmp_path / "report.json").write_text(json.dumps(REPORT))
+    (tmp_path / "future.json").write_text(json.dumps(dict(REPORT, report_version=99)))
     p = preflight(*args, cwd=str(tmp_path))
     assert p.returncode == 2
     assert fragment in p.stderr
@@ -78,3 +96,33 @@ def test_local_audit_without_paddle_is_no_go_with_report(tmp_path):
 def test_python_dash_m_and_entry_point_agree(tmp_path):
     p = preflight("--version", cwd=str(tmp_path))
     assert p.returncode == 0 and p.stdout.startswith("preflight ")
+
+
+def test_local_audit_writes_every_report_and_the_step_summary(tmp_path):
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    env_args = ("check", "--python", "/nonexistent/bin/python", "--cpu-sample", "0.1",
+                "--json", "r.json", "--junit", "r.xml", "--markdown", "r.md", "--html", "r.html")
+    env = dict(os.environ, PYTHONSAFEPATH="1", GITHUB_STEP_SUMMARY=str(summary))
+    p = subprocess.run([sys.executable, "-m", "preflight", *env_args], capture_output=True,
+                       text=True, timeout=120, cwd=str(tmp_path), env=env)
+    assert p.returncode == 1, p.stderr
+    md = (tmp_path / "r.md").read_text()
+    assert md.startswith("## preflight: ❌ NO-GO")
+    # GitHub's protocol: append, keeping what earlier steps wrote.
+    assert summary.read_text() == "earlier step\n" + md
+    assert "<testsuites" in (tmp_path / "r.xml").read_text()
+    assert "class='banner nogo'" in (tmp_path / "r.html").read_text()
+    # A saved report renders again later, the same way, and diff finds it equal to itself.
+    again = preflight("report", "r.json", "--markdown", "again.md", "--no-step-summary",
+                      cwd=str(tmp_path))
+    assert again.returncode == 1 and again.stdout.startswith("NO-GO: ")
+    assert (tmp_path / "again.md").read_text() == md
+    same = preflight("diff", "r.json", "r.json", cwd=str(tmp_path))
+    assert same.returncode == 0 and same.stdout == "no differences\n"
+    doc = json.loads((tmp_path / "r.json").read_text())
+    doc["hosts"]["vm2"] = dict(next(iter(doc["hosts"].values())), address="10.9.9.9")
+    (tmp_path / "r2.json").write_text(json.dumps(doc))
+    changed = preflight("diff", "r.json", "r2.json", cwd=str(tmp_path))
+    assert changed.returncode == 1
+    assert changed.stdout.splitlines() == ["vm2: only in the second (10.9.9.9)", "1 differences"]

@@ -144,3 +144,22 @@ def hsl_rgb(css: str) -> tuple[int, int, int]:
     h, s, lum = (int(x) for x in m.groups())
     r, g, b = colorsys.hls_to_rgb(h / 360, lum / 100, s / 100)
     return round(r * 255), round(g * 255), round(b * 255)
+
+
+def heatmap_fills(dom: str) -> dict[str, int]:
+    """Returns {fill colour: cells} of the measured heatmap cells in a rendered DOM."""
+    fills: dict[str, int] = {}
+    for m in re.finditer(r'class="cell"[^>]*data-bps="(\d+)"><title>[^<]*</title><rect [^>]*'
+                         r'fill="(hsl\([^"]+\))"', dom):
+        fills[m.group(2)] = fills.get(m.group(2), 0) + 1
+    return fills
+
+
+def assert_heatmap_painted(shot: Rendered, cell: int, cells: int) -> None:
+    """Asserts the screenshot shows every measured cell of the heatmap in its colour."""
+    fills = heatmap_fills(shot.dom)
+    assert sum(fills.values()) == cells, fills
+    img = read_png(shot.png)
+    for fill, n in fills.items():
+        # Most of each cell is its colour; its figure, in white, covers the rest.
+        assert img.count(hsl_rgb(fill)) > n * cell * cell * 0.7, (fill, n)

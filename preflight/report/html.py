@@ -170,6 +170,8 @@ def _allreduce(doc: Mapping[str, Any]) -> str:
                 f"failed: {esc(ar.get('error'))}</p>")
     sizes = ar["sizes"]
     top = max(max(s["busbw_bytes_s"], s["algbw_bytes_s"]) for s in sizes) or 1.0
+    # CPU clusters all-reduce at MB/s, GPU ones at GB/s: label in the unit that reads.
+    unit, scale = ("GB/s", 1e9) if top >= 1e9 else ("MB/s", 1e6)
     bar_w, chart_h, gap, top_pad = 34, 180, 40, 20
     width = 60 + len(sizes) * (2 * bar_w + gap) + 200
     svg = [f"<svg id='allreduce' xmlns='http://www.w3.org/2000/svg' width='{width}' "
@@ -187,15 +189,15 @@ def _allreduce(doc: Mapping[str, Any]) -> str:
             x = x0 + m * bar_w
             svg.append(f"<rect class='bar' data-{key[:5]}='{round(v)}' x='{x}' "
                        f"y='{chart_h + 10 - h}' width='{bar_w - 4}' height='{h}' "
-                       f"fill='{color}'><title>{esc(f'{v / 1e9:.3g} GB/s')}</title></rect>"
+                       f"fill='{color}'><title>{esc(f'{v / scale:.3g} {unit}')}</title></rect>"
                        f"<text x='{x + bar_w / 2 - 2}' y='{chart_h + 5 - h}' "
-                       f"text-anchor='middle'>{v / 1e9:.2g}</text>")
+                       f"text-anchor='middle'>{v / scale:.3g}</text>")
         svg.append(f"<text x='{x0 + bar_w}' y='{chart_h + 28}' text-anchor='middle'>"
                    f"{s['bytes'] / (1 << 20):g} MiB</text>")
     lx = width - 190
     svg.append(f"<rect x='{lx}' y='20' width='12' height='12' fill='#3559c7'/><text "
-               f"x='{lx + 18}' y='31'>busbw GB/s</text><rect x='{lx}' y='40' width='12' "
-               f"height='12' fill='#9db2ef'/><text x='{lx + 18}' y='51'>algbw GB/s</text>"
+               f"x='{lx + 18}' y='31'>busbw {unit}</text><rect x='{lx}' y='40' width='12' "
+               f"height='12' fill='#9db2ef'/><text x='{lx + 18}' y='51'>algbw {unit}</text>"
                "</g></svg>")
     return (f"<h2>All-reduce ({esc(ar.get('backend'))}, {esc(ar.get('ranks'))} ranks on "
             f"{len(ar.get('hosts') or [])} hosts)</h2>" + "".join(svg))

@@ -229,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="build a simulated cluster on this machine (root), check "
                        "it healthy and with faults, remove it")
     d.add_argument("--hosts", type=_positive(int), default=5, help="simulated hosts (default 5)")
+    d.add_argument("--reports", default="preflight-demo", metavar="DIR",
+                   help="where each check's JSON, HTML, JUnit and Markdown reports go "
+                   "(default: ./preflight-demo)")
     return p
 
 
@@ -345,7 +348,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.command == "demo":
             from preflight.demo import run_demo  # only the demo needs the testbed
 
-            return run_demo(args.hosts)
+            return run_demo(args.hosts, args.reports)
         commands = {"launch": cmd_launch, "baseline": cmd_baseline, "audit": cmd_audit,
                     "diff": cmd_diff, "report": cmd_report, "check": cmd_check}
         return commands[args.command](args)

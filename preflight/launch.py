@@ -9,7 +9,6 @@ session), so the stop finds them all through /proc/*/environ without touching an
 from __future__ import annotations
 
 import functools
-import json
 import secrets
 import shlex
 import sys
@@ -20,11 +19,12 @@ from dataclasses import dataclass
 from typing import Any, Optional, TextIO
 
 from preflight import ssh
-from preflight.errors import InputError, read_input
+from preflight.errors import InputError
 from preflight.launchcmd import flag_env
 from preflight.model import Host, Stage
 from preflight.plan import Node
 from preflight.remote import Remote, Started, in_parallel
+from preflight.report import jsonreport
 
 POLL_S = 0.05
 STOP_WAIT_S = 5.0  # after SIGTERM, how long the job's processes get before SIGKILL
@@ -44,12 +44,8 @@ class LaunchOptions:
 def load_plan(path: str, ignore_verdict: bool = False) -> tuple[list[Node], Optional[str]]:
     """Returns (the plan's nodes, the inventory the report was made from) of a JSON report;
     raises InputError naming the file and the field."""
-    text = read_input(path)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"not a JSON report: {e.msg}", line=e.lineno) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("plan"), dict):
+    doc = jsonreport.read(path)
+    if not isinstance(doc.get("plan"), dict):
         raise InputError(path, "no plan in this report (made by preflight check --json)",
                          field="plan")
     if doc.get("verdict") != "go" and not ignore_verdict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from support import G, cluster, gpu, paddle, same, slow_host, survey
@@ -15,7 +16,7 @@ from preflight.engine import judge, run_checks
 from preflight.errors import InputError
 from preflight.facts import Interface, NetworkFacts, SectionError
 from preflight.measure import AllReduce, NetworkTests, SizeResult
-from preflight.model import Cluster, Status
+from preflight.model import Cluster, Finding, Status
 from preflight.report import jsonreport
 
 NOW = 1795000000.0
@@ -37,7 +38,7 @@ def good() -> Cluster:
     return replace(cluster(**same(4)), network=net(survey(HOSTS, lambda s, r: 9.4 * G)))
 
 
-def audit(c: Cluster, base: B.Baseline, **kw) -> list:
+def audit(c: Cluster, base: B.Baseline, **kw) -> list[Finding]:
     return list(check.check(replace(c, audit=B.Audit(base, NOW, **kw))))
 
 
@@ -47,12 +48,15 @@ def not_passed(findings):
 
 
 def test_profile_is_what_must_match():
-    p = profile.of_host(cluster(a={}).outcomes[0].facts, "10.0.0.1")
+    facts = cluster(a={}).outcomes[0].facts
+    assert facts is not None
+    p = profile.of_host(facts, "10.0.0.1")
     assert (p.gpu_count, p.gpu_model, p.driver, p.paddle, p.cuda, p.python, p.mtu,
             p.nic_speed_mbps) == (8, "NVIDIA H100 80GB HBM3", "550.54.15", "3.3.1", "12.4",
                                   "3.11", 1500, 10000)
-    broken = profile.of_host(cluster(a={"gpu": SectionError("nvml: boom")}).outcomes[0].facts,
-                             "10.0.0.1")
+    facts = cluster(a={"gpu": SectionError("nvml: boom")}).outcomes[0].facts
+    assert facts is not None
+    broken = profile.of_host(facts, "10.0.0.1")
     assert broken.unknown == ("gpu: nvml: boom",) and broken.gpu_model is None
 
 
@@ -156,9 +160,10 @@ def test_malformed_baseline_is_one_input_error(patch, fragment):
 
 
 # ---------------------------------------------------------------- diff
-def report(c: Cluster) -> dict:
-    return json.loads(json.dumps(jsonreport.jsonable(
+def report(c: Cluster) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(json.dumps(jsonreport.jsonable(
         jsonreport.document(c, judge(c, run_checks(c))))))
+    return doc
 
 
 def test_diff_names_facts_findings_and_links_that_changed_not_noise():

@@ -53,7 +53,8 @@ BAD_INVOCATIONS = [
                              "--tolerance", "150%"], "must be from 0 to below 1"),
     ("baseline-needs-inventory", ["baseline", "-o", "b.json"], "-i/--inventory"),
     ("diff-not-json", ["diff", "good.yaml", "report.json"], "good.yaml:1: not a JSON report"),
-    ("diff-not-report", ["diff", "go.json", "report.json"], "go.json: not a preflight report"),
+    ("diff-not-report", ["diff", "plain.json", "report.json"],
+     "plain.json: not a preflight report"),
     ("report-future-version", ["report", "future.json", "--html", "x.html"],
      "future.json: field 'report_version'"),
 ]
@@ -66,9 +67,10 @@ def test_bad_invocation_exits_2_with_one_line(tmp_path, args, fragment):
     (tmp_path / "good.yaml").write_text("hosts:\n  a: {}\n")
     node = {"host": "zz", "argv": ["python3", "-m", "paddle.distributed.launch"], "env": {}}
     for name, verdict in (("go.json", "go"), ("nogo.json", "no-go")):
-        (tmp_path / name).write_text(json.dumps({"verdict": verdict, "reasons": ["x"],
-                                                 "plan": {"nodes": [node]}}))
+        (tmp_path / name).write_text(json.dumps({"report_version": 1, "verdict": verdict,
+                                                 "reasons": ["x"], "plan": {"nodes": [node]}}))
     (tmp_path / "report.json").write_text(json.dumps(REPORT))
+    (tmp_path / "plain.json").write_text("{}")
     (tmp_path / "future.json").write_text(json.dumps(dict(REPORT, report_version=99)))
     p = preflight(*args, cwd=str(tmp_path))
     assert p.returncode == 2

@@ -154,7 +154,8 @@ def test_emitted_env_file_and_script(tmp_path):
 
 
 def report(tmp_path, **over):
-    doc = {"verdict": "go", "reasons": [], "inventory": "/x/inv.yaml", "plan": {"nodes": [
+    doc = {"report_version": 1, "verdict": "go", "reasons": [], "inventory": "/x/inv.yaml",
+           "plan": {"nodes": [
         {"host": "n1", "address": "10.0.0.1", "rank": 0, "nproc": 1,
          "argv": ["python3", "-m", "paddle.distributed.launch", "--servers", "a:1"],
          "env": {"POD_IP": "10.0.0.1"}}]}}

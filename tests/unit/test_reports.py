@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from lxml import etree  # type: ignore[import-untyped]
@@ -20,12 +20,14 @@ from preflight.report import html, jsonreport, junit, markdown
 HOSTS = ["node01", "node02", "node03", "node04"]
 
 
-def doc_of(c: Cluster, fail_on: str = "fail", extra: tuple[Finding, ...] = ()) -> dict:
+def doc_of(c: Cluster, fail_on: str = "fail", extra: tuple[Finding, ...] = (),
+           ) -> dict[str, Any]:
     findings = run_checks(c) + list(extra)
     j = judge(c, findings, fail_on=fail_on)
-    return jsonreport.jsonable(jsonreport.document(
+    doc: dict[str, Any] = jsonreport.jsonable(jsonreport.document(
         c, j, {"started_at": 1795000000.0, "duration_s": 4.2, "inventory": "/x/inv.yaml",
                "fail_on": fail_on}))
+    return doc
 
 
 def measured_cluster() -> Cluster:
@@ -38,7 +40,7 @@ def measured_cluster() -> Cluster:
     return replace(cluster(**same(4)), network=net)
 
 
-def failing_doc() -> dict:
+def failing_doc() -> dict[str, Any]:
     hostile = Finding("env", Status.WARN, ("node02",),
                       "node02: NCCL_DEBUG=<script>alert(1)</script> | a\x07b & \"q\"")
     c = cluster(node01={}, node02={"paddle": paddle("2.6.2")}, node03={}, node04=REFUSED)
@@ -59,7 +61,7 @@ def test_junit_validates_against_jenkins_schema(make):
 
 def test_junit_one_case_per_check_and_host_with_facts_as_properties():
     doc = failing_doc()
-    root = ET.fromstring(junit.render(doc))
+    root = etree.fromstring(junit.render(doc).encode())
     suites = {s.get("name"): s for s in root.findall("testsuite")}
     assert list(suites) == ["preflight.cluster", *(f"preflight.{h}" for h in HOSTS)]
     verdict = suites["preflight.cluster"].find("testcase[@name='verdict']")
@@ -88,7 +90,7 @@ def test_junit_fail_on_warn_turns_warnings_into_failures():
     strict = doc_of(c, "warn", extra=(warn,))
     assert lenient["verdict"] == "go" and strict["verdict"] == "no-go"
     assert strict["reasons"] == ["node01: NCCL_DEBUG=INFO is set"]
-    case = ET.fromstring(junit.render(strict, "warn")).find(
+    case = etree.fromstring(junit.render(strict, "warn").encode()).find(
         "testsuite[@name='preflight.node01']/testcase[@name='env']")
     assert case is not None and case.find("failure").get("type") == "warn"
 

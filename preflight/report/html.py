@@ -145,7 +145,8 @@ def _heatmap(doc: Mapping[str, Any]) -> str:
                        f"data-bps='{'' if bps is None else round(bps)}'><title>{esc(tip)}"
                        f"</title><rect x='{x}' y='{y}' width='{CELL}' height='{CELL}' "
                        f"fill='{fill}' stroke='#fff'/><text x='{x + CELL / 2}' "
-                       f"y='{y + CELL / 2 + 4}' text-anchor='middle' fill='#fff'>{label}"
+                       f"y='{y + CELL / 2 + 4}' text-anchor='middle' "
+                       f"fill='{'#98a2b3' if bps is None else '#fff'}'>{label}"
                        "</text></g>")
     y = LABEL_W + n * CELL + 18
     for k in range(5):

@@ -107,6 +107,9 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
                    help="training interpreter for the local audit (default: python3)")
     c.add_argument("--cpu-sample", type=_positive(float), default=0.5, metavar="S",
                    help="CPU utilisation sampling window on each host (default: 0.5)")
+    c.add_argument("--no-paddle", action="store_true",
+                   help="do not import Paddle on the hosts (about 1 s of CPU each): the "
+                   "Paddle checks then say 'could not check'")
     c.add_argument("--policy", metavar="FILE", help="YAML policy: mode, require, files, "
                    "ports, limits (flags below add to or override it)")
     c.add_argument("--mode", choices=("collective", "ps"),

@@ -33,6 +33,7 @@ class CollectOptions:
     deadline: float = 60.0  # per host, from the start of its connection to parsed facts
     accept_new_host_keys: bool = False
     cpu_sample_s: float = 0.5
+    paddle: bool = True  # False: the probe skips Paddle's import (~1 s of CPU per host)
     files: tuple[str, ...] = ()  # paths the probe hashes (the job's script and configs)
     keep_connections: bool = False  # hand answered hosts' connections on (network tests)
 
@@ -46,7 +47,7 @@ def probe_source() -> bytes:
 def probe_args(host: Host, opts: CollectOptions, budget: float) -> list[str]:
     files = [a for path in opts.files for a in ("--file", path)]
     return ["--python", host.python, "--sample", f"{opts.cpu_sample_s:g}",
-            "--budget", f"{budget:.0f}", *files]
+            "--budget", f"{budget:.0f}", *files, *([] if opts.paddle else ["--no-paddle"])]
 
 
 def remote_command(path: str, host: Host, opts: CollectOptions, budget: float) -> str:

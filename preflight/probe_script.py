@@ -523,10 +523,13 @@ def finish_paddle(proc, python, budget):
 def main(argv):
     args = {"--python": "python3", "--sample": "0.5", "--budget": "60"}
     files = []
+    want_paddle = True
     it = iter(argv)
     for a in it:
         if a == "--file":
             files.append(next(it, ""))
+        elif a == "--no-paddle":
+            want_paddle = False
         elif a in args:
             args[a] = next(it, args[a])
     budget = float(args["--budget"])
@@ -534,8 +537,11 @@ def main(argv):
     started = time.time()
     paddle_proc = None
     pynvml = local_pynvml()
+    if not want_paddle:
+        paddle = {"error": "not collected (preflight ran with --no-paddle)"}
     try:
-        paddle_proc = start_paddle(python, pynvml is None)
+        if want_paddle:
+            paddle_proc = start_paddle(python, pynvml is None)
     except OSError as e:
         paddle = {"available": False, "interpreter": python,
                   "reason": "cannot run %s: %s" % (python, e.strerror or e)}

@@ -66,6 +66,7 @@ def run(args: argparse.Namespace, command: str, audit: Optional[Audit] = None) -
                           deadline=args.deadline,
                           accept_new_host_keys=args.accept_new_host_keys,
                           cpu_sample_s=args.cpu_sample, files=policy.files,
+                          paddle=not args.no_paddle,
                           keep_connections=active)
     progress = terminal.Progress(enabled=False if args.no_progress else None)
     started = time.time()

@@ -157,7 +157,8 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
     c.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
 
 
-def _report_options(c: argparse.ArgumentParser, json_report: bool = True) -> None:
+def _report_options(c: argparse.ArgumentParser, json_report: bool = True,
+                    fail_on_default: Optional[str] = "fail") -> None:
     """Report files and the exit-code rule, shared by check, audit and report."""
     r = c.add_argument_group("reports (each written atomically; see README, CI)")
     if json_report:
@@ -171,9 +172,10 @@ def _report_options(c: argparse.ArgumentParser, json_report: bool = True) -> Non
                    "bandwidth heatmap and the all-reduce chart")
     r.add_argument("--no-step-summary", action="store_true",
                    help="do not append to $GITHUB_STEP_SUMMARY")
-    r.add_argument("--fail-on", choices=FAIL_ON, default="fail",
+    r.add_argument("--fail-on", choices=FAIL_ON, default=fail_on_default,
                    help="what makes NO-GO and exit 1: 'fail' (failures, hosts that could "
-                   "not be checked, check errors; the default) or 'warn' (warnings too)")
+                   "not be checked, check errors) or 'warn' (warnings too); default: "
+                   + (fail_on_default or "the report's own"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -212,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="render a saved JSON report again: preflight report "
                         "r.json --html r.html --junit r.xml --markdown r.md")
     rp.add_argument("report", metavar="REPORT.json")
-    _report_options(rp, json_report=False)
+    _report_options(rp, json_report=False, fail_on_default=None)
     la = sub.add_parser("launch", help="run the plan of a report on its hosts over SSH: "
                         "preflight launch --plan report.json -- train.py ARGS")
     la.add_argument("--plan", required=True, metavar="REPORT",
@@ -304,7 +306,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     doc = jsonreport.read(args.report)
     runcheck.check_outputs(args)
-    doc = dict(doc, fail_on=args.fail_on)
+    fail_on = args.fail_on or doc.get("fail_on") or "fail"
+    warnings = [str(f.get("message")) for f in doc.get("findings") or []
+                if f.get("status") == "warn"]
+    if fail_on == "warn" and doc.get("fail_on") != "warn" and warnings:
+        # Judged leniently when it ran: under the stricter rule its warnings block too.
+        doc = dict(doc, verdict="no-go", reasons=list(doc.get("reasons") or []) + warnings)
+    doc = dict(doc, fail_on=fail_on)
     runcheck.write_reports(args, doc)
     sys.stdout.write(f"{summary.verdict_text(doc)}: " + "; ".join(
         str(r) for r in doc.get("reasons") or []) + "\n")

@@ -128,3 +128,17 @@ def test_local_audit_writes_every_report_and_the_step_summary(tmp_path):
     changed = preflight("diff", "r.json", "r2.json", cwd=str(tmp_path))
     assert changed.returncode == 1
     assert changed.stdout.splitlines() == ["vm2: only in the second (10.9.9.9)", "1 differences"]
+
+
+def test_report_under_a_stricter_fail_on_blocks_on_warnings(tmp_path):
+    warn = {"check": "env", "status": "warn", "hosts": ["a"], "message": "a: NCCL_DEBUG=INFO",
+            "data": {}}
+    (tmp_path / "r.json").write_text(json.dumps(dict(REPORT, findings=[warn])))
+    lenient = preflight("report", "r.json", "--junit", "l.xml", "--no-step-summary",
+                        cwd=str(tmp_path))
+    assert lenient.returncode == 0 and lenient.stdout.startswith("GO")
+    strict = preflight("report", "r.json", "--fail-on", "warn", "--junit", "s.xml",
+                       "--no-step-summary", cwd=str(tmp_path))
+    assert strict.returncode == 1 and strict.stdout == "NO-GO: a: NCCL_DEBUG=INFO\n"
+    assert 'type="warn"' in (tmp_path / "s.xml").read_text()
+    assert 'type="warn"' not in (tmp_path / "l.xml").read_text()

@@ -1,0 +1,196 @@
+"""Benchmark (on demand, not a test): gathering facts from 8, 32 and 64 simulated hosts with
+preflight and with the tools users would otherwise pick, side by side in one run.
+
+    sudo .venv/bin/python tests/bench/bench_facts.py [--sizes 8,32,64] [--reps 5]
+        [--tools-venv /opt/preflight-bench] [--out bench-facts.json]
+
+Needs root (network namespaces), Debian's pdsh, and a virtual environment with ansible-core,
+pyinfra and paramiko (--tools-venv; `python3 -m venv V && V/bin/pip install ansible-core
+pyinfra paramiko`). Every command is a whole process started from the client namespace, with
+cold SSH connections (no ControlMaster), against the same hosts; the tools take turns within
+each repetition so that a load spike hits them all alike. Prints a table (min and median of
+the repetitions) and the ratios of the targets, and writes everything as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+from preflight import testbed
+
+# One session per host with paramiko, running `true`: what any SSH fan-out costs at least.
+FLOOR = r"""
+import sys, threading, paramiko
+key, kh, user = sys.argv[1], sys.argv[2], sys.argv[3]
+addrs = sys.argv[4:]
+pkey = paramiko.Ed25519Key.from_private_key_file(key)
+errors = []
+def one(a):
+    c = paramiko.SSHClient()
+    try:
+        c.load_host_keys(kh)
+        c.set_missing_host_key_policy(paramiko.RejectPolicy())
+        c.connect(a, username=user, pkey=pkey, allow_agent=False, look_for_keys=False,
+                  timeout=30)
+        _, out, _ = c.exec_command("true")
+        out.channel.recv_exit_status()
+    except Exception as e:
+        errors.append(f"{a}: {e}")
+    finally:
+        c.close()
+ts = [threading.Thread(target=one, args=(a,)) for a in addrs]
+[t.start() for t in ts]
+[t.join(60) for t in ts]
+sys.exit(1 if errors else 0)
+"""
+
+
+class Bench:
+    def __init__(self, tb: testbed.Testbed, venv: str) -> None:
+        self.tb = tb
+        self.venv = venv
+        self.base = tb.base
+        with open(os.path.join(self.base, "floor.py"), "w") as fh:
+            fh.write(FLOOR)
+        probe = resources.files("preflight").joinpath("probe_script.py").read_bytes()
+        for h in tb.hosts.values():  # pdsh runs the probe where it lies (no upload step)
+            with open(os.path.join(h.tmp, "pf-probe.py"), "wb") as fh:
+                fh.write(probe)
+
+    def files(self, names: Sequence[str]) -> dict[str, str]:
+        """Writes each tool's inventory for these hosts; returns their paths."""
+        tb, n = self.tb, len(names)
+        tag = f"{n}"
+        paths = {k: os.path.join(self.base, f"{k}-{tag}") for k in
+                 ("preflight.yaml", "paddle.yaml", "ansible.ini", "pyinfra_inv.py",
+                  "pdsh.hosts")}
+        tb.inventory(paths["preflight.yaml"], names)
+        tb.inventory(paths["paddle.yaml"], names, python=testbed.paddle_python("3.3.1"))
+        with open(paths["ansible.ini"], "w") as fh:
+            fh.write("[all]\n")
+            for h in names:
+                fh.write(f"{h} ansible_host={tb.hosts[h].address} ansible_user=root "
+                         f"ansible_ssh_private_key_file={tb.identity} "
+                         "ansible_python_interpreter=/usr/bin/python3\n")
+        with open(paths["pyinfra_inv.py"], "w") as fh:
+            data = {"ssh_user": "root", "ssh_key": tb.identity,
+                    "ssh_known_hosts_file": tb.known_hosts,
+                    "ssh_strict_host_key_checking": "yes"}
+            hosts = [(h, dict(data, ssh_hostname=tb.hosts[h].address)) for h in names]
+            fh.write(f"hosts = {hosts!r}\n")
+        with open(paths["pdsh.hosts"], "w") as fh:
+            fh.write("\n".join(tb.hosts[h].address for h in names) + "\n")
+        return paths
+
+    def commands(self, names: Sequence[str]) -> dict[str, list[str]]:
+        """Returns {tool: argv} for these hosts (forks/parallelism = the host count)."""
+        p, n, v = self.files(names), str(len(names)), self.venv
+        pf = [sys.executable, "-m", "preflight", "check", "--no-network-tests",
+              "--no-progress", "--forks", n]
+        return {
+            "preflight --no-paddle": [*pf, "-i", p["preflight.yaml"], "--no-paddle"],
+            "preflight (Paddle on)": [*pf, "-i", p["paddle.yaml"]],
+            "ssh floor (paramiko, true)": [f"{v}/bin/python", os.path.join(self.base, "floor.py"),
+                                           self.tb.identity, self.tb.known_hosts, "root",
+                                           *(self.tb.hosts[h].address for h in names)],
+            "pyinfra fact server.Os": [f"{v}/bin/pyinfra", p["pyinfra_inv.py"], "fact",
+                                       "server.Os", "--parallel", n, "-y"],
+            "pyinfra exec true": [f"{v}/bin/pyinfra", p["pyinfra_inv.py"], "exec",
+                                  "--parallel", n, "-y", "--", "true"],
+            "pdsh -R ssh probe": ["pdsh", "-R", "ssh", "-f", n, "-w", f"^{p['pdsh.hosts']}",
+                                  "python3 /tmp/pf-probe.py --no-paddle --sample 0.5"],
+            "ansible -m setup": [f"{v}/bin/ansible", "all", "-i", p["ansible.ini"], "-m",
+                                 "setup", "-f", n],
+        }
+
+    def env(self) -> dict[str, str]:
+        ssh = (f"-o UserKnownHostsFile={self.tb.known_hosts} -o StrictHostKeyChecking=yes "
+               f"-o BatchMode=yes -o ControlMaster=no -o ControlPath=none")
+        return dict(os.environ, PYTHONSAFEPATH="1", ANSIBLE_SSH_ARGS=ssh,
+                    ANSIBLE_HOST_KEY_CHECKING="True", ANSIBLE_STDOUT_CALLBACK="oneline",
+                    ANSIBLE_LOCAL_TEMP=os.path.join(self.base, "ansible-tmp"),
+                    PDSH_SSH_ARGS=f"-i {self.tb.identity} -l root {ssh} -x %h",
+                    HOME=self.base)
+
+    def time(self, argv: list[str]) -> tuple[float, int, str]:
+        t0 = time.perf_counter()
+        p = subprocess.run(self.tb.client_cmd(argv), capture_output=True, text=True,
+                           timeout=600, cwd=self.base, env=self.env())
+        return time.perf_counter() - t0, p.returncode, (p.stderr or p.stdout)[-300:]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="8,32,64")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--tools-venv", default="/opt/preflight-bench")
+    ap.add_argument("--skip", default="", help="comma-separated tools to leave out")
+    ap.add_argument("--out", default="bench-facts.json")
+    args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    if not shutil.which("pdsh"):
+        print("pdsh missing: apt-get install pdsh", file=sys.stderr)
+        return 2
+    results: dict[str, dict[str, Any]] = {}
+    with testbed.Testbed(max(sizes)) as tb:
+        bench = Bench(tb, args.tools_venv)
+        names = list(tb.hosts)
+        for n in sizes:
+            cmds = {k: v for k, v in bench.commands(names[:n]).items()
+                    if k not in args.skip.split(",")}
+            runs: dict[str, list[float]] = {k: [] for k in cmds}
+            codes: dict[str, set[int]] = {k: set() for k in cmds}
+            for _ in range(args.reps):
+                for tool, argv in cmds.items():
+                    wall, rc, tail = bench.time(argv)
+                    runs[tool].append(wall)
+                    codes[tool].add(rc)
+                    if rc not in (0, 1):
+                        print(f"  {tool} at {n} hosts exited {rc}: {tail}", file=sys.stderr)
+            results[str(n)] = {t: {"min_s": min(r), "median_s": statistics.median(r),
+                                   "runs_s": [round(x, 3) for x in r],
+                                   "exit_codes": sorted(codes[t])} for t, r in runs.items()}
+            print(f"\n{n} hosts ({args.reps} repetitions)")
+            for tool, r in results[str(n)].items():
+                print(f"  {tool:<28} min {r['min_s']:6.2f} s   median {r['median_s']:6.2f} s"
+                      f"   exit {r['exit_codes']}")
+    ratios = _ratios(results)
+    for k, v in ratios.items():
+        print(f"{k}: {v:.2f}")
+    with open(args.out, "w") as fh:
+        json.dump({"sizes": sizes, "reps": args.reps, "results": results, "ratios": ratios,
+                   "machine": {"cpus": os.cpu_count()}}, fh, indent=2)
+    print(f"written: {args.out}")
+    return 0
+
+
+def _ratios(results: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """The targets' ratios, on medians, at the largest and smallest sizes measured."""
+    big, small = results[max(results, key=int)], results[min(results, key=int)]
+    pf = "preflight --no-paddle"
+    out = {}
+    if pf in big:
+        m = big[pf]["median_s"]
+        for other, key in (("pyinfra fact server.Os", "preflight / pyinfra fact"),
+                           ("ansible -m setup", "ansible setup / preflight"),
+                           ("ssh floor (paramiko, true)", "preflight / ssh floor")):
+            if other in big:
+                o = big[other]["median_s"]
+                out[key] = o / m if key.startswith("ansible") else m / o
+        if pf in small and small is not big:
+            out[f"preflight scaling {max(results, key=int)}/{min(results, key=int)} hosts"] = \
+                m / small[pf]["median_s"]
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -140,7 +140,9 @@ def candidates(cluster: Cluster, excluded: Mapping[str, Sequence[str]],
             # The 1-minute load average, not the probe's own sample: that one overlaps the
             # probe's Paddle import and would count preflight itself as load.
             load = cpu.loadavg[0] if cpu.loadavg else cpu.utilization * cpu.logical
-            effective, free = cpu.effective, cpu.effective - load
+            # A load above the core count leaves no core free, not fewer than none: a role
+            # that needs 0 cores (a policy's choice) still fits there.
+            effective, free = cpu.effective, max(0.0, cpu.effective - load)
             over = cpu.effective <= 0 or load / cpu.effective >= busy
         env = dict(f.env.vars) if isinstance(f.env, EnvFacts) else {}
         ifname = None

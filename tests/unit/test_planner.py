@@ -202,6 +202,14 @@ def test_ps_not_enough_headroom_anywhere():
                        "trainers and servers)",)
 
 
+def test_ps_needs_of_zero_fit_even_when_the_load_exceeds_the_cores():
+    # The simulated cluster's policy: per-process needs off, hosts loaded past their cores.
+    limits = Limits(ps_server_cores=0, ps_trainer_cores=0, cpu_busy_ratio=100)
+    _, p = make(four_cpu_hosts(load=3.0, effective=2.0)[:2], "ps", limits=limits,
+                server_num=1, trainer_num=2)
+    assert p.fits and [e.host for e in p.servers] == ["a"] and len(p.workers) == 2
+
+
 def test_ps_never_stacks_a_server_on_an_overloaded_host():
     hosts = [node("a", "10.0.0.1", **cpu_only()),
              node("hot", "10.0.0.2", **cpu_only(load=14.0)),  # 2 cores free, 88 % busy

@@ -41,8 +41,9 @@ def check(cluster: Cluster) -> Iterator[Finding]:
             yield Finding(NAME, Status.COULD_NOT_CHECK, (host,),
                           f"{host}: could not compare with the baseline: {'; '.join(p.unknown)}",
                           {"unknown": list(p.unknown)})
+        skip = unknown_fields(p) | ref_unknown
         for field, label in LABELS.items():
-            if field in unknown_fields(p) or field in ref_unknown:
+            if field in skip:
                 continue
             mine, theirs = getattr(p, field), getattr(b.reference, field)
             if mine != theirs:

@@ -539,12 +539,12 @@ def main(argv):
     pynvml = local_pynvml()
     if not want_paddle:
         paddle = {"error": "not collected (preflight ran with --no-paddle)"}
-    try:
-        if want_paddle:
+    else:
+        try:
             paddle_proc = start_paddle(python, pynvml is None)
-    except OSError as e:
-        paddle = {"available": False, "interpreter": python,
-                  "reason": "cannot run %s: %s" % (python, e.strerror or e)}
+        except OSError as e:
+            paddle = {"available": False, "interpreter": python,
+                      "reason": "cannot run %s: %s" % (python, e.strerror or e)}
     doc = {"schema": SCHEMA, "started": started}
     doc["system"] = section(system_facts)
     # The CPU sample sleeps; the Paddle import runs meanwhile in its child process.

@@ -12,9 +12,8 @@ from typing import Any
 from preflight import __version__
 from preflight.report.summary import (
     STATUS_WORDS,
-    key_facts,
+    host_table,
     link_matrix,
-    odd_ones,
     rate,
     sorted_findings,
     verdict_text,
@@ -222,14 +221,10 @@ def _plan(plan: Any) -> str:
 def _hosts(hosts: Mapping[str, Any]) -> str:
     if not hosts:
         return ""
-    facts = {h: dict(key_facts(info)) for h, info in hosts.items()}
-    labels = list(dict.fromkeys(label for rows in facts.values() for label in rows))
     head = "".join(f"<th>{esc(h)}</th>" for h in hosts)
     rows = []
-    for label in labels:
-        values = [facts[h].get(label, "") for h in hosts]
-        cells = "".join(f"<td class='{'diff' if odd else ''}'>{esc(v)}</td>"
-                        for v, odd in zip(values, odd_ones(label, values)))
-        rows.append(f"<tr><th>{esc(label)}</th>{cells}</tr>")
+    for label, cells in host_table(hosts):
+        tds = "".join(f"<td class='{'diff' if odd else ''}'>{esc(v)}</td>" for v, odd in cells)
+        rows.append(f"<tr><th>{esc(label)}</th>{tds}</tr>")
     return (f"<h2>Hosts</h2><table id='hosts'><tr><th></th>{head}</tr>{''.join(rows)}"
             "</table>")

@@ -8,9 +8,8 @@ from typing import Any
 
 from preflight.report.summary import (
     STATUS_WORDS,
-    key_facts,
+    host_table,
     link_matrix,
-    odd_ones,
     rate,
     sorted_findings,
     verdict_text,
@@ -104,12 +103,8 @@ def _network(doc: Mapping[str, Any]) -> list[str]:
 def _hosts(hosts: Mapping[str, Any]) -> list[str]:
     if not hosts:
         return []
-    facts = {h: dict(key_facts(info)) for h, info in hosts.items()}
-    labels = list(dict.fromkeys(label for rows in facts.values() for label in rows))
-    rows = []
-    for label in labels:
-        values = [facts[h].get(label, "") for h in hosts]
-        rows.append([label] + [f"**{v}**" if odd else v
-                               for v, odd in zip(values, odd_ones(label, values))])
+    # Bold what differs from most hosts: the cell an operator has to look at.
+    rows = [[label] + [f"**{v}**" if odd else v for v, odd in cells]
+            for label, cells in host_table(hosts)]
     return ["", "<details><summary>Hosts</summary>", "",
             *_table(["", *map(str, hosts)], rows), "", "</details>"]

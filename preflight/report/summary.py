@@ -134,6 +134,18 @@ def verdict_text(doc: Mapping[str, Any]) -> str:
     return "GO" if doc.get("verdict") == "go" else "NO-GO"
 
 
+def host_table(hosts: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, bool]]]]:
+    """Returns the hosts side by side: per key-fact label, each host's (value, whether it
+    differs from most hosts), hosts in report order."""
+    facts = {h: dict(key_facts(info)) for h, info in hosts.items()}
+    labels = list(dict.fromkeys(label for rows in facts.values() for label in rows))
+    table = []
+    for label in labels:
+        values = [facts[h].get(label, "") for h in hosts]
+        table.append((label, list(zip(values, odd_ones(label, values)))))
+    return table
+
+
 def odd_ones(label: str, values: Sequence[str]) -> list[bool]:
     """Returns, per host, whether its value differs from the majority (the cell an operator
     has to look at); never for rows unique by nature, nor with two hosts (no majority)."""

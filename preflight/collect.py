@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import os
 import queue
-import secrets
 import shlex
 import subprocess
 import threading
@@ -15,13 +14,11 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Optional
 
-from invoke.exceptions import CommandTimedOut
-
 from preflight import ssh
 from preflight.model import Host, HostFailure, HostOutcome, Stage
 from preflight.parse import ProbeOutputError, parse_probe_output
+from preflight.remote import MAX_OUTPUT, Done, run_with_input
 
-REMOTE_DIR = "/tmp"
 # What the probe may use of a host's deadline: the rest covers connect, upload, transfer.
 PROBE_MARGIN_S = 3.0
 
@@ -32,7 +29,7 @@ class CollectOptions:
     connect_timeout: float = 10.0
     deadline: float = 60.0  # per host, from the start of its connection to parsed facts
     accept_new_host_keys: bool = False
-    cpu_sample_s: float = 0.5
+    cpu_sample_s: float = 0.1  # spans the probe's own work; loadavg gives the history
     paddle: bool = True  # False: the probe skips Paddle's import (~1 s of CPU per host)
     files: tuple[str, ...] = ()  # paths the probe hashes (the job's script and configs)
     keep_connections: bool = False  # hand answered hosts' connections on (network tests)
@@ -50,26 +47,33 @@ def probe_args(host: Host, opts: CollectOptions, budget: float) -> list[str]:
             "--budget", f"{budget:.0f}", *files, *([] if opts.paddle else ["--no-paddle"])]
 
 
-def remote_command(path: str, host: Host, opts: CollectOptions, budget: float) -> str:
+# The probe arrives on stdin and is compiled from memory: nothing is written on the host,
+# so a full or read-only /tmp cannot stop a check. -S skips site (the probe needs only the
+# standard library; it adds site-packages itself where there is a GPU driver for pynvml).
+BOOTSTRAP = 'import sys; exec(compile(sys.stdin.buffer.read(), "preflight-probe", "exec"))'
+
+
+def remote_command(host: Host, opts: CollectOptions, budget: float) -> str:
     """Returns the one shell command run on a host; every inventory value is quoted.
 
     POSIX sh is named explicitly so a csh or fish login shell reads it the same way.
-    `timeout` bounds the probe on the host even if our connection is gone; the file is
-    removed whatever the probe's exit (the probe also deletes itself when it starts)."""
+    `timeout` bounds the probe on the host even if our connection is gone; `exec` spares
+    a fork per host."""
     q = shlex.quote
-    run = " ".join(q(a) for a in [host.probe_python, path, "--self-delete",
+    run = " ".join(q(a) for a in [host.probe_python, "-S", "-c", BOOTSTRAP,
                                   *probe_args(host, opts, budget)])
     limit = int(budget) + 1
-    script = (f"if command -v timeout >/dev/null 2>&1; then timeout -k 2 {limit} {run}; "
-              f"else {run}; fi; rc=$?; rm -f {q(path)}; exit $rc")
+    script = (f"command -v timeout >/dev/null 2>&1 && exec timeout -k 2 {limit} {run}; "
+              f"exec {run}")
     return "sh -c " + q(script)
 
 
 class _Job:
     """One host's collection in its own thread; the dispatcher may abort it at its deadline."""
 
-    def __init__(self, host: Host, opts: CollectOptions, results: queue.Queue[Any]) -> None:
-        self.host, self.opts, self.results = host, opts, results
+    def __init__(self, host: Host, opts: CollectOptions, results: queue.Queue[Any],
+                 go: threading.Event) -> None:
+        self.host, self.opts, self.results, self.go = host, opts, results, go
         self.stage = Stage.CONNECT
         self.started = time.monotonic()
         self.conn: Any = None
@@ -79,6 +83,8 @@ class _Job:
         self.thread = threading.Thread(target=self._run, name=f"probe-{host.name}", daemon=True)
 
     def _run(self) -> None:
+        self.go.wait()
+        self.started = time.monotonic()
         try:
             outcome = self._collect()
         except BaseException as e:  # a host's failure is data, whatever it raised
@@ -94,8 +100,15 @@ class _Job:
         elapsed = time.monotonic() - self.started
         if exited != 0:
             tail = " | ".join(stderr.strip().splitlines()[-3:])[:400]
-            reason = (f"probe ran past its {self.budget:.0f} s time limit on the host"
-                      if exited == 124 else f"probe exited {exited}: {tail or 'no output'}")
+            if exited == 124:  # timeout(1)'s code
+                reason = f"probe ran past its {self.budget:.0f} s time limit on the host"
+            elif exited == -1:  # paramiko's value when the channel closed without a status
+                reason = ("probe ended without an exit status (connection closed, or sshd "
+                          f"lost it): {tail or 'no output'}")
+            elif 128 < exited < 160:  # the shell's and timeout(1)'s 128 + signal number
+                reason = f"probe killed by signal {exited - 128}: {tail or 'no output'}"
+            else:
+                reason = f"probe exited {exited}: {tail or 'no output'}"
             return HostOutcome(self.host, failure=HostFailure(Stage.PROBE, reason),
                                elapsed_s=elapsed)
         self.stage = Stage.PARSE
@@ -116,19 +129,13 @@ class _Job:
                                    self.opts.accept_new_host_keys)
         try:
             self.conn.open()
-            self.stage = Stage.UPLOAD
-            path = f"{REMOTE_DIR}/.preflight-probe-{secrets.token_hex(8)}.py"
-            self._upload(path)
-            self.stage = Stage.PROBE
+            self.stage = Stage.UPLOAD  # the probe travels on the command's stdin
             self.budget = max(1.0, self._remaining() - PROBE_MARGIN_S)
-            try:
-                result = self.conn.run(
-                    remote_command(path, self.host, self.opts, self.budget), hide=True,
-                    warn=True, in_stream=False, timeout=max(1, int(self._remaining())))
-            except CommandTimedOut:  # the same event as the dispatcher's deadline, met first
-                return HostOutcome(self.host, failure=deadline_failure(self), elapsed_s=(
-                    time.monotonic() - self.started))
-            outcome = self._finish(result.stdout, result.exited, result.stderr)
+            done = run_with_input(self.conn.client.get_transport(),
+                                  remote_command(self.host, self.opts, self.budget),
+                                  probe_source(), timeout=max(0.1, self._remaining()),
+                                  on_sent=self._probing)
+            outcome = self._finish_done(done)
             if outcome.ok and self.opts.keep_connections:
                 self.keep = True  # collect() hands it on, or closes it if it came too late
             return outcome
@@ -136,18 +143,18 @@ class _Job:
             if not self.keep:
                 self.conn.close()
 
-    def _upload(self, path: str) -> None:
-        sftp = self.conn.sftp()
-        try:
-            # "x": create only; never write through a file or link that is already there.
-            with sftp.open(path, "wx") as fh:
-                fh.write(probe_source())
-        except BaseException:
-            try:
-                sftp.remove(path)  # a partial file (e.g. a full /tmp) must not stay behind
-            except Exception:
-                pass
-            raise
+    def _probing(self) -> None:
+        self.stage = Stage.PROBE
+
+    def _finish_done(self, done: Done) -> HostOutcome:
+        if done.overflow:
+            return HostOutcome(self.host, failure=HostFailure(
+                Stage.PROBE, f"probe printed more than {MAX_OUTPUT >> 20} MiB; cut off"),
+                elapsed_s=time.monotonic() - self.started)
+        if done.exit is None:  # the same event as the dispatcher's deadline, met first
+            return HostOutcome(self.host, failure=deadline_failure(self),
+                               elapsed_s=time.monotonic() - self.started)
+        return self._finish(done.stdout, done.exit, done.stderr)
 
     def _collect_local(self) -> HostOutcome:
         path = str(resources.files("preflight").joinpath("probe_script.py"))
@@ -163,8 +170,9 @@ class _Job:
             self.proc.communicate()
             return HostOutcome(self.host, failure=deadline_failure(self),
                                elapsed_s=time.monotonic() - self.started)
-        return self._finish(out.decode("utf-8", "replace"), self.proc.returncode,
-                            err.decode("utf-8", "replace"))
+        code = self.proc.returncode
+        return self._finish(out.decode("utf-8", "replace"), 128 - code if code < 0 else code,
+                            err.decode("utf-8", "replace"))  # -N: killed by signal N
 
     def abort(self) -> None:
         """Cuts the host off: closing its transport unblocks whatever the thread waits on."""
@@ -221,11 +229,16 @@ def collect(hosts: Sequence[Host], opts: CollectOptions,
 def _dispatch(hosts: Sequence[Host], opts: CollectOptions, pending: list[Host],
               running: dict[str, _Job], results: queue.Queue[Any],
               record: Callable[[HostOutcome], None], kept: dict[str, Any]) -> None:
+    # Thread.start() waits until the new thread holds the GIL; with the first hosts already
+    # deep in their handshakes that took ~5 ms a thread (64 hosts: the last began 0.3 s
+    # late). So the first wave starts gated and is let go together.
+    go = threading.Event()
     while pending or running:
         while pending and len(running) < max(1, opts.forks):
-            job = _Job(pending.pop(), opts, results)
+            job = _Job(pending.pop(), opts, results, go)
             running[job.host.name] = job
             job.thread.start()
+        go.set()
         now = time.monotonic()
         next_deadline = min(j.started + opts.deadline for j in running.values())
         try:

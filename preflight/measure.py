@@ -71,3 +71,4 @@ class NetworkTests:
     skipped: Mapping[str, str] = field(default_factory=dict)
     interrupted: bool = False
     wall_s: float = 0.0
+    rounds: int = 0  # iperf3 rounds of disjoint pairs run (survey and retests)

@@ -164,6 +164,7 @@ def run_network_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
     allreduce = None
     ar_skipped: Optional[str] = None
     interrupted = False
+    n_rounds = 0
 
     def step(text: str) -> None:
         if on_step:
@@ -177,10 +178,12 @@ def run_network_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
         iperf_hosts = [n for n in names if n not in skipped]
         rounds = (matrix_rounds if opts.matrix else ring_rounds)(iperf_hosts)
         step(f"iperf3 {schedule}: {len(rounds)} rounds over {len(iperf_hosts)} hosts")
+        n_rounds = len(rounds)
         run_rounds(rounds, remotes, addresses, opts.iperf, SURVEY, servers, links.append)
         retests = retest_pairs(links, limits)
         if retests:
             step(f"iperf3 retest of {len(retests)} suspect link(s)")
+            n_rounds += len(retests)  # one pair a round: alone, nothing shares its links
             run_rounds([[p] for p in retests], remotes, addresses, opts.iperf, RETEST,
                        servers, links.append)
         if opts.run_allreduce:
@@ -200,4 +203,4 @@ def run_network_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
     finally:
         servers.stop_all()
     return NetworkTests(schedule, tuple(names), tuple(links), allreduce, ar_skipped, skipped,
-                        interrupted, time.monotonic() - started)
+                        interrupted, time.monotonic() - started, n_rounds)

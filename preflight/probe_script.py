@@ -4,13 +4,13 @@
 # syntax kept to Python 3.6 (tests parse it with feature_version=(3, 6)), every section
 # guarded so a failure becomes {"error": ...} in that section instead of a crash.
 # The probe decides nothing: it reports; the controller judges.
-import json
+#
+# It runs on every host of every check, so its start-up is kept small: only cheap C modules
+# are imported up front; json, socket, subprocess and hashlib (each pulling in re, enum or
+# threading: ~10 ms of CPU together) only on the paths that need them.
 import os
-import platform
 import resource
-import socket
 import struct
-import subprocess
 import sys
 import time
 
@@ -101,10 +101,10 @@ def system_facts():
         pass
     u = os.uname()
     return {
-        "hostname": socket.gethostname(),
+        "hostname": u.nodename,  # what gethostname() returns on Linux
         "kernel": u.release,
         "arch": u.machine,
-        "os": os_name or platform.system(),
+        "os": os_name or u.sysname,
         "python": "%d.%d.%d" % tuple(sys.version_info[:3]),
         "python_executable": sys.executable,
     }
@@ -188,7 +188,9 @@ def cgroup_v2_quota():
         path = os.path.dirname(path)
 
 
-def cpu_facts(sample_s):
+def cpu_facts(sample_s, first):
+    """first: (monotonic time, cpu_times()) read when the probe started, so the
+    utilisation sample spans the probe's other work instead of adding to it."""
     logical = os.cpu_count() or 1
     try:
         affinity = len(os.sched_getaffinity(0))
@@ -198,8 +200,9 @@ def cpu_facts(sample_s):
               if q and "cores" in q]
     quota = min(quotas, key=lambda q: q["cores"]) if quotas else None
     effective = float(min(affinity, quota["cores"])) if quota else float(affinity)
-    t0, i0 = cpu_times()
-    time.sleep(sample_s)
+    started, before = first
+    t0, i0 = before if isinstance(before, tuple) else cpu_times()
+    time.sleep(max(0.0, sample_s - (time.monotonic() - started)))
     t1, i1 = cpu_times()
     busy = 0.0 if t1 == t0 else 1.0 - (i1 - i0) / float(t1 - t0)
     load = os.getloadavg()
@@ -250,31 +253,72 @@ def limits_facts():
 
 # ---------------------------------------------------------------- network
 def ip_addresses():
-    """Addresses per interface from `ip -j addr`, else IPv4 by ioctl."""
+    """Addresses per interface, as `ip -j addr` gives them: from the kernel over rtnetlink
+    (no child process), else from `ip -j addr` itself."""
     try:
-        out = subprocess.check_output(["ip", "-j", "addr", "show"], stderr=subprocess.DEVNULL,
-                                      timeout=5)
-        result = {}
-        for link in json.loads(out.decode("utf-8", "replace")):
-            result[link.get("ifname")] = [
-                "%s/%s" % (a.get("local"), a.get("prefixlen")) for a in link.get("addr_info", [])
-            ]
-        return result
-    except (OSError, ValueError, subprocess.SubprocessError):
+        return netlink_addresses()
+    except Exception:
         pass
-    import fcntl
+    import json
+    import subprocess
+    out = subprocess.check_output(["ip", "-j", "addr", "show"], stderr=subprocess.DEVNULL,
+                                  timeout=5)
     result = {}
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for link in json.loads(out.decode("utf-8", "replace")):
+        result[link.get("ifname")] = [
+            "%s/%s" % (a.get("local"), a.get("prefixlen")) for a in link.get("addr_info", [])
+        ]
+    return result
+
+
+NETLINK_ROUTE, RTM_GETADDR, NLMSG_DONE, NLMSG_ERROR = 0, 22, 3, 2
+IFA_ADDRESS, IFA_LOCAL = 1, 2
+
+
+def netlink_addresses():
+    """One RTM_GETADDR dump. `_socket` is the C module under `socket`: the same calls
+    without the ~4 ms of enum classes `socket` builds at import."""
+    import _socket
+    af_inet, af_inet6 = _socket.AF_INET, _socket.AF_INET6
+    names = dict(_socket.if_nameindex())
+    s = _socket.socket(_socket.AF_NETLINK, _socket.SOCK_RAW, NETLINK_ROUTE)
     try:
-        for _, name in socket.if_nameindex():
-            try:
-                raw = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name[:15].encode()))
-                result[name] = [socket.inet_ntoa(raw[20:24])]
-            except OSError:
-                result[name] = []
+        s.settimeout(2.0)
+        s.bind((0, 0))
+        # nlmsghdr (len, type, flags REQUEST|DUMP, seq, pid) + ifaddrmsg for every family
+        s.sendto(struct.pack("=IHHII", 24, RTM_GETADDR, 0x301, 1, 0) + bytes(8), (0, 0))
+        by_index = {}
+        for _ in range(10000):  # a dump ends with NLMSG_DONE; the bound guards a bad kernel
+            data = s.recv(1 << 16)
+            if not data:
+                raise RuntimeError("netlink dump ended without NLMSG_DONE")
+            pos = 0
+            while pos + 16 <= len(data):
+                length, kind = struct.unpack_from("=IH", data, pos)
+                if length < 16:
+                    raise RuntimeError("bad netlink message length %d" % length)
+                if kind == NLMSG_DONE:
+                    return dict((names.get(i, str(i)), a) for i, a in by_index.items())
+                if kind == NLMSG_ERROR:
+                    raise RuntimeError("netlink error %d" % struct.unpack_from("=i", data,
+                                                                              pos + 16)[0])
+                if kind == 20 and length >= 24:  # RTM_NEWADDR
+                    family, prefix, _, _, index = struct.unpack_from("=BBBBI", data, pos + 16)
+                    attrs, at = {}, pos + 24
+                    while at + 4 <= pos + length:
+                        alen, atype = struct.unpack_from("=HH", data, at)
+                        if alen < 4:
+                            break
+                        attrs[atype] = data[at + 4:at + alen]
+                        at += (alen + 3) & ~3
+                    raw = attrs.get(IFA_LOCAL, attrs.get(IFA_ADDRESS))
+                    if raw is not None and family in (af_inet, af_inet6):
+                        addr = _socket.inet_ntop(family, raw)
+                        by_index.setdefault(index, []).append("%s/%d" % (addr, prefix))
+                pos += (length + 3) & ~3
+        raise RuntimeError("netlink dump too long")
     finally:
         s.close()
-    return result
 
 
 def network_facts():
@@ -335,8 +379,9 @@ def infiniband_devices():
 # ---------------------------------------------------------------- files
 def files_facts(paths):
     """sha256 of each file the job needs (script, configs): they must match on every host."""
-    import hashlib
     out = {}
+    if paths:
+        import hashlib
     for path in paths:
         full = os.path.expanduser(path)
         try:
@@ -442,6 +487,8 @@ SMI_FIELDS_BASIC = "index,name,uuid,memory.total,driver_version"
 
 
 def smi_facts(smi):
+    import subprocess
+    last = ""
     for fields in (SMI_FIELDS, SMI_FIELDS_BASIC):
         try:
             out = subprocess.check_output(
@@ -463,6 +510,12 @@ def which(name):
 
 
 def local_pynvml():
+    if sys.flags.no_site and (os.path.exists("/dev/nvidiactl")
+                              or os.path.exists("/proc/driver/nvidia/version")):
+        # Hosts start the probe with -S (site costs ~1.5 ms per host); pynvml is usually
+        # in site-packages, so a host with an NVIDIA driver adds them now.
+        import site
+        site.main()
     try:
         import pynvml
     except Exception:
@@ -495,14 +548,17 @@ def gpu_facts(pynvml, paddle):
 
 # ---------------------------------------------------------------- paddle
 def start_paddle(python, want_nvml):
+    import subprocess
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", GLOG_minloglevel="3")
     program = "MARK = %r\nWANT_NVML = %r\nNVML_SRC = %r\n%s" % (
         PADDLE_MARK, want_nvml, NVML_SRC, PADDLE_CHILD)
-    return subprocess.Popen([python, "-c", program], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
+    return subprocess.Popen([python, "-c", program], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
 
 def finish_paddle(proc, python, budget):
+    import json
+    import subprocess
     try:
         out, err = proc.communicate(timeout=budget)
     except subprocess.TimeoutExpired:
@@ -518,6 +574,43 @@ def finish_paddle(proc, python, budget):
     tail = err.decode("utf-8", "replace").strip().splitlines()[-3:]
     raise RuntimeError("%s exited %s without a result: %s" % (python, proc.returncode,
                                                               " | ".join(tail)[:500]))
+
+
+def to_json(obj):
+    """json.dumps(obj, sort_keys=True), without importing json and the re it pulls in."""
+    try:
+        from _json import encode_basestring_ascii as quote
+    except ImportError:  # not CPython
+        import json
+        return json.dumps(obj, sort_keys=True)
+    parts = []
+
+    def emit(o):
+        if isinstance(o, str):
+            parts.append(quote(o))
+        elif o is None or o is True or o is False:
+            parts.append({None: "null", True: "true", False: "false"}[o])
+        elif isinstance(o, int):
+            parts.append(int.__repr__(o))
+        elif isinstance(o, float):  # JSON has no NaN or infinity
+            parts.append(float.__repr__(o) if o == o and abs(o) != float("inf") else "null")
+        elif isinstance(o, dict):
+            parts.append("{")
+            for i, k in enumerate(sorted(o, key=str)):
+                parts.append(", " if i else "")
+                parts.append(quote(str(k)) + ": ")
+                emit(o[k])
+            parts.append("}")
+        elif isinstance(o, (list, tuple)):
+            parts.append("[")
+            for i, v in enumerate(o):
+                parts.append(", " if i else "")
+                emit(v)
+            parts.append("]")
+        else:
+            parts.append(quote(str(o)))
+    emit(obj)
+    return "".join(parts)
 
 
 def main(argv):
@@ -545,10 +638,9 @@ def main(argv):
         except OSError as e:
             paddle = {"available": False, "interpreter": python,
                       "reason": "cannot run %s: %s" % (python, e.strerror or e)}
+    first = (time.monotonic(), section(cpu_times))
     doc = {"schema": SCHEMA, "started": started}
     doc["system"] = section(system_facts)
-    # The CPU sample sleeps; the Paddle import runs meanwhile in its child process.
-    doc["cpu"] = section(cpu_facts, float(args["--sample"]))
     doc["memory"] = section(memory_facts)
     doc["shm"] = section(shm_facts)
     doc["limits"] = section(limits_facts)
@@ -556,6 +648,8 @@ def main(argv):
     doc["ports"] = section(listening_ports)
     doc["env"] = section(env_facts)
     doc["files"] = section(files_facts, [f for f in files if f])
+    # The CPU sample ends here; the Paddle import runs meanwhile in its child process.
+    doc["cpu"] = section(cpu_facts, float(args["--sample"]), first)
     if paddle_proc is not None:
         left = max(1.0, budget - (time.time() - started) - 2.0)
         paddle = section(finish_paddle, paddle_proc, python, left)
@@ -565,16 +659,11 @@ def main(argv):
         paddle.pop("nvml", None)
     doc["clock"] = {"epoch": time.time(), "monotonic": time.monotonic()}
     doc["elapsed_s"] = round(time.time() - started, 3)
-    sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
+    sys.stdout.write(to_json(doc) + "\n")
     sys.stdout.flush()
     return 0
 
 
 if __name__ == "__main__":
-    # Remove our own file at once: nothing is left on the host, whatever happens next.
-    if len(sys.argv) > 1 and sys.argv[1] == "--self-delete":
-        try:
-            os.unlink(sys.argv[0])
-        except OSError:
-            pass
+    # Hosts get this script on stdin (`python3 - ARGS`): no file is written there.
     sys.exit(main(sys.argv[1:]))

@@ -3,6 +3,7 @@ every wait bounded. The active tests use these over the connections the probe op
 
 from __future__ import annotations
 
+import select
 import subprocess
 import threading
 import time
@@ -21,6 +22,7 @@ class Done:
     exit: Optional[int]
     stdout: str
     stderr: str
+    overflow: bool = False  # cut off for printing more than it may
 
     @property
     def ok(self) -> bool:
@@ -61,6 +63,48 @@ def in_parallel(calls: Sequence[Callable[[], None]], limit: float, name: str = "
     end = time.monotonic() + limit
     for t in threads:
         t.join(max(0.0, end - time.monotonic()))
+
+
+def run_with_input(transport: Any, command: str, data: bytes, timeout: float,
+                   limit: int = MAX_OUTPUT, on_sent: Optional[Callable[[], None]] = None,
+                   ) -> Done:
+    """Runs command on a new channel with data as its whole stdin and returns when it
+    exits; exit None when timeout passes first, or when either stream passes limit bytes
+    (the command is then cut off: its output is untrusted and must not fill our memory).
+    on_sent is called once data is on its way.
+
+    Waits in select() on the channel's pipe, not by polling: a controller runs one of
+    these per host at once."""
+    end = time.monotonic() + timeout
+    ch = transport.open_session(timeout=max(0.1, timeout))
+    try:
+        ch.settimeout(max(0.1, end - time.monotonic()))
+        ch.exec_command(command)
+        ch.sendall(data)
+        ch.shutdown_write()  # EOF: the host's python starts reading at once
+        if on_sent:
+            on_sent()
+        out, err = bytearray(), bytearray()
+        fd = ch.fileno()
+        while True:
+            while ch.recv_ready():
+                out += ch.recv(65536)
+            while ch.recv_stderr_ready():
+                err += ch.recv_stderr(65536)
+            if len(out) > limit or len(err) > limit:
+                return Done(None, out[:limit].decode("utf-8", "replace"),
+                            err[:limit].decode("utf-8", "replace"), overflow=True)
+            if ch.exit_status_ready() and not ch.recv_ready() and not ch.recv_stderr_ready():
+                return Done(ch.recv_exit_status(), out.decode("utf-8", "replace"),
+                            err.decode("utf-8", "replace"))
+            left = end - time.monotonic()
+            if left <= 0:
+                return Done(None, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+            # The pipe is set by data and by the channel's close; the exit status alone
+            # does not set it, hence the short cap.
+            select.select([fd], [], [], min(left, 0.2))
+    finally:
+        ch.close()
 
 
 class _Channel:

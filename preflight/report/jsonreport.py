@@ -78,6 +78,7 @@ def network_doc(net: Optional[NetworkTests]) -> Optional[dict[str, Any]]:
         "skipped": dict(net.skipped),
         "interrupted": net.interrupted,
         "wall_s": round(net.wall_s, 3),
+        "rounds": net.rounds,
         "links": [{"sender": r.sender, "receiver": r.receiver, "phase": r.phase,
                    "received_bps": r.result.received_bps, "sent_bps": r.result.sent_bps,
                    "retransmits": r.result.retransmits, "loss_pct": r.result.loss_pct,

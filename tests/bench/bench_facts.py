@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -27,11 +28,12 @@ from typing import Any
 
 from preflight import testbed
 
-# One session per host with paramiko, running `true`: what any SSH fan-out costs at least.
+# One session per host with paramiko, running a command (`true`): what any SSH fan-out
+# costs at least. With `python3 -S -c pass`: what any fan-out of a Python probe costs.
 FLOOR = r"""
 import sys, threading, paramiko
-key, kh, user = sys.argv[1], sys.argv[2], sys.argv[3]
-addrs = sys.argv[4:]
+key, kh, user, command = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+addrs = sys.argv[5:]
 pkey = paramiko.Ed25519Key.from_private_key_file(key)
 errors = []
 def one(a):
@@ -41,7 +43,7 @@ def one(a):
         c.set_missing_host_key_policy(paramiko.RejectPolicy())
         c.connect(a, username=user, pkey=pkey, allow_agent=False, look_for_keys=False,
                   timeout=30)
-        _, out, _ = c.exec_command("true")
+        _, out, _ = c.exec_command(command)
         out.channel.recv_exit_status()
     except Exception as e:
         errors.append(f"{a}: {e}")
@@ -99,18 +101,22 @@ class Bench:
         return {
             "preflight --no-paddle": [*pf, "-i", p["preflight.yaml"], "--no-paddle"],
             "preflight (Paddle on)": [*pf, "-i", p["paddle.yaml"]],
-            "ssh floor (paramiko, true)": [f"{v}/bin/python", os.path.join(self.base, "floor.py"),
-                                           self.tb.identity, self.tb.known_hosts, "root",
-                                           *(self.tb.hosts[h].address for h in names)],
+            "ssh floor (paramiko, true)": self.floor("true", names),
+            "ssh + python3 -S -c pass": self.floor("python3 -S -c pass", names),
             "pyinfra fact server.Os": [f"{v}/bin/pyinfra", p["pyinfra_inv.py"], "fact",
                                        "server.Os", "--parallel", n, "-y"],
             "pyinfra exec true": [f"{v}/bin/pyinfra", p["pyinfra_inv.py"], "exec",
                                   "--parallel", n, "-y", "--", "true"],
             "pdsh -R ssh probe": ["pdsh", "-R", "ssh", "-f", n, "-w", f"^{p['pdsh.hosts']}",
-                                  "python3 /tmp/pf-probe.py --no-paddle --sample 0.5"],
+                                  "python3 /tmp/pf-probe.py --no-paddle --sample 0.1"],
             "ansible -m setup": [f"{v}/bin/ansible", "all", "-i", p["ansible.ini"], "-m",
                                  "setup", "-f", n],
         }
+
+    def floor(self, command: str, names: Sequence[str]) -> list[str]:
+        return [f"{self.venv}/bin/python", os.path.join(self.base, "floor.py"),
+                self.tb.identity, self.tb.known_hosts, "root", command,
+                *(self.tb.hosts[h].address for h in names)]
 
     def env(self) -> dict[str, str]:
         ssh = (f"-o UserKnownHostsFile={self.tb.known_hosts} -o StrictHostKeyChecking=yes "
@@ -121,11 +127,29 @@ class Bench:
                     PDSH_SSH_ARGS=f"-i {self.tb.identity} -l root {ssh} -x %h",
                     HOME=self.base)
 
-    def time(self, argv: list[str]) -> tuple[float, int, str]:
+    def time(self, argv: list[str]) -> tuple[float, float, float, int, str]:
+        """Returns wall seconds, the CPU seconds the whole machine spent meanwhile (the
+        controller and every simulated host share it), the tool's own CPU seconds, its exit
+        and the tail of its output."""
+        busy0, own0 = machine_busy_s(), children_cpu_s()
         t0 = time.perf_counter()
         p = subprocess.run(self.tb.client_cmd(argv), capture_output=True, text=True,
                            timeout=600, cwd=self.base, env=self.env())
-        return time.perf_counter() - t0, p.returncode, (p.stderr or p.stdout)[-300:]
+        wall = time.perf_counter() - t0
+        return (wall, machine_busy_s() - busy0, children_cpu_s() - own0, p.returncode,
+                (p.stderr or p.stdout)[-300:])
+
+
+def machine_busy_s() -> float:
+    """CPU seconds this machine has spent busy since boot (all cores; /proc/stat)."""
+    with open("/proc/stat") as fh:
+        vals = [int(x) for x in fh.readline().split()[1:8]]
+    return (sum(vals) - vals[3]) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def main() -> int:
@@ -148,21 +172,28 @@ def main() -> int:
             cmds = {k: v for k, v in bench.commands(names[:n]).items()
                     if k not in args.skip.split(",")}
             runs: dict[str, list[float]] = {k: [] for k in cmds}
+            busy: dict[str, list[float]] = {k: [] for k in cmds}
+            own: dict[str, list[float]] = {k: [] for k in cmds}
             codes: dict[str, set[int]] = {k: set() for k in cmds}
             for _ in range(args.reps):
                 for tool, argv in cmds.items():
-                    wall, rc, tail = bench.time(argv)
+                    wall, machine, mine, rc, tail = bench.time(argv)
                     runs[tool].append(wall)
+                    busy[tool].append(machine)
+                    own[tool].append(mine)
                     codes[tool].add(rc)
                     if rc not in (0, 1):
                         print(f"  {tool} at {n} hosts exited {rc}: {tail}", file=sys.stderr)
             results[str(n)] = {t: {"min_s": min(r), "median_s": statistics.median(r),
                                    "runs_s": [round(x, 3) for x in r],
+                                   "machine_cpu_s": statistics.median(busy[t]),
+                                   "tool_cpu_s": statistics.median(own[t]),
                                    "exit_codes": sorted(codes[t])} for t, r in runs.items()}
-            print(f"\n{n} hosts ({args.reps} repetitions)")
+            print(f"\n{n} hosts ({args.reps} repetitions; CPU: medians, in CPU-seconds)")
             for tool, r in results[str(n)].items():
                 print(f"  {tool:<28} min {r['min_s']:6.2f} s   median {r['median_s']:6.2f} s"
-                      f"   exit {r['exit_codes']}")
+                      f"   machine CPU {r['machine_cpu_s']:5.2f}   tool CPU "
+                      f"{r['tool_cpu_s']:5.2f}   exit {r['exit_codes']}")
     ratios = _ratios(results)
     for k, v in ratios.items():
         print(f"{k}: {v:.2f}")
@@ -182,7 +213,8 @@ def _ratios(results: dict[str, dict[str, Any]]) -> dict[str, float]:
         m = big[pf]["median_s"]
         for other, key in (("pyinfra fact server.Os", "preflight / pyinfra fact"),
                            ("ansible -m setup", "ansible setup / preflight"),
-                           ("ssh floor (paramiko, true)", "preflight / ssh floor")):
+                           ("ssh floor (paramiko, true)", "preflight / ssh floor"),
+                           ("ssh + python3 -S -c pass", "preflight / python floor")):
             if other in big:
                 o = big[other]["median_s"]
                 out[key] = o / m if key.startswith("ansible") else m / o

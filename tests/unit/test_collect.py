@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import runpy
 import subprocess
 import sys
 from importlib import resources
@@ -21,23 +23,61 @@ def test_hostile_interpreter_paths_never_run(tmp_path, value):
     echo = tmp_path / "echo-args"
     echo.write_text("#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n")
     echo.chmod(0o755)
-    probe = tmp_path / "probe file with spaces.py"
-    probe.write_text("")
     host = Host(name="n", address="10.0.0.1", python=hostile, probe_python=str(echo))
-    cmd = remote_command(str(probe), host, CollectOptions(), budget=5)
+    cmd = remote_command(host, CollectOptions(), budget=5)
     # The login shell runs the command string: do exactly that here.
-    out = subprocess.run(["/bin/bash", "-c", cmd], capture_output=True, text=True, timeout=10)
+    out = subprocess.run(["/bin/bash", "-c", cmd], capture_output=True, text=True, timeout=10,
+                         cwd=tmp_path, stdin=subprocess.DEVNULL)
     assert not marker.exists()
     args = out.stdout.splitlines()
     assert args[args.index("--python") + 1] == hostile  # arrived as one literal argument
-    assert not probe.exists()  # and the probe file is removed after the run
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["echo-args"]  # nothing written
 
 
 def test_remote_command_bounds_the_probe_on_the_host():
     host = Host(name="n", address="10.0.0.1")
-    cmd = remote_command("/tmp/.preflight-probe-x.py", host, CollectOptions(), budget=42)
-    assert "timeout -k 2 43" in cmd and "rm -f" in cmd
+    cmd = remote_command(host, CollectOptions(), budget=42)
+    assert "timeout -k 2 43" in cmd
     assert cmd.startswith("sh -c ")
+
+
+def test_the_probe_runs_from_stdin_as_hosts_run_it(tmp_path):
+    # The exact command a host gets, with the probe on stdin: one JSON document, no file
+    # written (cwd and TMPDIR stay empty), Paddle skipped.
+    host = Host(name="n", address="10.0.0.1", probe_python=sys.executable)
+    cmd = remote_command(host, CollectOptions(paddle=False), budget=20)
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    out = subprocess.run(["/bin/bash", "-c", cmd], input=probe_path().read_bytes(),
+                         capture_output=True, timeout=30, check=True, cwd=tmp_path, env=env)
+    doc = json.loads(out.stdout)
+    assert doc["schema"] == 1 and doc["cpu"]["sample_s"] == 0.1
+    assert doc["system"]["hostname"] == os.uname().nodename
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_probe_addresses_match_ip():
+    # rtnetlink, read by hand in the probe, against iproute2's own reading of this machine.
+    probe = runpy.run_path(str(probe_path()))
+    ours = probe["netlink_addresses"]()
+    links = json.loads(subprocess.run(["ip", "-j", "addr", "show"], capture_output=True,
+                                      check=True).stdout)
+    theirs = {link["ifname"]: [f"{a['local']}/{a['prefixlen']}" for a in link["addr_info"]]
+              for link in links if link.get("addr_info")}
+    assert ours == theirs and ours["lo"][0] == "127.0.0.1/8"
+
+
+@pytest.mark.parametrize("value", [
+    {"a": [1, 2.5, None, True, False], "b": {"z": "é\u2028\"\\\n\x00", "y": -0.0}},
+    {"big": 10 ** 30, "nan": float("nan"), "inf": float("-inf"), "t": (1, "x")},
+    ["\ud800 lone surrogate", "\U0001F600", ""],
+])
+def test_probe_json_writer_matches_json(value):
+    to_json = runpy.run_path(str(probe_path()))["to_json"]
+    text = to_json(value)
+    expected = json.loads(json.dumps(value, sort_keys=True).replace("NaN", "null")
+                          .replace("-Infinity", "null"))
+    assert json.loads(text) == expected
+    text.encode("ascii")  # always ASCII: any bytes a host prints decode the same
 
 
 def test_no_paddle_skips_the_import_and_says_so(tmp_path):

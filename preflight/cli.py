@@ -9,9 +9,9 @@ import sys
 import time
 from collections.abc import Sequence
 from types import FrameType
-from typing import Optional
+from typing import Any, Optional
 
-from preflight import __version__, baseline, diff, launchcmd, runcheck
+from preflight import __version__, baseline, diff, launchcmd, runcheck, runlog
 from preflight.baseline import DEFAULT_MAX_AGE_S, DEFAULT_TOLERANCE, Audit
 from preflight.engine import FAIL_ON
 from preflight.errors import InputError
@@ -154,17 +154,21 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
                    help="all-reduce message sizes in MiB, e.g. '1,8,32' (the default)")
     n.add_argument("--allreduce-timeout", type=_positive(float), default=120.0, metavar="S",
                    help="limit for the all-reduce on each host (default: 120)")
+    c.add_argument("--log", metavar="FILE", help="results log (JSON lines, appended as hosts "
+                   "answer; `preflight report FILE` judges it even if the run was killed). "
+                   "Default: a new file in $XDG_STATE_HOME/preflight/runs (~/.local/state), "
+                   "the last 20 kept")
+    c.add_argument("--no-log", action="store_true", help="write no results log")
     c.add_argument("--no-progress", action="store_true", help="no live progress line")
     c.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
 
 
-def _report_options(c: argparse.ArgumentParser, json_report: bool = True,
-                    fail_on_default: Optional[str] = "fail") -> None:
+def _report_options(c: argparse.ArgumentParser, fail_on_default: Optional[str] = "fail",
+                    ) -> None:
     """Report files and the exit-code rule, shared by check, audit and report."""
     r = c.add_argument_group("reports (each written atomically; see README, CI)")
-    if json_report:
-        r.add_argument("--json", metavar="FILE", help="the JSON report (preflight launch, "
-                       "diff and report read it)")
+    r.add_argument("--json", metavar="FILE", help="the JSON report (preflight launch, "
+                   "diff and report read it)")
     r.add_argument("--junit", metavar="FILE", help="JUnit XML: a test suite per host (facts "
                    "as properties), a test case per check and host")
     r.add_argument("--markdown", metavar="FILE", help="Markdown summary (also appended to "
@@ -214,8 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="bandwidth changes smaller than this are not listed (default: 0.2)")
     rp = sub.add_parser("report", help="render a saved JSON report again: preflight report "
                         "r.json --html r.html --junit r.xml --markdown r.md")
-    rp.add_argument("report", metavar="REPORT.json")
-    _report_options(rp, json_report=False, fail_on_default=None)
+    rp.add_argument("report", metavar="REPORT.json", help="a JSON report, or a results log "
+                    "(--log), also of a run that was killed")
+    _report_options(rp, fail_on_default=None)
     la = sub.add_parser("launch", help="run the plan of a report on its hosts over SSH: "
                         "preflight launch --plan report.json -- train.py ARGS")
     la.add_argument("--plan", required=True, metavar="REPORT",
@@ -258,13 +263,15 @@ def _show(run: CheckRun) -> None:
 
 
 def cmd_check(args: argparse.Namespace, audit: Optional[Audit] = None) -> int:
-    run = runcheck.run(args, "audit" if audit else "check", audit)
+    run = runcheck.run(args, "audit" if audit else "check", audit, args.argv)
     runcheck.write_reports(args, run.doc)
     _show(run)
     if args.emit_launch and run.plan.nodes:
         written = launchcmd.emit(run.plan, args.emit_launch)
         print(f"launch scripts: {len(written) // 2} hosts in {args.emit_launch}")
-    return _exit_code(run)
+    code = _exit_code(run)
+    run.close_log(code)
+    return code
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -275,9 +282,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_baseline(args: argparse.Namespace) -> int:
     args.json = args.output  # its directory is checked with the other outputs, up front
-    run = runcheck.run(args, "baseline")
+    run = runcheck.run(args, "baseline", argv=args.argv)
     _show(run)
     code = _exit_code(run)
+    run.close_log(code)
     if code != EXIT_GO and not (args.force and code == EXIT_NO_GO):
         print(f"preflight: baseline not recorded: the cluster is not GO ({args.output} "
               "untouched; --force records a NO-GO cluster)", file=sys.stderr)
@@ -305,7 +313,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    doc = jsonreport.read(args.report)
+    if runlog.is_log(args.report):
+        doc = _judge_log(args.report)
+    else:
+        doc = jsonreport.read(args.report)
     runcheck.check_outputs(args)
     fail_on = args.fail_on or doc.get("fail_on") or "fail"
     warnings = [str(f.get("message")) for f in doc.get("findings") or []
@@ -318,6 +329,25 @@ def cmd_report(args: argparse.Namespace) -> int:
     sys.stdout.write(f"{summary.verdict_text(doc)}: " + "; ".join(
         str(r) for r in doc.get("reasons") or []) + "\n")
     return EXIT_GO if doc.get("verdict") == "go" else EXIT_NO_GO
+
+
+def _judge_log(path: str) -> dict[str, Any]:
+    """The report document of what a results log holds, judged with its run's options."""
+    logged = runlog.read(path)
+    try:
+        args = build_parser().parse_args(logged.argv)
+    except SystemExit:  # argparse has printed why
+        raise InputError(path, "its command line no longer parses") from None
+    audit = None
+    if logged.command == "audit":
+        base = baseline.from_document(args.baseline, jsonreport.read(args.baseline))
+        audit = Audit(base, logged.started_at, args.tolerance, args.max_age)
+    run = runcheck.from_log(args, logged, audit)
+    if not logged.finished or (logged.end or {}).get("killed"):
+        print(f"preflight: {path}: the run stopped before it finished; judged on what it "
+              f"had learned ({sum(1 for o in logged.outcomes.values() if o.ok)} of "
+              f"{len(logged.hosts)} hosts answered)", file=sys.stderr)
+    return run.doc
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
@@ -352,7 +382,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)  # exits 2 with argparse's own one-line error
+    args.argv = argv  # the results log keeps the command line: `report LOG` re-reads it
     logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else
                         logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, _raise_interrupt)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import queue
+import resource
 import shlex
 import subprocess
 import threading
@@ -117,7 +118,8 @@ class _Job:
         except ProbeOutputError as e:
             return HostOutcome(self.host, failure=HostFailure(Stage.PARSE, str(e)),
                                elapsed_s=elapsed)
-        return HostOutcome(self.host, facts=facts, elapsed_s=elapsed, received_at=received)
+        return HostOutcome(self.host, facts=facts, elapsed_s=elapsed, received_at=received,
+                           probe_output=stdout)
 
     def _collect(self) -> HostOutcome:
         if self.host.local:
@@ -193,6 +195,27 @@ def deadline_failure(job: _Job) -> HostFailure:
 Progress = Callable[[HostOutcome, int, int], None]
 
 
+def fds_needed(n_hosts: int, opts: CollectOptions) -> int:
+    """File descriptors a collection may hold at once: a socket per host in flight (the
+    channel's wake-up pipe is one more while it runs), and every kept connection."""
+    in_flight = min(n_hosts, max(1, opts.forks))
+    return 64 + 3 * in_flight + (n_hosts if opts.keep_connections else 0)
+
+
+def raise_fd_limit(needed: int) -> int:
+    """Raises the soft RLIMIT_NOFILE towards the hard one when `needed` is above it (the
+    usual soft 1024 runs out near a thousand kept connections); returns the soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return soft
+    target = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return soft
+    return target
+
+
 def collect(hosts: Sequence[Host], opts: CollectOptions,
             on_result: Optional[Progress] = None,
             connections: Optional[dict[str, Any]] = None) -> list[HostOutcome]:
@@ -203,6 +226,7 @@ def collect(hosts: Sequence[Host], opts: CollectOptions,
     `connections` by host name; the caller closes them."""
     kept: dict[str, Any] = {} if connections is None else connections
     ssh.quiet_paramiko()
+    raise_fd_limit(fds_needed(len(hosts), opts))
     results: queue.Queue[Any] = queue.Queue()
     pending = list(hosts)
     pending.reverse()

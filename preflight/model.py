@@ -59,6 +59,8 @@ class HostOutcome:
     failure: Optional[HostFailure] = None
     elapsed_s: float = 0.0
     received_at: float = 0.0  # controller's epoch time when the probe output arrived
+    # What the probe printed, as parsed into facts: the results log keeps it.
+    probe_output: str = field(default="", repr=False, compare=False)
 
     @property
     def ok(self) -> bool:

@@ -148,7 +148,8 @@ def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
 
 def run_network_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote],
                       limits: Limits, opts: NetworkOptions,
-                      on_step: Optional[Callable[[str], None]] = None) -> NetworkTests:
+                      on_step: Optional[Callable[[str], None]] = None,
+                      on_link: Optional[Callable[[LinkRun], None]] = None) -> NetworkTests:
     """Returns what the iperf3 survey, the retests and the all-reduce measured."""
     started = time.monotonic()
     schedule = "matrix" if opts.matrix else "ring"
@@ -170,6 +171,11 @@ def run_network_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
         if on_step:
             on_step(text)
 
+    def measured(run: LinkRun) -> None:
+        links.append(run)
+        if on_link:
+            on_link(run)
+
     try:
         if len(names) < 2:
             ar_skipped = "needs 2 or more hosts that answered"
@@ -179,13 +185,13 @@ def run_network_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
         rounds = (matrix_rounds if opts.matrix else ring_rounds)(iperf_hosts)
         step(f"iperf3 {schedule}: {len(rounds)} rounds over {len(iperf_hosts)} hosts")
         n_rounds = len(rounds)
-        run_rounds(rounds, remotes, addresses, opts.iperf, SURVEY, servers, links.append)
+        run_rounds(rounds, remotes, addresses, opts.iperf, SURVEY, servers, measured)
         retests = retest_pairs(links, limits)
         if retests:
             step(f"iperf3 retest of {len(retests)} suspect link(s)")
             n_rounds += len(retests)  # one pair a round: alone, nothing shares its links
             run_rounds([[p] for p in retests], remotes, addresses, opts.iperf, RETEST,
-                       servers, links.append)
+                       servers, measured)
         if opts.run_allreduce:
             members, backend, left_out = allreduce_members(answered, remotes,
                                                            opts.allreduce.port)

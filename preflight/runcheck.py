@@ -7,9 +7,11 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from preflight import runlog
 from preflight.allreduce import AllReduceOptions
 from preflight.baseline import Audit
 from preflight.collect import CollectOptions, collect, local_host
@@ -17,10 +19,11 @@ from preflight.engine import judge, run_checks
 from preflight.inventory import load
 from preflight.iperfrun import IperfOptions
 from preflight.measure import NetworkTests
-from preflight.model import Cluster, Finding, Judgement, Stage
+from preflight.model import Cluster, Finding, Host, HostFailure, HostOutcome, Judgement, Stage
 from preflight.netbench import NetworkOptions, resolve_ip, run_network_tests
 from preflight.plan import Plan
 from preflight.planner import plan as make_plan
+from preflight.policy import Policy
 from preflight.policy import build as build_policy
 from preflight.remote import SshRemote
 from preflight.report import html, jsonreport, junit, markdown, terminal
@@ -41,6 +44,13 @@ class CheckRun:
     judgement: Judgement
     doc: dict[str, Any]
     interrupted: bool
+    log: Optional[runlog.RunLog] = None
+
+    def close_log(self, exit_code: int) -> None:
+        """Writes the log's end record: a log without one is a run that was killed."""
+        if self.log is not None:
+            self.log.end(self.judgement.verdict.value, exit_code)
+            self.log.close()
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -53,11 +63,48 @@ def check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag} {path}: directory {parent} does not exist")
 
 
-def run(args: argparse.Namespace, command: str, audit: Optional[Audit] = None) -> CheckRun:
-    """Runs one check with the options of args; returns everything it learned."""
-    policy = build_policy(args.policy, args.mode, args.require, args.files, args.ports,
-                          {"nproc_per_node": args.nproc_per_node, "nnodes": args.nnodes,
-                           "server_num": args.server_num, "trainer_num": args.trainer_num})
+def policy_of(args: argparse.Namespace) -> Policy:
+    return build_policy(args.policy, args.mode, args.require, args.files, args.ports,
+                        {"nproc_per_node": args.nproc_per_node, "nnodes": args.nnodes,
+                         "server_num": args.server_num, "trainer_num": args.trainer_num})
+
+
+def open_log(args: argparse.Namespace, command: str, argv: Sequence[str],
+             hosts: Sequence[Host], started: float) -> Optional[runlog.RunLog]:
+    """Starts this run's results log (--log FILE, else one in the default directory), after
+    saying which earlier runs were killed before they finished."""
+    if getattr(args, "no_log", False):
+        return None
+    path = getattr(args, "log", None)
+    directory = os.path.dirname(os.path.abspath(path)) if path else runlog.default_dir()
+    try:
+        for killed in runlog.killed_runs(directory, only=path):
+            where = runlog.mark_killed(killed.path, move_aside=bool(path))
+            answered = sum(1 for o in killed.outcomes.values() if o.ok)
+            print(f"preflight: an earlier run was stopped before it finished ("
+                  f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(killed.started_at))}, "
+                  f"{killed.command}, {answered} of {len(killed.hosts)} hosts answered); "
+                  f"what it learned: preflight report {where}", file=sys.stderr)
+        if path and os.path.exists(path):
+            os.unlink(path)  # a finished run's log, as --json replaces its report
+        log = runlog.RunLog(path or runlog.new_path(directory, started))
+        if not path:
+            runlog.prune(directory)
+    except OSError as e:
+        # Where the log cannot go, the run still runs: it only loses its insurance.
+        print(f"preflight: warning: no results log ({e.strerror or e}: "
+              f"{getattr(e, 'filename', None) or directory})", file=sys.stderr)
+        return None
+    log.start(command, argv, hosts, started,
+              os.path.abspath(args.inventory) if args.inventory else None)
+    return log
+
+
+def run(args: argparse.Namespace, command: str, audit: Optional[Audit] = None,
+        argv: Sequence[str] = ()) -> CheckRun:
+    """Runs one check with the options of args; returns everything it learned. Each host's
+    answer and each measurement goes to the results log as it arrives."""
+    policy = policy_of(args)
     hosts = load(args.inventory) if args.inventory else [local_host(python=args.python)]
     check_outputs(args)
     # The active tests need peers: a local audit of one machine has none.
@@ -70,10 +117,17 @@ def run(args: argparse.Namespace, command: str, audit: Optional[Audit] = None) -
                           keep_connections=active)
     progress = terminal.Progress(enabled=False if args.no_progress else None)
     started = time.time()
+    log = open_log(args, command, argv, hosts, started)
     connections: dict[str, Any] = {}
     network: Optional[NetworkTests] = None
+
+    def answered(outcome: HostOutcome, done: int, total: int) -> None:
+        if log is not None:
+            log.host(outcome)
+        progress(outcome, done, total)
+
     try:
-        outcomes = collect(hosts, opts, on_result=progress, connections=connections)
+        outcomes = collect(hosts, opts, on_result=answered, connections=connections)
         collect_interrupted = any(o.failure and o.failure.stage is Stage.INTERRUPTED
                                   for o in outcomes)
         if active and not collect_interrupted:
@@ -85,21 +139,32 @@ def run(args: argparse.Namespace, command: str, audit: Optional[Audit] = None) -
                 allreduce=AllReduceOptions(port=args.allreduce_port,
                                            sizes_mib=args.allreduce_sizes,
                                            timeout=args.allreduce_timeout),
-                run_allreduce=not args.no_allreduce), on_step=progress.step)
+                run_allreduce=not args.no_allreduce), on_step=progress.step,
+                on_link=log.link if log is not None else None)
+            if log is not None:
+                log.network(network)
     finally:
         progress.close()
         for conn in connections.values():
             conn.close()
+    interrupted = collect_interrupted or bool(network and network.interrupted)
+    return judged(args, command, audit, policy, hosts, outcomes, network, started,
+                  round(time.time() - started, 3), interrupted, log)
+
+
+def judged(args: argparse.Namespace, command: str, audit: Optional[Audit], policy: Policy,
+           hosts: Sequence[Host], outcomes: Sequence[HostOutcome],
+           network: Optional[NetworkTests], started: float, duration: Optional[float],
+           interrupted: bool, log: Optional[runlog.RunLog] = None) -> CheckRun:
+    """Checks, plan, verdict and report document of what a run learned (live or logged)."""
     cluster = Cluster(tuple(outcomes), policy, network, audit)
     findings = run_checks(cluster)
     ips = {h.name: ip for h in hosts if (ip := resolve_ip(h.address)) is not None}
     plan = make_plan(cluster, findings, ips)
     fail_on = getattr(args, "fail_on", "fail")
     judgement = judge(cluster, findings, plan, fail_on)
-    interrupted = collect_interrupted or bool(network and network.interrupted)
     meta: dict[str, Any] = {
-        "command": command, "started_at": started,
-        "duration_s": round(time.time() - started, 3),
+        "command": command, "started_at": started, "duration_s": duration,
         "inventory": os.path.abspath(args.inventory) if args.inventory else None,
         "interrupted": interrupted, "fail_on": fail_on}
     if audit is not None:
@@ -108,7 +173,25 @@ def run(args: argparse.Namespace, command: str, audit: Optional[Audit] = None) -
                          "taken_on": b.taken_on, "tolerance": audit.tolerance,
                          "max_age_s": audit.max_age_s}
     doc = jsonreport.document(cluster, judgement, meta, plan)
-    return CheckRun(cluster, findings, plan, judgement, doc, interrupted)
+    return CheckRun(cluster, findings, plan, judgement, doc, interrupted, log)
+
+
+def from_log(args: argparse.Namespace, logged: runlog.LoggedRun,
+             audit: Optional[Audit] = None) -> CheckRun:
+    """Judges what a results log holds, with the options of the run that wrote it (args);
+    the hosts it has no answer for could not be checked: the run stopped first."""
+    outcomes = [logged.outcomes.get(h.name) or HostOutcome(h, failure=HostFailure(
+        Stage.INTERRUPTED, "preflight stopped before this host answered (results log "
+        f"{logged.path})")) for h in logged.hosts]
+    network = logged.network_tests()
+    stopped = not logged.finished or bool(logged.end and logged.end.get("killed"))
+    interrupted = stopped or bool(network and network.interrupted) or any(
+        o.failure is not None and o.failure.stage is Stage.INTERRUPTED for o in outcomes)
+    duration = None
+    if logged.end and isinstance(logged.end.get("at"), (int, float)) and not stopped:
+        duration = round(float(logged.end["at"]) - logged.started_at, 3)
+    return judged(args, logged.command, audit, policy_of(args), logged.hosts, outcomes,
+                  network, logged.started_at, duration, interrupted)
 
 
 def write_reports(args: argparse.Namespace, doc: dict[str, Any]) -> None:

@@ -37,6 +37,18 @@ BAD_IFNAME = "nope0"  # badrank's login shell points gloo at an interface it doe
 SHARED_CPU = "limits: {ps_server_cores: 0, ps_trainer_cores: 0, cpu_busy_ratio: 100}\n"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _results_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    # Every preflight the tests start writes its results log here, not in ~/.local/state.
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if before is None:
+        del os.environ["XDG_STATE_HOME"]
+    else:
+        os.environ["XDG_STATE_HOME"] = before
+
+
 def _unavailable(reason: str) -> None:
     # In CI a cluster test that skips proves nothing: there, a missing prerequisite fails.
     if os.environ.get("CI"):

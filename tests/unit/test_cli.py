@@ -142,3 +142,31 @@ def test_report_under_a_stricter_fail_on_blocks_on_warnings(tmp_path):
     assert strict.returncode == 1 and strict.stdout == "NO-GO: a: NCCL_DEBUG=INFO\n"
     assert 'type="warn"' in (tmp_path / "s.xml").read_text()
     assert 'type="warn"' not in (tmp_path / "l.xml").read_text()
+
+
+def test_results_log_judges_again_as_the_run_did(tmp_path):
+    state = tmp_path / "state"
+    env = dict(os.environ, PYTHONSAFEPATH="1", XDG_STATE_HOME=str(state))
+    args = ("check", "--python", "/nonexistent/bin/python", "--json", "r.json")
+    p = subprocess.run([sys.executable, "-m", "preflight", *args], capture_output=True,
+                       text=True, timeout=120, cwd=str(tmp_path), env=env)
+    assert p.returncode == 1, p.stderr
+    (log,) = (state / "preflight" / "runs").iterdir()  # the default place, one per run
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["kind"] for r in records] == ["start", "host", "end"]
+    assert records[-1]["exit"] == 1 and records[-1]["verdict"] == "no-go"
+    again = preflight("report", str(log), "--json", "again.json", "--no-step-summary",
+                      cwd=str(tmp_path))
+    assert again.returncode == 1 and again.stdout.startswith("NO-GO: ")
+    first = json.loads((tmp_path / "r.json").read_text())
+    second = json.loads((tmp_path / "again.json").read_text())
+    assert second["findings"] == first["findings"]
+    assert second["hosts"] == first["hosts"] and second["plan"] == first["plan"]
+    # An explicit --log replaces a finished run's log, as --json replaces its report.
+    p = subprocess.run([sys.executable, "-m", "preflight", *args, "--log", "run.jsonl"],
+                       capture_output=True, text=True, timeout=120, cwd=str(tmp_path), env=env)
+    p = subprocess.run([sys.executable, "-m", "preflight", *args, "--log", "run.jsonl"],
+                       capture_output=True, text=True, timeout=120, cwd=str(tmp_path), env=env)
+    assert p.returncode == 1 and "stopped before it finished" not in p.stderr
+    assert [json.loads(x)["kind"] for x in (tmp_path / "run.jsonl").read_text().splitlines()
+            ] == ["start", "host", "end"]

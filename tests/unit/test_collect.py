@@ -12,7 +12,7 @@ from importlib import resources
 import pytest
 from support import HOSTILE
 
-from preflight.collect import CollectOptions, probe_args, remote_command
+from preflight.collect import CollectOptions, fds_needed, probe_args, remote_command
 from preflight.model import Host
 
 
@@ -97,3 +97,17 @@ def test_no_paddle_skips_the_import_and_says_so(tmp_path):
 
 def probe_path():
     return resources.files("preflight").joinpath("probe_script.py")
+
+
+def test_fd_limit_is_raised_for_large_fan_outs():
+    # A child process, so that this test's own limit is left alone.
+    code = ("import resource; from preflight.collect import raise_fd_limit;"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096));"
+            "print(raise_fd_limit(100), raise_fd_limit(3000), raise_fd_limit(9000),"
+            "resource.getrlimit(resource.RLIMIT_NOFILE))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=30).stdout.split(maxsplit=3)
+    assert out[:3] == ["256", "3000", "4096"]  # untouched; raised; capped at the hard limit
+    assert out[3].strip() == "(4096, 4096)"
+    opts = CollectOptions(forks=32, keep_connections=True)
+    assert fds_needed(5000, opts) > 5000 > fds_needed(5000, CollectOptions(forks=32))

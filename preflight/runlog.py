@@ -1,0 +1,299 @@
+"""The results log: one JSON line per thing a run learns, appended as it learns it, so that a
+run killed outright (kill -9, OOM, a lost CI runner) loses nothing it had: `preflight report
+LOG` judges what the log holds, and `preflight check --resume LOG` probes only the hosts the
+log has no facts for.
+
+Records, in order: start (the command line, the hosts), host (one per host: the probe's own
+output, or why there is none), link (one per iperf3 run), network (the active tests' summary,
+all-reduce included), end (the verdict). A line cut by the kill is ignored on reading."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+from preflight.errors import InputError
+from preflight.iperf import IperfResult
+from preflight.measure import AllReduce, LinkRun, NetworkTests, SizeResult
+from preflight.model import Host, HostFailure, HostOutcome, Stage
+from preflight.parse import ProbeOutputError, parse_probe_output
+
+LOG_VERSION = 1
+KEEP = 20  # logs kept in the default directory; older ones are removed
+MAX_LINE = 16 << 20  # a host record holds one probe output (at most 4 MiB) and some JSON
+
+
+def default_dir() -> str:
+    """$XDG_STATE_HOME/preflight/runs (~/.local/state/preflight/runs)."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "preflight", "runs")
+
+
+def new_path(directory: str, started: float) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(started))
+    return os.path.join(directory, f"{stamp}-{os.getpid()}.jsonl")
+
+
+class RunLog:
+    """Appends records to the log; each record is one write(2) of one line, so a kill can
+    cut at most the line being written. Threads (hosts answering at once) share it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
+        # 0600: facts name hosts, users and paths; the probe already redacts secrets.
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
+        self.lock = threading.Lock()
+
+    def write(self, record: dict[str, Any]) -> None:
+        data = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
+        with self.lock:
+            if self.fd < 0:
+                return
+            view = memoryview(data)
+            while view:  # a regular file takes it in one go; the loop is for the odd case
+                view = view[os.write(self.fd, view):]
+
+    def start(self, command: str, argv: Sequence[str], hosts: Sequence[Host],
+              started: float, inventory: Optional[str]) -> None:
+        self.write({"kind": "start", "log_version": LOG_VERSION, "command": command,
+                    "argv": list(argv), "started_at": started, "pid": os.getpid(),
+                    "controller": socket.gethostname(), "inventory": inventory,
+                    "hosts": [asdict(h) for h in hosts]})
+
+    def host(self, outcome: HostOutcome, reused_from: Optional[str] = None) -> None:
+        rec: dict[str, Any] = {"kind": "host", "name": outcome.host.name,
+                               "elapsed_s": outcome.elapsed_s,
+                               "received_at": outcome.received_at}
+        if outcome.ok:
+            rec["probe"] = outcome.probe_output
+        elif outcome.failure is not None:
+            rec["failure"] = {"stage": outcome.failure.stage.value,
+                              "reason": outcome.failure.reason}
+        if reused_from:
+            rec["reused_from"] = reused_from
+        self.write(rec)
+
+    def link(self, run: LinkRun) -> None:
+        self.write({"kind": "link", **asdict(run)})
+
+    def network(self, net: NetworkTests) -> None:
+        ar = net.allreduce
+        self.write({"kind": "network", "schedule": net.schedule, "hosts": list(net.hosts),
+                    "skipped": dict(net.skipped), "interrupted": net.interrupted,
+                    "wall_s": net.wall_s, "rounds": net.rounds,
+                    "allreduce": None if ar is None else asdict(ar),
+                    "allreduce_skipped": net.allreduce_skipped})
+
+    def end(self, verdict: str, exit_code: int) -> None:
+        self.write({"kind": "end", "verdict": verdict, "exit": exit_code, "at": time.time()})
+
+    def close(self) -> None:
+        with self.lock:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+
+
+@dataclass
+class LoggedRun:
+    """What a log holds, typed again."""
+
+    path: str
+    command: str
+    argv: list[str]
+    started_at: float
+    pid: int
+    controller: str
+    inventory: Optional[str]
+    hosts: list[Host]
+    outcomes: dict[str, HostOutcome] = field(default_factory=dict)
+    links: list[LinkRun] = field(default_factory=list)
+    network: Optional[NetworkTests] = None
+    end: Optional[dict[str, Any]] = None
+
+    @property
+    def finished(self) -> bool:
+        return self.end is not None
+
+    def network_tests(self) -> Optional[NetworkTests]:
+        """The active tests as far as they got: the summary if they finished, else the
+        links measured before the run stopped (marked interrupted)."""
+        if self.network is not None:
+            return self.network
+        if not self.links:
+            return None
+        hosts = tuple(dict.fromkeys([r.sender for r in self.links] +
+                                    [r.receiver for r in self.links]))
+        return NetworkTests("ring", hosts, tuple(self.links), None,
+                            "the run stopped before the all-reduce", {}, True)
+
+
+def is_log(path: str) -> bool:
+    """True when path starts like a results log (a start record), not a JSON report."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return False
+    return head.startswith(b'{"kind":"start"')
+
+
+def read(path: str) -> LoggedRun:
+    """Reads a results log; raises InputError (one line) when it is not one."""
+    try:
+        with open(path, "rb") as fh:
+            lines = fh.read().split(b"\n")
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+    records: list[tuple[int, dict[str, Any]]] = []
+    cut: Optional[int] = None  # a line the kill cut short: only end records may follow it
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw) if len(raw) <= MAX_LINE else None
+        except ValueError:
+            rec = None
+        if not isinstance(rec, dict):
+            if cut is not None:
+                raise InputError(path, f"line {cut} is not a JSON record")
+            cut = i + 1
+            continue
+        if cut is not None and rec.get("kind") != "end":
+            raise InputError(path, f"line {cut} is not a JSON record")
+        records.append((i + 1, rec))
+    if not records or records[0][1].get("kind") != "start":
+        raise InputError(path, "not a preflight results log (no start record)")
+    return _typed(path, records)
+
+
+def _typed(path: str, records: list[tuple[int, dict[str, Any]]]) -> LoggedRun:
+    _, start = records[0]
+    if start.get("log_version") != LOG_VERSION:
+        raise InputError(path, f"log_version {start.get('log_version')!r} is not "
+                         f"{LOG_VERSION} (written by another preflight release)")
+    try:
+        hosts = [_host(h) for h in start["hosts"]]
+        run = LoggedRun(path, str(start["command"]), [str(a) for a in start["argv"]],
+                        float(start["started_at"]), int(start["pid"]),
+                        str(start["controller"]), start.get("inventory"), hosts)
+    except (KeyError, TypeError, ValueError) as e:
+        raise InputError(path, f"line 1: bad start record ({e})") from None
+    by_name = {h.name: h for h in hosts}
+    for line, rec in records[1:]:
+        kind = rec.get("kind")
+        try:
+            if kind == "host":
+                host = by_name[rec["name"]]
+                run.outcomes[host.name] = _outcome(host, rec)
+            elif kind == "link":
+                run.links.append(_link(rec))
+            elif kind == "network":
+                run.network = _network(rec, run.links)
+            elif kind == "end":
+                run.end = rec
+        except (KeyError, TypeError, ValueError, ProbeOutputError) as e:
+            raise InputError(path, f"line {line}: bad {kind} record ({e})") from None
+    return run
+
+
+def _host(d: dict[str, Any]) -> Host:
+    d = dict(d)
+    d["roles"] = tuple(d.get("roles") or ())
+    return Host(**d)
+
+
+def _outcome(host: Host, rec: dict[str, Any]) -> HostOutcome:
+    elapsed, received = float(rec.get("elapsed_s", 0.0)), float(rec.get("received_at", 0.0))
+    if "probe" in rec:
+        facts = parse_probe_output(str(rec["probe"]), received_at=received)
+        return HostOutcome(host, facts=facts, elapsed_s=elapsed, received_at=received,
+                           probe_output=str(rec["probe"]))
+    failure = rec["failure"]
+    return HostOutcome(host, failure=HostFailure(Stage(failure["stage"]),
+                                                 str(failure["reason"])), elapsed_s=elapsed)
+
+
+def _link(rec: dict[str, Any]) -> LinkRun:
+    return LinkRun(str(rec["sender"]), str(rec["receiver"]), str(rec["phase"]),
+                   IperfResult(**rec["result"]))
+
+
+def _network(rec: dict[str, Any], links: list[LinkRun]) -> NetworkTests:
+    ar = rec.get("allreduce")
+    allreduce = None
+    if ar is not None:
+        allreduce = AllReduce(str(ar["backend"]), tuple(ar["hosts"]), int(ar["ranks"]),
+                              tuple(SizeResult(**s) for s in ar["sizes"]), ar.get("error"),
+                              dict(ar.get("failed") or {}), dict(ar.get("logs") or {}),
+                              float(ar.get("wall_s") or 0.0))
+    return NetworkTests(str(rec["schedule"]), tuple(rec["hosts"]), tuple(links), allreduce,
+                        rec.get("allreduce_skipped"), dict(rec.get("skipped") or {}),
+                        bool(rec.get("interrupted")), float(rec.get("wall_s") or 0.0),
+                        int(rec.get("rounds") or 0))
+
+
+def killed_runs(directory: str, only: Optional[str] = None) -> list[LoggedRun]:
+    """Logs in directory (or just the log `only`) of runs that never wrote their end record
+    and whose process is gone (or ran on another machine): the runs that were killed."""
+    out = []
+    here = socket.gethostname()
+    if only is not None:
+        paths = [only] if os.path.exists(only) else []
+    else:
+        names = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+        paths = [os.path.join(directory, n) for n in names if n.endswith(".jsonl")]
+    for path in paths:
+        try:
+            run = read(path)
+        except InputError:
+            continue
+        if run.finished or (run.controller == here and _alive(run.pid)):
+            continue
+        out.append(run)
+    return out
+
+
+def mark_killed(path: str, move_aside: bool = False) -> str:
+    """Ends a killed run's log with a record saying so (so it is announced once), and moves
+    it aside when a new run is about to write at its path; returns where it now is."""
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("\n" + json.dumps({"kind": "end", "verdict": None, "killed": True,
+                                    "noticed_at": time.time()}) + "\n")
+    if not move_aside:
+        return path
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    aside = f"{path}.stopped-{stamp}"
+    os.replace(path, aside)
+    return aside
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def prune(directory: str, keep: int = KEEP) -> None:
+    """Removes all but the newest `keep` logs of the default directory."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".jsonl"))
+    except OSError:
+        return
+    for name in names[:-keep] if keep > 0 else names:
+        try:
+            os.unlink(os.path.join(directory, name))
+        except OSError:
+            pass

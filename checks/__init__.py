@@ -53,6 +53,7 @@ ALL_CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(network.NAME, network.check, "one MTU on the interfaces the job uses"),
     CheckSpec(clock.NAME, clock.check, "host clocks agree within the policy's bounds"),
     CheckSpec(limits.SHM, limits.check_shm, "/dev/shm large enough for data loaders"),
+    CheckSpec(limits.TMP, limits.check_tmp, "free space in the temp directory"),
     CheckSpec(limits.NOFILE, limits.check_nofile, "open-files limit high enough"),
     CheckSpec(ports.NAME, ports.check, "the launcher's ports are free on every host"),
     CheckSpec(bandwidth.NAME, bandwidth.check, "iperf3: no host or path far below the "

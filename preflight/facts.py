@@ -54,6 +54,15 @@ class ShmFacts:
 
 
 @dataclass(frozen=True)
+class TmpFacts:
+    """The temp directory ($TMPDIR, else /tmp): Python, compilers and launchers write there."""
+
+    path: str
+    size_bytes: int
+    free_bytes: int
+
+
+@dataclass(frozen=True)
 class Limit:
     soft: Optional[int]  # None: unlimited
     hard: Optional[int]
@@ -187,3 +196,4 @@ class HostFacts:
     paddle: Union[PaddleFacts, SectionError]
     clock: Union[ClockFacts, SectionError]
     probe_elapsed_s: float = 0.0
+    tmp: Union[TmpFacts, SectionError, None] = None  # None: a probe from before it reported it

@@ -112,6 +112,11 @@ def shm(d: dict[str, Any]) -> F.ShmFacts:
     return F.ShmFacts(size_bytes=req(i(d, "size_bytes")), free_bytes=req(i(d, "free_bytes")))
 
 
+def tmp(d: dict[str, Any]) -> F.TmpFacts:
+    return F.TmpFacts(path=req(s(d, "path")), size_bytes=req(i(d, "size_bytes")),
+                      free_bytes=req(i(d, "free_bytes")))
+
+
 def limits(d: dict[str, Any]) -> F.LimitsFacts:
     def lim(key: str) -> F.Limit:
         x = obj(d.get(key), key)
@@ -296,6 +301,8 @@ def parse_probe_output(raw: Union[str, bytes], received_at: float = 0.0) -> F.Ho
                                f"schema {SCHEMA}")
     parsed = {name: _section(doc, name, p) for name, p in SECTIONS.items()}
     parsed["clock"] = _section(doc, "clock", lambda d: clock(d, received_at))
+    if "tmp" in doc:
+        parsed["tmp"] = _section(doc, "tmp", tmp)
     elapsed = doc.get("elapsed_s")
     return F.HostFacts(
         schema=schema,

@@ -36,6 +36,8 @@ class Limits:
     clock_skew_fail_s: float = 5.0
     shm_warn_mib: int = 1024
     shm_fail_mib: int = 512  # Docker's default 64 MiB is the classic data-loader crash
+    tmp_warn_mib: int = 1024  # free space in the temp directory
+    tmp_fail_mib: int = 64  # full: tempfile, pip, JIT caches and launchers fail there
     nofile_warn: int = 16384
     nofile_fail: int = 4096  # the common 1024 default: "Too many open files" under load
     # Links, relative to the cluster's own median host (see preflight/netanalysis.py).

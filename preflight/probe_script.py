@@ -243,6 +243,13 @@ def shm_facts():
     return {"size_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize}
 
 
+def tmp_facts():
+    path = os.environ.get("TMPDIR") or "/tmp"
+    st = os.statvfs(path)
+    return {"path": path, "size_bytes": st.f_blocks * st.f_frsize,
+            "free_bytes": st.f_bavail * st.f_frsize}
+
+
 def limits_facts():
     def pair(which):
         soft, hard = resource.getrlimit(which)
@@ -643,6 +650,7 @@ def main(argv):
     doc["system"] = section(system_facts)
     doc["memory"] = section(memory_facts)
     doc["shm"] = section(shm_facts)
+    doc["tmp"] = section(tmp_facts)
     doc["limits"] = section(limits_facts)
     doc["network"] = section(network_facts)
     doc["ports"] = section(listening_ports)

@@ -368,6 +368,23 @@ class Testbed:
              "0.0.0.0", str(port), str(seconds)], stdin=subprocess.DEVNULL))
         self.wait_listening([name], port)
 
+    def fill_tmp(self, name: str) -> None:
+        """A full /tmp: a 1 MiB tmpfs over the host's /tmp (in its own mount namespace, so
+        it goes with the host), filled to the last block."""
+        host = self.hosts[name]
+        if host.sshd is None:
+            raise TestbedError(f"{name} has no sshd to enter")
+        run(["nsenter", "-t", str(host.sshd.pid), "-m", "sh", "-c",
+             "mount -t tmpfs -o size=1m tmpfs /tmp && chmod 1777 /tmp && "
+             "{ dd if=/dev/zero of=/tmp/fill bs=64k count=64 2>/dev/null; true; }"])
+
+    def link_down(self, name: str) -> None:
+        """Pulls the host's cable: its eth0 goes down (link_up puts it back)."""
+        run(["ip", "-n", self.hosts[name].ns, "link", "set", "eth0", "down"])
+
+    def link_up(self, name: str) -> None:
+        run(["ip", "-n", self.hosts[name].ns, "link", "set", "eth0", "up"])
+
     def login_env(self, name: str, lines: Sequence[str]) -> None:
         """Appends lines to the host's ~/.bashrc, which bash reads for every SSH command."""
         with open(os.path.join(self.hosts[name].dir, "root", ".bashrc"), "a") as fh:

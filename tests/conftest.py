@@ -21,7 +21,7 @@ PADDLE_B = testbed.paddle_python("2.6.2")
 # One cluster for the whole session; each fault lives on its own host so tests do not
 # depend on their order. Healthy: good1-3. Faults are injected once, at build time.
 HOSTS = ("good1", "good2", "good3", "dead", "hung", "rekeyed", "starved", "stuck", "drift",
-         "slow", "badrank")
+         "slow", "badrank", "tmpfull", "flaky")
 DRIFT_CLOCK_S = 30
 TRAIN_PY = "/root/job/train.py"
 STUCK_SHELL_S = 12  # stuck's login shell blocks this long before running any command
@@ -163,6 +163,7 @@ def cluster() -> Iterator[Cluster]:
         for name in HOSTS:
             tb.throttle(name, SLOW_RATE if name == "slow" else LINK_RATE)
         tb.login_env("badrank", [f"export GLOO_SOCKET_IFNAME={BAD_IFNAME}"])
+        tb.fill_tmp("tmpfull")  # "flaky" gets its cable pulled by the test that needs it
         yield Cluster(tb)
     finally:
         tb.close()

@@ -44,7 +44,8 @@ def host_facts(**sections: Any) -> F.HostFacts:
         network=F.NetworkFacts((F.Interface("eth0", 1500, "up", 10000, ("10.0.0.1/24",)),),
                                default_route="eth0"),
         ports=F.PortsFacts((22,)), env=F.EnvFacts(()), files=F.FilesFacts(()),
-        gpu=gpu(), paddle=paddle(), clock=F.ClockFacts(0.0, 0.0))
+        gpu=gpu(), paddle=paddle(), clock=F.ClockFacts(0.0, 0.0),
+        tmp=F.TmpFacts("/tmp", 1 << 36, 1 << 35))
     base.update(sections)
     return F.HostFacts(**base)
 

@@ -154,6 +154,23 @@ def test_shm(mib, status):
         assert fs[0].message.startswith(f"a: /dev/shm is {mib} MiB")
 
 
+@pytest.mark.parametrize("free_mib,status", [(0, Status.FAIL), (63, Status.FAIL),
+                                             (512, Status.WARN), (4096, None)])
+def test_tmp_free_space(free_mib, status):
+    tmp = F.TmpFacts("/tmp", 8192 * MIB, free_mib * MIB)
+    fs = list(limits.check_tmp(cluster(a={"tmp": tmp}, b={})))
+    bad = [f for f in fs if f.status is not Status.PASS]
+    assert [(f.status, f.hosts) for f in bad] == ([(status, ("a",))] if status else [])
+    if status:
+        assert bad[0].message.startswith(f"a: /tmp has {free_mib} MiB free")
+
+
+def test_tmp_not_reported_cannot_pass():
+    fs = list(limits.check_tmp(cluster(a={"tmp": None}, b={})))
+    assert [(f.status, f.hosts) for f in fs] == [(Status.COULD_NOT_CHECK, ("a",)),
+                                                 (Status.PASS, ("b",))]
+
+
 @pytest.mark.parametrize("soft,status", [(1024, Status.FAIL), (8192, Status.WARN),
                                          (65536, None), (None, None)])
 def test_nofile(soft, status):

@@ -17,7 +17,8 @@ class InputError(Exception):
             parts.append(f"host {host!r}")
         if field is not None:
             parts.append(f"field {field!r}")
-        super().__init__(": ".join(parts) + ": " + message)
+        # One line whatever the message quotes (YAML's reader errors span two).
+        super().__init__(" ".join((": ".join(parts) + ": " + message).split()))
 
 
 def read_input(path: str) -> str:

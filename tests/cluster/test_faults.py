@@ -205,3 +205,55 @@ def _answered(log: str) -> set[str]:
                 names.add(rec["name"])
     return names
 
+
+
+def test_hostile_inventory_values_never_run_anything(cluster, tmp_path):
+    from support import HOSTILE
+
+    from preflight.errors import InputError
+    from preflight.inventory import load
+
+    marker = f"/tmp/pf-marker-{os.getpid()}"
+    values = [v.format(m=marker) for v in HOSTILE] + [
+        f"-oProxyCommand=touch {marker}", f"x\ntouch {marker}", f"--python=$(touch {marker})"]
+    good = {"address": cluster.tb.hosts["good1"].address}
+    accepted: dict[str, dict[str, str]] = {}
+    tried = rejected = 0
+    for field in ("name", "address", "user", "python", "probe_python", "identity_file",
+                  "known_hosts"):
+        for i, value in enumerate(values):
+            name = value if field == "name" else f"{field.replace('_', '-')}{i}"
+            entry = dict(good) if field == "name" else dict(good, **{field: value})
+            one = str(tmp_path / "one.yaml")
+            cluster.tb.inventory(one, ["good1"], python=cluster.paddle_a)
+            _add_hosts(one, {name: entry})
+            tried += 1
+            try:
+                load(one)
+            except InputError as e:
+                assert "\n" not in str(e)
+                rejected += 1
+            else:
+                accepted[name] = entry
+    assert accepted and rejected  # both paths are exercised
+    inv = str(tmp_path / "hostile.yaml")
+    cluster.tb.inventory(inv, ["good1"], python=cluster.paddle_a)
+    _add_hosts(inv, accepted)
+    run = cluster.preflight("check", "-i", inv, "--deadline", str(DEADLINE),
+                            "--connect-timeout", "3")
+    assert run.rc == 1 and "Traceback" not in run.stderr, run.stderr
+    assert run.report["hosts"]["good1"]["status"] == "ok"
+    # Nothing ran: not here (the controller), not on the host the values pointed at.
+    assert not os.path.exists(marker)
+    assert not os.path.exists(cluster.private("good1", marker))
+    print(f"hostile values: {tried} tried, {rejected} rejected, {len(accepted)} run")
+
+
+def _add_hosts(path: str, hosts: dict[str, dict[str, str]]) -> None:
+    import yaml
+
+    with open(path) as fh:
+        doc = yaml.safe_load(fh)
+    doc["hosts"] = dict(doc.get("hosts") or {}, **hosts)
+    with open(path, "w") as fh:
+        yaml.safe_dump(doc, fh, sort_keys=False)

@@ -114,17 +114,34 @@ def test_no_network_tests_flag_skips_them(cluster):
     assert not run.findings("bandwidth") and not run.findings("allreduce")
 
 
-@pytest.mark.parametrize("when", ["iperf3", "all-reduce"])
-def test_sigint_during_tests_stops_everything_and_keeps_facts(cluster, when):
+def snapshot(cluster, hosts):
+    """Per host: how many processes run in its namespace, and every file under its private
+    /tmp and /root (what a run must leave as it found it)."""
+    out = {}
+    for name in hosts:
+        files = []
+        for top in ("tmp", "root"):
+            base = os.path.join(cluster.tb.hosts[name].dir, top)
+            for d, _, names in os.walk(base):
+                files += [os.path.relpath(os.path.join(d, n), base) for n in names]
+        out[name] = (len(cluster.tb.commands(name)), sorted(files))
+    return out
+
+
+@pytest.mark.parametrize("when, sig", [("iperf3", signal.SIGINT),
+                                       ("all-reduce", signal.SIGINT),
+                                       ("all-reduce", signal.SIGTERM)])
+def test_interrupt_during_tests_stops_everything_and_keeps_facts(cluster, when, sig):
     hosts = ["good1", "good2", "slow"]
-    report = os.path.join(cluster.tb.base, f"interrupted-{when}.json")
+    before = snapshot(cluster, hosts)
+    report = os.path.join(cluster.tb.base, f"interrupted-{when}-{sig.name}.json")
     # iperf3 runs of 20 s; or short ones, then an all-reduce slowed by slow's 100 Mbit/s link.
     extra = (["--iperf-seconds", "20"] if when == "iperf3" else
              ["--iperf-seconds", "1", "--allreduce-sizes", "64"])
     marker = "iperf3" if when == "iperf3" else ".preflight-ar-"
     proc = subprocess.Popen(cluster.tb.client_cmd(
         [sys.executable, "-m", "preflight", "check", "-i",
-         cluster.inventory(f"sigint-{when}.yaml", hosts), "--json", report, *extra]),
+         cluster.inventory(f"sigint-{when}-{sig.name}.yaml", hosts), "--json", report, *extra]),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cluster.tb.base,
         env=dict(os.environ, PYTHONSAFEPATH="1"))
     try:
@@ -136,7 +153,7 @@ def test_sigint_during_tests_stops_everything_and_keeps_facts(cluster, when):
         else:
             pytest.fail(f"no {marker} process appeared within 60 s")
         time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -149,3 +166,7 @@ def test_sigint_during_tests_stops_everything_and_keeps_facts(cluster, when):
     assert all(doc["hosts"][h]["status"] == "ok" for h in hosts)  # facts kept
     assert "Traceback" not in err
     assert traces(cluster, hosts) == {}
+    end = time.monotonic() + 10  # sshd's session processes exit just after the channel
+    while snapshot(cluster, hosts) != before and time.monotonic() < end:
+        time.sleep(0.2)
+    assert snapshot(cluster, hosts) == before

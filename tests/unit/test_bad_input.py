@@ -118,8 +118,9 @@ POLICY_KEYS = ["mode", "require", "files", "ports", "limits", "nnodes", "nproc_p
 
 @SETTINGS
 @given(doc=st.dictionaries(st.sampled_from(POLICY_KEYS), VALUES, max_size=4),
-       limits=st.dictionaries(st.sampled_from(["shm_fail_mib", "link_warn_ratio", "clock_skew_warn_s",
-                                               "bogus"]), VALUES, max_size=2))
+       limits=st.dictionaries(st.sampled_from(["shm_fail_mib", "link_warn_ratio",
+                                               "clock_skew_warn_s", "bogus"]), VALUES,
+                              max_size=2))
 def test_policies_load_or_name_the_field(tmp_path, doc, limits):
     if limits:
         doc["limits"] = limits

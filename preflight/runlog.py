@@ -252,6 +252,8 @@ def killed_runs(directory: str, only: Optional[str] = None) -> list[LoggedRun]:
         names = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
         paths = [os.path.join(directory, n) for n in names if n.endswith(".jsonl")]
     for path in paths:
+        if _ends(path):  # most logs: known finished from their last line, without parsing
+            continue
         try:
             run = read(path)
         except InputError:
@@ -260,6 +262,17 @@ def killed_runs(directory: str, only: Optional[str] = None) -> list[LoggedRun]:
             continue
         out.append(run)
     return out
+
+
+def _ends(path: str) -> bool:
+    """True when the log's last line is an end record."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.path.getsize(path) - 4096))
+            tail = fh.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    except OSError:
+        return False
+    return tail.startswith((b'{"kind":"end"', b'{"kind": "end"'))
 
 
 def mark_killed(path: str, move_aside: bool = False) -> str:

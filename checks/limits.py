@@ -3,7 +3,8 @@ temp directory, open-files limit."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from preflight.checks.common import could_not_check, passed, sections, tier
 from preflight.facts import LimitsFacts, SectionError, ShmFacts, TmpFacts
@@ -15,23 +16,31 @@ NOFILE = "nofile"
 MIB = 1 << 20
 
 
+def _mib_floor(check: str, mib: dict[str, int], warn: int, fail: int,
+               say: Callable[[str, int, float], str], data: Callable[[str], dict[str, Any]],
+               passing: str) -> Iterator[Finding]:
+    """A finding per host whose MiB figure is below a floor, and one pass for the rest."""
+    ok = []
+    for host, value in mib.items():
+        status, floor = tier(value, warn, fail, high_is_bad=False)
+        if status is None:
+            ok.append(host)
+        else:
+            yield Finding(check, status, (host,), say(host, value, floor), data(host))
+    if ok:
+        yield passed(check, ok, f"{passing} on {len(ok)} hosts")
+
+
 def check_shm(cluster: Cluster) -> Iterator[Finding]:
     shms, missing = sections(cluster, lambda f: f.shm, ShmFacts)
     yield from could_not_check(SHM, "/dev/shm", missing)
     lim = cluster.policy.limits
-    ok = []
-    for host, s in shms.items():
-        mib = s.size_bytes // MIB
-        status, floor = tier(mib, lim.shm_warn_mib, lim.shm_fail_mib, high_is_bad=False)
-        if status is None:
-            ok.append(host)
-            continue
-        yield Finding(SHM, status, (host,),
-                      f"{host}: /dev/shm is {mib} MiB (< {floor:g} MiB): DataLoader workers "
-                      "share batches through it; enlarge it (docker --shm-size, tmpfs size=)",
-                      {"size_mib": mib})
-    if ok:
-        yield passed(SHM, ok, f"/dev/shm at least {lim.shm_warn_mib} MiB on {len(ok)} hosts")
+    mib = {host: s.size_bytes // MIB for host, s in shms.items()}
+    yield from _mib_floor(
+        SHM, mib, lim.shm_warn_mib, lim.shm_fail_mib,
+        lambda host, v, floor: f"{host}: /dev/shm is {v} MiB (< {floor:g} MiB): DataLoader "
+        "workers share batches through it; enlarge it (docker --shm-size, tmpfs size=)",
+        lambda host: {"size_mib": mib[host]}, f"/dev/shm at least {lim.shm_warn_mib} MiB")
 
 
 def check_tmp(cluster: Cluster) -> Iterator[Finding]:
@@ -39,20 +48,14 @@ def check_tmp(cluster: Cluster) -> Iterator[Finding]:
         "not in the probe's output"), TmpFacts)
     yield from could_not_check(TMP, "temp directory", missing)
     lim = cluster.policy.limits
-    ok = []
-    for host, t in tmps.items():
-        mib = t.free_bytes // MIB
-        status, floor = tier(mib, lim.tmp_warn_mib, lim.tmp_fail_mib, high_is_bad=False)
-        if status is None:
-            ok.append(host)
-            continue
-        yield Finding(TMP, status, (host,),
-                      f"{host}: {t.path} has {mib} MiB free (< {floor:g} MiB): Python's "
-                      "tempfile, compilers and the launcher write there; free some space",
-                      {"path": t.path, "free_mib": mib, "size_mib": t.size_bytes // MIB})
-    if ok:
-        yield passed(TMP, ok, f"temp directory with {lim.tmp_warn_mib} MiB free or more on "
-                     f"{len(ok)} hosts")
+    mib = {host: t.free_bytes // MIB for host, t in tmps.items()}
+    yield from _mib_floor(
+        TMP, mib, lim.tmp_warn_mib, lim.tmp_fail_mib,
+        lambda host, v, floor: f"{host}: {tmps[host].path} has {v} MiB free (< {floor:g} "
+        "MiB): Python's tempfile, compilers and the launcher write there; free some space",
+        lambda host: {"path": tmps[host].path, "free_mib": mib[host],
+                      "size_mib": tmps[host].size_bytes // MIB},
+        f"temp directory with {lim.tmp_warn_mib} MiB free or more")
 
 
 def check_nofile(cluster: Cluster) -> Iterator[Finding]:

@@ -132,7 +132,8 @@ class LoggedRun:
             return None
         hosts = tuple(dict.fromkeys([r.sender for r in self.links] +
                                     [r.receiver for r in self.links]))
-        return NetworkTests("ring", hosts, tuple(self.links), None,
+        schedule = "matrix" if "--network-matrix" in self.argv else "ring"
+        return NetworkTests(schedule, hosts, tuple(self.links), None,
                             "the run stopped before the all-reduce", {}, True)
 
 

@@ -257,3 +257,22 @@ def _add_hosts(path: str, hosts: dict[str, dict[str, str]]) -> None:
     doc["hosts"] = dict(doc.get("hosts") or {}, **hosts)
     with open(path, "w") as fh:
         yaml.safe_dump(doc, fh, sort_keys=False)
+
+
+def test_secrets_in_a_hosts_environment_reach_no_report_or_log(cluster, tmp_path):
+    secret = f"s3cr3t-{os.getpid()}-value"
+    cluster.tb.login_env("tmpfull", [f"export NCCL_IB_API_TOKEN={secret}",
+                                     f"export PADDLE_DB_PASSWORD={secret}",
+                                     "export NCCL_SOCKET_NTHREADS=4"])
+    out = {k: str(tmp_path / f"r.{k}") for k in ("junit", "markdown", "html", "log")}
+    run = cluster.preflight("check", "-i", cluster.inventory("secret.yaml", ["tmpfull"]),
+                            *(a for k, v in out.items() for a in (f"--{k}", v)),
+                            "--no-step-summary")
+    env = run.report["hosts"]["tmpfull"]["facts"]["env"]["vars"]
+    assert env["NCCL_IB_API_TOKEN"] == env["PADDLE_DB_PASSWORD"] == "<redacted>"
+    assert env["NCCL_SOCKET_NTHREADS"] == "4"  # the others keep their values
+    texts = [run.stdout, run.stderr, json.dumps(run.report)]
+    for path in out.values():
+        with open(path, encoding="utf-8") as fh:
+            texts.append(fh.read())
+    assert all(secret not in t for t in texts)

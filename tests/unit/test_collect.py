@@ -111,3 +111,17 @@ def test_fd_limit_is_raised_for_large_fan_outs():
     assert out[3].strip() == "(4096, 4096)"
     opts = CollectOptions(forks=32, keep_connections=True)
     assert fds_needed(5000, opts) > 5000 > fds_needed(5000, CollectOptions(forks=32))
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access("/usr/bin/python3", os.X_OK),
+                    reason="needs root (to become nobody) and the system python3")
+def test_the_probe_needs_no_root(tmp_path):
+    # The host's command as user nobody: every section but the Paddle one (skipped) reads.
+    host = Host(name="n", address="10.0.0.1", probe_python="/usr/bin/python3")
+    cmd = remote_command(host, CollectOptions(paddle=False), budget=20)
+    out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                          "/bin/sh", "-c", cmd], input=probe_path().read_bytes(),
+                         capture_output=True, timeout=30, check=True, cwd="/")
+    doc = json.loads(out.stdout)
+    errors = {k: v for k, v in doc.items() if isinstance(v, dict) and "error" in v}
+    assert set(errors) == {"paddle"}, errors

@@ -66,43 +66,20 @@ def in_parallel(calls: Sequence[Callable[[], None]], limit: float, name: str = "
 
 
 def run_with_input(transport: Any, command: str, data: bytes, timeout: float,
-                   limit: int = MAX_OUTPUT, on_sent: Optional[Callable[[], None]] = None,
-                   ) -> Done:
+                   on_sent: Optional[Callable[[], None]] = None) -> Done:
     """Runs command on a new channel with data as its whole stdin and returns when it
-    exits; exit None when timeout passes first, or when either stream passes limit bytes
-    (the command is then cut off: its output is untrusted and must not fill our memory).
-    on_sent is called once data is on its way.
-
-    Waits in select() on the channel's pipe, not by polling: a controller runs one of
-    these per host at once."""
+    exits; exit None when timeout passes first, or when either stream passes MAX_OUTPUT
+    (the command is then cut off, overflow set: its output is untrusted and must not fill
+    our memory). on_sent is called once data is on its way."""
     end = time.monotonic() + timeout
-    ch = transport.open_session(timeout=max(0.1, timeout))
+    ch = _Channel(transport, command, max(0.1, timeout))
     try:
-        ch.settimeout(max(0.1, end - time.monotonic()))
-        ch.exec_command(command)
-        ch.sendall(data)
-        ch.shutdown_write()  # EOF: the host's python starts reading at once
+        ch.ch.settimeout(max(0.1, end - time.monotonic()))
+        ch.ch.sendall(data)
+        ch.ch.shutdown_write()  # EOF: the host's python starts reading at once
         if on_sent:
             on_sent()
-        out, err = bytearray(), bytearray()
-        fd = ch.fileno()
-        while True:
-            while ch.recv_ready():
-                out += ch.recv(65536)
-            while ch.recv_stderr_ready():
-                err += ch.recv_stderr(65536)
-            if len(out) > limit or len(err) > limit:
-                return Done(None, out[:limit].decode("utf-8", "replace"),
-                            err[:limit].decode("utf-8", "replace"), overflow=True)
-            if ch.exit_status_ready() and not ch.recv_ready() and not ch.recv_stderr_ready():
-                return Done(ch.recv_exit_status(), out.decode("utf-8", "replace"),
-                            err.decode("utf-8", "replace"))
-            left = end - time.monotonic()
-            if left <= 0:
-                return Done(None, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
-            # The pipe is set by data and by the channel's close; the exit status alone
-            # does not set it, hence the short cap.
-            select.select([fd], [], [], min(left, 0.2))
+        return ch.wait(max(0.0, end - time.monotonic()), cut_off=True)
     finally:
         ch.close()
 
@@ -114,20 +91,20 @@ class _Channel:
         self.ch = transport.open_session(timeout=open_timeout)
         self.ch.exec_command(command)
         self.out, self.err = bytearray(), bytearray()
+        self.overflow = False  # a stream passed MAX_OUTPUT; the rest was dropped
 
     def _pump(self) -> bool:
         """Reads what is there; returns True if anything was read."""
         got = False
-        while self.ch.recv_ready():
-            data = self.ch.recv(65536)
-            if len(self.out) < MAX_OUTPUT:
-                self.out += data
-            got = True
-        while self.ch.recv_stderr_ready():
-            data = self.ch.recv_stderr(65536)
-            if len(self.err) < MAX_OUTPUT:
-                self.err += data
-            got = True
+        for ready, recv, buf in ((self.ch.recv_ready, self.ch.recv, self.out),
+                                 (self.ch.recv_stderr_ready, self.ch.recv_stderr, self.err)):
+            while ready():
+                data = recv(65536)
+                if len(buf) < MAX_OUTPUT:
+                    buf += data
+                else:
+                    self.overflow = True
+                got = True
         return got
 
     def read_until(self, marker: str, timeout: float) -> bool:
@@ -155,22 +132,32 @@ class _Channel:
         del self.out[:len(data)]
         return data
 
-    def wait(self, timeout: float) -> Done:
+    def wait(self, timeout: float, cut_off: bool = False) -> Done:
+        """Waits for the command's end (exit None: not within timeout, or, with cut_off,
+        stopped reading once its output passed MAX_OUTPUT).
+
+        Sleeps in select() on the channel's pipe, not by polling: a controller waits on one
+        channel per host at once. The pipe is set by data and by the channel's close; the
+        exit status alone does not set it, hence the short cap."""
         end = time.monotonic() + timeout
+        fd = self.ch.fileno()
         while True:  # at least once: wait(0) still sees a command that has ended
             got = self._pump()
+            if cut_off and self.overflow:
+                return self._done(None)
             if self.ch.exit_status_ready() and not got and not self.ch.recv_ready() \
                     and not self.ch.recv_stderr_ready():
                 self._pump()
                 return self._done(self.ch.recv_exit_status())
-            if time.monotonic() >= end:
+            left = end - time.monotonic()
+            if left <= 0:
                 return self._done(None)
             if not got:
-                time.sleep(POLL_S)
+                select.select([fd], [], [], min(left, 0.2))
 
     def _done(self, exit: Optional[int]) -> Done:
         return Done(exit, self.out.decode("utf-8", "replace"),
-                    self.err.decode("utf-8", "replace"))
+                    self.err.decode("utf-8", "replace"), self.overflow)
 
     def close(self) -> None:
         try:

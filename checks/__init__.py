@@ -1,7 +1,9 @@
 """The checks: pure functions over the facts of all hosts, listed explicitly below.
 
 A check takes a Cluster and yields Findings. It never opens a connection or a file:
-everything it judges was collected before it runs."""
+everything it judges was collected before it runs. Each check lives in the module named for
+it (`mtu.py` holds the check `mtu`, `cpu_cores.py` holds `cpu-cores`); common.py and
+compat_table.py are helpers. A new check is its module plus one line in ALL_CHECKS."""
 
 from __future__ import annotations
 
@@ -13,20 +15,23 @@ from preflight.checks import (
     bandwidth,
     baseline,
     clock,
-    compat,
-    cpu,
+    cpu_cores,
     env,
     files,
-    gpu,
     gpu_health,
-    limits,
-    network,
+    gpu_homogeneous,
+    mtu,
+    nofile,
     paddle_stack,
     pins,
     ports,
-    reachability,
+    reachable,
+    shm,
+    stack_compat,
+    tmp,
 )
-from preflight.model import Cluster, Finding
+from preflight.model.cluster import Cluster
+from preflight.model.findings import Finding
 
 
 @dataclass(frozen=True)
@@ -37,24 +42,25 @@ class CheckSpec:
 
 
 ALL_CHECKS: tuple[CheckSpec, ...] = (
-    CheckSpec(reachability.NAME, reachability.check, "every host reached over SSH and probed"),
-    CheckSpec(gpu.NAME, gpu.check, "GPU model, count, memory, compute capability and driver "
-              "alike across hosts"),
+    CheckSpec(reachable.NAME, reachable.check, "every host reached over SSH and probed"),
+    CheckSpec(gpu_homogeneous.NAME, gpu_homogeneous.check, "GPU model, count, memory, "
+              "compute capability and driver alike across hosts"),
     CheckSpec(paddle_stack.NAME, paddle_stack.check, "Paddle importable; Paddle, CUDA, cuDNN, "
               "NCCL and Python identical on every host"),
     CheckSpec(gpu_health.NAME, gpu_health.check, "no uncorrectable ECC errors, pending "
               "retirement/remapping, slowdowns, busy GPUs or degraded PCIe links"),
-    CheckSpec(compat.NAME, compat.check, "driver new enough for Paddle's CUDA, GPU "
+    CheckSpec(stack_compat.NAME, stack_compat.check, "driver new enough for Paddle's CUDA, GPU "
               "architectures covered, CUDA build on GPU hosts, PS core in PS mode"),
     CheckSpec(pins.NAME, pins.check, "the policy's version pins hold on every host"),
-    CheckSpec(cpu.NAME, cpu.check, "effective CPU cores not far below the cluster median"),
+    CheckSpec(cpu_cores.NAME, cpu_cores.check, "effective CPU cores not far below the "
+              "cluster median"),
     CheckSpec(env.NAME, env.check, "training variables alike; none set to a hurtful value"),
     CheckSpec(files.NAME, files.check, "training script and configs identical on every host"),
-    CheckSpec(network.NAME, network.check, "one MTU on the interfaces the job uses"),
+    CheckSpec(mtu.NAME, mtu.check, "one MTU on the interfaces the job uses"),
     CheckSpec(clock.NAME, clock.check, "host clocks agree within the policy's bounds"),
-    CheckSpec(limits.SHM, limits.check_shm, "/dev/shm large enough for data loaders"),
-    CheckSpec(limits.TMP, limits.check_tmp, "free space in the temp directory"),
-    CheckSpec(limits.NOFILE, limits.check_nofile, "open-files limit high enough"),
+    CheckSpec(shm.NAME, shm.check, "/dev/shm large enough for data loaders"),
+    CheckSpec(tmp.NAME, tmp.check, "free space in the temp directory"),
+    CheckSpec(nofile.NAME, nofile.check, "open-files limit high enough"),
     CheckSpec(ports.NAME, ports.check, "the launcher's ports are free on every host"),
     CheckSpec(bandwidth.NAME, bandwidth.check, "iperf3: no host or path far below the "
               "cluster's median host (or the policy floor); low loss"),

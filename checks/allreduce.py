@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from preflight import netanalysis
-from preflight.checks.common import hosts_text
-from preflight.measure import AllReduce, SizeResult
-from preflight.model import Cluster, Finding, Status
+from preflight.model.cluster import Cluster
+from preflight.model.findings import Finding, Status
+from preflight.model.measure import AllReduce, SizeResult
+from preflight.network import localise
+from preflight.report.units import gbytes, hosts_text
 
 NAME = "allreduce"
-
-
-def gbytes(bytes_per_s: float) -> str:
-    return f"{bytes_per_s / 1e9:.3g} GB/s"
 
 
 def sizes_text(sizes: tuple[SizeResult, ...]) -> str:
@@ -57,7 +54,7 @@ def _judged(cluster: Cluster, ar: AllReduce) -> Finding:
     limits = cluster.policy.limits
     big = max(ar.sizes, key=lambda s: s.nbytes)  # the bandwidth-bound figure
     busbw_bits = big.busbw * 8
-    survey = netanalysis.measured(cluster.network.links) if cluster.network else []
+    survey = localise.measured(cluster.network.links) if cluster.network else []
     slowest = min((r.bps for r in survey if r.bps is not None), default=None)
     culprits = _slow_hosts(cluster)
     data = {"backend": ar.backend, "ranks": ar.ranks, "busbw_bytes": big.busbw,
@@ -95,10 +92,10 @@ def _hints(ar: AllReduce) -> str:
 def _slow_hosts(cluster: Cluster) -> list[str]:
     """Returns the hosts the iperf3 survey found slow (the bandwidth check names them)."""
     net = cluster.network
-    survey = netanalysis.measured(net.links) if net else []
+    survey = localise.measured(net.links) if net else []
     limits = cluster.policy.limits
-    threshold = netanalysis.suspect_threshold(survey, limits.link_fail_ratio,
+    threshold = localise.suspect_threshold(survey, limits.link_fail_ratio,
                                               limits.link_min_gbps * 1e9)
     if threshold is None:
         return []
-    return sorted(netanalysis.localise(survey, threshold).slow_hosts)
+    return sorted(localise.localise(survey, threshold).slow_hosts)

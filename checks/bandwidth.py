@@ -7,20 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from preflight import netanalysis
-from preflight.checks.common import hosts_text, tier
-from preflight.measure import RETEST, LinkRun, NetworkTests
-from preflight.model import Cluster, Finding, Status
-from preflight.policy import Limits
+from preflight.checks.common import tier
+from preflight.model.cluster import Cluster
+from preflight.model.findings import Finding, Status
+from preflight.model.measure import RETEST, LinkRun, NetworkTests
+from preflight.model.policy import Limits
+from preflight.network import localise
+from preflight.report.units import hosts_text, rate
 
 NAME = "bandwidth"
 # More slow pairs than this between hosts that are fine elsewhere read as one shared
 # bottleneck (an oversubscribed switch or uplink), not as that many broken cables.
 MAX_PATH_FINDINGS = 4
-
-
-def gbps(bps: float) -> str:
-    return f"{bps / 1e9:.3g} Gbit/s" if bps >= 1e9 else f"{bps / 1e6:.3g} Mbit/s"
 
 
 def _retest(runs: Sequence[LinkRun], sender: str, receiver: str) -> LinkRun | None:
@@ -43,7 +41,7 @@ def _status(bps: float, ref: float | None, limits: Limits) -> Status:
 def _yardstick(ref: float | None, limits: Limits) -> str:
     parts = []
     if ref is not None:
-        parts.append(f"median host {gbps(ref)}")
+        parts.append(f"median host {rate(ref)}")
     if limits.link_min_gbps:
         parts.append(f"floor {limits.link_min_gbps:g} Gbit/s")
     return ", ".join(parts)
@@ -55,16 +53,16 @@ def check(cluster: Cluster) -> Iterator[Finding]:
         return
     yield from _unmeasured(net)
     limits = cluster.policy.limits
-    survey = netanalysis.measured(net.links)
+    survey = localise.measured(net.links)
     if not survey:
         return
-    ref = netanalysis.reference_bps(survey)
-    threshold = netanalysis.suspect_threshold(survey, limits.link_warn_ratio,
+    ref = localise.reference_bps(survey)
+    threshold = localise.suspect_threshold(survey, limits.link_warn_ratio,
                                               limits.link_min_gbps * 1e9)
     named: set[str] = set()
     loc = None
     if threshold is not None:
-        loc = netanalysis.localise(survey, threshold)
+        loc = localise.localise(survey, threshold)
         for host, directions in loc.slow_hosts.items():
             f = _slow_host(host, directions, survey, net.links, ref, limits)
             named.update(f.hosts)
@@ -84,8 +82,8 @@ def check(cluster: Cluster) -> Iterator[Finding]:
             "; fewer than 3 hosts: nothing to compare with (set limits.link_min_gbps)")
         yield Finding(NAME, Status.PASS, tuple(rest), (
             f"iperf3 {net.schedule}: {len(survey)} runs, "
-            + (f"median host {gbps(ref)}, " if ref is not None else "")
-            + f"slowest {gbps(low)}{note}"),
+            + (f"median host {rate(ref)}, " if ref is not None else "")
+            + f"slowest {rate(low)}{note}"),
             {"reference_bps": ref, "slowest_bps": low})
 
 
@@ -107,8 +105,8 @@ def _slow_host(host: str, directions: tuple[str, ...], survey: Sequence[LinkRun]
     sends = [r.bps for r in mine if r.sender == host and r.bps is not None]
     recvs = [r.bps for r in mine if r.receiver == host and r.bps is not None]
     what = " and ".join(
-        f"{'sends' if d == netanalysis.SEND else 'receives'} at most "
-        f"{gbps(max(sends if d == netanalysis.SEND else recvs))}" for d in directions)
+        f"{'sends' if d == localise.SEND else 'receives'} at most "
+        f"{rate(max(sends if d == localise.SEND else recvs))}" for d in directions)
     peers = sorted({r.receiver if r.sender == host else r.sender for r in mine})
     retests = [r for r in links if r.phase == RETEST and host in (r.sender, r.receiver)
                and r.bps is not None]
@@ -125,10 +123,10 @@ def _slow_host(host: str, directions: tuple[str, ...], survey: Sequence[LinkRun]
     status = _status(worst, ref, limits)
     other = next(r.receiver if r.sender == host else r.sender for r in retests)
     if status is Status.PASS:
-        return Finding(NAME, Status.PASS, (host,), base + f"; but {gbps(worst)} on a retest "
+        return Finding(NAME, Status.PASS, (host,), base + f"; but {rate(worst)} on a retest "
                        f"alone against {other}: transient (contention during the survey)",
                        data)
-    return Finding(NAME, status, (host,), base + f"; retest against {other}: {gbps(worst)}"
+    return Finding(NAME, status, (host,), base + f"; retest against {other}: {rate(worst)}"
                    + (f"; {retrans} retransmits" if retrans else "")
                    + ": check its NIC, cable, link speed (ethtool) and driver", data)
 
@@ -140,7 +138,7 @@ def _slow_path(sender: str, receiver: str, survey: Sequence[LinkRun],
     again = _retest(links, sender, receiver)
     data = {"survey_bps": run.bps, "retest_bps": again.bps if again else None,
             "reference_bps": ref, "retransmits": run.result.retransmits}
-    base = (f"{sender} -> {receiver}: slow path, {gbps(run.bps)} while both hosts are fine "
+    base = (f"{sender} -> {receiver}: slow path, {rate(run.bps)} while both hosts are fine "
             f"with other peers; {_yardstick(ref, limits)}")
     if again is None or again.bps is None:
         return Finding(NAME, _status(run.bps, ref, limits), (sender, receiver),
@@ -148,8 +146,8 @@ def _slow_path(sender: str, receiver: str, survey: Sequence[LinkRun],
     status = _status(again.bps, ref, limits)
     if status is Status.PASS:
         return Finding(NAME, Status.PASS, (sender, receiver), base + f"; but "
-                       f"{gbps(again.bps)} on a retest alone: transient", data)
-    return Finding(NAME, status, (sender, receiver), base + f"; retest {gbps(again.bps)}: "
+                       f"{rate(again.bps)} on a retest alone: transient", data)
+    return Finding(NAME, status, (sender, receiver), base + f"; retest {rate(again.bps)}: "
                    "check the switch ports, cabling and routes between them", data)
 
 
@@ -160,7 +158,7 @@ def _shared_bottleneck(paths: Sequence[Finding], survey: Sequence[LinkRun], n_ho
     status = next((s for s in (Status.FAIL, Status.WARN) if s in statuses), Status.PASS)
     hosts = sorted({h for f in paths for h in f.hosts})
     shown = "; ".join(f"{f.hosts[0]} -> {f.hosts[1]} "
-                      f"{gbps(f.data['retest_bps'] or f.data['survey_bps'])}"
+                      f"{rate(f.data['retest_bps'] or f.data['survey_bps'])}"
                       for f in worst[:3])
     return Finding(NAME, status, tuple(hosts), (
         f"{len(paths)} slow paths among {len(hosts)} of {n_hosts} hosts while each host is "
@@ -169,7 +167,7 @@ def _shared_bottleneck(paths: Sequence[Finding], survey: Sequence[LinkRun], n_ho
         {"paths": [list(f.hosts) for f in paths], "survey_runs": len(survey)})
 
 
-def _loss(survey: Sequence[LinkRun], loc: netanalysis.Localisation | None, limits: Limits,
+def _loss(survey: Sequence[LinkRun], loc: localise.Localisation | None, limits: Limits,
           named: set[str]) -> Iterator[Finding]:
     """Links that retransmit much while not slow enough to be blamed: loss on the path."""
     for r in survey:
@@ -181,5 +179,5 @@ def _loss(survey: Sequence[LinkRun], loc: netanalysis.Localisation | None, limit
         named.update((r.sender, r.receiver))
         yield Finding(NAME, Status.WARN, (r.sender, r.receiver), (
             f"{r.sender} -> {r.receiver}: {loss:.2g}% of segments retransmitted "
-            f"({r.result.retransmits}) at {gbps(r.bps or 0.0)}: loss on the path"),
+            f"({r.result.retransmits}) at {rate(r.bps or 0.0)}: loss on the path"),
             {"loss_pct": loss, "retransmits": r.result.retransmits})

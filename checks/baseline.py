@@ -8,14 +8,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from preflight import netanalysis
-from preflight.baseline import Audit, Baseline
-from preflight.checks.allreduce import gbytes
-from preflight.checks.bandwidth import gbps
-from preflight.checks.common import hosts_text
-from preflight.measure import NetworkTests
-from preflight.model import Cluster, Finding, Status
-from preflight.profile import LABELS, of_host, show, unknown_fields
+from preflight.history.profile import of_host, show, unknown_fields
+from preflight.model.baseline import LABELS, Audit, Baseline
+from preflight.model.cluster import Cluster
+from preflight.model.findings import Finding, Status
+from preflight.model.measure import NetworkTests
+from preflight.network import localise
+from preflight.report.units import gbytes, hosts_text, rate
 
 NAME = "baseline"
 
@@ -66,7 +65,7 @@ def check(cluster: Cluster) -> Iterator[Finding]:
             f"{hosts_text(ok)}: as in the {when(b)}: paddle {show(r.paddle)}, "
             f"{show(r.gpu_count)} x GPU {show(r.gpu_model)}, driver {show(r.driver)}, "
             f"MTU {show(r.mtu)}"
-            + (f", links >= {1 - audit.tolerance:.0%} of {gbps(b.link_bps)}"
+            + (f", links >= {1 - audit.tolerance:.0%} of {rate(b.link_bps)}"
                if b.link_bps and cluster.network else "")), {})
 
 
@@ -91,15 +90,15 @@ def _measurements(cluster: Cluster, audit: Audit) -> Iterator[Finding]:
         return
     floor = (1 - audit.tolerance) * b.link_bps
     runs = [r for r in net.links if r.bps is not None]
-    loc = netanalysis.localise(runs, floor)
-    yardstick = (f"the {when(b)} measured {gbps(b.link_bps)} (median host's best link), "
+    loc = localise.localise(runs, floor)
+    yardstick = (f"the {when(b)} measured {rate(b.link_bps)} (median host's best link), "
                  f"tolerance {audit.tolerance:.0%}")
     for host, directions in loc.slow_hosts.items():
         sends = [r.bps for r in runs if r.sender == host and r.bps is not None]
         recvs = [r.bps for r in runs if r.receiver == host and r.bps is not None]
         what = " and ".join(
-            f"sends at most {gbps(max(sends))}" if d == netanalysis.SEND
-            else f"receives at most {gbps(max(recvs))}" for d in directions)
+            f"sends at most {rate(max(sends))}" if d == localise.SEND
+            else f"receives at most {rate(max(recvs))}" for d in directions)
         yield Finding(NAME, Status.FAIL, (host,), f"{host}: {what}; {yardstick}",
                       {"kind": "link", "directions": list(directions),
                        "baseline_bps": b.link_bps})
@@ -107,7 +106,7 @@ def _measurements(cluster: Cluster, audit: Audit) -> Iterator[Finding]:
         bps = min(r.bps for r in runs if (r.sender, r.receiver) == (sender, receiver)
                   and r.bps is not None)
         yield Finding(NAME, Status.FAIL, (sender, receiver),
-                      f"{sender} -> {receiver}: {gbps(bps)}; {yardstick}",
+                      f"{sender} -> {receiver}: {rate(bps)}; {yardstick}",
                       {"kind": "link", "bps": bps, "baseline_bps": b.link_bps})
     measured = {h for r in runs for h in (r.sender, r.receiver)}
     for host in hosts:

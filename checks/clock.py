@@ -6,8 +6,9 @@ import statistics
 from collections.abc import Iterator
 
 from preflight.checks.common import could_not_check, passed, sections, tier
-from preflight.facts import ClockFacts
-from preflight.model import Cluster, Finding
+from preflight.model.cluster import Cluster
+from preflight.model.facts import ClockFacts
+from preflight.model.findings import Finding
 
 NAME = "clock"
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from preflight.facts import HostFacts, SectionError
-from preflight.model import Cluster, Finding, Status
+from preflight.model.cluster import Cluster
+from preflight.model.facts import HostFacts, SectionError
+from preflight.model.findings import Finding, Status
+from preflight.report.units import hosts_text
 
 T = TypeVar("T")
+MIB = 1 << 20
 
 
 def sections(cluster: Cluster, pick: Callable[[HostFacts], Any],
@@ -33,13 +36,6 @@ def could_not_check(check: str, what: str, missing: dict[str, str]) -> list[Find
     return [Finding(check, Status.COULD_NOT_CHECK, (host,),
                     f"{host}: could not read {what}: {why}", {"reason": why})
             for host, why in missing.items()]
-
-
-def hosts_text(hosts: Sequence[str], limit: int = 6) -> str:
-    """Returns 'a, b, c' or 'a, b, c, ... (+5 more)' for long lists."""
-    if len(hosts) <= limit:
-        return ", ".join(hosts)
-    return ", ".join(hosts[:limit]) + f", ... (+{len(hosts) - limit} more)"
 
 
 def compare(check: str, label: str, values: Mapping[str, Hashable],
@@ -95,3 +91,18 @@ def tier(value: float, warn: float, fail: float, high_is_bad: bool = True,
     if sign * value > sign * warn:
         return Status.WARN, warn
     return None, warn
+
+
+def mib_floor(check: str, mib: dict[str, int], warn: int, fail: int,
+              say: Callable[[str, int, float], str], data: Callable[[str], dict[str, Any]],
+              passing: str) -> Iterator[Finding]:
+    """A finding per host whose MiB figure is below a floor, and one pass for the rest."""
+    ok = []
+    for host, value in mib.items():
+        status, floor = tier(value, warn, fail, high_is_bad=False)
+        if status is None:
+            ok.append(host)
+        else:
+            yield Finding(check, status, (host,), say(host, value, floor), data(host))
+    if ok:
+        yield passed(check, ok, f"{passing} on {len(ok)} hosts")

@@ -6,8 +6,9 @@ from collections import Counter
 from collections.abc import Iterator
 
 from preflight.checks.common import compare, could_not_check, pass_others, sections
-from preflight.facts import FilesFacts
-from preflight.model import Cluster, Finding, Status
+from preflight.model.cluster import Cluster
+from preflight.model.facts import FilesFacts
+from preflight.model.findings import Finding, Status
 
 NAME = "files"
 

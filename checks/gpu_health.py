@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from preflight.checks.common import could_not_check, passed, sections
-from preflight.facts import GpuDevice, GpuFacts
-from preflight.model import Cluster, Finding, Status
+from preflight.model.cluster import Cluster
+from preflight.model.facts import GpuDevice, GpuFacts
+from preflight.model.findings import Finding, Status
 
 NAME = "gpu-health"
 

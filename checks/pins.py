@@ -9,11 +9,31 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from preflight.checks.common import passed
-from preflight.facts import GpuFacts, HostFacts, PaddleFacts
-from preflight.model import Cluster, Finding, Status
-from preflight.policy import nccl_version
+from preflight.model.cluster import Cluster
+from preflight.model.facts import GpuFacts, HostFacts, PaddleFacts
+from preflight.model.findings import Finding, Status
 
 NAME = "pins"
+
+
+def nccl_version(code: str) -> Optional[str]:
+    """Returns '2.25.1' for Paddle's NCCL code '22501' ('2804' -> '2.8.4'); None for '0'."""
+    try:
+        v = int(code)
+    except ValueError:
+        return code if _is_version(code) else None
+    if v <= 0:
+        return None
+    major, rest = (v // 10000, v % 10000) if v >= 10000 else (v // 1000, v % 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def pinned_value(name: str, facts: HostFacts) -> Optional[str]:

@@ -9,22 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from preflight.checks.common import could_not_check, passed, sections
-from preflight.facts import PortsFacts
-from preflight.model import Cluster, Finding, Status
-from preflight.policy import DEFAULT_PORTS
+from preflight.model.cluster import Cluster
+from preflight.model.facts import PortsFacts
+from preflight.model.findings import Finding, Status
+from preflight.model.policy import DEFAULT_PORTS
+from preflight.report.units import port_ranges
 
 NAME = "ports"
-
-
-def ranges(ports: tuple[int, ...]) -> str:
-    """Returns '6070-6077, 6767' for a sorted tuple of ports."""
-    out: list[str] = []
-    for p in ports:
-        if out and out[-1].split("-")[-1] == str(p - 1):
-            out[-1] = out[-1].split("-")[0] + f"-{p}"
-        else:
-            out.append(str(p))
-    return ", ".join(out)
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:
@@ -39,15 +30,15 @@ def check(cluster: Cluster) -> Iterator[Finding]:
         taken = sorted(set(wanted) & set(p.tcp))
         if taken and explicit:
             yield Finding(NAME, Status.FAIL, (host,),
-                          f"{host}: port {ranges(tuple(taken))} already in use (the launcher "
-                          f"needs {ranges(wanted)}): stop the old job or choose other ports",
+                          f"{host}: port {port_ranges(tuple(taken))} already in use (the launcher "
+                          f"needs {port_ranges(wanted)}): stop the old job or choose other ports",
                           {"taken": taken})
         elif taken:
             yield Finding(NAME, Status.WARN, (host,),
-                          f"{host}: port {ranges(tuple(taken))} already in use: a launch with "
-                          f"Paddle's default ports ({ranges(wanted)}) would clash; the plan's "
+                          f"{host}: port {port_ranges(tuple(taken))} already in use: a launch with "
+                          f"Paddle's default ports ({port_ranges(wanted)}) would clash; the plan's "
                           "ports are free", {"taken": taken})
         else:
             ok.append(host)
     if ok:
-        yield passed(NAME, ok, f"ports {ranges(wanted)} free on {len(ok)} hosts")
+        yield passed(NAME, ok, f"ports {port_ranges(wanted)} free on {len(ok)} hosts")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from preflight.inventory.errors import InventoryError
 from preflight.inventory.yaml_loader import load_yaml
-from preflight.model import Host
+from preflight.model.host import Host
 
 LOADERS = {".yaml": load_yaml, ".yml": load_yaml}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from preflight.errors import InputError
+from preflight.config.errors import InputError
 
 
 class InventoryError(InputError):

@@ -10,7 +10,7 @@ import yaml
 
 from preflight.inventory import validate as V
 from preflight.inventory.errors import InventoryError
-from preflight.model import Host
+from preflight.model.host import Host
 
 TOP_KEYS = {"defaults", "hosts"}
 HOST_KEYS = {"address", "user", "port", "identity_file", "known_hosts", "python",

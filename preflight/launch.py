@@ -18,12 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, TextIO
 
-from preflight import ssh
-from preflight.errors import InputError
-from preflight.launchcmd import flag_env
-from preflight.model import Host, Stage
-from preflight.plan import Node
-from preflight.remote import Remote, Started, in_parallel
+from preflight.collect import ssh
+from preflight.collect.remote import Remote, Started, in_parallel
+from preflight.config.errors import InputError
+from preflight.model.host import Host, Stage
+from preflight.model.plan import Node
 from preflight.report import jsonreport
 
 POLL_S = 0.05
@@ -83,7 +82,7 @@ def host_command(node: Node, opts: LaunchOptions, token: str) -> str:
     """Returns the one command run on a host: the plan's launcher line with the script, its
     output merged, the job's marker in its environment; every value quoted."""
     q = shlex.quote
-    env = [f"{MARKER}={token}", *(f"{k}={v}" for k, v in flag_env(node))]
+    env = [f"{MARKER}={token}", *(f"{k}={v}" for k, v in node.flag_env())]
     run = " ".join(q(a) for a in ["env", *env, *node.argv, *opts.script])
     cd = f"cd {q(opts.chdir)} || exit 97; " if opts.chdir else ""
     return "sh -c " + q(f"{cd}exec 2>&1; exec {run}")

@@ -1,7 +1,6 @@
 """The results log: one JSON line per thing a run learns, appended as it learns it, so that a
 run killed outright (kill -9, OOM, a lost CI runner) loses nothing it had: `preflight report
-LOG` judges what the log holds, and `preflight check --resume LOG` probes only the hosts the
-log has no facts for.
+LOG` judges what the log holds.
 
 Records, in order: start (the command line, the hosts), host (one per host: the probe's own
 output, or why there is none), link (one per iperf3 run), network (the active tests' summary,
@@ -12,17 +11,17 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from preflight.errors import InputError
-from preflight.iperf import IperfResult
-from preflight.measure import AllReduce, LinkRun, NetworkTests, SizeResult
-from preflight.model import Host, HostFailure, HostOutcome, Stage
-from preflight.parse import ProbeOutputError, parse_probe_output
+from preflight.collect.parse import ProbeOutputError, parse_probe_output
+from preflight.config.errors import InputError
+from preflight.model.host import Host, HostFailure, HostOutcome, Stage
+from preflight.model.measure import AllReduce, IperfResult, LinkRun, NetworkTests, SizeResult
 
 LOG_VERSION = 1
 KEEP = 20  # logs kept in the default directory; older ones are removed
@@ -39,6 +38,33 @@ def default_dir() -> str:
 def new_path(directory: str, started: float) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(started))
     return os.path.join(directory, f"{stamp}-{os.getpid()}.jsonl")
+
+
+def open_for_run(path: Optional[str], command: str, argv: Sequence[str], hosts: Sequence[Host],
+                 started: float, inventory: Optional[str]) -> Optional[RunLog]:
+    """Starts a run's results log (path, else a new one in the default directory), after
+    saying which earlier runs were killed before they finished; None where no log can go
+    (the run still runs: it only loses its insurance)."""
+    directory = os.path.dirname(os.path.abspath(path)) if path else default_dir()
+    try:
+        for killed in killed_runs(directory, only=path):
+            where = mark_killed(killed.path, move_aside=bool(path))
+            answered = sum(1 for o in killed.outcomes.values() if o.ok)
+            print(f"preflight: an earlier run was stopped before it finished ("
+                  f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(killed.started_at))}, "
+                  f"{killed.command}, {answered} of {len(killed.hosts)} hosts answered); "
+                  f"what it learned: preflight report {where}", file=sys.stderr)
+        if path and os.path.exists(path):
+            os.unlink(path)  # a finished run's log, as --json replaces its report
+        log = RunLog(path or new_path(directory, started))
+        if not path:
+            prune(directory)
+    except OSError as e:
+        print(f"preflight: warning: no results log ({e.strerror or e}: "
+              f"{getattr(e, 'filename', None) or directory})", file=sys.stderr)
+        return None
+    log.start(command, argv, hosts, started, inventory)
+    return log
 
 
 class RunLog:
@@ -68,7 +94,7 @@ class RunLog:
                     "controller": socket.gethostname(), "inventory": inventory,
                     "hosts": [asdict(h) for h in hosts]})
 
-    def host(self, outcome: HostOutcome, reused_from: Optional[str] = None) -> None:
+    def host(self, outcome: HostOutcome) -> None:
         rec: dict[str, Any] = {"kind": "host", "name": outcome.host.name,
                                "elapsed_s": outcome.elapsed_s,
                                "received_at": outcome.received_at}
@@ -77,8 +103,6 @@ class RunLog:
         elif outcome.failure is not None:
             rec["failure"] = {"stage": outcome.failure.stage.value,
                               "reason": outcome.failure.reason}
-        if reused_from:
-            rec["reused_from"] = reused_from
         self.write(rec)
 
     def link(self, run: LinkRun) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from preflight import testbed
+from preflight.testing import testbed
 
 PADDLE_A = testbed.paddle_python("3.3.1")
 PADDLE_B = testbed.paddle_python("2.6.2")

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Optional
 
-from preflight import facts as F
-from preflight.iperf import IperfResult
-from preflight.measure import SURVEY, LinkRun
-from preflight.model import Cluster, Host, HostFailure, HostOutcome, Stage
-from preflight.netsched import ring_rounds
+from preflight.model import facts as F
+from preflight.model.cluster import Cluster
+from preflight.model.findings import Finding, Status
+from preflight.model.host import Host, HostFailure, HostOutcome, Stage
+from preflight.model.measure import SURVEY, AllReduce, IperfResult, LinkRun, NetworkTests
+from preflight.model.policy import Limits, Policy
+from preflight.network.schedule import ring_rounds
 
 
 def gpu(n: int = 8, name: str = "NVIDIA H100 80GB HBM3", mem: int = 81559, cc: str = "9.0",
@@ -106,3 +108,47 @@ def slow_host(name: str, rate: float = 0.1 * G, fast: float = 10 * G, both: bool
 REFUSED = HostFailure(Stage.CONNECT, "connection refused at 10.0.0.9:22 (is sshd running?)")
 __all__ = ["gpu", "paddle", "cpu", "host_facts", "cluster", "same", "REFUSED", "replace",
            "HOSTILE", "G", "link", "survey", "slow_host"]
+
+
+# ---------------------------------------------------------------- shared by the check tests
+MIB = 1 << 20
+NODES = ["node01", "node02", "node03", "node04"]
+AUDIT_NOW = 1795000000.0  # the audits' "now" (checks read no clock)
+
+
+def messages(findings: Iterable[Finding], status: Status) -> list[str]:
+    """Returns the messages of the findings with a status, in order."""
+    return [f.message for f in findings if f.status is status]
+
+
+def net_facts(mtu: int = 1500, address: str = "10.0.0.1", name: str = "eth0",
+              ib: Sequence[str] = ()) -> F.NetworkFacts:
+    """Network facts: one NIC holding address (the default route's) and loopback."""
+    return F.NetworkFacts((F.Interface(name, mtu, "up", None, (f"{address}/24",)),
+                           F.Interface("lo", 65536, "unknown", None, ("127.0.0.1/8",))),
+                          default_route=name, infiniband=tuple(ib))
+
+
+def devices(g: F.GpuFacts, **changes: Any) -> F.GpuFacts:
+    """g with changes applied to GPU 0 (the others stay as they are)."""
+    d0 = replace(g.devices[0], **changes)
+    return replace(g, devices=(d0, *g.devices[1:]))
+
+
+def net_tests(links: Iterable[LinkRun], allreduce: Optional[AllReduce] = None,
+              skipped: Optional[dict[str, str]] = None, hosts: Sequence[str] = NODES,
+              ar_skipped: Optional[str] = None) -> NetworkTests:
+    """What the active tests would return for these runs (a ring over hosts)."""
+    return NetworkTests("ring", tuple(hosts), tuple(links), allreduce, ar_skipped,
+                        skipped or {})
+
+
+def with_network(net: NetworkTests, **limits: Any) -> Cluster:
+    """A cluster of alike hosts, one per host of net, with its measurements and limits."""
+    return replace(cluster(**same(len(net.hosts))), network=net,
+                   policy=replace(Policy(), limits=replace(Limits(), **limits)))
+
+
+def good_cluster() -> Cluster:
+    """Four alike hosts whose every ring link runs at 9.4 Gbit/s (a baseline's cluster)."""
+    return replace(cluster(**same(4)), network=net_tests(survey(NODES, lambda s, r: 9.4 * G)))

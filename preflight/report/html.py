@@ -14,10 +14,10 @@ from preflight.report.summary import (
     STATUS_WORDS,
     host_table,
     link_matrix,
-    rate,
     sorted_findings,
     verdict_text,
 )
+from preflight.report.units import rate
 
 CELL = 72  # heatmap cell size in px
 LABEL_W = 120

@@ -9,12 +9,12 @@ import os
 import tempfile
 from typing import Any, Optional
 
-from preflight.errors import InputError, read_input
-from preflight.facts import SectionError
-from preflight.launchcmd import command
-from preflight.measure import NetworkTests
-from preflight.model import Cluster, Judgement
-from preflight.plan import Plan
+from preflight.config.errors import InputError, read_input
+from preflight.model.cluster import Cluster
+from preflight.model.facts import SectionError
+from preflight.model.findings import Judgement
+from preflight.model.measure import NetworkTests
+from preflight.model.plan import Plan
 
 REPORT_VERSION = 1
 
@@ -110,7 +110,7 @@ def plan_doc(plan: Optional[Plan]) -> Optional[dict[str, Any]]:
         "excluded": {h: list(r) for h, r in plan.excluded.items()},
         "nodes": [{"host": n.host, "address": n.address, "rank": n.rank, "nproc": n.nproc,
                    "python": n.python, "ports": list(n.ports), "argv": list(n.argv),
-                   "env": dict(n.env), "command": command(n)} for n in plan.nodes],
+                   "env": dict(n.env), "command": n.command()} for n in plan.nodes],
     }
 
 

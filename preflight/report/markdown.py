@@ -10,10 +10,10 @@ from preflight.report.summary import (
     STATUS_WORDS,
     host_table,
     link_matrix,
-    rate,
     sorted_findings,
     verdict_text,
 )
+from preflight.report.units import rate
 
 ICONS = {"error": "🛑", "fail": "❌", "could-not-check": "❓", "warn": "⚠️", "pass": "✅"}
 

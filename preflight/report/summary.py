@@ -126,10 +126,6 @@ def link_matrix(doc: Mapping[str, Any]) -> tuple[list[str], dict[tuple[str, str]
     return hosts, best
 
 
-def rate(bps: float) -> str:
-    return f"{bps / 1e9:.3g} Gbit/s" if bps >= 1e9 else f"{bps / 1e6:.3g} Mbit/s"
-
-
 def verdict_text(doc: Mapping[str, Any]) -> str:
     return "GO" if doc.get("verdict") == "go" else "NO-GO"
 

@@ -6,10 +6,10 @@ import shutil
 import sys
 from typing import Optional, TextIO
 
-from preflight.checks.common import hosts_text
-from preflight.checks.ports import ranges
-from preflight.model import Finding, HostOutcome, Judgement, Status, Verdict
-from preflight.plan import Plan
+from preflight.model.findings import Finding, Judgement, Status, Verdict
+from preflight.model.host import HostOutcome
+from preflight.model.plan import Plan
+from preflight.report.units import hosts_text, port_ranges
 
 ORDER = {Status.ERROR: 0, Status.FAIL: 1, Status.COULD_NOT_CHECK: 2, Status.WARN: 3,
          Status.PASS: 4}
@@ -92,7 +92,7 @@ def plan_lines(plan: Plan) -> list[str]:
             roles = [f"server {e}" for e in plan.servers if e.host == n.host] + \
                     [f"trainer {e}" for e in plan.workers if e.host == n.host]
             what = ", ".join(roles)
-        out.append(f"  {n.host}  {n.address}  {what}  ports {ranges(n.ports)}")
+        out.append(f"  {n.host}  {n.address}  {what}  ports {port_ranges(n.ports)}")
     out.extend(f"  note: {x}" for x in plan.notes)
     for host, reasons in plan.excluded.items():
         out.append(f"  left out {host}: {reasons[0]}"

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from preflight import testbed
+from preflight.testing import testbed
 
 # One session per host with paramiko, running a command (`true`): what any SSH fan-out
 # costs at least. With `python3 -S -c pass`: what any fan-out of a Python probe costs.
@@ -63,7 +63,7 @@ class Bench:
         self.base = tb.base
         with open(os.path.join(self.base, "floor.py"), "w") as fh:
             fh.write(FLOOR)
-        probe = resources.files("preflight").joinpath("probe_script.py").read_bytes()
+        probe = resources.files("preflight.collect").joinpath("probe_script.py").read_bytes()
         for h in tb.hosts.values():  # pdsh runs the probe where it lies (no upload step)
             with open(os.path.join(h.tmp, "pf-probe.py"), "wb") as fh:
                 fh.write(probe)

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from preflight import testbed
+from preflight.testing import testbed
 
 
 def network_wall(tb: testbed.Testbed, inventory: str, *extra: str,

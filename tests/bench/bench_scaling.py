@@ -22,14 +22,14 @@ import sys
 import time
 from typing import Any
 
-from preflight import testbed
+from preflight.testing import testbed
 
 CHILD = "--child"
 
 
 def child(inventory: str) -> int:
     """Runs one collection and prints its figures as JSON (runs in the client namespace)."""
-    from preflight.collect import CollectOptions, collect
+    from preflight.collect.fanout import CollectOptions, collect
     from preflight.inventory import load
 
     hosts = load(inventory)

@@ -32,8 +32,11 @@ def test_audit_names_exactly_what_differs_from_the_baseline(cluster, tmp_path):
     inv = cluster.inventory("new.yaml", ["good2", "good3", "slow"],
                             overrides={"slow": {"python": cluster.paddle_b}})
     out = {k: str(tmp_path / f"audit.{k}") for k in ("json", "xml", "html", "md")}
-    run = cluster.cli("audit", "-i", inv, "--baseline", base, *FAST, "--json", out["json"],
-                      "--junit", out["xml"], "--html", out["html"], "--markdown", out["md"])
+    # slow's link is shaped to a tenth of the baseline's; a tolerance of half keeps that far
+    # outside it and the healthy links' run-to-run noise (1 s runs on 2 cores) well inside.
+    run = cluster.cli("audit", "-i", inv, "--baseline", base, *FAST, "--tolerance", "50%",
+                      "--json", out["json"], "--junit", out["xml"], "--html", out["html"],
+                      "--markdown", out["md"])
     assert run.rc == 1, run.stdout + run.stderr
     with open(out["json"]) as fh:
         doc = json.load(fh)

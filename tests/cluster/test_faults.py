@@ -210,7 +210,7 @@ def _answered(log: str) -> set[str]:
 def test_hostile_inventory_values_never_run_anything(cluster, tmp_path):
     from support import HOSTILE
 
-    from preflight.errors import InputError
+    from preflight.config.errors import InputError
     from preflight.inventory import load
 
     marker = f"/tmp/pf-marker-{os.getpid()}"

@@ -46,8 +46,12 @@ def test_throttled_host_is_named_slow_not_its_peers(cluster):
     assert slow[0]["message"].startswith("slow: slow host: sends at most")
     assert "retest against good" in slow[0]["message"]
     assert any("slow: slow host" in r for r in run.report["reasons"])
-    statuses = {h: f["status"] for f in run.findings("bandwidth") for h in f["hosts"]}
-    assert statuses == {"good1": "pass", "good2": "pass", "good3": "pass", "slow": "fail"}
+    # Its peers are not blamed: none fails, none is called slow. A retransmit warning on a
+    # healthy link is the loss judgement's own question (its unit tests), not this test's.
+    peers = [f for f in run.findings("bandwidth") if f["status"] != "pass"
+             and set(f["hosts"]) & set(GOOD)]
+    assert all(f["status"] == "warn" and "loss_pct" in f["data"] for f in peers), peers
+    assert {h for f in run.findings("bandwidth") for h in f["hosts"]} == set(hosts)
     links = run.report["network"]["links"]
     for link in links:
         assert link["error"] is None, link

@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
-from preflight.allreduce import AllReduceOptions, Member, run_allreduce
-from preflight.remote import LocalRemote
+from preflight.network.allreduce import AllReduceOptions, Member, run_allreduce
+from preflight.testing.local import LocalRemote
 
 pytestmark = pytest.mark.gpu
 

@@ -1,19 +1,25 @@
-"""The shape the design relies on: checks are pure, the probe is self-contained, imports are
-namespaced."""
+"""The shape the design relies on: data flows one way between the stages (an allow-list,
+checked transitively), no import cycle, checks are pure and named for what they check, the
+shipped scripts are self-contained, imports are namespaced."""
 
 from __future__ import annotations
 
 import ast
 import pathlib
 import sys
+from collections.abc import Iterator
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PROBE = ROOT / "preflight" / "probe_script.py"
+PROBE = ROOT / "preflight" / "collect" / "probe_script.py"
+# Where each installed package lives in the repository (see pyproject's package-dir).
+SOURCES = {"preflight": ROOT / "preflight", "preflight.checks": ROOT / "checks",
+           "preflight.inventory": ROOT / "inventory"}
 
 
 def imports(path: pathlib.Path) -> set[str]:
+    """Returns every module path.py imports, at any depth (also inside functions)."""
     tree = ast.parse(path.read_text())
     out: set[str] = set()
     for node in ast.walk(tree):
@@ -21,14 +27,170 @@ def imports(path: pathlib.Path) -> set[str]:
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)  # `from pkg import mod`
     return out
 
 
+def project_modules() -> dict[str, pathlib.Path]:
+    """Returns {dotted name: file} for every module of the installed package."""
+    out: dict[str, pathlib.Path] = {}
+    for package, folder in SOURCES.items():
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            name = ".".join([package, *parts])
+            if package == "preflight" and name.startswith(("preflight.checks",
+                                                          "preflight.inventory")):
+                continue  # no such folder inside preflight/: they are mapped from the top
+            out[name] = path
+    return out
+
+
+MODULES = project_modules()
+
+
+def edges(name: str) -> set[str]:
+    """Returns the project modules `name` imports: `from pkg import mod` is an edge to
+    pkg.mod (pkg's __init__ is counted by closure(), as Python runs it first)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            subs = {f"{node.module}.{a.name}" for a in node.names} & MODULES.keys()
+            out.update(subs or {node.module})
+    return {m for m in out if m in MODULES and m != name}
+
+
+def parents(name: str) -> Iterator[str]:
+    """Yields the packages Python initialises before `name` (their __init__ runs first)."""
+    parts = name.split(".")
+    for i in range(1, len(parts)):
+        yield ".".join(parts[:i])
+
+
+def closure(name: str) -> set[str]:
+    """Returns every project module that importing `name` loads: its imports, theirs, and
+    the __init__ of every package on the way."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        m = todo.pop()
+        for dep in [*edges(m), *parents(m)]:
+            if dep not in seen and dep in MODULES:
+                seen.add(dep)
+                todo.append(dep)
+    seen.discard(name)
+    return seen
+
+
+# Stage -> the modules it may load (prefixes). `preflight` itself holds only __version__.
+ALLOWED = {
+    "preflight.model": ("preflight.model",),
+    # A check judges facts: the model, its fellow checks and three pure helpers. Localisation
+    # is shared with the measuring (which suspects to retest), profiles with the baselines.
+    "preflight.checks": ("preflight.model", "preflight.checks", "preflight.report.units",
+                         "preflight.network.localise", "preflight.history.profile"),
+    # Reports read the model and the JSON document, never a live connection.
+    "preflight.report": ("preflight.model", "preflight.report", "preflight.config.errors"),
+    "preflight.config": ("preflight.model", "preflight.config"),
+    "preflight.inventory": ("preflight.model", "preflight.config", "preflight.inventory"),
+    "preflight.collect": ("preflight.model", "preflight.collect"),
+    "preflight.network": ("preflight.model", "preflight.network", "preflight.collect.remote"),
+    "preflight.placement": ("preflight.model", "preflight.placement",
+                            "preflight.network.localise"),
+    "preflight.history": ("preflight.model", "preflight.history", "preflight.config.errors",
+                          "preflight.network.localise", "preflight.report.summary",
+                          "preflight.report.units"),
+    "preflight.judge": ("preflight.model", "preflight.checks", "preflight.judge",
+                        "preflight.report.units", "preflight.network.localise",
+                        "preflight.history.profile"),
+}
+
+
+def stage_of(name: str) -> str | None:
+    return next((s for s in ALLOWED if name == s or name.startswith(s + ".")), None)
+
+
+@pytest.mark.parametrize("name", [m for m in sorted(MODULES) if stage_of(m)])
+def test_stage_loads_only_what_its_allow_list_names(name):
+    allowed = ALLOWED[str(stage_of(name))]
+    # A package on the way to an allowed module runs only its docstring (the test below).
+    bad = sorted(m for m in closure(name) if m != "preflight" and not any(
+        m == a or m.startswith(a + ".") or a.startswith(m + ".") for a in allowed))
+    assert not bad, f"{name} loads {bad} (through its imports); {stage_of(name)} may load " \
+                    f"only {allowed}"
+
+
+def test_nothing_imports_the_cli():
+    users = sorted(m for m in MODULES if not m.startswith("preflight.cli")
+                   and m != "preflight.__main__"
+                   and any(e.startswith("preflight.cli") for e in edges(m)))
+    assert not users, f"{users} import preflight.cli: the CLI is the outermost layer"
+
+
+def test_no_import_cycle():
+    # Tarjan's strongly connected components over the explicit imports of every module.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges(v):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for m in sorted(MODULES):
+        if m not in index:
+            visit(m)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_the_cycle_finder_finds_a_cycle(monkeypatch):
+    # The test above must be able to fail: two modules importing each other are a cycle.
+    fake = {"preflight.a": {"preflight.b"}, "preflight.b": {"preflight.a"}}
+    monkeypatch.setattr(sys.modules[__name__], "edges", lambda m: fake.get(m, set()))
+    monkeypatch.setitem(MODULES, "preflight.a", PROBE)
+    monkeypatch.setitem(MODULES, "preflight.b", PROBE)
+    with pytest.raises(AssertionError, match="preflight.a"):
+        test_no_import_cycle()
+
+
+def test_subpackages_say_what_they_offer_and_load_nothing():
+    # A stage's __init__ is its table of contents: importing one of its modules must not
+    # drag in the others (checks/, inventory/ and cli/ are entry points and may).
+    entry = {"preflight", "preflight.checks", "preflight.inventory", "preflight.cli"}
+    for name, path in MODULES.items():
+        if path.name == "__init__.py" and name not in entry:
+            assert ast.get_docstring(ast.parse(path.read_text())), f"{name}: no docstring"
+            assert not edges(name), f"{name}/__init__ imports {sorted(edges(name))}"
+
+
+def test_preflight_holds_only_entry_modules():
+    top = sorted(p.name for p in (ROOT / "preflight").glob("*.py"))
+    assert top == ["__init__.py", "__main__.py", "judge.py", "launch.py", "pipeline.py",
+                   "runlog.py"]
+
+
 # A check judges facts; it must not be able to open a connection, a process or a file.
-FORBIDDEN_IN_CHECKS = ("preflight.ssh", "preflight.collect", "preflight.remote",
-                       "preflight.netbench", "preflight.iperfrun", "preflight.allreduce",
-                       "fabric", "paramiko", "invoke", "socket", "subprocess", "os", "shutil",
-                       "pathlib")
+FORBIDDEN_IN_CHECKS = ("fabric", "paramiko", "invoke", "socket", "subprocess", "os", "shutil",
+                       "pathlib", "yaml")
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "checks").glob("*.py")), ids=lambda p: p.name)
@@ -38,16 +200,20 @@ def test_checks_do_no_io(path):
     assert not bad, f"{path.name} imports {sorted(bad)}"
 
 
-def test_registry_is_an_explicit_tuple_of_every_check_module():
+HELPERS = {"__init__", "common", "compat_table"}  # the registry and what checks share
+
+
+def test_every_check_module_is_named_for_its_check_and_registered():
     from preflight.checks import ALL_CHECKS
     assert isinstance(ALL_CHECKS, tuple)
     names = [c.name for c in ALL_CHECKS]
     assert len(names) == len(set(names))
-    # Every module that defines a check function (helpers and data tables define none).
-    modules = {p.stem for p in (ROOT / "checks").glob("*.py")
-               if "\ndef check" in p.read_text()}
-    registered = {c.run.__module__.rsplit(".", 1)[-1] for c in ALL_CHECKS}
-    assert registered == modules  # a check module nobody registered is dead code
+    modules = {p.stem for p in (ROOT / "checks").glob("*.py")} - HELPERS
+    # `cpu-cores` lives in cpu_cores.py, its module's NAME; nothing else defines a check.
+    assert {c.run.__module__.rsplit(".", 1)[-1] for c in ALL_CHECKS} == modules
+    for spec in ALL_CHECKS:
+        assert spec.run.__module__.rsplit(".", 1)[-1] == spec.name.replace("-", "_")
+        assert spec.run.__name__ == "check"
 
 
 OURS = sorted(p for d in ("preflight", "checks", "inventory", "tests")
@@ -69,7 +235,7 @@ def test_probe_is_stdlib_only_and_python36_syntax():
 
 
 def test_allreduce_script_is_stdlib_and_paddle_only_and_python36_syntax():
-    script = ROOT / "preflight" / "allreduce_script.py"
+    script = ROOT / "preflight" / "network" / "allreduce_script.py"
     ast.parse(script.read_text(), feature_version=(3, 6))
     top = {m.split(".")[0] for m in imports(script)} - {"paddle"}
     assert top <= set(sys.stdlib_module_names)

@@ -15,10 +15,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from preflight.errors import InputError
+from preflight.collect.parse import ProbeOutputError, parse_probe_output
+from preflight.config.errors import InputError
+from preflight.config.policy import load_policy
 from preflight.inventory import load
-from preflight.parse import ProbeOutputError, parse_probe_output
-from preflight.policy import load_policy
 
 FIELDS = ["address", "user", "port", "identity_file", "known_hosts", "python", "probe_python",
           "roles"]

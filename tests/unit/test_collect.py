@@ -12,8 +12,8 @@ from importlib import resources
 import pytest
 from support import HOSTILE
 
-from preflight.collect import CollectOptions, fds_needed, probe_args, remote_command
-from preflight.model import Host
+from preflight.collect.fanout import CollectOptions, fds_needed, probe_args, remote_command
+from preflight.model.host import Host
 
 
 @pytest.mark.parametrize("value", HOSTILE)
@@ -96,12 +96,12 @@ def test_no_paddle_skips_the_import_and_says_so(tmp_path):
 
 
 def probe_path():
-    return resources.files("preflight").joinpath("probe_script.py")
+    return resources.files("preflight.collect").joinpath("probe_script.py")
 
 
 def test_fd_limit_is_raised_for_large_fan_outs():
     # A child process, so that this test's own limit is left alone.
-    code = ("import resource; from preflight.collect import raise_fd_limit;"
+    code = ("import resource; from preflight.collect.fanout import raise_fd_limit;"
             "resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096));"
             "print(raise_fd_limit(100), raise_fd_limit(3000), raise_fd_limit(9000),"
             "resource.getrlimit(resource.RLIMIT_NOFILE))")

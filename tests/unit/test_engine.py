@@ -5,8 +5,9 @@ from __future__ import annotations
 from support import REFUSED, cluster, paddle, same
 
 from preflight.checks import ALL_CHECKS, CheckSpec
-from preflight.engine import judge, run_checks
-from preflight.model import Cluster, Status, Verdict
+from preflight.judge import judge, run_checks
+from preflight.model.cluster import Cluster
+from preflight.model.findings import Status, Verdict
 
 
 def verdict(c: Cluster) -> Verdict:

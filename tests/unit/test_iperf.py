@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from preflight.iperf import parse_iperf3
+from preflight.network.iperf import parse_iperf3
 
 GOLDEN = pathlib.Path(__file__).parent.parent / "fixtures" / "iperf3"
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from preflight.errors import InputError
+from preflight.config.errors import InputError
 from preflight.launch import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -23,10 +23,10 @@ from preflight.launch import (
     load_plan,
     run,
 )
-from preflight.launchcmd import collective_node, command, emit, env_file
-from preflight.plan import Node, Plan
-from preflight.policy import JobShape
-from preflight.remote import LocalRemote
+from preflight.model.plan import Node, Plan
+from preflight.model.policy import JobShape
+from preflight.placement.launcher import collective_node, emit, env_file
+from preflight.testing.local import LocalRemote
 
 
 def shell_node(host: str, body: str) -> Node:
@@ -129,7 +129,7 @@ def test_host_command_carries_the_plan_env_and_marker():
     cmd = host_command(node, LaunchOptions(("train.py", "--lr", "0.1")), "tok")
     assert "PREFLIGHT_LAUNCH=tok PORT_RANGE=6070:6071 GLOO_SOCKET_IFNAME=eth0" in cmd
     assert "'\"'\"'/opt/py 3/bin/python'\"'\"' -m paddle.distributed.launch" in cmd
-    assert command(node) == ("PORT_RANGE=6070:6071 GLOO_SOCKET_IFNAME=eth0 '/opt/py 3/bin/"
+    assert node.command() == ("PORT_RANGE=6070:6071 GLOO_SOCKET_IFNAME=eth0 '/opt/py 3/bin/"
                              "python' -m paddle.distributed.launch --master 10.0.0.1:6767 "
                              "--nnodes 2 --rank 0 --nproc_per_node 1 --host 10.0.0.1")
 

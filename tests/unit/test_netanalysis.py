@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from support import G, link, slow_host, survey
 
-from preflight.measure import RETEST
-from preflight.netanalysis import localise, measured, reference_bps, suspect_threshold
-from preflight.netsched import matrix_rounds
+from preflight.model.measure import RETEST
+from preflight.network.localise import localise, measured, reference_bps, suspect_threshold
+from preflight.network.schedule import matrix_rounds
 
 
 @pytest.mark.parametrize("n", [3, 4, 5, 8])

@@ -15,14 +15,21 @@ import time
 import pytest
 from support import HOSTILE, G, cluster, gpu, link, same, slow_host, survey
 
-from preflight import allreduce as AR
-from preflight import facts as F
-from preflight.iperfrun import IperfOptions, Servers, client_command, measure_pair, server_command
-from preflight.measure import SURVEY
-from preflight.netbench import allreduce_members, retest_pairs
-from preflight.netsched import matrix_rounds
-from preflight.policy import Limits
-from preflight.remote import Done, LocalRemote
+from preflight.collect.remote import Done
+from preflight.model import facts as F
+from preflight.model.measure import SURVEY
+from preflight.model.policy import Limits
+from preflight.network import allreduce as AR
+from preflight.network.iperf import (
+    IperfOptions,
+    Servers,
+    client_command,
+    measure_pair,
+    server_command,
+)
+from preflight.network.orchestrate import allreduce_members, retest_pairs
+from preflight.network.schedule import matrix_rounds
+from preflight.testing.local import LocalRemote
 
 
 def need_iperf3() -> None:

@@ -6,7 +6,7 @@ from itertools import permutations
 
 import pytest
 
-from preflight.netsched import matrix_rounds, ring_rounds
+from preflight.network.schedule import matrix_rounds, ring_rounds
 
 
 def hosts(n: int) -> list[str]:

@@ -7,8 +7,8 @@ import pathlib
 
 import pytest
 
-from preflight.facts import CpuFacts, PaddleFacts, SectionError
-from preflight.parse import MAX_OUTPUT_BYTES, ProbeOutputError, parse_probe_output
+from preflight.collect.parse import MAX_OUTPUT_BYTES, ProbeOutputError, parse_probe_output
+from preflight.model.facts import CpuFacts, PaddleFacts, SectionError
 
 GOLDEN = pathlib.Path(__file__).parent.parent / "fixtures" / "probe"
 

@@ -9,12 +9,14 @@ from typing import Any, Optional
 import pytest
 from support import G, cpu, gpu, host_facts, link
 
-from preflight import facts as F
-from preflight.engine import judge
-from preflight.measure import NetworkTests
-from preflight.model import Cluster, Finding, Host, HostFailure, HostOutcome, Stage, Status, Verdict
-from preflight.planner import plan
-from preflight.policy import JobShape, Limits, Policy
+from preflight.judge import judge
+from preflight.model import facts as F
+from preflight.model.cluster import Cluster
+from preflight.model.findings import Finding, Status, Verdict
+from preflight.model.host import Host, HostFailure, HostOutcome, Stage
+from preflight.model.measure import NetworkTests
+from preflight.model.policy import JobShape, Limits, Policy
+from preflight.placement.planner import plan
 
 
 def node(name: str, ip: str, roles: tuple[str, ...] = ("worker", "server"),

@@ -10,16 +10,16 @@ import sys
 from support import cluster
 
 from preflight.checks import gpu_health
-from preflight.facts import GpuFacts
-from preflight.model import Status
-from preflight.parse import parse_probe_output
+from preflight.collect.parse import parse_probe_output
+from preflight.model.facts import GpuFacts
+from preflight.model.findings import Status
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_probe_reads_gpus_through_pynvml():
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tests" / "fixtures" / "fake_pynvml"))
-    out = subprocess.run([sys.executable, str(ROOT / "preflight" / "probe_script.py"),
+    out = subprocess.run([sys.executable, str(ROOT / "preflight" / "collect" / "probe_script.py"),
                           "--python", "/nonexistent", "--sample", "0.05"],
                          capture_output=True, text=True, env=env, timeout=60, check=True)
     facts = parse_probe_output(out.stdout)

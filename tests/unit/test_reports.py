@@ -11,10 +11,11 @@ from lxml import etree  # type: ignore[import-untyped]
 from reporttools import assert_heatmap_painted, chromium, heatmap_fills, junit_schemas, read_png
 from support import REFUSED, G, cluster, paddle, same, slow_host, survey
 
-from preflight.engine import judge, run_checks
-from preflight.facts import GpuFacts
-from preflight.measure import AllReduce, NetworkTests, SizeResult
-from preflight.model import Cluster, Finding, Status
+from preflight.judge import judge, run_checks
+from preflight.model.cluster import Cluster
+from preflight.model.facts import GpuFacts
+from preflight.model.findings import Finding, Status
+from preflight.model.measure import AllReduce, NetworkTests, SizeResult
 from preflight.report import html, jsonreport, junit, markdown
 
 HOSTS = ["node01", "node02", "node03", "node04"]

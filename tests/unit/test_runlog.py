@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 
 from preflight import runlog
-from preflight.errors import InputError
-from preflight.iperf import IperfResult
-from preflight.measure import AllReduce, LinkRun, NetworkTests, SizeResult
-from preflight.model import Host, HostFailure, HostOutcome, Stage
-from preflight.parse import parse_probe_output
+from preflight.collect.parse import parse_probe_output
+from preflight.config.errors import InputError
+from preflight.model.host import Host, HostFailure, HostOutcome, Stage
+from preflight.model.measure import AllReduce, IperfResult, LinkRun, NetworkTests, SizeResult
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "probe"
 HOSTS = [Host("a", "10.0.0.1", python="/opt/py/bin/python"), Host("b", "10.0.0.2"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.smi import SmiParseError, parse_smi_csv
+from preflight.collect.smi import SmiParseError, parse_smi_csv
 
 FIELDS = ("index,name,uuid,memory.total,compute_cap,driver_version,vbios_version,"
           "ecc.mode.current,mig.mode.current,persistence_mode,power.limit,"

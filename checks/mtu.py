@@ -1,0 +1,41 @@
+"""The interfaces the job will use (the one holding each host's address) share one MTU."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from preflight.checks.common import compare, could_not_check, pass_others, sections
+from preflight.model.cluster import Cluster
+from preflight.model.facts import NetworkFacts
+from preflight.model.findings import Finding, Status
+
+NAME = "mtu"
+
+
+def check(cluster: Cluster) -> Iterator[Finding]:
+    nets, missing = sections(cluster, lambda f: f.network, NetworkFacts)
+    yield from could_not_check(NAME, "network facts", missing)
+    addresses = {o.host.name: o.host.address for o in cluster.outcomes}
+    mtus: dict[str, int] = {}
+    used: dict[str, str] = {}
+    for host, net in nets.items():
+        # The inventory address is what peers connect to; a DNS name or NAT address is not on
+        # any interface, and then the default route's interface is the best guess.
+        iface = net.interface_with(addresses[host]) or net.interface(net.default_route)
+        if iface is None or iface.mtu is None:
+            yield Finding(NAME, Status.COULD_NOT_CHECK, (host,),
+                          f"{host}: no interface holds {addresses[host]} and there is no "
+                          "default route: cannot tell which MTU the job uses", {})
+            continue
+        mtus[host] = iface.mtu
+        used[host] = iface.name
+    # A mismatched MTU hangs NCCL and stalls TCP collectives once messages exceed the smaller.
+    diff = compare(NAME, "MTU", mtus)
+    for f in diff:
+        yield Finding(f.check, f.status, f.hosts, f.message + " on " + ", ".join(
+            f"{h}:{used[h]}" for h in f.hosts), f.data)
+    majority = Counter(mtus.values()).most_common(1)
+    if majority:
+        yield from pass_others(NAME, mtus, diff, f"MTU {majority[0][0]} on the job's interface "
+                               "of {n} hosts", interfaces=used)

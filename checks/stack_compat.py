@@ -1,0 +1,99 @@
+"""The Paddle build fits the host: driver new enough for its CUDA, GPU architectures covered,
+a CUDA build where there are GPUs, and the parameter-server core where the job needs it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Optional
+
+from packaging.version import InvalidVersion, Version
+
+from preflight.checks.common import passed
+from preflight.checks.compat_table import MVC_FLOOR, TOOLKIT_DRIVER
+from preflight.model.cluster import Cluster
+from preflight.model.facts import GpuFacts, PaddleFacts
+from preflight.model.findings import Finding, Status
+
+NAME = "stack-compat"
+
+
+def _version(text: Optional[str]) -> Optional[Version]:
+    try:
+        return Version(text) if text else None
+    except InvalidVersion:
+        return None
+
+
+def driver_findings(cuda: str, driver: str) -> Iterator[tuple[Status, str]]:
+    """(status, text) when the driver is too old for a CUDA build (nothing when it fits)."""
+    cv, dv = _version(cuda), _version(driver)
+    if cv is None or dv is None:
+        yield Status.COULD_NOT_CHECK, f"cannot compare driver {driver!r} with CUDA {cuda!r}"
+        return
+    key = f"{cv.major}.{cv.minor}"
+    floor = MVC_FLOOR.get(cv.major) or TOOLKIT_DRIVER.get(key)
+    if floor is None:
+        yield Status.WARN, f"CUDA {cuda} is not in preflight's driver table; driver not judged"
+        return
+    if dv < Version(floor):
+        yield Status.FAIL, (f"driver {driver} is too old for Paddle's CUDA {cuda} (needs >= "
+                            f"{floor}); upgrade the driver or install a build for older CUDA")
+        return
+    full = TOOLKIT_DRIVER.get(key)
+    if full and dv < Version(full):
+        yield Status.WARN, (f"driver {driver} runs CUDA {cuda} only through minor-version "
+                            f"compatibility (full support from {full}): PTX JIT may fail")
+
+
+def arch_findings(p: PaddleFacts, g: GpuFacts) -> Iterator[tuple[Status, str]]:
+    """Each GPU's compute capability needs a cubin of the same major, minor <= the device's."""
+    ccs = sorted({d.compute_capability for d in g.devices if d.compute_capability})
+    if not ccs:
+        return
+    if not p.cuda_archs:
+        yield Status.WARN, (f"Paddle {p.version} does not report cuda_archs: coverage of "
+                            f"compute capability {', '.join(ccs)} not verified")
+        return
+    for cc in ccs:
+        try:
+            major, minor = (int(x) for x in cc.split(".")[:2])
+        except ValueError:
+            continue
+        if not any(a // 10 == major and a % 10 <= minor for a in p.cuda_archs):
+            yield Status.WARN, (f"compute capability {cc} is not covered by Paddle's "
+                                f"cuda_archs {list(p.cuda_archs)}: only PTX JIT can run it "
+                                "(slow start, or failure); use a build for this GPU")
+
+
+def check(cluster: Cluster) -> Iterator[Finding]:
+    ok_hosts = []
+    for name, facts in cluster.probed():
+        p, g = facts.paddle, facts.gpu
+        if not isinstance(p, PaddleFacts) or not p.available:
+            continue  # paddle-stack reports it
+        problems: list[tuple[Status, str]] = []
+        if cluster.policy.mode == "ps":
+            if p.ps_core is False:
+                problems.append((Status.FAIL, (
+                    f"Paddle {p.version} lacks the parameter-server core (CommContext, "
+                    "DistCommunicator, DistFleetWrapper): PS mode cannot run; 3.1+ CPU wheels "
+                    "drop it, 2.6.2 and 3.0.0 carry it")))
+            elif p.ps_core is None:
+                problems.append((Status.COULD_NOT_CHECK,
+                                 "could not tell whether Paddle carries the PS core"))
+        if isinstance(g, GpuFacts) and g.devices:
+            if p.compiled_with_cuda is False:
+                problems.append((Status.FAIL, (
+                    f"a CPU build of Paddle ({p.version}) on a host with {len(g.devices)} "
+                    "GPUs: install paddlepaddle-gpu")))
+            elif p.cuda and p.cuda not in ("False", "0"):
+                if g.driver:
+                    problems.extend(driver_findings(p.cuda, g.driver))
+                problems.extend(arch_findings(p, g))
+        for status, text in problems:
+            yield Finding(NAME, status, (name,), f"{name}: {text}", {"paddle": p.version})
+        if not problems:
+            ok_hosts.append(name)
+    if ok_hosts:
+        yield passed(NAME, ok_hosts, f"Paddle build fits driver, GPUs and {cluster.policy.mode} "
+                     f"mode on {len(ok_hosts)} hosts")

@@ -1,0 +1,51 @@
+"""The command line: arguments -> a subcommand -> its exit code; and the one map from an
+error to an exit code (2 bad input, 3 internal error, 130 interrupted).
+
+- args: the parser, its subcommands and the types of their values
+- commands: each subcommand, from its flags to typed options, a run and its exit code
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from types import FrameType
+from typing import Optional
+
+from preflight.cli.args import build_parser
+from preflight.cli.commands import COMMANDS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
+from preflight.config.errors import InputError, UsageError
+
+
+def _raise_interrupt(signum: int, frame: Optional[FrameType]) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)  # exits 2 with argparse's own one-line error
+    args.argv = argv  # the results log keeps the command line: `report LOG` re-reads it
+    logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else
+                        logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        if args.command == "demo":
+            from preflight.testing.demo import run_demo
+
+            return run_demo(args.hosts, args.reports)
+        return COMMANDS[args.command](args)
+    except (InputError, UsageError) as e:
+        print(f"preflight: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("preflight: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as e:  # a bug: say so in one line, with where, not a bare traceback
+        if getattr(args, "verbose", False):
+            raise
+        print(f"preflight: internal error: {type(e).__name__}: {e} (run with -v for "
+              f"the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL

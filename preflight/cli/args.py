@@ -1,0 +1,231 @@
+"""The command line's parser: subcommands, their options and the types of their values (each
+bad value is argparse's one-line error, exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Optional
+
+from preflight import __version__
+from preflight.judge import FAIL_ON
+from preflight.model.baseline import DEFAULT_MAX_AGE_S, DEFAULT_TOLERANCE
+
+
+def positive(kind: type[float] | type[int]):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> float | int:
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if v <= 0:
+            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+        return v
+    return parse
+
+
+def port(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= v <= 65533:
+        raise argparse.ArgumentTypeError(f"must be a port from 1 to 65533, got {text}")
+    return v
+
+
+def sizes(text: str) -> tuple[float, ...]:
+    try:
+        sizes = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected sizes in MiB like '1,8,32', got {text!r}",
+                                         ) from None
+    if not sizes or any(not 0 < x <= 4096 for x in sizes):
+        raise argparse.ArgumentTypeError(f"sizes are MiB from above 0 to 4096, got {text!r}")
+    return sizes
+
+
+def duration(text: str) -> float:
+    """Parses '24h', '90m', '2d', '30s' or plain seconds into seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    num, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    try:
+        v = float(num) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration like 24h, 90m or 3600, "
+                                         f"got {text!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+    return v
+
+
+def fraction(text: str) -> float:
+    """Parses a tolerance: '0.2' or '20%'."""
+    try:
+        v = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction like 0.2 or 20%, got {text!r}",
+                                         ) from None
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"must be from 0 to below 1 (0%..99%), got {text}")
+    return v
+
+
+def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False) -> None:
+    """The options of a check run, shared by check, baseline and audit."""
+    if inventory_required:
+        c.add_argument("-i", "--inventory", required=True, help="inventory file (YAML)")
+    else:
+        c.add_argument("-i", "--inventory", help="inventory file (YAML); without it, this "
+                       "machine is audited locally, without SSH")
+    c.add_argument("--forks", type=positive(int), default=32,
+                   help="hosts probed at once (default: 32)")
+    c.add_argument("--connect-timeout", type=positive(float), default=10.0, metavar="S",
+                   help="TCP connect, SSH banner and auth timeout in seconds (default: 10)")
+    c.add_argument("--deadline", type=positive(float), default=60.0, metavar="S",
+                   help="per-host limit from connect to facts, in seconds (default: 60)")
+    c.add_argument("--accept-new-host-keys", action="store_true",
+                   help="record the keys of hosts not yet in known_hosts (like OpenSSH's "
+                   "StrictHostKeyChecking=accept-new); changed keys are always refused")
+    c.add_argument("--python", default="python3",
+                   help="training interpreter for the local audit (default: python3)")
+    c.add_argument("--cpu-sample", type=positive(float), default=0.1, metavar="S",
+                   help="CPU utilisation sampling window on each host; it spans the probe's "
+                   "own work, and the 1-minute load average gives the history (default: 0.1)")
+    c.add_argument("--no-paddle", action="store_true",
+                   help="do not import Paddle on the hosts (about 1 s of CPU each): the "
+                   "Paddle checks then say 'could not check'")
+    c.add_argument("--policy", metavar="FILE", help="YAML policy: mode, require, files, "
+                   "ports, limits (flags below add to or override it)")
+    c.add_argument("--mode", choices=("collective", "ps"),
+                   help="job mode (default collective); ps requires the PS core")
+    c.add_argument("--require", action="append", default=[], metavar="PIN",
+                   help="version pin, e.g. 'paddle>=2.6,<3' or 'driver>=535' (repeatable; "
+                   "names: paddle, driver, cuda, cudnn, nccl, python)")
+    c.add_argument("--file", action="append", default=[], metavar="PATH", dest="files",
+                   help="training script or config that must be identical on every host "
+                   "(repeatable)")
+    c.add_argument("--ports", metavar="LIST",
+                   help="ports the plan may use, e.g. '6070-6077,6767'; they must be free "
+                   "(default: the plan picks free ones from 6070 up and 6767 up)")
+    j = c.add_argument_group("the job to place (a sized job is GO when it fits on the hosts "
+                             "that passed; the others are left out with their reasons)")
+    j.add_argument("--nproc-per-node", type=positive(int), metavar="N",
+                   help="collective: ranks per worker host (default: its GPU count, 1 on CPU)")
+    j.add_argument("--nnodes", type=positive(int), metavar="N",
+                   help="collective: worker hosts (default: every host of the inventory)")
+    j.add_argument("--server-num", type=positive(int), metavar="S",
+                   help="ps: parameter servers in all (default 1)")
+    j.add_argument("--trainer-num", type=positive(int), metavar="T",
+                   help="ps: trainers in all (default: one per host)")
+    j.add_argument("--emit-launch", metavar="DIR",
+                   help="write <host>.sh and <host>.env for every host of the plan")
+    n = c.add_argument_group("active tests (iperf3 between hosts, then an all-reduce)")
+    n.add_argument("--no-network-tests", action="store_true",
+                   help="skip iperf3 and the all-reduce (facts and static checks only)")
+    n.add_argument("--network-matrix", action="store_true",
+                   help="iperf3 between every pair of hosts (n-1 rounds each way) instead "
+                   "of the ring (4 rounds, 6 for an odd count): for audits")
+    n.add_argument("--iperf-seconds", type=positive(int), default=3, metavar="S",
+                   help="length of each iperf3 run (default: 3)")
+    n.add_argument("--iperf-port", type=port, default=5201, metavar="PORT",
+                   help="port of the iperf3 servers (default: 5201)")
+    n.add_argument("--no-allreduce", action="store_true", help="iperf3 only")
+    n.add_argument("--allreduce-port", type=port, default=36000, metavar="PORT",
+                   help="the launcher's master port; gloo uses PORT+1, the ranks PORT+2.. "
+                   "(default: 36000)")
+    n.add_argument("--allreduce-sizes", type=sizes, default=(1.0, 8.0, 32.0), metavar="MIB",
+                   help="all-reduce message sizes in MiB, e.g. '1,8,32' (the default)")
+    n.add_argument("--allreduce-timeout", type=positive(float), default=120.0, metavar="S",
+                   help="limit for the all-reduce on each host (default: 120)")
+    c.add_argument("--log", metavar="FILE", help="results log (JSON lines, appended as hosts "
+                   "answer; `preflight report FILE` judges it even if the run was killed). "
+                   "Default: a new file in $XDG_STATE_HOME/preflight/runs (~/.local/state), "
+                   "the last 20 kept")
+    c.add_argument("--no-log", action="store_true", help="write no results log")
+    c.add_argument("--no-progress", action="store_true", help="no live progress line")
+    c.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+
+
+def _report_options(c: argparse.ArgumentParser, fail_on_default: Optional[str] = "fail",
+                    ) -> None:
+    """Report files and the exit-code rule, shared by check, audit and report."""
+    r = c.add_argument_group("reports (each written atomically; see README, CI)")
+    r.add_argument("--json", metavar="FILE", help="the JSON report (preflight launch, "
+                   "diff and report read it)")
+    r.add_argument("--junit", metavar="FILE", help="JUnit XML: a test suite per host (facts "
+                   "as properties), a test case per check and host")
+    r.add_argument("--markdown", metavar="FILE", help="Markdown summary (also appended to "
+                   "$GITHUB_STEP_SUMMARY when that is set)")
+    r.add_argument("--html", metavar="FILE", help="self-contained HTML report with the "
+                   "bandwidth heatmap and the all-reduce chart")
+    r.add_argument("--no-step-summary", action="store_true",
+                   help="do not append to $GITHUB_STEP_SUMMARY")
+    r.add_argument("--fail-on", choices=FAIL_ON, default=fail_on_default,
+                   help="what makes NO-GO and exit 1: 'fail' (failures, hosts that could "
+                   "not be checked, check errors) or 'warn' (warnings too); default: "
+                   + (fail_on_default or "the report's own"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="preflight", description=(
+        "Pre-flight readiness check for PaddlePaddle distributed training clusters. "
+        "Exit codes: 0 GO, 1 NO-GO (diff: differences), 2 bad invocation or input, "
+        "3 internal error, 130 interrupted."))
+    p.add_argument("--version", action="version", version=f"preflight {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="check the hosts of an inventory (or this machine)")
+    _check_options(c)
+    _report_options(c)
+    b = sub.add_parser("baseline", help="record a known-good cluster's facts and "
+                       "measurements: preflight baseline -i inventory.yaml -o baseline.json")
+    b.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="the baseline file to write (a JSON report with a baseline section)")
+    b.add_argument("--force", action="store_true",
+                   help="record it even when the cluster is NO-GO")
+    _check_options(b, inventory_required=True)
+    a = sub.add_parser("audit", help="compare new nodes with a baseline: preflight audit "
+                       "-i new-nodes.yaml --baseline baseline.json")
+    a.add_argument("--baseline", required=True, metavar="FILE",
+                   help="made by preflight baseline")
+    a.add_argument("--tolerance", type=fraction, default=DEFAULT_TOLERANCE, metavar="F",
+                   help="bandwidth and all-reduce may be this much below the baseline's "
+                   "(default: 0.2, i.e. 20%%)")
+    a.add_argument("--max-age", type=duration, default=DEFAULT_MAX_AGE_S, metavar="AGE",
+                   help="flag baseline measurements older than this (default: 24h)")
+    _check_options(a, inventory_required=True)
+    _report_options(a)
+    df = sub.add_parser("diff", help="what changed between two reports or baselines")
+    df.add_argument("first", metavar="A.json")
+    df.add_argument("second", metavar="B.json")
+    df.add_argument("--tolerance", type=fraction, default=DEFAULT_TOLERANCE, metavar="F",
+                    help="bandwidth changes smaller than this are not listed (default: 0.2)")
+    rp = sub.add_parser("report", help="render a saved JSON report again: preflight report "
+                        "r.json --html r.html --junit r.xml --markdown r.md")
+    rp.add_argument("report", metavar="REPORT.json", help="a JSON report, or a results log "
+                    "(--log), also of a run that was killed")
+    _report_options(rp, fail_on_default=None)
+    la = sub.add_parser("launch", help="run the plan of a report on its hosts over SSH: "
+                        "preflight launch --plan report.json -- train.py ARGS")
+    la.add_argument("--plan", required=True, metavar="REPORT",
+                    help="JSON report of preflight check (its plan is run)")
+    la.add_argument("-i", "--inventory", help="inventory for the SSH settings (default: the "
+                    "one the report was made from)")
+    la.add_argument("--chdir", metavar="DIR", help="directory on every host to launch from "
+                    "(default: the login directory)")
+    la.add_argument("--timeout", type=positive(float), metavar="S",
+                    help="stop the job on every host after S seconds (default: no limit)")
+    la.add_argument("--connect-timeout", type=positive(float), default=10.0, metavar="S")
+    la.add_argument("--accept-new-host-keys", action="store_true")
+    la.add_argument("--ignore-verdict", action="store_true",
+                    help="launch the plan of a NO-GO report")
+    la.add_argument("script", nargs=argparse.REMAINDER,
+                    help="-- then the training script and its arguments")
+    d = sub.add_parser("demo", help="build a simulated cluster on this machine (root), check "
+                       "it healthy and with faults, remove it")
+    d.add_argument("--hosts", type=positive(int), default=5, help="simulated hosts (default 5)")
+    d.add_argument("--reports", default="preflight-demo", metavar="DIR",
+                   help="where each check's JSON, HTML, JUnit and Markdown reports go "
+                   "(default: ./preflight-demo)")
+    return p
+
+

@@ -1,0 +1,196 @@
+"""The subcommands: each turns its flags into typed options, runs, prints, and returns its exit
+code. The only module that reads argparse's Namespace."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from typing import Any, Optional
+
+from preflight import judge, pipeline, runlog
+from preflight.cli.args import build_parser
+from preflight.collect.fanout import CollectOptions
+from preflight.collect.remote import SshRemote
+from preflight.config.errors import InputError, UsageError
+from preflight.config.policy import build as build_policy
+from preflight.history import baseline, diff, profile
+from preflight.inventory import load
+from preflight.launch import LaunchOptions, load_plan
+from preflight.launch import connect as launch_connect
+from preflight.launch import run as launch_run
+from preflight.model.baseline import Audit
+from preflight.model.findings import Verdict
+from preflight.network.allreduce import AllReduceOptions
+from preflight.network.iperf import IperfOptions
+from preflight.network.orchestrate import NetworkOptions
+from preflight.pipeline import CheckOptions, CheckRun
+from preflight.placement import launcher
+from preflight.report import files, jsonreport, summary, terminal
+from preflight.report.units import rate
+
+EXIT_GO, EXIT_NO_GO, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def report_files(args: argparse.Namespace) -> files.ReportFiles:
+    return files.ReportFiles(json=getattr(args, "json", None),
+                             junit=getattr(args, "junit", None),
+                             markdown=getattr(args, "markdown", None),
+                             html=getattr(args, "html", None),
+                             step_summary=not getattr(args, "no_step_summary", False))
+
+
+def check_options(args: argparse.Namespace) -> CheckOptions:
+    """Returns the options of check, baseline and audit (also of a logged command line)."""
+    policy = build_policy(args.policy, args.mode, args.require, args.files, args.ports,
+                          {"nproc_per_node": args.nproc_per_node, "nnodes": args.nnodes,
+                           "server_num": args.server_num, "trainer_num": args.trainer_num})
+    network = None if args.no_network_tests else NetworkOptions(
+        matrix=args.network_matrix,
+        iperf=IperfOptions(port=args.iperf_port, seconds=args.iperf_seconds),
+        allreduce=AllReduceOptions(port=args.allreduce_port, sizes_mib=args.allreduce_sizes,
+                                   timeout=args.allreduce_timeout),
+        run_allreduce=not args.no_allreduce)
+    outputs = report_files(args).outputs()
+    outputs["--emit-launch"] = getattr(args, "emit_launch", None)
+    return CheckOptions(
+        policy=policy, inventory=args.inventory, python=args.python,
+        collect=CollectOptions(forks=args.forks, connect_timeout=args.connect_timeout,
+                               deadline=args.deadline,
+                               accept_new_host_keys=args.accept_new_host_keys,
+                               cpu_sample_s=args.cpu_sample, paddle=not args.no_paddle),
+        network=network, fail_on=getattr(args, "fail_on", None) or "fail", outputs=outputs,
+        log=args.log, write_log=not args.no_log, progress=not args.no_progress)
+
+
+def _exit_code(run: CheckRun) -> int:
+    if run.interrupted:
+        return EXIT_INTERRUPTED
+    if run.judgement.crashed_checks:
+        return EXIT_INTERNAL
+    return EXIT_GO if run.judgement.verdict is Verdict.GO else EXIT_NO_GO
+
+
+def _show(run: CheckRun) -> None:
+    sys.stdout.write(terminal.render(run.judgement, color=sys.stdout.isatty(), plan=run.plan))
+
+
+def cmd_check(args: argparse.Namespace, audit: Optional[Audit] = None) -> int:
+    run = pipeline.run(check_options(args), "audit" if audit else "check", audit, args.argv)
+    files.write(report_files(args), run.doc)
+    _show(run)
+    if args.emit_launch and run.plan.nodes:
+        written = launcher.emit(run.plan, args.emit_launch)
+        print(f"launch scripts: {len(written) // 2} hosts in {args.emit_launch}")
+    code = _exit_code(run)
+    run.close_log(code)
+    return code
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    path = args.baseline
+    base = baseline.from_document(path, jsonreport.read(path))
+    return cmd_check(args, Audit(base, time.time(), args.tolerance, args.max_age))
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    opts = check_options(args)
+    # The baseline file's directory is checked with the other outputs, up front.
+    opts = replace(opts, outputs={**opts.outputs, "--output": args.output})
+    run = pipeline.run(opts, "baseline", argv=args.argv)
+    _show(run)
+    code = _exit_code(run)
+    run.close_log(code)
+    if code != EXIT_GO and not (args.force and code == EXIT_NO_GO):
+        print(f"preflight: baseline not recorded: the cluster is not GO ({args.output} "
+              "untouched; --force records a NO-GO cluster)", file=sys.stderr)
+        return code
+    doc = dict(run.doc, baseline=baseline.section(
+        profile.of_hosts(run.cluster.outcomes), run.cluster.network, run.doc["started_at"],
+        run.doc["inventory"]))
+    jsonreport.write_atomic(args.output, doc)
+    sec = doc["baseline"]
+    link = sec["link_bps"]
+    ar = sec["allreduce"]
+    print(f"baseline recorded in {args.output}: {len(sec['hosts'])} hosts"
+          + (f", links {rate(link)}" if link else ", no bandwidth (no network tests)")
+          + (f", all-reduce busbw {ar['busbw_bytes_s'] / 1e9:.3g} GB/s at "
+             f"{ar['bytes'] >> 20} MiB" if ar else ""))
+    return EXIT_GO
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    a, b = jsonreport.read(args.first), jsonreport.read(args.second)
+    changes = diff.compare(a, b, args.tolerance)
+    for ch in changes:
+        print(ch.text)
+    print(f"{len(changes)} differences" if changes else "no differences")
+    return EXIT_NO_GO if changes else EXIT_GO
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    if runlog.is_log(args.report):
+        doc = _judge_log(args.report)
+    else:
+        doc = jsonreport.read(args.report)
+    wanted = report_files(args)
+    pipeline.check_outputs(wanted.outputs())
+    doc = judge.rejudged(doc, args.fail_on or doc.get("fail_on") or "fail")
+    files.write(wanted, doc)
+    sys.stdout.write(f"{summary.verdict_text(doc)}: " + "; ".join(
+        str(r) for r in doc.get("reasons") or []) + "\n")
+    return EXIT_GO if doc.get("verdict") == "go" else EXIT_NO_GO
+
+
+def _judge_log(path: str) -> dict[str, Any]:
+    """The report document of what a results log holds, judged with its run's options."""
+    logged = runlog.read(path)
+    try:
+        args = build_parser().parse_args(logged.argv)
+    except SystemExit:  # argparse has printed why
+        raise InputError(path, "its command line no longer parses") from None
+    audit = None
+    if logged.command == "audit":
+        base = baseline.from_document(args.baseline, jsonreport.read(args.baseline))
+        audit = Audit(base, logged.started_at, args.tolerance, args.max_age)
+    run = pipeline.from_log(check_options(args), logged, audit)
+    if not logged.finished or (logged.end or {}).get("killed"):
+        print(f"preflight: {path}: the run stopped before it finished; judged on what it "
+              f"had learned ({sum(1 for o in logged.outcomes.values() if o.ok)} of "
+              f"{len(logged.hosts)} hosts answered)", file=sys.stderr)
+    return run.doc
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    script = args.script[1:] if args.script[:1] == ["--"] else args.script
+    if not script:
+        raise UsageError("launch: give the training script after --, e.g. "
+                         "preflight launch --plan report.json -- train.py --epochs 1")
+    nodes, inventory = load_plan(args.plan, args.ignore_verdict)
+    inventory = args.inventory or inventory
+    if not inventory:
+        raise UsageError(f"--plan {args.plan}: the report names no inventory (a local audit?); "
+                         "pass -i INVENTORY")
+    hosts = {h.name: h for h in load(inventory)}
+    missing = [n.host for n in nodes if n.host not in hosts]
+    if missing:
+        raise UsageError(f"--plan {args.plan}: host {missing[0]} is not in {inventory}")
+    opts = LaunchOptions(tuple(script), args.chdir, args.timeout, args.connect_timeout,
+                         args.accept_new_host_keys)
+    conns, failed = launch_connect(nodes, hosts, opts)
+    try:
+        if failed:
+            for host, why in failed.items():
+                print(f"preflight launch: {host}: {why}", file=sys.stderr)
+            print("preflight launch: nothing started", file=sys.stderr)
+            return EXIT_NO_GO
+        remotes = {n: SshRemote(n, c, args.connect_timeout) for n, c in conns.items()}
+        return launch_run(nodes, remotes, opts)
+    finally:
+        for conn in conns.values():
+            conn.close()
+
+
+COMMANDS = {"check": cmd_check, "audit": cmd_audit, "baseline": cmd_baseline,
+            "diff": cmd_diff, "report": cmd_report, "launch": cmd_launch}

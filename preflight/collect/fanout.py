@@ -1,0 +1,291 @@
+"""Fan-out: run the probe on every host, bounded in concurrency and in time -> outcomes."""
+
+from __future__ import annotations
+
+import functools
+import os
+import queue
+import resource
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Optional
+
+from preflight.collect import ssh
+from preflight.collect.parse import ProbeOutputError, parse_probe_output
+from preflight.collect.remote import MAX_OUTPUT, Done, run_with_input
+from preflight.model.host import Host, HostFailure, HostOutcome, Stage
+
+# What the probe may use of a host's deadline: the rest covers connect, upload, transfer.
+PROBE_MARGIN_S = 3.0
+
+
+@dataclass(frozen=True)
+class CollectOptions:
+    forks: int = 32
+    connect_timeout: float = 10.0
+    deadline: float = 60.0  # per host, from the start of its connection to parsed facts
+    accept_new_host_keys: bool = False
+    cpu_sample_s: float = 0.1  # spans the probe's own work; loadavg gives the history
+    paddle: bool = True  # False: the probe skips Paddle's import (~1 s of CPU per host)
+    files: tuple[str, ...] = ()  # paths the probe hashes (the job's script and configs)
+    keep_connections: bool = False  # hand answered hosts' connections on (network tests)
+
+
+@functools.lru_cache(maxsize=1)
+def probe_source() -> bytes:
+    """Returns the probe script that is shipped to each host."""
+    return resources.files("preflight.collect").joinpath("probe_script.py").read_bytes()
+
+
+def probe_args(host: Host, opts: CollectOptions, budget: float) -> list[str]:
+    files = [a for path in opts.files for a in ("--file", path)]
+    return ["--python", host.python, "--sample", f"{opts.cpu_sample_s:g}",
+            "--budget", f"{budget:.0f}", *files, *([] if opts.paddle else ["--no-paddle"])]
+
+
+# The probe arrives on stdin and is compiled from memory: nothing is written on the host,
+# so a full or read-only /tmp cannot stop a check. -S skips site (the probe needs only the
+# standard library; it adds site-packages itself where there is a GPU driver for pynvml).
+BOOTSTRAP = 'import sys; exec(compile(sys.stdin.buffer.read(), "preflight-probe", "exec"))'
+
+
+def remote_command(host: Host, opts: CollectOptions, budget: float) -> str:
+    """Returns the one shell command run on a host; every inventory value is quoted.
+
+    POSIX sh is named explicitly so a csh or fish login shell reads it the same way.
+    `timeout` bounds the probe on the host even if our connection is gone; `exec` spares
+    a fork per host."""
+    q = shlex.quote
+    run = " ".join(q(a) for a in [host.probe_python, "-S", "-c", BOOTSTRAP,
+                                  *probe_args(host, opts, budget)])
+    limit = int(budget) + 1
+    script = (f"command -v timeout >/dev/null 2>&1 && exec timeout -k 2 {limit} {run}; "
+              f"exec {run}")
+    return "sh -c " + q(script)
+
+
+class _Job:
+    """One host's collection in its own thread; the dispatcher may abort it at its deadline."""
+
+    def __init__(self, host: Host, opts: CollectOptions, results: queue.Queue[Any],
+                 go: threading.Event) -> None:
+        self.host, self.opts, self.results, self.go = host, opts, results, go
+        self.stage = Stage.CONNECT
+        self.started = time.monotonic()
+        self.conn: Any = None
+        self.keep = False
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.budget = opts.deadline  # what the probe may spend on the host; set before it runs
+        self.thread = threading.Thread(target=self._run, name=f"probe-{host.name}", daemon=True)
+
+    def _run(self) -> None:
+        self.go.wait()
+        self.started = time.monotonic()
+        try:
+            outcome = self._collect()
+        except BaseException as e:  # a host's failure is data, whatever it raised
+            failure = ssh.classify(e, self.stage, self.host, self.opts.connect_timeout)
+            outcome = HostOutcome(self.host, failure=failure)
+        self.results.put((self, outcome))
+
+    def _remaining(self) -> float:
+        return self.opts.deadline - (time.monotonic() - self.started)
+
+    def _finish(self, stdout: str, exited: int, stderr: str) -> HostOutcome:
+        received = time.time()
+        elapsed = time.monotonic() - self.started
+        if exited != 0:
+            tail = " | ".join(stderr.strip().splitlines()[-3:])[:400]
+            if exited == 124:  # timeout(1)'s code
+                reason = f"probe ran past its {self.budget:.0f} s time limit on the host"
+            elif exited == -1:  # paramiko's value when the channel closed without a status
+                reason = ("probe ended without an exit status (connection closed, or sshd "
+                          f"lost it): {tail or 'no output'}")
+            elif 128 < exited < 160:  # the shell's and timeout(1)'s 128 + signal number
+                reason = f"probe killed by signal {exited - 128}: {tail or 'no output'}"
+            else:
+                reason = f"probe exited {exited}: {tail or 'no output'}"
+            return HostOutcome(self.host, failure=HostFailure(Stage.PROBE, reason),
+                               elapsed_s=elapsed)
+        self.stage = Stage.PARSE
+        try:
+            facts = parse_probe_output(stdout, received_at=received)
+        except ProbeOutputError as e:
+            return HostOutcome(self.host, failure=HostFailure(Stage.PARSE, str(e)),
+                               elapsed_s=elapsed)
+        return HostOutcome(self.host, facts=facts, elapsed_s=elapsed, received_at=received,
+                           probe_output=stdout)
+
+    def _collect(self) -> HostOutcome:
+        if self.host.local:
+            return self._collect_local()
+        early = ssh.preflight_failure(self.host)
+        if early:
+            return HostOutcome(self.host, failure=early)
+        self.conn = ssh.connection(self.host, self.opts.connect_timeout,
+                                   self.opts.accept_new_host_keys)
+        try:
+            self.conn.open()
+            self.stage = Stage.UPLOAD  # the probe travels on the command's stdin
+            self.budget = max(1.0, self._remaining() - PROBE_MARGIN_S)
+            done = run_with_input(self.conn.client.get_transport(),
+                                  remote_command(self.host, self.opts, self.budget),
+                                  probe_source(), timeout=max(0.1, self._remaining()),
+                                  on_sent=self._probing)
+            outcome = self._finish_done(done)
+            if outcome.ok and self.opts.keep_connections:
+                self.keep = True  # collect() hands it on, or closes it if it came too late
+            return outcome
+        finally:
+            if not self.keep:
+                self.conn.close()
+
+    def _probing(self) -> None:
+        self.stage = Stage.PROBE
+
+    def _finish_done(self, done: Done) -> HostOutcome:
+        if done.overflow:
+            return HostOutcome(self.host, failure=HostFailure(
+                Stage.PROBE, f"probe printed more than {MAX_OUTPUT >> 20} MiB; cut off"),
+                elapsed_s=time.monotonic() - self.started)
+        if done.exit is None:  # the same event as the dispatcher's deadline, met first
+            return HostOutcome(self.host, failure=deadline_failure(self),
+                               elapsed_s=time.monotonic() - self.started)
+        return self._finish(done.stdout, done.exit, done.stderr)
+
+    def _collect_local(self) -> HostOutcome:
+        path = str(resources.files("preflight.collect").joinpath("probe_script.py"))
+        self.budget = max(1.0, self._remaining() - PROBE_MARGIN_S)
+        self.stage = Stage.PROBE
+        self.proc = subprocess.Popen([self.host.probe_python, path,
+                                      *probe_args(self.host, self.opts, self.budget)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            out, err = self.proc.communicate(timeout=max(0.1, self._remaining()))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            return HostOutcome(self.host, failure=deadline_failure(self),
+                               elapsed_s=time.monotonic() - self.started)
+        code = self.proc.returncode
+        return self._finish(out.decode("utf-8", "replace"), 128 - code if code < 0 else code,
+                            err.decode("utf-8", "replace"))  # -N: killed by signal N
+
+    def abort(self) -> None:
+        """Cuts the host off: closing its transport unblocks whatever the thread waits on."""
+        try:
+            if self.conn is not None:
+                self.conn.client.close()
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+        except Exception:
+            pass
+
+
+def deadline_failure(job: _Job) -> HostFailure:
+    return HostFailure(Stage.TIMEOUT, f"no answer within the {job.opts.deadline:.0f} s deadline "
+                       f"(stopped during {job.stage.value})")
+
+
+Progress = Callable[[HostOutcome, int, int], None]
+
+
+def fds_needed(n_hosts: int, opts: CollectOptions) -> int:
+    """File descriptors a collection may hold at once: a socket per host in flight (the
+    channel's wake-up pipe is one more while it runs), and every kept connection."""
+    in_flight = min(n_hosts, max(1, opts.forks))
+    return 64 + 3 * in_flight + (n_hosts if opts.keep_connections else 0)
+
+
+def raise_fd_limit(needed: int) -> int:
+    """Raises the soft RLIMIT_NOFILE towards the hard one when `needed` is above it (the
+    usual soft 1024 runs out near a thousand kept connections); returns the soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return soft
+    target = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return soft
+    return target
+
+
+def collect(hosts: Sequence[Host], opts: CollectOptions,
+            on_result: Optional[Progress] = None,
+            connections: Optional[dict[str, Any]] = None) -> list[HostOutcome]:
+    """Returns one outcome per host, in inventory order, within about
+    ceil(len(hosts) / forks) * deadline seconds whatever the hosts do.
+
+    With opts.keep_connections, the open connections of answered hosts are put in
+    `connections` by host name; the caller closes them."""
+    kept: dict[str, Any] = {} if connections is None else connections
+    ssh.quiet_paramiko()
+    raise_fd_limit(fds_needed(len(hosts), opts))
+    results: queue.Queue[Any] = queue.Queue()
+    pending = list(hosts)
+    pending.reverse()
+    running: dict[str, _Job] = {}
+    outcomes: dict[str, HostOutcome] = {}
+
+    def record(outcome: HostOutcome) -> None:
+        outcomes[outcome.host.name] = outcome
+        if on_result:
+            on_result(outcome, len(outcomes), len(hosts))
+
+    try:
+        _dispatch(hosts, opts, pending, running, results, record, kept)
+    except KeyboardInterrupt:
+        # Keep what was learned: answered hosts stay, the rest are marked, none is dropped.
+        for job in running.values():
+            job.abort()
+        for host in [j.host for j in running.values()] + pending[::-1]:
+            record(HostOutcome(host, failure=HostFailure(
+                Stage.INTERRUPTED, "run interrupted before this host answered")))
+    return [outcomes[h.name] for h in hosts]
+
+
+def _dispatch(hosts: Sequence[Host], opts: CollectOptions, pending: list[Host],
+              running: dict[str, _Job], results: queue.Queue[Any],
+              record: Callable[[HostOutcome], None], kept: dict[str, Any]) -> None:
+    # Thread.start() waits until the new thread holds the GIL; with the first hosts already
+    # deep in their handshakes that took ~5 ms a thread (64 hosts: the last began 0.3 s
+    # late). So the first wave starts gated and is let go together.
+    go = threading.Event()
+    while pending or running:
+        while pending and len(running) < max(1, opts.forks):
+            job = _Job(pending.pop(), opts, results, go)
+            running[job.host.name] = job
+            job.thread.start()
+        go.set()
+        now = time.monotonic()
+        next_deadline = min(j.started + opts.deadline for j in running.values())
+        try:
+            job, outcome = results.get(timeout=max(0.01, min(0.5, next_deadline - now)))
+        except queue.Empty:
+            pass
+        else:
+            if running.get(job.host.name) is job:  # a late answer after a timeout is dropped
+                del running[job.host.name]
+                if job.keep:
+                    kept[job.host.name] = job.conn
+                record(outcome)
+            elif job.keep:
+                job.conn.close()
+        now = time.monotonic()
+        for name, job in list(running.items()):
+            if now - job.started >= opts.deadline:
+                del running[name]
+                job.abort()
+                record(HostOutcome(job.host, failure=deadline_failure(job),
+                                   elapsed_s=now - job.started))
+
+
+def local_host(python: str = "python3") -> Host:
+    """Returns the Host that stands for this machine in a local audit."""
+    return Host(name=os.uname().nodename, address="localhost", python=python, local=True)

@@ -1,0 +1,311 @@
+"""Turns the probe's JSON output (untrusted) into HostFacts, with size and type limits."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any, Optional, TypeVar, Union
+
+from preflight.collect.smi import parse_smi_csv
+from preflight.model import facts as F
+
+SCHEMA = 1
+MAX_OUTPUT_BYTES = 4 << 20
+MAX_STR = 4096
+MAX_ITEMS = 1024
+
+T = TypeVar("T")
+
+
+class ProbeOutputError(Exception):
+    """The probe's output as a whole is unusable (not JSON, wrong schema, too large)."""
+
+
+class Malformed(Exception):
+    """One field of one section has the wrong type or shape."""
+
+
+def _get(d: dict[str, Any], key: str) -> Any:
+    return d.get(key)
+
+
+def s(d: dict[str, Any], key: str, required: bool = True) -> Optional[str]:
+    v = _get(d, key)
+    if v is None and not required:
+        return None
+    if not isinstance(v, str):
+        raise Malformed(f"{key}: expected a string, got {type(v).__name__}")
+    return v[:MAX_STR]
+
+
+def i(d: dict[str, Any], key: str, required: bool = True) -> Optional[int]:
+    v = _get(d, key)
+    if v is None and not required:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise Malformed(f"{key}: expected an integer, got {type(v).__name__}")
+    return v
+
+
+def f(d: dict[str, Any], key: str, required: bool = True) -> Optional[float]:
+    v = _get(d, key)
+    if v is None and not required:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise Malformed(f"{key}: expected a number, got {v!r:.40}")
+    return float(v)
+
+
+def b(d: dict[str, Any], key: str) -> Optional[bool]:
+    v = _get(d, key)
+    if v is not None and not isinstance(v, bool):
+        raise Malformed(f"{key}: expected true/false, got {type(v).__name__}")
+    return v
+
+
+def obj(v: Any, what: str) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise Malformed(f"{what}: expected an object, got {type(v).__name__}")
+    return v
+
+
+def items(v: Any, what: str) -> list[Any]:
+    if not isinstance(v, list):
+        raise Malformed(f"{what}: expected a list, got {type(v).__name__}")
+    if len(v) > MAX_ITEMS:
+        raise Malformed(f"{what}: {len(v)} items, more than the limit of {MAX_ITEMS}")
+    return v
+
+
+def req(v: Optional[T]) -> T:
+    """Narrows a value that a required=True accessor already guaranteed."""
+    assert v is not None
+    return v
+
+
+def system(d: dict[str, Any]) -> F.SystemFacts:
+    return F.SystemFacts(hostname=req(s(d, "hostname")), kernel=req(s(d, "kernel")),
+                         arch=req(s(d, "arch")), os=req(s(d, "os")), python=req(s(d, "python")))
+
+
+def cpu(d: dict[str, Any]) -> F.CpuFacts:
+    q = d.get("quota")
+    quota = None
+    if q is not None:
+        q = obj(q, "quota")
+        quota = F.CpuQuota(version=req(i(q, "version")), quota_us=req(i(q, "quota_us")),
+                           period_us=req(i(q, "period_us")), cores=req(f(q, "cores")))
+    load = tuple(float(x) for x in items(d.get("loadavg", []), "loadavg")
+                 if isinstance(x, (int, float)))
+    return F.CpuFacts(logical=req(i(d, "logical")), affinity=req(i(d, "affinity")),
+                      effective=req(f(d, "effective")), utilization=req(f(d, "utilization")),
+                      loadavg=load, quota=quota, model=s(d, "model", required=False))
+
+
+def memory(d: dict[str, Any]) -> F.MemoryFacts:
+    return F.MemoryFacts(total_bytes=i(d, "total_bytes", False),
+                         available_bytes=i(d, "available_bytes", False))
+
+
+def shm(d: dict[str, Any]) -> F.ShmFacts:
+    return F.ShmFacts(size_bytes=req(i(d, "size_bytes")), free_bytes=req(i(d, "free_bytes")))
+
+
+def tmp(d: dict[str, Any]) -> F.TmpFacts:
+    return F.TmpFacts(path=req(s(d, "path")), size_bytes=req(i(d, "size_bytes")),
+                      free_bytes=req(i(d, "free_bytes")))
+
+
+def limits(d: dict[str, Any]) -> F.LimitsFacts:
+    def lim(key: str) -> F.Limit:
+        x = obj(d.get(key), key)
+        return F.Limit(soft=i(x, "soft", False), hard=i(x, "hard", False))
+    return F.LimitsFacts(nofile=lim("nofile"), memlock=lim("memlock"))
+
+
+def network(d: dict[str, Any]) -> F.NetworkFacts:
+    out = []
+    for n, raw in enumerate(items(d.get("interfaces"), "interfaces")):
+        x = obj(raw, f"interfaces[{n}]")
+        addrs = tuple(a[:MAX_STR] for a in items(x.get("addresses", []), "addresses")
+                      if isinstance(a, str))
+        out.append(F.Interface(name=req(s(x, "name")), mtu=i(x, "mtu", False),
+                               state=s(x, "state", False), speed_mbps=i(x, "speed_mbps", False),
+                               addresses=addrs))
+    route = d.get("default_route")
+    ib = d.get("infiniband")
+    return F.NetworkFacts(
+        interfaces=tuple(out),
+        default_route=route[:64] if isinstance(route, str) else None,
+        infiniband=tuple(x[:64] for x in items(ib, "infiniband") if isinstance(x, str))
+        if isinstance(ib, list) else ())
+
+
+def files(d: dict[str, Any]) -> F.FilesFacts:
+    raw = obj(d.get("files"), "files")
+    if len(raw) > MAX_ITEMS:
+        raise Malformed(f"files: more than {MAX_ITEMS} entries")
+    out = []
+    for path, x in sorted(raw.items()):
+        x = obj(x, f"files[{path[:64]}]")
+        if "error" in x:
+            out.append(F.FileFact(path=path[:MAX_STR], error=str(x["error"])[:MAX_STR]))
+        else:
+            out.append(F.FileFact(path=path[:MAX_STR], sha256=s(x, "sha256"),
+                                  size=i(x, "size", False)))
+    return F.FilesFacts(files=tuple(out))
+
+
+def ports(d: dict[str, Any]) -> F.PortsFacts:
+    raw = d.get("tcp")
+    if not isinstance(raw, list) or len(raw) > 65536:
+        raise Malformed("tcp: expected a list of at most 65536 ports")
+    if not all(isinstance(p, int) and 0 <= p < 65536 for p in raw):
+        raise Malformed("tcp: every port must be an integer 0-65535")
+    return F.PortsFacts(tcp=tuple(sorted(set(raw))))
+
+
+def env(d: dict[str, Any]) -> F.EnvFacts:
+    raw = obj(d.get("vars"), "vars")
+    if len(raw) > MAX_ITEMS:
+        raise Malformed(f"vars: more than {MAX_ITEMS} variables")
+    pairs = []
+    for k, v in sorted(raw.items()):
+        if not isinstance(v, str):
+            raise Malformed(f"vars.{k[:64]}: expected a string")
+        pairs.append((k[:256], v[:MAX_STR]))
+    return F.EnvFacts(vars=tuple(pairs))
+
+
+def _mode(v: Any) -> Optional[str]:
+    """NVML modes arrive as [current, pending] ints or a scalar; keep them as text."""
+    if v is None:
+        return None
+    if isinstance(v, list):
+        return "/".join(str(x) for x in v[:2])
+    return str(v)[:64]
+
+
+def gpu(d: dict[str, Any]) -> F.GpuFacts:
+    source = s(d, "source")
+    if source == "nvidia-smi":
+        return parse_smi_csv(req(s(d, "csv_fields")), d.get("csv", "")[:65536]
+                             if isinstance(d.get("csv"), str) else "")
+    if source not in ("nvml", "none"):
+        raise Malformed(f"source: unknown GPU source {source!r:.40}")
+    devices = []
+    for n, raw in enumerate(items(d.get("devices", []), "devices")):
+        x = obj(raw, f"devices[{n}]")
+        devices.append(F.GpuDevice(
+            index=req(i(x, "index")), name=req(s(x, "name")),
+            memory_total_mib=i(x, "memory_total_mib", False),
+            compute_capability=s(x, "compute_capability", False),
+            uuid=s(x, "uuid", False) or "", vbios=s(x, "vbios", False),
+            ecc_mode=_mode(x.get("ecc_mode")), mig_mode=_mode(x.get("mig_mode")),
+            persistence_mode=_mode(x.get("persistence_mode")),
+            power_limit_w=f(x, "power_limit_w", False),
+            pcie_width=i(x, "pcie_width", False), pcie_width_max=i(x, "pcie_width_max", False),
+            nvlink_up=i(x, "nvlink_up", False),
+            ecc_uncorrected_volatile=i(x, "ecc_uncorrected_volatile", False),
+            retired_pages_pending=_flag(x.get("retired_pages_pending")),
+            remapped_rows_pending=b(x, "remapped_rows_pending"),
+            remapped_rows_failure=b(x, "remapped_rows_failure"),
+            clock_event_reasons=i(x, "clock_event_reasons", False),
+            processes=i(x, "processes", False)))
+    return F.GpuFacts(source=req(source), driver=s(d, "driver", False),
+                      cuda_driver=s(d, "cuda_driver", False), devices=tuple(devices))
+
+
+def _flag(v: Any) -> Optional[bool]:
+    """NVML returns feature states as ints (1 = enabled / pending)."""
+    if v is None:
+        return None
+    if isinstance(v, (bool, int)):
+        return bool(v)
+    raise Malformed(f"expected a flag, got {type(v).__name__}")
+
+
+def _text_or_none(v: Any) -> Optional[str]:
+    """Paddle reports 'False' / '0' / None for fields a CPU build lacks: keep them as text."""
+    if v is None:
+        return None
+    return str(v)[:256]
+
+
+def paddle(d: dict[str, Any]) -> F.PaddleFacts:
+    archs = d.get("cuda_archs")
+    return F.PaddleFacts(
+        interpreter=req(s(d, "interpreter")), available=bool(b(d, "available")),
+        reason=s(d, "reason", False), python=s(d, "python", False),
+        version=s(d, "version", False), commit=s(d, "commit", False),
+        cuda=_text_or_none(d.get("cuda")), cudnn=_text_or_none(d.get("cudnn")),
+        nccl=_text_or_none(d.get("nccl")),
+        cuda_archs=tuple(int(a) for a in items(archs, "cuda_archs") if isinstance(a, int))
+        if archs is not None else None,
+        compiled_with_cuda=b(d, "compiled_with_cuda"),
+        compiled_with_distribute=b(d, "compiled_with_distribute"),
+        ps_core=b(d, "ps_core"))
+
+
+def clock(d: dict[str, Any], received_at: float) -> F.ClockFacts:
+    epoch = req(f(d, "epoch"))
+    # The probe stamps its clock just before it prints; the output arrives one transfer
+    # later, so host-minus-controller is right to within that transfer (milliseconds).
+    return F.ClockFacts(epoch=epoch, skew_s=round(epoch - received_at, 3) if received_at else None)
+
+
+SectionParser = Callable[[dict[str, Any]], Any]
+SECTIONS: dict[str, SectionParser] = {
+    "system": system, "cpu": cpu, "memory": memory, "shm": shm, "limits": limits,
+    "network": network, "ports": ports, "env": env, "files": files, "gpu": gpu,
+    "paddle": paddle,
+}
+
+
+def _section(doc: dict[str, Any], name: str, parser: SectionParser) -> Any:
+    raw = doc.get(name)
+    if raw is None:
+        return F.SectionError(f"section {name} missing from the probe output")
+    if not isinstance(raw, dict):
+        return F.SectionError(f"section {name}: expected an object")
+    if "error" in raw:
+        return F.SectionError(str(raw["error"])[:MAX_STR])
+    try:
+        return parser(raw)
+    except (Malformed, ValueError, TypeError) as e:
+        return F.SectionError(f"malformed {name} section: {e}"[:MAX_STR])
+
+
+def parse_probe_output(raw: Union[str, bytes], received_at: float = 0.0) -> F.HostFacts:
+    """Returns the facts of one probe document; raises ProbeOutputError if it is unusable."""
+    if len(raw) > MAX_OUTPUT_BYTES:
+        raise ProbeOutputError(f"probe output is {len(raw)} bytes, over the limit "
+                               f"of {MAX_OUTPUT_BYTES}")
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    text = text.strip()
+    if not text:
+        raise ProbeOutputError("probe printed nothing")
+    try:
+        doc = json.loads(text.splitlines()[-1])
+    except ValueError as e:
+        raise ProbeOutputError(f"probe output is not valid JSON ({e}): "
+                               f"{text[:80]!r}") from None
+    if not isinstance(doc, dict):
+        raise ProbeOutputError("probe output is not a JSON object")
+    schema = doc.get("schema")
+    if not isinstance(schema, int) or isinstance(schema, bool):
+        raise ProbeOutputError("probe output has no schema number")
+    if schema != SCHEMA:
+        raise ProbeOutputError(f"probe output has schema {schema}; this preflight reads "
+                               f"schema {SCHEMA}")
+    parsed = {name: _section(doc, name, p) for name, p in SECTIONS.items()}
+    parsed["clock"] = _section(doc, "clock", lambda d: clock(d, received_at))
+    if "tmp" in doc:
+        parsed["tmp"] = _section(doc, "tmp", tmp)
+    elapsed = doc.get("elapsed_s")
+    return F.HostFacts(
+        schema=schema,
+        probe_elapsed_s=float(elapsed) if isinstance(elapsed, (int, float)) else 0.0,
+        **parsed,
+    )

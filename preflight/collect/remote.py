@@ -1,0 +1,182 @@
+"""Commands on hosts already connected: run to completion or start in the background,
+every wait bounded. The active tests use these over the connections the probe opened."""
+
+from __future__ import annotations
+
+import select
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, Protocol
+
+MAX_OUTPUT = 4 << 20  # what one command may print before the rest is dropped
+POLL_S = 0.01
+
+
+@dataclass(frozen=True)
+class Done:
+    """A finished (or cut-off) command: exit None means it did not end in time."""
+
+    exit: Optional[int]
+    stdout: str
+    stderr: str
+    overflow: bool = False  # cut off for printing more than it may
+
+    @property
+    def ok(self) -> bool:
+        return self.exit == 0
+
+    def tail(self, lines: int = 3) -> str:
+        text = (self.stderr.strip() or self.stdout.strip()).splitlines()[-lines:]
+        return " | ".join(text)[:400] or "no output"
+
+
+class Started(Protocol):
+    """A command running on a host."""
+
+    def read_until(self, marker: str, timeout: float) -> bool: ...
+    def output(self) -> str: ...
+    def take(self) -> bytes: ...
+    def wait(self, timeout: float) -> Done: ...
+    def close(self) -> None: ...
+
+
+class Remote(Protocol):
+    """One host to run commands on (over SSH, or this machine)."""
+
+    name: str
+
+    def start(self, command: str) -> Started: ...
+    def run(self, command: str, timeout: float) -> Done: ...
+
+
+def in_parallel(calls: Sequence[Callable[[], None]], limit: float, name: str = "remote",
+                ) -> None:
+    """Runs each call in its own daemon thread and waits for all of them, at most limit
+    seconds in all; a call still running then is left behind (each bounds itself too)."""
+    threads = [threading.Thread(target=call, daemon=True, name=f"{name}-{i}")
+               for i, call in enumerate(calls)]
+    for t in threads:
+        t.start()
+    end = time.monotonic() + limit
+    for t in threads:
+        t.join(max(0.0, end - time.monotonic()))
+
+
+def run_with_input(transport: Any, command: str, data: bytes, timeout: float,
+                   on_sent: Optional[Callable[[], None]] = None) -> Done:
+    """Runs command on a new channel with data as its whole stdin and returns when it
+    exits; exit None when timeout passes first, or when either stream passes MAX_OUTPUT
+    (the command is then cut off, overflow set: its output is untrusted and must not fill
+    our memory). on_sent is called once data is on its way."""
+    end = time.monotonic() + timeout
+    ch = _Channel(transport, command, max(0.1, timeout))
+    try:
+        ch.ch.settimeout(max(0.1, end - time.monotonic()))
+        ch.ch.sendall(data)
+        ch.ch.shutdown_write()  # EOF: the host's python starts reading at once
+        if on_sent:
+            on_sent()
+        return ch.wait(max(0.0, end - time.monotonic()), cut_off=True)
+    finally:
+        ch.close()
+
+
+class _Channel:
+    """A paramiko session channel running one command; reads both streams, bounded."""
+
+    def __init__(self, transport: Any, command: str, open_timeout: float) -> None:
+        self.ch = transport.open_session(timeout=open_timeout)
+        self.ch.exec_command(command)
+        self.out, self.err = bytearray(), bytearray()
+        self.overflow = False  # a stream passed MAX_OUTPUT; the rest was dropped
+
+    def _pump(self) -> bool:
+        """Reads what is there; returns True if anything was read."""
+        got = False
+        for ready, recv, buf in ((self.ch.recv_ready, self.ch.recv, self.out),
+                                 (self.ch.recv_stderr_ready, self.ch.recv_stderr, self.err)):
+            while ready():
+                data = recv(65536)
+                if len(buf) < MAX_OUTPUT:
+                    buf += data
+                else:
+                    self.overflow = True
+                got = True
+        return got
+
+    def read_until(self, marker: str, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        needle = marker.encode()
+        while time.monotonic() < end:
+            self._pump()
+            if needle in self.out:
+                return True
+            if self.ch.exit_status_ready() and not self.ch.recv_ready():
+                self._pump()
+                return needle in self.out
+            time.sleep(POLL_S)
+        return False
+
+    def output(self) -> str:
+        """Returns what the command printed on stdout so far."""
+        return self.out.decode("utf-8", "replace")
+
+    def take(self) -> bytes:
+        """Returns the stdout printed since the last take and forgets it: for streaming a
+        long command's output without keeping it."""
+        self._pump()
+        data = bytes(self.out)
+        del self.out[:len(data)]
+        return data
+
+    def wait(self, timeout: float, cut_off: bool = False) -> Done:
+        """Waits for the command's end (exit None: not within timeout, or, with cut_off,
+        stopped reading once its output passed MAX_OUTPUT).
+
+        Sleeps in select() on the channel's pipe, not by polling: a controller waits on one
+        channel per host at once. The pipe is set by data and by the channel's close; the
+        exit status alone does not set it, hence the short cap."""
+        end = time.monotonic() + timeout
+        fd = self.ch.fileno()
+        while True:  # at least once: wait(0) still sees a command that has ended
+            got = self._pump()
+            if cut_off and self.overflow:
+                return self._done(None)
+            if self.ch.exit_status_ready() and not got and not self.ch.recv_ready() \
+                    and not self.ch.recv_stderr_ready():
+                self._pump()
+                return self._done(self.ch.recv_exit_status())
+            left = end - time.monotonic()
+            if left <= 0:
+                return self._done(None)
+            if not got:
+                select.select([fd], [], [], min(left, 0.2))
+
+    def _done(self, exit: Optional[int]) -> Done:
+        return Done(exit, self.out.decode("utf-8", "replace"),
+                    self.err.decode("utf-8", "replace"), self.overflow)
+
+    def close(self) -> None:
+        try:
+            self.ch.close()
+        except Exception:
+            pass
+
+
+class SshRemote:
+    """Commands on a host over an open Fabric connection, each on its own channel."""
+
+    def __init__(self, name: str, conn: Any, open_timeout: float = 10.0) -> None:
+        self.name, self.conn, self.open_timeout = name, conn, open_timeout
+
+    def start(self, command: str) -> Started:
+        return _Channel(self.conn.client.get_transport(), command, self.open_timeout)
+
+    def run(self, command: str, timeout: float) -> Done:
+        ch = _Channel(self.conn.client.get_transport(), command, self.open_timeout)
+        try:
+            return ch.wait(timeout)
+        finally:
+            ch.close()

@@ -1,0 +1,78 @@
+"""Runs the checks over the collected facts and turns the findings into a verdict."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
+
+from preflight.checks import ALL_CHECKS, CheckSpec
+from preflight.model.cluster import Cluster
+from preflight.model.findings import BLOCKING, Finding, Judgement, Status, Verdict
+from preflight.model.plan import Plan
+
+FAIL_ON = ("fail", "warn")  # --fail-on: what stops the job (warn: warnings too)
+
+
+def run_checks(cluster: Cluster, specs: Sequence[CheckSpec] = ALL_CHECKS) -> list[Finding]:
+    """Returns every check's findings; a check that raises becomes one ERROR finding."""
+    findings: list[Finding] = []
+    for spec in specs:
+        try:
+            findings.extend(spec.run(cluster))
+        except Exception as e:  # a bug in one check must not hide the others' findings
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            findings.append(Finding(
+                spec.name, Status.ERROR, (),
+                f"check {spec.name} crashed: {type(e).__name__}: {e} "
+                f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno})",
+                {"exception": type(e).__name__}))
+    return findings
+
+
+def blocking_statuses(fail_on: str = "fail") -> tuple[Status, ...]:
+    """Returns the statuses that make NO-GO under --fail-on (a CI gate may refuse warnings)."""
+    return BLOCKING + ((Status.WARN,) if fail_on == "warn" else ())
+
+
+def rejudged(doc: Mapping[str, Any], fail_on: str) -> dict[str, Any]:
+    """Returns a saved report judged again under fail_on (preflight report --fail-on): what
+    blocks under the new rule and did not under the report's own adds to the reasons."""
+    before = {s.value for s in blocking_statuses(str(doc.get("fail_on") or "fail"))}
+    now = {s.value for s in blocking_statuses(fail_on)}
+    newly = [str(f.get("message")) for f in doc.get("findings") or []
+             if isinstance(f, dict) and f.get("status") in now - before]
+    if newly:
+        doc = dict(doc, verdict=Verdict.NO_GO.value,
+                   reasons=list(doc.get("reasons") or []) + newly)
+    return dict(doc, fail_on=fail_on)
+
+
+def judge(cluster: Cluster, findings: Sequence[Finding], plan: Optional[Plan] = None,
+          fail_on: str = "fail") -> Judgement:
+    """Returns GO only when no finding blocks and every host was checked.
+
+    When the job is sized (--nnodes, --server-num, --trainer-num), the question is whether
+    that job fits: findings about hosts the plan left out no longer block, and the plan must
+    fit. A finding that names no host (or a crashed check) always blocks. With fail_on
+    "warn", warnings block too."""
+    blocking = [f for f in findings if f.status in blocking_statuses(fail_on)]
+    sized = plan is not None and plan.shape.explicit
+    if sized:
+        assert plan is not None
+        used = set(plan.hosts())
+        blocking = [f for f in blocking if f.status is Status.ERROR or not f.hosts
+                    or used & set(f.hosts)]
+    reasons = [f.message for f in blocking]
+    unchecked = [o.host.name for o in cluster.outcomes if not o.ok]
+    if unchecked and not sized and not any(f.status is Status.COULD_NOT_CHECK
+                                           for f in findings):
+        reasons.append(f"not checked: {', '.join(unchecked)}")  # never a silent pass
+    if not cluster.outcomes:
+        reasons.append("no hosts to check")
+    if plan is not None and cluster.outcomes:
+        reasons.extend(f"plan: {why}" for why in plan.lacks)
+        if not plan.nodes and not plan.lacks:
+            reasons.append("plan: no host fits the job")
+    verdict = Verdict.NO_GO if reasons else Verdict.GO
+    return Judgement(verdict, tuple(findings), tuple(reasons))

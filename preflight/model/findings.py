@@ -1,0 +1,51 @@
+"""What the checks say: findings with a status, and the verdict they add up to."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    """A finding's status, from best to worst for the verdict."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    COULD_NOT_CHECK = "could-not-check"
+    ERROR = "error"  # the check itself crashed: a bug in preflight, never a pass
+
+
+# What stops a job: a failure, a host or fact that could not be checked, a crashed check.
+BLOCKING = (Status.FAIL, Status.COULD_NOT_CHECK, Status.ERROR)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One judgement of one check about one or more hosts."""
+
+    check: str
+    status: Status
+    hosts: tuple[str, ...]
+    message: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Verdict(str, enum.Enum):
+    GO = "go"
+    NO_GO = "no-go"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The verdict with the findings that decided it."""
+
+    verdict: Verdict
+    findings: tuple[Finding, ...]
+    reasons: tuple[str, ...]
+
+    @property
+    def crashed_checks(self) -> bool:
+        return any(f.status is Status.ERROR for f in self.findings)

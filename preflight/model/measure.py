@@ -1,0 +1,92 @@
+"""What the active tests measured: iperf3 runs between hosts and the all-reduce (no judging)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Optional
+
+SURVEY, RETEST = "survey", "retest"
+
+
+@dataclass(frozen=True)
+class IperfResult:
+    """One iperf3 run from sender to receiver; error is set when there is no measurement."""
+
+    sent_bps: Optional[float] = None
+    received_bps: Optional[float] = None  # what arrived: the figure to judge a link by
+    retransmits: Optional[int] = None
+    seconds: Optional[float] = None
+    sent_bytes: Optional[float] = None
+    mss: Optional[int] = None  # TCP segment size: turns retransmits into a loss rate
+    error: Optional[str] = None
+
+    @property
+    def loss_pct(self) -> Optional[float]:
+        """Returns retransmitted segments as a percentage of the segments sent."""
+        if self.retransmits is None or not self.sent_bytes or not self.mss:
+            return None
+        return 100.0 * self.retransmits * self.mss / self.sent_bytes
+
+
+@dataclass(frozen=True)
+class LinkRun:
+    """One iperf3 run from sender to receiver: a survey round's, or a retest of a suspect."""
+
+    sender: str
+    receiver: str
+    phase: str  # SURVEY or RETEST
+    result: IperfResult
+
+    @property
+    def bps(self) -> Optional[float]:
+        return self.result.received_bps
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    """All-reduce of one message size: the median time of its iterations, and bandwidths."""
+
+    nbytes: int
+    seconds: float
+    ranks: int
+
+    @property
+    def algbw(self) -> float:
+        """Bytes per second of the message (nccl-tests' algbw)."""
+        return self.nbytes / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def busbw(self) -> float:
+        """algbw * 2(n-1)/n: what each link carried in a ring all-reduce (nccl-tests)."""
+        n = self.ranks
+        return self.algbw * 2 * (n - 1) / n if n > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class AllReduce:
+    """One all-reduce run across hosts; failed maps a host to what its log said."""
+
+    backend: str  # "nccl" or "gloo"
+    hosts: tuple[str, ...]
+    ranks: int
+    sizes: tuple[SizeResult, ...] = ()
+    error: Optional[str] = None
+    failed: Mapping[str, str] = field(default_factory=dict)
+    logs: Mapping[str, str] = field(default_factory=dict)  # hints from logs, even on success
+    wall_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class NetworkTests:
+    """Everything the active tests learned; skipped maps a host to why it took no part."""
+
+    schedule: str  # "ring" or "matrix"
+    hosts: tuple[str, ...] = ()
+    links: tuple[LinkRun, ...] = ()
+    allreduce: Optional[AllReduce] = None
+    allreduce_skipped: Optional[str] = None  # why no all-reduce ran at all
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    interrupted: bool = False
+    wall_s: float = 0.0
+    rounds: int = 0  # iperf3 rounds of disjoint pairs run (survey and retests)

@@ -1,0 +1,78 @@
+"""The placement plan: which hosts run what, on which ports, and which were left out and why."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Optional
+
+from preflight.model.policy import JobShape
+
+LAUNCHER = ("-m", "paddle.distributed.launch")
+# The launcher's variables that no flag carries: where it looks for rank ports, and which
+# interface gloo binds (otherwise where the hostname resolves, often 127.0.0.1).
+FLAG_ENV = ("PORT_RANGE", "GLOO_SOCKET_IFNAME")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One process the launcher starts: a trainer or server (ps), or a worker host's first
+    rank port (collective)."""
+
+    host: str
+    address: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.address}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One host of the plan: what it runs and the launcher command that runs it."""
+
+    host: str
+    address: str
+    python: str
+    rank: int  # collective: the node rank; ps: its place in the plan's host order
+    nproc: int  # processes the launcher starts here
+    ports: tuple[int, ...]  # every port the plan reserves on this host
+    argv: tuple[str, ...]  # the launcher command; the training script and its args follow
+    env: tuple[tuple[str, str], ...]  # Paddle's own variables for the same plan, and more
+
+    def flag_env(self) -> list[tuple[str, str]]:
+        """Returns the variables the flags cannot carry (they go before the command)."""
+        return [(k, v) for k, v in self.env if k in FLAG_ENV]
+
+    def command(self, script: Sequence[str] = ()) -> str:
+        """Returns the launcher command line, shell-quoted: `VAR=v python -m ... [script]`."""
+        q = shlex.quote
+        return " ".join([*(f"{k}={q(v)}" for k, v in self.flag_env()),
+                         *(q(a) for a in (*self.argv, *script))])
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A job that fits the hosts that passed; `lacks` says what the requested shape misses."""
+
+    mode: str
+    shape: JobShape
+    nodes: tuple[Node, ...] = ()
+    workers: tuple[Endpoint, ...] = ()  # trainers (ps) or worker hosts (collective)
+    servers: tuple[Endpoint, ...] = ()
+    master: Optional[str] = None  # collective: the launcher's rendezvous endpoint
+    nproc_per_node: Optional[int] = None
+    excluded: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    lacks: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.nodes) and not self.lacks
+
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(n.host for n in self.nodes)
+
+    def node(self, host: str) -> Optional[Node]:
+        return next((n for n in self.nodes if n.host == host), None)

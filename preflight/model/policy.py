@@ -1,0 +1,80 @@
+"""What the job needs: mode, version pins, files, ports, limits and the job's shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+# What a pin may name, and where its value comes from (see checks/pins.py).
+PIN_NAMES = ("paddle", "driver", "cuda", "cudnn", "nccl", "python")
+MODES = ("collective", "ps")
+# Paddle's launcher: --start_port 6070 (one port per local rank; 8 GPUs a host at most here)
+# and gloo's 6767 (../shared/reference/paddle.md). Without --ports the plan picks free ports
+# from these ranges itself, and the ports check only warns when the defaults are taken.
+DEFAULT_PORTS = tuple(range(6070, 6078)) + (6767,)
+RANK_PORTS_FROM, MASTER_PORTS_FROM = 6070, 6767
+
+
+@dataclass(frozen=True)
+class Pin:
+    name: str
+    spec: str  # a packaging specifier, e.g. ">=2.6,<3"
+
+    def __str__(self) -> str:
+        return f"{self.name}{self.spec}"
+
+
+@dataclass(frozen=True)
+class Limits:
+    clock_skew_warn_s: float = 1.0
+    clock_skew_fail_s: float = 5.0
+    shm_warn_mib: int = 1024
+    shm_fail_mib: int = 512  # Docker's default 64 MiB is the classic data-loader crash
+    tmp_warn_mib: int = 1024  # free space in the temp directory
+    tmp_fail_mib: int = 64  # full: tempfile, pip, JIT caches and launchers fail there
+    nofile_warn: int = 16384
+    nofile_fail: int = 4096  # the common 1024 default: "Too many open files" under load
+    # Links, relative to the cluster's own median host (see preflight/network/localise.py).
+    link_warn_ratio: float = 0.75
+    link_fail_ratio: float = 0.5
+    link_min_gbps: float = 0.0  # an absolute floor for every link; 0: none
+    link_loss_warn_pct: float = 1.0  # retransmitted segments of those sent
+    busbw_min_gbytes: float = 0.0  # all-reduce busbw floor in GB/s (nccl-tests' unit); 0: none
+    # NCCL's ring busbw cannot beat the slowest link; far below it, something else is wrong.
+    busbw_link_ratio: float = 0.25
+    # Parameter-server placement (preflight/placement/planner.py): cores one server and one trainer
+    # process need, and the share of a host's effective cores in use that makes it overloaded.
+    ps_server_cores: float = 1.0
+    ps_trainer_cores: float = 1.0
+    cpu_busy_ratio: float = 0.8
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """The job to place, in the launcher's own terms. Sizes left None follow the inventory:
+    every host a worker (collective), one server and one trainer a host (ps)."""
+
+    nproc_per_node: Optional[int] = None  # ranks per worker host; None: its GPUs (1 on CPU)
+    nnodes: Optional[int] = None  # collective: worker hosts
+    server_num: Optional[int] = None  # ps: parameter servers in all
+    trainer_num: Optional[int] = None  # ps: trainers in all
+
+    @property
+    def explicit(self) -> bool:
+        """True when the user sized the job: the plan then decides GO, and hosts left out
+        of it no longer block (see preflight/judge.py)."""
+        return any(v is not None for v in (self.nnodes, self.server_num, self.trainer_num))
+
+
+@dataclass(frozen=True)
+class Policy:
+    mode: str = "collective"
+    pins: tuple[Pin, ...] = ()
+    files: tuple[str, ...] = ()  # training script and configs: must hash alike on all hosts
+    ports: Optional[tuple[int, ...]] = None  # None: Paddle's defaults, the plan picks free ones
+    limits: Limits = field(default_factory=Limits)
+    job: JobShape = field(default_factory=JobShape)
+
+
+# The policy keys and flags that size the job (JobShape's fields).
+SHAPE_KEYS = ("nproc_per_node", "nnodes", "server_num", "trainer_num")

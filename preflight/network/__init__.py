@@ -1,0 +1,9 @@
+"""The active tests: iperf3 between hosts and an all-reduce across them -> NetworkTests.
+Measures only; the checks judge.
+
+- schedule: rounds of disjoint iperf3 pairs (ring or matrix)
+- iperf: iperf3 commands, their JSON output, rounds run over open connections
+- localise: which host or path is slow (pure; shared with the checks that judge it)
+- allreduce, allreduce_script: the all-reduce through Paddle's own launcher
+- orchestrate: survey, retests of suspects, then the all-reduce
+"""

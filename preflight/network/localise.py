@@ -1,0 +1,89 @@
+"""Localises slow links from iperf3 runs: a slow host (all its links slow) or a slow path.
+
+Pure functions shared by the orchestration (which suspects to retest) and the bandwidth check
+(what to blame). The cluster is its own yardstick: a host's best link shows what its NIC and
+path can do, and the median of those bests is what a healthy host of this cluster reaches."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from preflight.model.measure import SURVEY, LinkRun
+
+SEND, RECEIVE = "send", "receive"
+# Fewer hosts leave no majority to compare against: with two, both see the same link.
+MIN_HOSTS_RELATIVE = 3
+
+
+@dataclass(frozen=True)
+class Localisation:
+    """Hosts whose every link in a direction is below the threshold, and slow paths."""
+
+    threshold_bps: float
+    slow_hosts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # host -> directions
+    slow_paths: tuple[tuple[str, str], ...] = ()  # (sender, receiver), both fine elsewhere
+
+    def explains(self, sender: str, receiver: str) -> bool:
+        """Returns True if a slow host at either end accounts for this link being slow."""
+        return (SEND in self.slow_hosts.get(sender, ())
+                or RECEIVE in self.slow_hosts.get(receiver, ()))
+
+
+def measured(runs: Iterable[LinkRun], phase: str = SURVEY) -> list[LinkRun]:
+    """Returns the runs of a phase that produced a figure."""
+    return [r for r in runs if r.phase == phase and r.bps is not None]
+
+
+def best_by_host(runs: Sequence[LinkRun]) -> tuple[dict[str, float], dict[str, float]]:
+    """Returns ({host: best sending bps}, {host: best receiving bps})."""
+    out: dict[str, float] = {}
+    into: dict[str, float] = {}
+    for r in runs:
+        assert r.bps is not None
+        out[r.sender] = max(out.get(r.sender, 0.0), r.bps)
+        into[r.receiver] = max(into.get(r.receiver, 0.0), r.bps)
+    return out, into
+
+
+def reference_bps(runs: Sequence[LinkRun]) -> float | None:
+    """Returns the median over hosts of each host's best link, or None with too few hosts.
+
+    A median of hosts' bests, not of all links: in a ring of three, a slow host touches two
+    links of three, and a median of links would call the slow figure normal."""
+    out, into = best_by_host(runs)
+    hosts = set(out) | set(into)
+    if len(hosts) < MIN_HOSTS_RELATIVE:
+        return None
+    return statistics.median(max(out.get(h, 0.0), into.get(h, 0.0)) for h in hosts)
+
+
+def localise(runs: Sequence[LinkRun], threshold_bps: float) -> Localisation:
+    """Returns the slow hosts and slow paths among measured runs, against a threshold."""
+    out, into = best_by_host(runs)
+    slow: dict[str, list[str]] = {}
+    for host, best in out.items():
+        if best < threshold_bps:
+            slow.setdefault(host, []).append(SEND)
+    for host, best in into.items():
+        if best < threshold_bps:
+            slow.setdefault(host, []).append(RECEIVE)
+    loc = Localisation(threshold_bps, {h: tuple(d) for h, d in slow.items()})
+    paths = []
+    for r in runs:
+        assert r.bps is not None
+        if r.bps < threshold_bps and not loc.explains(r.sender, r.receiver):
+            paths.append((r.sender, r.receiver))
+    return Localisation(threshold_bps, loc.slow_hosts, tuple(dict.fromkeys(paths)))
+
+
+def suspect_threshold(runs: Sequence[LinkRun], warn_ratio: float, floor_bps: float,
+                      ) -> float | None:
+    """Returns the figure below which a link is suspect: warn_ratio of the reference, or the
+    absolute floor if higher; None when there is neither (too few hosts, no floor)."""
+    ref = reference_bps(runs)
+    candidates = [floor_bps] if floor_bps > 0 else []
+    if ref is not None:
+        candidates.append(warn_ratio * ref)
+    return max(candidates) if candidates else None

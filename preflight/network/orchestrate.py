@@ -1,0 +1,219 @@
+"""The active tests: iperf3 survey, retests of suspects, then the all-reduce -> NetworkTests.
+
+Measures only; checks/bandwidth.py and checks/allreduce.py judge. Interrupted, it stops its
+servers and launchers and returns what it measured so far."""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from preflight.collect.remote import Remote, in_parallel
+from preflight.model.facts import (
+    EnvFacts,
+    GpuFacts,
+    HostFacts,
+    NetworkFacts,
+    PaddleFacts,
+    PortsFacts,
+)
+from preflight.model.host import HostOutcome
+from preflight.model.measure import RETEST, SURVEY, LinkRun, NetworkTests
+from preflight.model.policy import Limits
+from preflight.network import localise
+from preflight.network.allreduce import AllReduceOptions, Member, run_allreduce
+from preflight.network.iperf import IperfOptions, Servers, run_rounds
+from preflight.network.schedule import Pair, matrix_rounds, ring_rounds
+
+MAX_RETESTS = 8  # suspects beyond these stay unconfirmed; a run must stay bounded
+
+
+@dataclass(frozen=True)
+class NetworkOptions:
+    matrix: bool = False
+    iperf: IperfOptions = IperfOptions()
+    allreduce: AllReduceOptions = AllReduceOptions()
+    run_allreduce: bool = True
+
+
+def _has_iperf3(remotes: Mapping[str, Remote]) -> dict[str, str]:
+    """Returns {host: why not} for hosts where iperf3 cannot run."""
+    why: dict[str, Optional[str]] = {}  # None: iperf3 is there
+
+    def probe(name: str, remote: Remote) -> None:
+        try:
+            done = remote.run("command -v iperf3", timeout=10.0)
+        except Exception as e:
+            why[name] = f"could not run a command: {type(e).__name__}: {e}"
+            return
+        why[name] = ("no answer within 10 s" if done.exit is None else
+                     "iperf3 is not installed" if done.exit != 0 else None)
+
+    in_parallel([functools.partial(probe, n, r) for n, r in remotes.items()], 12.0, "which")
+    missing: dict[str, str] = {}
+    for name in remotes:
+        if name not in why:
+            missing[name] = "no answer to `command -v iperf3` within 12 s"
+        elif why[name] is not None:
+            missing[name] = str(why[name])
+    return missing
+
+
+def retest_pairs(survey: Sequence[LinkRun], limits: Limits) -> list[Pair]:
+    """Returns the pairs to measure again, alone: each suspect host against the best host
+    that passed, and each slow path itself."""
+    runs = localise.measured(survey)
+    threshold = localise.suspect_threshold(runs, limits.link_warn_ratio,
+                                              limits.link_min_gbps * 1e9)
+    if threshold is None:
+        return []
+    loc = localise.localise(runs, threshold)
+    out, into = localise.best_by_host(runs)
+    blamed = set(loc.slow_hosts) | {h for p in loc.slow_paths for h in p}
+    healthy = sorted((h for h in set(out) | set(into) if h not in blamed),
+                     key=lambda h: (-max(out.get(h, 0.0), into.get(h, 0.0)), h))
+    pairs: list[Pair] = []
+    if healthy:
+        ref = healthy[0]
+        for host, directions in loc.slow_hosts.items():
+            if localise.SEND in directions:
+                pairs.append((host, ref))
+            if localise.RECEIVE in directions:
+                pairs.append((ref, host))
+    pairs.extend(loc.slow_paths)
+    return pairs[:MAX_RETESTS]
+
+
+def resolve_ip(address: str) -> Optional[str]:
+    """Returns the IPv4/IPv6 address of an inventory address (resolving a DNS name)."""
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        try:
+            return socket.gethostbyname(address)
+        except OSError:
+            return None
+
+
+def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote],
+                      port: int = AllReduceOptions.port,
+                      ) -> tuple[list[Member], str, dict[str, str]]:
+    """Returns (members, backend, {host: why it takes no part})."""
+    left_out: dict[str, str] = {}
+    cands: list[tuple[HostOutcome, HostFacts, PaddleFacts]] = []
+    for o in outcomes:
+        facts = o.facts
+        if facts is None or o.host.name not in remotes:
+            continue
+        paddle = facts.paddle
+        if not isinstance(paddle, PaddleFacts) or not paddle.available:
+            left_out[o.host.name] = "Paddle is not importable"
+        elif paddle.compiled_with_distribute is False:
+            left_out[o.host.name] = "Paddle was built without distributed support"
+        else:
+            cands.append((o, facts, paddle))
+    gpus = {o.host.name: len(f.gpu.devices) if isinstance(f.gpu, GpuFacts) else 0
+            for o, f, _ in cands}
+    backend, nproc = "gloo", 1
+    if any(gpus.values()):
+        # A GPU job runs on GPU hosts only: CPU-only hosts among them are left out, not mixed in.
+        for o, _, _ in cands:
+            if not gpus[o.host.name]:
+                left_out[o.host.name] = "has no GPU while others do"
+        cands = [c for c in cands if gpus[c[0].host.name]]
+        backend, nproc = "nccl", min(gpus[o.host.name] for o, _, _ in cands)
+    members = []
+    # The launcher's ports: master, gloo, then rank 0's store and one per local rank. One
+    # already taken would hang the run until its deadline; leaving the host out says why.
+    needed = range(port, port + 3 + nproc)
+    for o, facts, paddle in cands:
+        held = sorted(set(needed) & set(facts.ports.tcp)) if isinstance(
+            facts.ports, PortsFacts) else []
+        if held:
+            left_out[o.host.name] = (f"port {held[0]} is already in use (the all-reduce needs "
+                                     f"{needed[0]}-{needed[-1]}; see --allreduce-port)")
+            continue
+        ip = resolve_ip(o.host.address)
+        if ip is None:
+            left_out[o.host.name] = f"cannot resolve {o.host.address}"
+            continue
+        ifname = None
+        env = dict(facts.env.vars) if isinstance(facts.env, EnvFacts) else {}
+        net = facts.network
+        if "GLOO_SOCKET_IFNAME" not in env and isinstance(net, NetworkFacts):
+            iface = net.interface_with(ip)
+            ifname = iface.name if iface else None
+        members.append(Member(o.host.name, remotes[o.host.name], paddle.interpreter, ip,
+                              nproc, ifname))
+    return members, backend, left_out
+
+
+def run_network_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote],
+                      limits: Limits, opts: NetworkOptions,
+                      on_step: Optional[Callable[[str], None]] = None,
+                      on_link: Optional[Callable[[LinkRun], None]] = None) -> NetworkTests:
+    """Returns what the iperf3 survey, the retests and the all-reduce measured."""
+    started = time.monotonic()
+    schedule = "matrix" if opts.matrix else "ring"
+    skipped: dict[str, str] = {}
+    for o in outcomes:
+        if o.facts is not None and o.host.name not in remotes:
+            skipped[o.host.name] = "no connection left to run tests over"
+    answered = [o for o in outcomes if o.facts is not None and o.host.name in remotes]
+    names = [o.host.name for o in answered]
+    addresses = {o.host.name: o.host.address for o in answered}
+    links: list[LinkRun] = []
+    servers = Servers()
+    allreduce = None
+    ar_skipped: Optional[str] = None
+    interrupted = False
+    n_rounds = 0
+
+    def step(text: str) -> None:
+        if on_step:
+            on_step(text)
+
+    def measured(run: LinkRun) -> None:
+        links.append(run)
+        if on_link:
+            on_link(run)
+
+    try:
+        if len(names) < 2:
+            ar_skipped = "needs 2 or more hosts that answered"
+            return NetworkTests(schedule, tuple(names), (), None, ar_skipped, skipped)
+        skipped.update(_has_iperf3({n: remotes[n] for n in names}))
+        iperf_hosts = [n for n in names if n not in skipped]
+        rounds = (matrix_rounds if opts.matrix else ring_rounds)(iperf_hosts)
+        step(f"iperf3 {schedule}: {len(rounds)} rounds over {len(iperf_hosts)} hosts")
+        n_rounds = len(rounds)
+        run_rounds(rounds, remotes, addresses, opts.iperf, SURVEY, servers, measured)
+        retests = retest_pairs(links, limits)
+        if retests:
+            step(f"iperf3 retest of {len(retests)} suspect link(s)")
+            n_rounds += len(retests)  # one pair a round: alone, nothing shares its links
+            run_rounds([[p] for p in retests], remotes, addresses, opts.iperf, RETEST,
+                       servers, measured)
+        if opts.run_allreduce:
+            members, backend, left_out = allreduce_members(answered, remotes,
+                                                           opts.allreduce.port)
+            for host, why in left_out.items():
+                skipped.setdefault(host, f"no all-reduce: {why}")
+            if len(members) < 2:
+                ar_skipped = (f"needs 2 or more hosts with Paddle, found {len(members)}")
+            else:
+                step(f"all-reduce ({backend}) over {len(members)} hosts")
+                allreduce = run_allreduce(members, backend, opts.allreduce)
+        else:
+            ar_skipped = "turned off"
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        servers.stop_all()
+    return NetworkTests(schedule, tuple(names), tuple(links), allreduce, ar_skipped, skipped,
+                        interrupted, time.monotonic() - started, n_rounds)

@@ -1,0 +1,156 @@
+"""One check of a cluster, as check, baseline and audit run it: collect, measure, judge, plan,
+and the report document. Takes typed options (the CLI builds them from its flags), so a run
+can be driven by anything that can fill a CheckOptions."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional
+
+from preflight import runlog
+from preflight.collect.fanout import CollectOptions, collect, local_host
+from preflight.collect.remote import SshRemote
+from preflight.config.errors import UsageError
+from preflight.inventory import load
+from preflight.judge import judge, run_checks
+from preflight.model.baseline import Audit
+from preflight.model.cluster import Cluster
+from preflight.model.findings import Finding, Judgement
+from preflight.model.host import Host, HostFailure, HostOutcome, Stage
+from preflight.model.measure import NetworkTests
+from preflight.model.plan import Plan
+from preflight.model.policy import Policy
+from preflight.network.orchestrate import NetworkOptions, resolve_ip, run_network_tests
+from preflight.placement.planner import plan as make_plan
+from preflight.report import jsonreport, terminal
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """Everything one check run is told."""
+
+    policy: Policy = field(default_factory=Policy)
+    inventory: Optional[str] = None  # None: this machine, audited locally without SSH
+    python: str = "python3"  # the local audit's training interpreter
+    collect: CollectOptions = CollectOptions()
+    network: Optional[NetworkOptions] = NetworkOptions()  # None: no active tests
+    fail_on: str = "fail"
+    outputs: Mapping[str, Optional[str]] = field(default_factory=dict)  # flag -> file to write
+    log: Optional[str] = None  # the results log; None: a new one in the default directory
+    write_log: bool = True
+    progress: bool = True  # the live count, when stderr is a terminal
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    cluster: Cluster
+    findings: list[Finding]
+    plan: Plan
+    judgement: Judgement
+    doc: dict[str, Any]
+    interrupted: bool
+    log: Optional[runlog.RunLog] = None
+
+    def close_log(self, exit_code: int) -> None:
+        """Writes the log's end record: a log without one is a run that was killed."""
+        if self.log is not None:
+            self.log.end(self.judgement.verdict.value, exit_code)
+            self.log.close()
+
+
+def check_outputs(outputs: Mapping[str, Optional[str]]) -> None:
+    """Refuses, before anything runs, an output file whose directory does not exist."""
+    for flag, path in outputs.items():
+        parent = os.path.dirname(os.path.abspath(path)) if path else None
+        if parent and not os.path.isdir(parent):
+            raise UsageError(f"{flag} {path}: directory {parent} does not exist")
+
+
+def _inventory_path(opts: CheckOptions) -> Optional[str]:
+    return os.path.abspath(opts.inventory) if opts.inventory else None
+
+
+def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
+        argv: Sequence[str] = ()) -> CheckRun:
+    """Runs one check; returns everything it learned. Each host's answer and each
+    measurement goes to the results log as it arrives."""
+    hosts = load(opts.inventory) if opts.inventory else [local_host(python=opts.python)]
+    check_outputs(opts.outputs)
+    # The active tests need peers: a local audit of one machine has none.
+    active = opts.network is not None and len(hosts) > 1
+    collect_opts = replace(opts.collect, files=opts.policy.files, keep_connections=active)
+    progress = terminal.Progress(enabled=None if opts.progress else False)
+    started = time.time()
+    log = (runlog.open_for_run(opts.log, command, argv, hosts, started, _inventory_path(opts))
+           if opts.write_log else None)
+    connections: dict[str, Any] = {}
+    network: Optional[NetworkTests] = None
+
+    def answered(outcome: HostOutcome, done: int, total: int) -> None:
+        if log is not None:
+            log.host(outcome)
+        progress(outcome, done, total)
+
+    try:
+        outcomes = collect(hosts, collect_opts, on_result=answered, connections=connections)
+        collect_interrupted = any(o.failure and o.failure.stage is Stage.INTERRUPTED
+                                  for o in outcomes)
+        if active and opts.network is not None and not collect_interrupted:
+            remotes = {name: SshRemote(name, conn, collect_opts.connect_timeout)
+                       for name, conn in connections.items()}
+            network = run_network_tests(outcomes, remotes, opts.policy.limits, opts.network,
+                                        on_step=progress.step,
+                                        on_link=log.link if log is not None else None)
+            if log is not None:
+                log.network(network)
+    finally:
+        progress.close()
+        for conn in connections.values():
+            conn.close()
+    interrupted = collect_interrupted or bool(network and network.interrupted)
+    return judged(opts, command, audit, hosts, outcomes, network, started,
+                  round(time.time() - started, 3), interrupted, log)
+
+
+def judged(opts: CheckOptions, command: str, audit: Optional[Audit], hosts: Sequence[Host],
+           outcomes: Sequence[HostOutcome], network: Optional[NetworkTests], started: float,
+           duration: Optional[float], interrupted: bool,
+           log: Optional[runlog.RunLog] = None) -> CheckRun:
+    """Checks, plan, verdict and report document of what a run learned (live or logged)."""
+    cluster = Cluster(tuple(outcomes), opts.policy, network, audit)
+    findings = run_checks(cluster)
+    ips = {h.name: ip for h in hosts if (ip := resolve_ip(h.address)) is not None}
+    plan = make_plan(cluster, findings, ips)
+    judgement = judge(cluster, findings, plan, opts.fail_on)
+    meta: dict[str, Any] = {
+        "command": command, "started_at": started, "duration_s": duration,
+        "inventory": _inventory_path(opts), "interrupted": interrupted,
+        "fail_on": opts.fail_on}
+    if audit is not None:
+        b = audit.baseline
+        meta["audit"] = {"baseline": os.path.abspath(b.path), "taken_at": b.taken_at,
+                         "taken_on": b.taken_on, "tolerance": audit.tolerance,
+                         "max_age_s": audit.max_age_s}
+    doc = jsonreport.document(cluster, judgement, meta, plan)
+    return CheckRun(cluster, findings, plan, judgement, doc, interrupted, log)
+
+
+def from_log(opts: CheckOptions, logged: runlog.LoggedRun,
+             audit: Optional[Audit] = None) -> CheckRun:
+    """Judges what a results log holds, with the options of the run that wrote it; the hosts
+    it has no answer for could not be checked: the run stopped first."""
+    outcomes = [logged.outcomes.get(h.name) or HostOutcome(h, failure=HostFailure(
+        Stage.INTERRUPTED, "preflight stopped before this host answered (results log "
+        f"{logged.path})")) for h in logged.hosts]
+    network = logged.network_tests()
+    stopped = not logged.finished or bool(logged.end and logged.end.get("killed"))
+    interrupted = stopped or bool(network and network.interrupted) or any(
+        o.failure is not None and o.failure.stage is Stage.INTERRUPTED for o in outcomes)
+    duration = None
+    if logged.end and isinstance(logged.end.get("at"), (int, float)) and not stopped:
+        duration = round(float(logged.end["at"]) - logged.started_at, 3)
+    return judged(opts, logged.command, audit, logged.hosts, outcomes, network,
+                  logged.started_at, duration, interrupted)

@@ -1,0 +1,104 @@
+"""The launcher command of each plan host, its env file and its script (pure rendering).
+
+Two equivalent forms per host: the flags (`--master --nnodes --rank` or `--servers
+--trainers`) that the JSON report and `preflight launch` use, and Paddle's own variables for
+the same values (POD_IP, PADDLE_MASTER, ...: the launcher reads them in place of its flags)
+that the emitted env file carries for a scheduler. Two variables have no flag and are in both:
+PORT_RANGE (where the launcher looks for rank ports) and GLOO_SOCKET_IFNAME (which interface
+gloo binds; otherwise where the hostname resolves, often 127.0.0.1)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Sequence
+from typing import Optional
+
+from preflight.model.plan import LAUNCHER, Endpoint, Node, Plan
+
+# Values written into env files and scripts: endpoints, numbers, interface names, paths.
+_SAFE = re.compile(r"^[A-Za-z0-9_.:,/+@%=-]*$")
+
+
+def _extra_env(gloo_ifname: Optional[str], port_range: Optional[str]) -> list[tuple[str, str]]:
+    env = []
+    if port_range:
+        env.append(("PORT_RANGE", port_range))
+    if gloo_ifname:
+        env.append(("GLOO_SOCKET_IFNAME", gloo_ifname))
+    return env
+
+
+def collective_node(host: str, ip: str, python: str, rank: int, nnodes: int, nproc: int,
+                    master: str, block: Sequence[int], ports: tuple[int, ...],
+                    gloo_ifname: Optional[str]) -> Node:
+    """Returns a collective host: `--master --nnodes --rank --nproc_per_node --host`."""
+    argv = (python, *LAUNCHER, "--master", master, "--nnodes", str(nnodes), "--rank", str(rank),
+            "--nproc_per_node", str(nproc), "--host", ip)
+    env = [("POD_IP", ip), ("PADDLE_MASTER", master), ("PADDLE_NNODES", str(nnodes)),
+           ("PADDLE_RANK", str(rank)), ("PADDLE_NPROC_PER_NODE", str(nproc)),
+           *_extra_env(gloo_ifname, f"{block[0]}:{block[-1]}")]
+    return Node(host, ip, python, rank, nproc, ports, argv, tuple(env))
+
+
+def ps_node(host: str, ip: str, python: str, rank: int, servers: Sequence[Endpoint],
+            trainers: Sequence[Endpoint], gloo_port: int, ports: tuple[int, ...],
+            gloo_ifname: Optional[str]) -> Node:
+    """Returns a PS host: the same `--servers --trainers` everywhere, its own `--host`."""
+    s = ",".join(str(e) for e in servers)
+    t = ",".join(str(e) for e in trainers)
+    argv = (python, *LAUNCHER, "--servers", s, "--trainers", t, "--gloo_port", str(gloo_port),
+            "--host", ip)
+    env = [("POD_IP", ip), ("PADDLE_SERVERS_ENDPOINTS", s), ("PADDLE_TRAINERS_ENDPOINTS", t),
+           ("PADDLE_GLOO_PORT", str(gloo_port)), *_extra_env(gloo_ifname, None)]
+    nproc = sum(1 for e in (*servers, *trainers) if e.host == host)
+    return Node(host, ip, python, rank, nproc, ports, argv, tuple(env))
+
+
+def env_file(node: Node) -> str:
+    """Returns the host's env file: KEY=value lines that sh and docker --env-file both read."""
+    lines = []
+    for k, v in node.env:
+        if not _SAFE.match(v):  # never the case for what the planner produces; refuse anyway
+            raise ValueError(f"{node.host}: {k} value {v!r} is not safe in an env file")
+        lines.append(f"{k}={v}")
+    return "\n".join(lines) + "\n"
+
+
+def script(plan: Plan, node: Node) -> str:
+    """Returns the host's launch script: it exports the env file beside it, then runs the
+    launcher with the training script and arguments it is given."""
+    q = shlex.quote
+    role = (f"rank {node.rank} of {len(plan.nodes)}" if plan.mode == "collective" else
+            f"{sum(e.host == node.host for e in plan.servers)} server(s), "
+            f"{sum(e.host == node.host for e in plan.workers)} trainer(s)")
+    return f"""#!/bin/sh
+# preflight plan, {plan.mode} mode: {node.host} ({node.address}), {role}.
+# Run on {node.host}: sh {node.host}.sh train.py [ARGS...]
+# The launcher reads its settings from {node.host}.env (Paddle's own variables: POD_IP,
+# PADDLE_MASTER, ...); the equivalent flags are in the JSON report's plan.
+set -e
+here=$(cd "$(dirname "$0")" && pwd)
+set -a
+. "$here/{node.host}.env"
+set +a
+exec {q(node.python)} -m paddle.distributed.launch "$@"
+"""
+
+
+def emit(plan: Plan, directory: str) -> list[str]:
+    """Writes <host>.sh and <host>.env for every plan host; returns the paths written."""
+    os.makedirs(directory, exist_ok=True)
+    written = []
+    for node in plan.nodes:
+        for name, text, mode in ((f"{node.host}.env", env_file(node), 0o644),
+                                 (f"{node.host}.sh", script(plan, node), 0o755)):
+            path = os.path.join(directory, name)
+            tmp = path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.chmod(tmp, mode)
+            os.replace(tmp, path)
+            written.append(path)
+    return written

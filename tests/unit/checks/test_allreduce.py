@@ -1,0 +1,73 @@
+"""The allreduce check on all-reduce measurements (no network here)."""
+
+from __future__ import annotations
+
+from support import NODES, G, net_tests, slow_host, survey, with_network
+
+from preflight.checks import allreduce
+from preflight.model.findings import Status
+from preflight.model.measure import (
+    AllReduce,
+    SizeResult,
+)
+
+
+def ar(backend="gloo", busbw_gbytes=1.0, ranks=4, **kw) -> AllReduce:
+    # busbw = algbw * 2(n-1)/n: choose the time that gives the wanted busbw for 32 MiB.
+    nbytes = 32 << 20
+    seconds = nbytes * 2 * (ranks - 1) / ranks / (busbw_gbytes * 1e9)
+    return AllReduce(backend, tuple(NODES), ranks, (SizeResult(nbytes, seconds, ranks),), **kw)
+
+
+def test_busbw_is_algbw_times_two_n_minus_one_over_n():
+    s = SizeResult(1000, 1.0, 4)
+    assert s.algbw == 1000 and s.busbw == 1500
+
+
+def test_gloo_reports_busbw_and_passes_without_a_floor():
+    links = survey(NODES, lambda s, r: 10 * G)
+    [f] = allreduce.check(with_network(net_tests(links, ar())))
+    assert f.status is Status.PASS and "busbw 1 GB/s" in f.message and f.hosts == tuple(NODES)
+
+
+def test_nccl_far_below_the_slowest_link_fails_naming_the_log():
+    links = survey(NODES, lambda s, r: 100 * G)  # 12.5 GB/s links
+    hints = {"node01": "NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>"}
+    [f] = allreduce.check(with_network(net_tests(links, ar("nccl", 1.0, logs=hints))))
+    assert f.status is Status.FAIL
+    assert "far below the slowest link (12.5 GB/s)" in f.message and "NET/Socket" in f.message
+    [ok] = allreduce.check(with_network(net_tests(links, ar("nccl", 10.0))))
+    assert ok.status is Status.PASS
+
+
+def test_slow_host_explains_a_low_busbw_and_is_not_blamed_on_everyone():
+    links = survey(NODES, slow_host("node02", rate=1 * G, fast=100 * G))
+    [f] = allreduce.check(with_network(net_tests(links, ar("nccl", 0.12))))
+    assert f.status is Status.PASS and "explained by slow node02" in f.message
+    [g] = allreduce.check(with_network(net_tests(links, ar("gloo", 0.12)), busbw_min_gbytes=1))
+    assert g.status is Status.PASS and "explained by slow node02" in g.message
+
+
+def test_policy_floor_fails_when_nothing_explains_it():
+    links = survey(NODES, lambda s, r: 10 * G)
+    [f] = allreduce.check(with_network(net_tests(links, ar("gloo", 0.5)), busbw_min_gbytes=1))
+    assert f.status is Status.FAIL and "below the policy floor 1 GB/s" in f.message
+
+
+def test_failed_rank_names_its_host_and_log():
+    run = ar(error="the rank on node03 failed first; stopped the launcher on node01",
+             failed={"node03": "RuntimeError: Unable to find address for: nope0"})
+    [f] = allreduce.check(with_network(net_tests([], run)))
+    assert f.status is Status.FAIL and f.hosts == ("node03",)
+    assert "Unable to find address for: nope0" in f.message
+
+
+def test_not_run_is_could_not_check_unless_turned_off():
+    [f] = allreduce.check(with_network(net_tests(
+        [], ar_skipped="needs 2 or more hosts with Paddle, found 1")))
+    assert f.status is Status.COULD_NOT_CHECK and "found 1" in f.message
+    assert list(allreduce.check(with_network(net_tests([], ar_skipped="turned off")))) == []
+    left = net_tests([], ar(), skipped={"node04": "no all-reduce: Paddle is not importable"})
+    fs = list(allreduce.check(with_network(left)))
+    assert [f.message for f in fs if f.status is Status.COULD_NOT_CHECK] == [
+        "node04: no all-reduce: Paddle is not importable"]

@@ -1,0 +1,115 @@
+"""The bandwidth check on iperf3 measurements (no network here)."""
+
+from __future__ import annotations
+
+import pytest
+from support import NODES, G, cluster, link, net_tests, same, slow_host, survey, with_network
+
+from preflight.checks import bandwidth
+from preflight.model.findings import Status
+from preflight.model.measure import (
+    RETEST,
+    SURVEY,
+    IperfResult,
+    LinkRun,
+)
+from preflight.network.schedule import matrix_rounds, ring_rounds
+
+
+def by_status(findings):
+    out: dict[Status, list[str]] = {}
+    for f in findings:
+        out.setdefault(f.status, []).extend(f.hosts)
+    return out
+
+
+def test_slow_host_confirmed_by_retest_fails_and_peers_pass():
+    links = survey(NODES, slow_host("node03")) + [
+        link("node03", "node01", 0.1 * G, RETEST), link("node01", "node03", 0.1 * G, RETEST)]
+    fs = list(bandwidth.check(with_network(net_tests(links))))
+    assert by_status(fs) == {Status.FAIL: ["node03"],
+                             Status.PASS: ["node01", "node02", "node04"]}
+    [fail] = [f for f in fs if f.status is Status.FAIL]
+    assert fail.message == (
+        "node03: slow host: sends at most 100 Mbit/s and receives at most 100 Mbit/s with "
+        "every peer (node02, node04); median host 10 Gbit/s; retest against node01: "
+        "100 Mbit/s: check its NIC, cable, link speed (ethtool) and driver")
+
+
+def test_suspect_fine_on_retest_is_not_blamed():
+    links = survey(NODES, slow_host("node03", rate=3 * G)) + [
+        link("node03", "node01", 9 * G, RETEST), link("node01", "node03", 9.5 * G, RETEST)]
+    fs = list(bandwidth.check(with_network(net_tests(links))))
+    assert all(f.status is Status.PASS for f in fs)
+    assert any("transient" in f.message and f.hosts == ("node03",) for f in fs)
+
+
+@pytest.mark.parametrize("retest,status", [(6 * G, Status.WARN), (4 * G, Status.FAIL)],
+                         ids=["between-half-and-three-quarters", "below-half"])
+def test_tiers_relative_to_the_median_host(retest, status):
+    links = survey(NODES, slow_host("node02", rate=retest)) + [
+        link("node02", "node01", retest, RETEST), link("node01", "node02", retest, RETEST)]
+    fs = list(bandwidth.check(with_network(net_tests(links))))
+    assert by_status(fs)[status] == ["node02"]
+
+
+def test_slow_path_between_healthy_hosts():
+    links = [link(s, r, 1 * G if (s, r) == ("node02", "node03") else 10 * G)
+             for rnd in ring_rounds(NODES) for s, r in rnd]
+    links.append(link("node02", "node03", 1.1 * G, RETEST))
+    fs = list(bandwidth.check(with_network(net_tests(links))))
+    [fail] = [f for f in fs if f.status is Status.FAIL]
+    assert fail.hosts == ("node02", "node03")
+    assert fail.message.startswith("node02 -> node03: slow path, 1 Gbit/s while both hosts "
+                                   "are fine with other peers")
+
+
+def test_many_slow_paths_read_as_one_shared_bottleneck():
+    hosts = [f"node{i:02d}" for i in range(1, 9)]
+    slow_pairs = {("node01", "node05"), ("node02", "node06"), ("node03", "node07"),
+                  ("node04", "node08"), ("node05", "node01")}
+    links = survey(hosts, lambda s, r: 2 * G if (s, r) in slow_pairs else 10 * G,
+                   matrix_rounds)
+    fs = list(bandwidth.check(with_network(net_tests(links, hosts=hosts))))
+    [fail] = [f for f in fs if f.status is not Status.PASS]
+    assert fail.status is Status.FAIL and len(fail.hosts) == 8
+    assert fail.message.startswith("5 slow paths among 8 of 8 hosts")
+    assert "shared bottleneck" in fail.message
+
+
+def test_absolute_floor_fails_a_uniformly_slow_cluster():
+    links = survey(NODES, lambda s, r: 1 * G)
+    assert all(f.status is Status.PASS for f in bandwidth.check(with_network(net_tests(links))))
+    fs = list(bandwidth.check(with_network(net_tests(links), link_min_gbps=10)))
+    assert sorted(by_status(fs)[Status.FAIL]) == NODES
+    assert "floor 10 Gbit/s" in fs[0].message and "not confirmed by a retest" in fs[0].message
+
+
+def test_loss_on_a_link_warns():
+    lossy = LinkRun("node01", "node02", SURVEY, IperfResult(
+        received_bps=9.9 * G, sent_bps=10 * G, retransmits=50_000, sent_bytes=3.7e9, mss=1448))
+    links = [lossy if (r.sender, r.receiver) == ("node01", "node02") else r
+             for r in survey(NODES, lambda s, r: 10 * G)]
+    fs = list(bandwidth.check(with_network(net_tests(links))))
+    [warn] = [f for f in fs if f.status is Status.WARN]
+    assert warn.message.startswith("node01 -> node02: 2% of segments retransmitted (50000)")
+
+
+def test_two_hosts_pass_with_a_note_that_nothing_was_compared():
+    links = survey(["node01", "node02"], lambda s, r: 1 * G)
+    [f] = bandwidth.check(with_network(net_tests(links, hosts=["node01", "node02"])))
+    assert f.status is Status.PASS and "fewer than 3 hosts" in f.message
+
+
+def test_failed_runs_and_skipped_hosts_cannot_be_checked():
+    links = survey(NODES[:3], lambda s, r: 10 * G) + [LinkRun(
+        "node01", "node04", SURVEY, IperfResult(error="iperf3 is not installed on node04"))]
+    fs = list(bandwidth.check(with_network(net_tests(links, skipped={"node04": "iperf3 is not "
+                                                           "installed"}))))
+    assert sorted(f.message for f in fs if f.status is Status.COULD_NOT_CHECK) == [
+        "node01 -> node04: iperf3 failed: iperf3 is not installed on node04",
+        "node04: no iperf3 test: iperf3 is not installed"]
+
+
+def test_no_measurements_no_findings():
+    assert list(bandwidth.check(cluster(**same(2)))) == []

@@ -1,0 +1,51 @@
+"""The gpu-health check: ECC, retirement and remapping, slowdowns, busy GPUs, PCIe."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from support import cluster, devices, gpu, messages
+
+from preflight.checks import gpu_health
+from preflight.model import facts as F
+from preflight.model.findings import Status
+
+HEALTHY: dict[str, Any] = dict(ecc_uncorrected_volatile=0, retired_pages_pending=False,
+               remapped_rows_pending=False, remapped_rows_failure=False,
+               clock_event_reasons=0x1, processes=0, pcie_width=16, pcie_width_max=16)
+
+
+def healthy(n: int = 2) -> F.GpuFacts:
+    g = gpu(n=n)
+    return replace(g, devices=tuple(replace(d, **HEALTHY) for d in g.devices))
+
+
+HEALTH_CASES = [
+    ("healthy", {}, []),
+    ("ecc", {"ecc_uncorrected_volatile": 3}, ["3 uncorrectable ECC errors since boot"]),
+    ("retired", {"retired_pages_pending": True}, ["retired pages pending"]),
+    ("remap-failure", {"remapped_rows_failure": True, "remapped_rows_pending": True},
+     ["row remapping failed"]),
+    ("thermal", {"clock_event_reasons": 0x40 | 0x1}, ["hardware thermal slowdown"]),
+    ("busy", {"processes": 2}, ["already busy: 2 compute process(es)"]),
+    ("pcie", {"pcie_width": 8}, ["PCIe link x8 of x16"]),
+]
+
+
+@pytest.mark.parametrize("changes,expect", [c[1:] for c in HEALTH_CASES],
+                         ids=[c[0] for c in HEALTH_CASES])
+def test_gpu_health(changes, expect):
+    fs = list(gpu_health.check(cluster(a={"gpu": devices(healthy(), **changes)})))
+    fails = messages(fs, Status.FAIL)
+    assert len(fails) == len(expect)
+    for msg, text in zip(fails, expect):
+        assert msg.startswith("a: GPU0 (NVIDIA H100 80GB HBM3): ") and text in msg
+    assert any(f.status is Status.PASS for f in fs) == (not expect)
+
+
+def test_gpu_health_unreported_is_a_warning():
+    fs = list(gpu_health.check(cluster(a={"gpu": gpu()})))
+    assert messages(fs, Status.WARN) == ["a: GPU health not reported by nvml; install nvidia-ml-py "
+                                     "for the probe's or the training python"]

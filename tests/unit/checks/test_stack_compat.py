@@ -1,0 +1,53 @@
+"""The stack-compat check: driver, CUDA build and GPU architectures fit together."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from support import cluster, gpu, messages, paddle
+
+from preflight.checks import stack_compat
+from preflight.model.findings import Status
+from preflight.model.policy import Policy
+
+COMPAT_CASES = [
+    ("fits", {}, "collective", [], []),
+    ("old-driver", {"gpu": gpu(driver="515.65.01")}, "collective",
+     ["driver 515.65.01 is too old for Paddle's CUDA 12.4 (needs >= 525.60.13)"], []),
+    ("mvc-only", {"gpu": gpu(driver="535.104.05")}, "collective", [],
+     ["driver 535.104.05 runs CUDA 12.4 only through minor-version compatibility"]),
+    ("arch-not-covered", {"paddle": paddle(cuda_archs=(80,))}, "collective", [],
+     ["compute capability 9.0 is not covered by Paddle's cuda_archs [80]"]),
+    ("arch-older-minor-ok", {"gpu": gpu(cc="8.6"), "paddle": paddle(cuda_archs=(80,))},
+     "collective", [], []),
+    ("archs-unreported", {"paddle": paddle(cuda_archs=None, version="2.6.2")}, "collective", [],
+     ["Paddle 2.6.2 does not report cuda_archs"]),
+    ("cpu-build-on-gpu", {"paddle": paddle(compiled_with_cuda=False)}, "collective",
+     ["a CPU build of Paddle (3.3.1) on a host with 8 GPUs"], []),
+    ("ps-without-core", {"gpu": gpu(n=0), "paddle": paddle(ps_core=False)}, "ps",
+     ["lacks the parameter-server core"], []),
+    ("ps-with-core", {"gpu": gpu(n=0), "paddle": paddle(ps_core=True)}, "ps", [], []),
+]
+
+
+@pytest.mark.parametrize("spec,mode,fails,warns", [c[1:] for c in COMPAT_CASES],
+                         ids=[c[0] for c in COMPAT_CASES])
+def test_stack_compat(spec, mode, fails, warns):
+    c = replace(cluster(a=spec), policy=Policy(mode=mode))
+    fs = list(stack_compat.check(c))
+    assert len(messages(fs, Status.FAIL)) == len(fails)
+    assert len(messages(fs, Status.WARN)) == len(warns)
+    for got, want in zip(messages(fs, Status.FAIL) + messages(fs, Status.WARN), fails + warns):
+        assert got.startswith("a: ") and want in got
+    assert any(f.status is Status.PASS for f in fs) == (not fails and not warns)
+
+
+def test_driver_table_edges():
+    assert list(stack_compat.driver_findings("11.8", "520.61.05")) == []
+    assert list(stack_compat.driver_findings("12.4", "550.54.14")) == []
+    assert [s for s, _ in stack_compat.driver_findings("13.0", "575.57.08")] == [Status.FAIL]
+    assert [s for s, _ in stack_compat.driver_findings("10.2", "440.33")] == []
+    assert [s for s, _ in stack_compat.driver_findings("9.2", "396.26")] == [Status.WARN]
+    assert [s for s, _ in stack_compat.driver_findings("12.6", "garbage")] == [
+        Status.COULD_NOT_CHECK]

@@ -1,0 +1,67 @@
+"""Policy files and flags: what loads, and one-line errors for what does not."""
+
+from __future__ import annotations
+
+import pytest
+
+from preflight.config.errors import InputError
+from preflight.config.policy import build, load_policy, parse_ports
+from preflight.model.policy import JobShape
+
+
+def test_policy_file_and_flags(tmp_path):
+    p = tmp_path / "policy.yaml"
+    p.write_text("mode: ps\nrequire: ['paddle>=2.6,<3']\nfiles: [/job/train.py]\n"
+                 "ports: [6070-6071, 6767]\nlimits: {clock_skew_fail_s: 2}\n")
+    pol = build(str(p), None, ["driver>=535"], ["/job/cfg.yaml"], None)
+    assert pol.mode == "ps"
+    assert [str(x) for x in pol.pins] == ["paddle<3,>=2.6", "driver>=535"]
+    assert pol.files == ("/job/train.py", "/job/cfg.yaml")
+    assert pol.ports == (6070, 6071, 6767)
+    assert pol.limits.clock_skew_fail_s == 2 and pol.limits.clock_skew_warn_s == 1.0
+    assert build(None, None, [], [], None).ports is None  # the plan picks free ports
+
+
+def test_job_shape_from_file_and_flags(tmp_path):
+    p = tmp_path / "policy.yaml"
+    p.write_text("mode: ps\nserver_num: 2\ntrainer_num: 4\n")
+    pol = build(str(p), None, [], [], None, {"trainer_num": 6, "server_num": None})
+    assert pol.job == JobShape(server_num=2, trainer_num=6) and pol.job.explicit
+    assert not build(None, None, [], [], None, {"nproc_per_node": 2}).job.explicit
+    with pytest.raises(InputError, match="field 'server_num'.*does not apply to mode collective"):
+        build(None, "collective", [], [], None, {"server_num": 1})
+    with pytest.raises(InputError, match="field 'nnodes'.*does not apply to mode ps"):
+        build(None, "ps", [], [], None, {"nnodes": 2})
+
+
+BAD = [
+    ("unknown-key", "moed: ps\n", "field 'moed'"),
+    ("bad-mode", "mode: async\n", "field 'mode'"),
+    ("bad-pin", "require: ['paddle>>2']\n", "field 'require'"),
+    ("unknown-pin-name", "require: ['torch>=2']\n", "pins name one of"),
+    ("bad-port", "ports: [70000]\n", "field 'ports'"),
+    ("bad-limit", "limits: {shm_fail_mib: -1}\n", "field 'limits.shm_fail_mib'"),
+    ("unknown-limit", "limits: {foo: 1}\n", "field 'limits.foo'"),
+    ("yaml", "require: [\n", "invalid YAML"),
+    ("bad-size", "nnodes: 0\n", "field 'nnodes'"),
+    ("size-type", "mode: ps\nserver_num: two\n", "field 'server_num'"),
+]
+
+
+@pytest.mark.parametrize("text,fragment", [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_bad_policy_file(tmp_path, text, fragment):
+    p = tmp_path / "policy.yaml"
+    p.write_text(text)
+    with pytest.raises(InputError) as err:
+        load_policy(str(p))
+    assert str(err.value).startswith(str(p)) and fragment in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_bad_flags():
+    with pytest.raises(InputError, match="--require: field 'require'"):
+        build(None, None, ["paddle=>3"], [], None)
+    with pytest.raises(InputError, match="--ports"):
+        parse_ports("6070-6000", "--ports")
+    with pytest.raises(InputError, match="not a usable path"):
+        build(None, None, [], ["-rf"], None)

@@ -20,9 +20,7 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     mtus: dict[str, int] = {}
     used: dict[str, str] = {}
     for host, net in nets.items():
-        # The inventory address is what peers connect to; a DNS name or NAT address is not on
-        # any interface, and then the default route's interface is the best guess.
-        iface = net.interface_with(addresses[host]) or net.interface(net.default_route)
+        iface = net.job_interface(addresses[host])
         if iface is None or iface.mtu is None:
             yield Finding(NAME, Status.COULD_NOT_CHECK, (host,),
                           f"{host}: no interface holds {addresses[host]} and there is no "

@@ -6,8 +6,9 @@ import os
 from typing import Any, Optional
 
 import hostlist
-import yaml
 
+from preflight.config.yamlfile import line_of
+from preflight.config.yamlfile import read as read_yaml
 from preflight.inventory import validate as V
 from preflight.inventory.errors import InventoryError
 from preflight.model.host import Host
@@ -26,39 +27,6 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "known_hosts": "~/.ssh/known_hosts", "python": "python3", "probe_python": "python3",
     "roles": V.ROLES,
 }
-
-
-class LineDict(dict[Any, Any]):
-    """A mapping that remembers the line of each of its keys (for error messages)."""
-
-    lines: dict[Any, int]
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML keeps the last one silently)."""
-
-
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
-    loader.flatten_mapping(node)
-    out = LineDict()
-    out.lines = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        line = key_node.start_mark.line + 1
-        if key in out:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first on line {out.lines[key]})",
-                key_node.start_mark)
-        out[key] = loader.construct_object(value_node, deep=True)
-        out.lines[key] = line
-    return out
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _line(d: Any, key: Any) -> Optional[int]:
-    return getattr(d, "lines", {}).get(key)
 
 
 def _expand(path: str, pattern: str, host: str, field: str, line: Optional[int]) -> list[str]:
@@ -80,7 +48,7 @@ def _check_keys(path: str, d: Any, allowed: set[str], host: Optional[str]) -> No
     for key in d:
         if key not in allowed:
             raise InventoryError(path, f"unknown key (allowed: {', '.join(sorted(allowed))})",
-                                 host, str(key), _line(d, key))
+                                 host, str(key), line_of(d, key))
 
 
 def _validated(path: str, d: Any, host: Optional[str]) -> dict[str, Any]:
@@ -89,42 +57,30 @@ def _validated(path: str, d: Any, host: Optional[str]) -> dict[str, Any]:
         try:
             out[key] = VALIDATORS[key](value)
         except V.BadValue as e:
-            raise InventoryError(path, str(e), host, key, _line(d, key)) from None
+            raise InventoryError(path, str(e), host, key, line_of(d, key)) from None
     return out
 
 
 def load_yaml(path: str) -> list[Host]:
     """Returns the hosts of a YAML inventory; raises InventoryError naming file/host/field."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = yaml.load(fh, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-    except FileNotFoundError:
-        raise InventoryError(path, "no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InventoryError(path, f"cannot read: {e}") from None
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line = mark.line + 1 if mark else None
-        raise InventoryError(path, f"invalid YAML: {e.problem or e.context}", line=line) from None
-    except yaml.YAMLError as e:
-        raise InventoryError(path, f"invalid YAML: {e}") from None
+    doc = read_yaml(path, InventoryError)
     if not isinstance(doc, dict):
         raise InventoryError(path, "expected a mapping with 'hosts' (and optional 'defaults')")
     _check_keys(path, doc, TOP_KEYS, None)
     raw_defaults = doc.get("defaults") or {}
     if not isinstance(raw_defaults, dict):
-        raise InventoryError(path, "expected a mapping", None, "defaults", _line(doc, "defaults"))
+        raise InventoryError(path, "expected a mapping", None, "defaults", line_of(doc, "defaults"))
     _check_keys(path, raw_defaults, DEFAULT_KEYS, None)
     defaults = dict(BUILTIN_DEFAULTS, **_validated(path, raw_defaults, None))
     raw_hosts = doc.get("hosts")
     if not isinstance(raw_hosts, dict) or not raw_hosts:
         raise InventoryError(path, "expected a non-empty mapping of host names", None, "hosts",
-                             _line(doc, "hosts"))
+                             line_of(doc, "hosts"))
     base_dir = os.path.dirname(os.path.abspath(path))
     hosts: list[Host] = []
     seen: dict[str, str] = {}
     for pattern, entry in raw_hosts.items():
-        line = _line(raw_hosts, pattern)
+        line = line_of(raw_hosts, pattern)
         pattern = str(pattern)
         entry = entry if entry is not None else {}
         if not isinstance(entry, dict):
@@ -134,13 +90,13 @@ def load_yaml(path: str) -> list[Host]:
         raw_address = entry.get("address", pattern)
         if not isinstance(raw_address, str):
             raise InventoryError(path, "expected an IP address or DNS name", pattern, "address",
-                                 _line(entry, "address"))
-        addresses = _expand(path, raw_address, pattern, "address", _line(entry, "address"))
+                                 line_of(entry, "address"))
+        addresses = _expand(path, raw_address, pattern, "address", line_of(entry, "address"))
         if len(addresses) != len(names):
             raise InventoryError(
                 path, f"range expands to {len(addresses)} address(es) but the name to "
                 f"{len(names)} host(s); they pair one to one", pattern, "address",
-                _line(entry, "address") or line)
+                line_of(entry, "address") or line)
         settings = dict(defaults, **_validated(path, {k: v for k, v in entry.items()
                                                       if k != "address"}, pattern))
         for name, addr in zip(names, addresses):
@@ -152,7 +108,7 @@ def load_yaml(path: str) -> list[Host]:
                 addr = V.address(addr)
             except V.BadValue as e:
                 raise InventoryError(path, str(e), name, "address",
-                                     _line(entry, "address") or line) from None
+                                     line_of(entry, "address") or line) from None
             if name in seen:
                 raise InventoryError(path, f"duplicate host (also from {seen[name]!r})", name,
                                      "name", line)

@@ -20,7 +20,7 @@ from typing import Any, Optional, TextIO
 
 from preflight.collect import ssh
 from preflight.collect.remote import Remote, Started, in_parallel
-from preflight.config.errors import InputError
+from preflight.config.document import Fields
 from preflight.model.host import Host, Stage
 from preflight.model.plan import Node
 from preflight.report import jsonreport
@@ -43,39 +43,40 @@ class LaunchOptions:
 def load_plan(path: str, ignore_verdict: bool = False) -> tuple[list[Node], Optional[str]]:
     """Returns (the plan's nodes, the inventory the report was made from) of a JSON report;
     raises InputError naming the file and the field."""
-    doc = jsonreport.read(path)
-    if not isinstance(doc.get("plan"), dict):
-        raise InputError(path, "no plan in this report (made by preflight check --json)",
-                         field="plan")
-    if doc.get("verdict") != "go" and not ignore_verdict:
-        reasons = "; ".join(str(r) for r in (doc.get("reasons") or [])[:2])
-        raise InputError(path, f"the report's verdict is {doc.get('verdict')!r}: {reasons} "
-                         "(--ignore-verdict launches its plan anyway)", field="verdict")
-    raw = doc["plan"].get("nodes")
+    doc = Fields(path, jsonreport.read(path))
+    if not isinstance(doc.data.get("plan"), dict):
+        doc.fail("no plan in this report (made by preflight check --json)", "plan")
+    if doc.data.get("verdict") != "go" and not ignore_verdict:
+        reasons = "; ".join(str(r) for r in (doc.data.get("reasons") or [])[:2])
+        doc.fail(f"the report's verdict is {doc.data.get('verdict')!r}: {reasons} "
+                 "(--ignore-verdict launches its plan anyway)", "verdict")
+    plan = doc.at("plan")
+    raw = plan.data.get("nodes")
     if not isinstance(raw, list) or not raw:
-        raise InputError(path, "the plan has no hosts", field="plan.nodes")
-    nodes = [_node(path, i, n) for i, n in enumerate(raw)]
-    inventory = doc.get("inventory")
+        plan.fail("the plan has no hosts", "nodes")
+    nodes = [_node(Fields(path, n, f"plan.nodes[{i}]") if isinstance(n, dict) else plan, i, n)
+             for i, n in enumerate(raw)]
+    inventory = doc.data.get("inventory")
     return nodes, inventory if isinstance(inventory, str) else None
 
 
-def _node(path: str, i: int, n: Any) -> Node:
-    where = f"plan.nodes[{i}]"
+def _node(f: Fields, i: int, n: Any) -> Node:
     if not isinstance(n, dict):
-        raise InputError(path, "expected a mapping", field=where)
-    host, argv, env = n.get("host"), n.get("argv"), n.get("env")
-    if not isinstance(host, str) or not host:
-        raise InputError(path, "expected a host name", field=f"{where}.host")
-    if not isinstance(argv, list) or len(argv) < 3 or \
-            not all(isinstance(a, str) for a in argv) or argv[1:3] != ["-m",
-                                                                        "paddle.distributed.launch"]:
-        raise InputError(path, "expected the launcher's argv: [python, -m, "
-                         "paddle.distributed.launch, ...]", field=f"{where}.argv")
+        f.fail("expected a mapping", f"nodes[{i}]")
+    host = f.text("host")
+    assert host is not None
+    argv = f.strings("argv", "the launcher's argv: [python, -m, paddle.distributed.launch, ...]")
+    if len(argv) < 3 or argv[1:3] != ["-m", "paddle.distributed.launch"]:
+        f.fail("expected the launcher's argv: [python, -m, paddle.distributed.launch, ...]",
+               "argv")
+    env = f.data.get("env")
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                             for k, v in env.items()):
-        raise InputError(path, "expected a mapping of strings", field=f"{where}.env")
-    return Node(host, str(n.get("address", "")), argv[0], int(n.get("rank", i)),
-                int(n.get("nproc", 1)), (), tuple(argv), tuple(env.items()))
+        f.fail("expected a mapping of strings", "env")
+    rank = f.count("rank", 0, 1 << 20) if f.has("rank") else i
+    nproc = f.count("nproc") if f.has("nproc") else 1
+    return Node(host, str(n.get("address", "")), argv[0], rank, nproc, (), tuple(argv),
+                tuple(env.items()))
 
 
 def host_command(node: Node, opts: LaunchOptions, token: str) -> str:

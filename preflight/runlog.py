@@ -189,11 +189,11 @@ def read(path: str) -> LoggedRun:
             rec = None
         if not isinstance(rec, dict):
             if cut is not None:
-                raise InputError(path, f"line {cut} is not a JSON record")
+                raise InputError(path, "not a JSON record", line=cut)
             cut = i + 1
             continue
         if cut is not None and rec.get("kind") != "end":
-            raise InputError(path, f"line {cut} is not a JSON record")
+            raise InputError(path, "not a JSON record", line=cut)
         records.append((i + 1, rec))
     if not records or records[0][1].get("kind") != "start":
         raise InputError(path, "not a preflight results log (no start record)")
@@ -211,7 +211,7 @@ def _typed(path: str, records: list[tuple[int, dict[str, Any]]]) -> LoggedRun:
                         float(start["started_at"]), int(start["pid"]),
                         str(start["controller"]), start.get("inventory"), hosts)
     except (KeyError, TypeError, ValueError) as e:
-        raise InputError(path, f"line 1: bad start record ({e})") from None
+        raise InputError(path, f"bad start record ({e})", line=1) from None
     by_name = {h.name: h for h in hosts}
     for line, rec in records[1:]:
         kind = rec.get("kind")
@@ -226,7 +226,7 @@ def _typed(path: str, records: list[tuple[int, dict[str, Any]]]) -> LoggedRun:
             elif kind == "end":
                 run.end = rec
         except (KeyError, TypeError, ValueError, ProbeOutputError) as e:
-            raise InputError(path, f"line {line}: bad {kind} record ({e})") from None
+            raise InputError(path, f"bad {kind} record ({e})", line=line) from None
     return run
 
 

@@ -7,11 +7,11 @@ import math
 from collections.abc import Callable
 from typing import Any, Optional, TypeVar, Union
 
+from preflight.collect.remote import MAX_OUTPUT
 from preflight.collect.smi import parse_smi_csv
 from preflight.model import facts as F
 
 SCHEMA = 1
-MAX_OUTPUT_BYTES = 4 << 20
 MAX_STR = 4096
 MAX_ITEMS = 1024
 
@@ -261,16 +261,21 @@ SECTIONS: dict[str, SectionParser] = {
     "network": network, "ports": ports, "env": env, "files": files, "gpu": gpu,
     "paddle": paddle,
 }
+OPTIONAL = ("tmp",)  # sections an older probe did not report: absent, not an error
 
 
-def _section(doc: dict[str, Any], name: str, parser: SectionParser) -> Any:
-    raw = doc.get(name)
+def parse_section(name: str, raw: Any, received_at: float = 0.0) -> Any:
+    """Returns one section's fact, or the SectionError that replaces it (missing, failed on
+    the host, or malformed). clock needs the controller's time of arrival for its skew."""
     if raw is None:
         return F.SectionError(f"section {name} missing from the probe output")
     if not isinstance(raw, dict):
         return F.SectionError(f"section {name}: expected an object")
     if "error" in raw:
         return F.SectionError(str(raw["error"])[:MAX_STR])
+    parser: SectionParser = (
+        (lambda d: clock(d, received_at)) if name == "clock" else tmp if name == "tmp"
+        else SECTIONS[name])
     try:
         return parser(raw)
     except (Malformed, ValueError, TypeError) as e:
@@ -279,9 +284,9 @@ def _section(doc: dict[str, Any], name: str, parser: SectionParser) -> Any:
 
 def parse_probe_output(raw: Union[str, bytes], received_at: float = 0.0) -> F.HostFacts:
     """Returns the facts of one probe document; raises ProbeOutputError if it is unusable."""
-    if len(raw) > MAX_OUTPUT_BYTES:
+    if len(raw) > MAX_OUTPUT:
         raise ProbeOutputError(f"probe output is {len(raw)} bytes, over the limit "
-                               f"of {MAX_OUTPUT_BYTES}")
+                               f"of {MAX_OUTPUT}")
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     text = text.strip()
     if not text:
@@ -299,10 +304,9 @@ def parse_probe_output(raw: Union[str, bytes], received_at: float = 0.0) -> F.Ho
     if schema != SCHEMA:
         raise ProbeOutputError(f"probe output has schema {schema}; this preflight reads "
                                f"schema {SCHEMA}")
-    parsed = {name: _section(doc, name, p) for name, p in SECTIONS.items()}
-    parsed["clock"] = _section(doc, "clock", lambda d: clock(d, received_at))
-    if "tmp" in doc:
-        parsed["tmp"] = _section(doc, "tmp", tmp)
+    parsed = {name: parse_section(name, doc.get(name), received_at)
+              for name in (*SECTIONS, "clock")}
+    parsed.update({name: parse_section(name, doc[name]) for name in OPTIONAL if name in doc})
     elapsed = doc.get("elapsed_s")
     return F.HostFacts(
         schema=schema,

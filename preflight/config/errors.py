@@ -26,12 +26,12 @@ class UsageError(Exception):
     argument); printed as one line, exit code 2."""
 
 
-def read_input(path: str) -> str:
-    """Returns an input file's text; raises InputError naming it when missing or unreadable."""
+def read_input(path: str, error: type[InputError] = InputError) -> str:
+    """Returns an input file's text; raises `error` naming it when missing or unreadable."""
     try:
         with open(path, encoding="utf-8") as fh:
             return fh.read()
     except FileNotFoundError:
-        raise InputError(path, "no such file") from None
+        raise error(path, "no such file") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise InputError(path, f"cannot read: {e}") from None
+        raise error(path, f"cannot read: {e}") from None

@@ -5,34 +5,35 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Optional
 
-import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 
-from preflight.config.errors import InputError, read_input
+from preflight.config import yamlfile
+from preflight.config.document import Fields
+from preflight.config.errors import InputError
 from preflight.model.policy import MODES, PIN_NAMES, SHAPE_KEYS, JobShape, Limits, Pin, Policy
 
 
-def parse_pin(text: str, where: str, fld: str = "require") -> Pin:
+def parse_pin(text: str, where: str, fld: str = "require", line: Optional[int] = None) -> Pin:
     """Returns the pin of 'paddle>=2.6,<3'; raises InputError naming where it came from."""
     try:
         req = Requirement(text)
     except InvalidRequirement as e:
         why = str(e).splitlines()[0]  # packaging adds a caret diagram on more lines
         raise InputError(where, f"{text!r} is not a version pin like 'paddle>=2.6,<3': {why}",
-                         field=fld) from None
+                         field=fld, line=line) from None
     name = req.name.lower()
     if name not in PIN_NAMES or req.extras or req.url or req.marker:
         raise InputError(where, f"{text!r}: pins name one of {', '.join(PIN_NAMES)}",
-                         field=fld)
+                         field=fld, line=line)
     return Pin(name, str(req.specifier))
 
 
-def parse_ports(items: Any, where: str) -> tuple[int, ...]:
+def parse_ports(items: Any, where: str, line: Optional[int] = None) -> tuple[int, ...]:
     """Returns the ports of [6070, "6070-6077", ...] or "6070-6077,6767"."""
     if isinstance(items, (str, int)):
         items = str(items).split(",")
     if not isinstance(items, list):
-        raise InputError(where, "expected a list of ports or ranges", field="ports")
+        raise InputError(where, "expected a list of ports or ranges", field="ports", line=line)
     out: list[int] = []
     for item in items:
         text = str(item).strip()
@@ -41,73 +42,48 @@ def parse_ports(items: Any, where: str) -> tuple[int, ...]:
             a, b = int(lo), int(hi or lo)
         except ValueError:
             raise InputError(where, f"{text!r} is not a port or a range a-b",
-                             field="ports") from None
+                             field="ports", line=line) from None
         if not (1 <= a <= b <= 65535) or b - a > 4096:
             raise InputError(where, f"{text!r}: ports are 1-65535, a range at most 4096 long",
-                             field="ports")
+                             field="ports", line=line)
         out.extend(range(a, b + 1))
     return tuple(sorted(set(out)))
 
 
-def _limits(raw: Any, where: str) -> Limits:
-    if not isinstance(raw, dict):
-        raise InputError(where, "expected a mapping", field="limits")
-    known = {f for f in Limits.__dataclass_fields__}
-    values: dict[str, Any] = {}
-    for k, v in raw.items():
-        if k not in known:
-            raise InputError(where, f"unknown limit (known: {', '.join(sorted(known))})",
-                             field=f"limits.{k}")
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise InputError(where, f"{v!r} is not a non-negative number", field=f"limits.{k}")
-        values[k] = v
-    return Limits(**values)
+def _limits(f: Fields) -> Limits:
+    f.keys_within(set(Limits.__dataclass_fields__), "limit")
+    for key in f.data:
+        f.number(key)  # a non-negative number, or one line naming limits.<key>
+    return Limits(**f.data)
 
 
 POLICY_KEYS = {"mode", "require", "files", "ports", "limits", *SHAPE_KEYS}
 
 
 def load_policy(path: str) -> Policy:
-    """Returns the policy of a YAML file; raises InputError naming the file and field."""
-    text = read_input(path)
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise InputError(path, f"invalid YAML: {getattr(e, 'problem', None) or e}",
-                         line=mark.line + 1 if mark else None) from None
-    doc = doc or {}
+    """Returns the policy of a YAML file; raises InputError naming the file, line and field."""
+    doc = yamlfile.read(path)
+    if doc is None:  # an empty file: the defaults
+        return Policy()
     if not isinstance(doc, dict):
         raise InputError(path, "expected a mapping")
-    for key in doc:
-        if key not in POLICY_KEYS:
-            raise InputError(path, f"unknown key (allowed: {', '.join(sorted(POLICY_KEYS))})",
-                             field=str(key))
+    f = Fields(path, doc)
+    f.keys_within(POLICY_KEYS)
     policy = Policy()
-    if "mode" in doc:
-        policy = replace(policy, mode=check_mode(doc["mode"], path))
-    if "require" in doc:
-        pins = doc["require"]
-        if not isinstance(pins, list) or not all(isinstance(p, str) for p in pins):
-            raise InputError(path, "expected a list of pins like 'paddle>=2.6,<3'",
-                             field="require")
-        policy = replace(policy, pins=tuple(parse_pin(p, path) for p in pins))
-    if "files" in doc:
-        files = doc["files"]
-        if not isinstance(files, list) or not all(isinstance(f, str) and f for f in files):
-            raise InputError(path, "expected a list of file paths", field="files")
-        policy = replace(policy, files=tuple(files))
-    if "ports" in doc:
-        policy = replace(policy, ports=parse_ports(doc["ports"], path))
-    if "limits" in doc:
-        policy = replace(policy, limits=_limits(doc["limits"], path))
-    sizes = {}
-    for key in SHAPE_KEYS:
-        if key in doc:
-            v = doc[key]
-            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 4096:
-                raise InputError(path, f"{v!r} is not a count from 1 to 4096", field=key)
-            sizes[key] = v
+    if f.has("mode"):
+        policy = replace(policy, mode=check_mode(doc["mode"], path, yamlfile.line_of(doc, "mode")))
+    if f.has("require"):
+        pins = f.strings("require", "a list of pins like 'paddle>=2.6,<3'")
+        line = yamlfile.line_of(doc, "require")
+        policy = replace(policy, pins=tuple(parse_pin(p, path, line=line) for p in pins))
+    if f.has("files"):
+        policy = replace(policy, files=tuple(f.strings("files", "a list of file paths")))
+    if f.has("ports"):
+        policy = replace(policy, ports=parse_ports(doc["ports"], path,
+                                                   yamlfile.line_of(doc, "ports")))
+    if f.has("limits"):
+        policy = replace(policy, limits=_limits(f.at("limits")))
+    sizes = {key: f.count(key) for key in SHAPE_KEYS if f.has(key)}
     return replace(policy, job=JobShape(**sizes))
 
 
@@ -122,9 +98,10 @@ def _check_shape(policy: Policy, path: Optional[str]) -> None:
                              "nnodes, nproc_per_node; ps: server_num, trainer_num)", field=key)
 
 
-def check_mode(mode: Any, where: str) -> str:
+def check_mode(mode: Any, where: str, line: Optional[int] = None) -> str:
     if mode not in MODES:
-        raise InputError(where, f"{mode!r} is not a mode ({', '.join(MODES)})", field="mode")
+        raise InputError(where, f"{mode!r} is not a mode ({', '.join(MODES)})", field="mode",
+                         line=line)
     return str(mode)
 
 

@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from preflight.config.document import Fields
 from preflight.config.errors import InputError
 from preflight.history import profile
 from preflight.model.baseline import AllReduceRef, Baseline, Profile
@@ -68,59 +69,43 @@ def section(profiles: Mapping[str, Profile], net: Optional[NetworkTests], starte
     }
 
 
-def _number(path: str, sec: Mapping[str, Any], key: str, optional: bool = False,
-            ) -> Optional[float]:
-    v = sec.get(key)
-    if v is None and optional:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        raise InputError(path, f"expected a number >= 0, got {v!r}"[:160],
-                         field=f"baseline.{key}")
-    return float(v)
-
-
 def from_document(path: str, doc: Mapping[str, Any]) -> Baseline:
     """Returns the baseline of a document read by jsonreport.read; raises InputError naming
     the file and field when it is not a baseline or is malformed."""
-    sec = doc.get("baseline")
-    if not isinstance(sec, dict):
+    if not isinstance(doc.get("baseline"), dict):
         raise InputError(path, "not a baseline (a report without its \"baseline\" section; "
                          "record one with preflight baseline -i INVENTORY -o FILE)",
                          field="baseline")
-    if sec.get("baseline_version") != BASELINE_VERSION:
-        raise InputError(path, f"baseline version {sec.get('baseline_version')!r} is not "
-                         f"{BASELINE_VERSION}", field="baseline.baseline_version")
-    taken_at = _number(path, sec, "taken_at")
+    sec = Fields(path, doc).at("baseline")
+    if sec.data.get("baseline_version") != BASELINE_VERSION:
+        sec.fail(f"baseline version {sec.data.get('baseline_version')!r} is not "
+                 f"{BASELINE_VERSION}", "baseline_version")
+    taken_at = sec.number("taken_at")
     assert taken_at is not None
-    profiles: dict[str, Profile] = {}
-    raw = sec.get("profiles")
+    raw = sec.data.get("profiles")
     if not isinstance(raw, dict) or not raw:
-        raise InputError(path, "expected a mapping of host -> profile with at least one host",
-                         field="baseline.profiles")
-    for host, data in raw.items():
-        if not isinstance(data, dict):
-            raise InputError(path, "expected a mapping", host=host, field="baseline.profiles")
-        try:
-            profiles[host] = profile.from_json(data)
-        except ValueError as e:
-            raise InputError(path, str(e), host=host, field="baseline.profiles") from None
-    ref = sec.get("reference")
-    try:
-        reference = profile.from_json(ref) if isinstance(ref, dict) else None
-    except ValueError as e:
-        raise InputError(path, str(e), field="baseline.reference") from None
-    if reference is None:
-        raise InputError(path, "expected a mapping", field="baseline.reference")
-    ar = sec.get("allreduce")
+        sec.fail("expected a mapping of host -> profile with at least one host", "profiles")
+    profiles = {str(h): _profile(Fields(path, raw, sec.field("profiles"), host=str(h)), v, None)
+                for h, v in raw.items()}
+    reference = _profile(sec, sec.data.get("reference"), "reference")
+    ar = sec.mapping("allreduce", "a mapping or null", optional=True)
     allreduce = None
     if ar is not None:
-        if not isinstance(ar, dict):
-            raise InputError(path, "expected a mapping or null", field="baseline.allreduce")
-        nbytes, busbw = _number(path, ar, "bytes"), _number(path, ar, "busbw_bytes_s")
-        ranks = _number(path, ar, "ranks")
+        nbytes, busbw, ranks = ar.number("bytes"), ar.number("busbw_bytes_s"), ar.number("ranks")
         assert nbytes is not None and busbw is not None and ranks is not None
-        allreduce = AllReduceRef(str(ar.get("backend")), int(ranks), int(nbytes), busbw)
-    return Baseline(path=path, taken_at=taken_at, taken_on=str(sec.get("taken_on") or "?"),
+        allreduce = AllReduceRef(str(ar.data.get("backend")), int(ranks), int(nbytes), busbw)
+    return Baseline(path=path, taken_at=taken_at, taken_on=str(sec.data.get("taken_on") or "?"),
                     hosts=tuple(profiles), profiles=profiles, reference=reference,
-                    link_bps=_number(path, sec, "link_bps", optional=True),
-                    allreduce=allreduce, inventory=sec.get("inventory"))
+                    link_bps=sec.number("link_bps", optional=True),
+                    allreduce=allreduce, inventory=sec.data.get("inventory"))
+
+
+def _profile(where: Fields, data: Any, key: Optional[str]) -> Profile:
+    """Returns a stored profile (a mapping of known fields and plain values); an error names
+    where's field, or its key."""
+    if not isinstance(data, dict):
+        where.fail("expected a mapping", key)
+    try:
+        return profile.from_json(data)
+    except ValueError as e:
+        where.fail(str(e), key)

@@ -59,8 +59,7 @@ def _paddle(p: PaddleFacts) -> dict[str, Value]:
 
 
 def _nic(n: NetworkFacts, address: str) -> dict[str, Value]:
-    # The interface holding the inventory address carries the job (as in the MTU check).
-    iface = n.interface_with(address) or n.interface(n.default_route)
+    iface = n.job_interface(address)
     if iface is None:
         return {}
     return {"nic_speed_mbps": iface.speed_mbps, "mtu": iface.mtu}

@@ -1,4 +1,4 @@
-"""Typed facts of one host, as the probe reported them (parsed by preflight.parse)."""
+"""Typed facts of one host, as the probe reported them (parsed by collect/parse.py)."""
 
 from __future__ import annotations
 
@@ -99,6 +99,13 @@ class NetworkFacts:
     def interface(self, name: Optional[str]) -> Optional[Interface]:
         return next((i for i in self.interfaces if i.name == name), None)
 
+    def job_interface(self, address: str) -> Optional[Interface]:
+        """Returns the interface the job's traffic uses: the one holding the inventory address
+        (what peers connect to); for a DNS name or a NAT address, which no interface holds,
+        the default route's, the best guess. (report.summary.job_interface: the same on the
+        JSON document.)"""
+        return self.interface_with(address) or self.interface(self.default_route)
+
 
 @dataclass(frozen=True)
 class FileFact:
@@ -197,3 +204,14 @@ class HostFacts:
     clock: Union[ClockFacts, SectionError]
     probe_elapsed_s: float = 0.0
     tmp: Union[TmpFacts, SectionError, None] = None  # None: a probe from before it reported it
+
+    def gloo_interface(self, ip: str) -> Optional[str]:
+        """Returns the interface gloo must be told to bind (GLOO_SOCKET_IFNAME) for the job to
+        reach this host at ip: the one holding ip. None when the host's own environment
+        already sets it, or when no interface holds ip (gloo then binds where the hostname
+        resolves)."""
+        env = dict(self.env.vars) if isinstance(self.env, EnvFacts) else {}
+        if "GLOO_SOCKET_IFNAME" in env or not isinstance(self.network, NetworkFacts):
+            return None
+        iface = self.network.interface_with(ip)
+        return iface.name if iface else None

@@ -15,10 +15,8 @@ from typing import Optional
 
 from preflight.collect.remote import Remote, in_parallel
 from preflight.model.facts import (
-    EnvFacts,
     GpuFacts,
     HostFacts,
-    NetworkFacts,
     PaddleFacts,
     PortsFacts,
 )
@@ -142,14 +140,8 @@ def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
         if ip is None:
             left_out[o.host.name] = f"cannot resolve {o.host.address}"
             continue
-        ifname = None
-        env = dict(facts.env.vars) if isinstance(facts.env, EnvFacts) else {}
-        net = facts.network
-        if "GLOO_SOCKET_IFNAME" not in env and isinstance(net, NetworkFacts):
-            iface = net.interface_with(ip)
-            ifname = iface.name if iface else None
         members.append(Member(o.host.name, remotes[o.host.name], paddle.interpreter, ip,
-                              nproc, ifname))
+                              nproc, facts.gloo_interface(ip)))
     return members, backend, left_out
 
 

@@ -17,10 +17,8 @@ from typing import Optional
 from preflight.model.cluster import Cluster
 from preflight.model.facts import (
     CpuFacts,
-    EnvFacts,
     GpuFacts,
     HostFacts,
-    NetworkFacts,
     PaddleFacts,
     PortsFacts,
 )
@@ -144,15 +142,10 @@ def candidates(cluster: Cluster, excluded: Mapping[str, Sequence[str]],
             # that needs 0 cores (a policy's choice) still fits there.
             effective, free = cpu.effective, max(0.0, cpu.effective - load)
             over = cpu.effective <= 0 or load / cpu.effective >= busy
-        env = dict(f.env.vars) if isinstance(f.env, EnvFacts) else {}
-        ifname = None
-        if "GLOO_SOCKET_IFNAME" not in env and isinstance(f.network, NetworkFacts):
-            iface = f.network.interface_with(ip)
-            ifname = iface.name if iface else None
         python = f.paddle.interpreter if isinstance(f.paddle, PaddleFacts) else o.host.python
         gpus = len(f.gpu.devices) if isinstance(f.gpu, GpuFacts) else 0
         out.append(Candidate(name, ip, python, i, o.host.roles, f, gpus, _kind(f),
-                             effective, round(free, 2), over, links.get(name), ifname,
+                             effective, round(free, 2), over, links.get(name), f.gloo_interface(ip),
                              frozenset(f.ports.tcp)))
     return out, left
 

@@ -44,7 +44,8 @@ def _gpus(g: Mapping[str, Any]) -> str:
 
 
 def job_interface(facts: Mapping[str, Any], address: str) -> Optional[Mapping[str, Any]]:
-    """Returns the interface holding the host's address (the MTU check's choice), if any."""
+    """Returns the interface the job uses, read from the JSON document: the twin of
+    NetworkFacts.job_interface (reports read the document, never the model's facts)."""
     net = _sec(facts, "network") or {}
     ifaces = [i for i in net.get("interfaces") or [] if isinstance(i, dict)]
     for i in ifaces:

@@ -100,7 +100,8 @@ ALLOWED = {
     "preflight.network": ("preflight.model", "preflight.network", "preflight.collect.remote"),
     "preflight.placement": ("preflight.model", "preflight.placement",
                             "preflight.network.localise"),
-    "preflight.history": ("preflight.model", "preflight.history", "preflight.config.errors",
+    # Baselines are documents read back: through config's one reader.
+    "preflight.history": ("preflight.model", "preflight.history", "preflight.config",
                           "preflight.network.localise", "preflight.report.summary",
                           "preflight.report.units"),
     "preflight.judge": ("preflight.model", "preflight.checks", "preflight.judge",

@@ -65,3 +65,25 @@ def test_bad_flags():
         parse_ports("6070-6000", "--ports")
     with pytest.raises(InputError, match="not a usable path"):
         build(None, None, [], ["-rf"], None)
+
+
+def test_policy_refuses_a_repeated_key_and_says_where(tmp_path):
+    p = tmp_path / "policy.yaml"
+    p.write_text("mode: collective\nlimits: {shm_fail_mib: 1}\nmode: ps\n")
+    with pytest.raises(InputError) as err:
+        load_policy(str(p))
+    assert str(err.value) == f"{p}:3: invalid YAML: duplicate key 'mode' (first on line 1)"
+
+
+@pytest.mark.parametrize("text,where", [
+    ("files: [a]\nmode: async\n", ":2: field 'mode'"),
+    ("mode: ps\nlimits:\n  shm_fail_mib: 1\n  bogus: 2\n", ":4: field 'limits.bogus'"),
+    ("require:\n  - paddle>=2.6\n  - torch\n", ":1: field 'require'"),
+    ("nnodes: 2\nports: [1-2-3]\n", ":2: field 'ports'"),
+])
+def test_policy_errors_name_the_line(tmp_path, text, where):
+    p = tmp_path / "policy.yaml"
+    p.write_text(text)
+    with pytest.raises(InputError) as err:
+        load_policy(str(p))
+    assert str(err.value).startswith(f"{p}{where}")

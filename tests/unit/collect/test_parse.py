@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-import pathlib
 
 import pytest
+from facttools import probe_output
 
-from preflight.collect.parse import MAX_OUTPUT_BYTES, ProbeOutputError, parse_probe_output
+from preflight.collect.parse import ProbeOutputError, parse_probe_output
+from preflight.collect.remote import MAX_OUTPUT
 from preflight.model.facts import CpuFacts, PaddleFacts, SectionError
 
-GOLDEN = pathlib.Path(__file__).parent.parent / "fixtures" / "probe"
 
-
-def golden(name: str) -> str:
-    return str(json.loads((GOLDEN / f"{name}.json").read_text())["output"])
+def golden(case: str) -> str:
+    """A real probe's whole output (tests/fixtures/facts, put back together)."""
+    return probe_output(case)
 
 
 def test_golden_paddle_331():
@@ -69,7 +69,7 @@ WHOLE_BROKEN = [
     ("no-schema", json.dumps({"cpu": {}}), "no schema"),
     ("future-schema", mutate(schema=2), "schema 2"),
     ("bool-schema", mutate(schema=True), "no schema"),
-    ("huge", "x" * (MAX_OUTPUT_BYTES + 1), "over the limit"),
+    ("huge", "x" * (MAX_OUTPUT + 1), "over the limit"),
 ]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from preflight.network.iperf import parse_iperf3
 
-GOLDEN = pathlib.Path(__file__).parent.parent / "fixtures" / "iperf3"
+GOLDEN = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "iperf3"
 
 
 def golden(name: str) -> str:

@@ -1,0 +1,50 @@
+"""Golden probe fixtures in pyinfra's shape: tests/fixtures/facts/<section>/<case>.json holds one
+section of a real probe's output and the fact parsed from it; tests/fixtures/facts/probe/
+<case>.json says where the case was captured and holds the document's own fields, so a case's
+sections put back together are the probe's whole output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from preflight.collect.parse import parse_section
+from preflight.report.jsonreport import jsonable
+
+FACTS = Path(__file__).parent / "fixtures" / "facts"
+ENVELOPE = "probe"  # not a section: the case's origin and the document's own fields
+
+
+def section_fixtures() -> list[Path]:
+    """Returns every section fixture, section by section."""
+    return sorted(p for p in FACTS.glob("*/*.json") if p.parent.name != ENVELOPE)
+
+
+def cases() -> list[str]:
+    return sorted(p.stem for p in (FACTS / ENVELOPE).glob("*.json"))
+
+
+def probe_output(case: str) -> str:
+    """Returns the whole output the probe printed for a case, put back together."""
+    doc = dict(json.loads((FACTS / ENVELOPE / f"{case}.json").read_text())["document"])
+    for path in FACTS.glob(f"*/{case}.json"):
+        if path.parent.name != ENVELOPE:
+            doc[path.parent.name] = json.loads(path.read_text())["output"]
+    return json.dumps(doc, sort_keys=True)
+
+
+def write_case(case: str, origin: dict[str, Any], output: str) -> None:
+    """Writes one captured probe output as its section fixtures and its envelope."""
+    doc = json.loads(output)
+    sections = {k: v for k, v in doc.items() if isinstance(v, dict)}
+    for section, raw in sections.items():
+        fact = jsonable(parse_section(section, raw))
+        _write(FACTS / section / f"{case}.json", {**origin, "output": raw, "fact": fact})
+    rest = {k: v for k, v in doc.items() if k not in sections}
+    _write(FACTS / ENVELOPE / f"{case}.json", {**origin, "document": rest})
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")

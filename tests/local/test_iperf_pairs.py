@@ -1,0 +1,98 @@
+"""iperf3 pairs for real on loopback through LocalRemote (the commands an SSH host runs): a
+measurement, servers that never see their client, busy ports, missing iperf3, hostile input."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+from support import HOSTILE
+
+from preflight.network.iperf import (
+    IperfOptions,
+    Servers,
+    client_command,
+    measure_pair,
+    server_command,
+)
+from preflight.testing.local import LocalRemote
+
+
+def need_iperf3() -> None:
+    if shutil.which("iperf3") is None:
+        if os.environ.get("CI"):
+            pytest.fail("iperf3 missing in CI: scripts/setup.sh installs it")
+        pytest.skip("iperf3 not installed")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_one_pair_over_loopback_measures_and_leaves_no_server():
+    need_iperf3()
+    opts = IperfOptions(port=free_port(), seconds=1)
+    servers = Servers()
+    result = measure_pair(LocalRemote("a"), LocalRemote("b"), "127.0.0.1", opts, servers)
+    assert result.error is None and result.received_bps and result.received_bps > 1e8
+    assert servers.live == {} and not listening(opts.port)
+
+
+def test_a_server_whose_client_never_comes_is_killed_by_its_pid():
+    need_iperf3()
+    opts = IperfOptions(port=free_port(), seconds=1)
+    servers = Servers()
+    remote = LocalRemote("b")
+    proc = remote.start(server_command(opts))
+    key = servers.add(remote, proc)
+    assert proc.read_until("Server listening", 5.0)
+    servers.set_pid(key, int(proc.output().split("PREFLIGHT-PID ")[1].split()[0]))
+    assert listening(opts.port)
+    servers.stop_all()
+    end = time.monotonic() + 5
+    while listening(opts.port) and time.monotonic() < end:
+        time.sleep(0.05)
+    assert not listening(opts.port)
+
+
+def test_busy_port_is_a_failed_measurement_naming_the_host():
+    need_iperf3()
+    with socket.socket() as held:
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        r = measure_pair(LocalRemote("a"), LocalRemote("b"), "127.0.0.1",
+                         IperfOptions(port=port, seconds=1), Servers())
+    assert r.error and r.error.startswith("iperf3 server on b did not start")
+
+
+def test_missing_iperf3_is_named(tmp_path):
+    env_path = os.environ["PATH"]
+    (tmp_path / "sh").symlink_to("/bin/sh")
+    os.environ["PATH"] = str(tmp_path)  # a host with sh but no iperf3 (nor timeout)
+    try:
+        r = measure_pair(LocalRemote("a"), LocalRemote("b"), "127.0.0.1", IperfOptions(),
+                         Servers())
+    finally:
+        os.environ["PATH"] = env_path
+    assert r.error == "iperf3 is not installed on b"
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_hostile_addresses_never_reach_a_shell(tmp_path, value):
+    marker = tmp_path / "marker"
+    cmd = client_command(value.format(m=marker), IperfOptions(seconds=1))
+    subprocess.run(["/bin/bash", "-c", cmd], capture_output=True, timeout=20)
+    assert not marker.exists()

@@ -1,0 +1,73 @@
+"""The active tests' orchestration on facts: which suspects are retested, who takes part in the
+all-reduce with which backend and interface."""
+
+from __future__ import annotations
+
+from support import G, cluster, gpu, link, same, slow_host, survey
+
+from preflight.model import facts as F
+from preflight.model.measure import SURVEY
+from preflight.model.policy import Limits
+from preflight.network.orchestrate import allreduce_members, retest_pairs
+from preflight.network.schedule import matrix_rounds
+from preflight.testing.local import LocalRemote
+
+
+def test_retests_put_each_suspect_against_the_best_healthy_host():
+    hosts = ["a", "b", "c", "d"]
+    links = survey(hosts, slow_host("c"))
+    links = [link(r.sender, r.receiver, 12 * G) if (r.sender, r.receiver) == ("b", "a")
+             else r for r in links]  # b and a share the best link; a comes first by name
+    assert retest_pairs(links, Limits()) == [("c", "a"), ("a", "c")]
+
+
+def test_retests_repeat_a_slow_path_itself():
+    hosts = ["a", "b", "c", "d"]
+    links = survey(hosts, lambda s, r: 1 * G if (s, r) == ("a", "c") else 10 * G,
+                   matrix_rounds)
+    assert retest_pairs(links, Limits()) == [("a", "c")]
+    assert retest_pairs(survey(hosts, lambda s, r: 10 * G), Limits()) == []
+
+
+def members_of(c):
+    remotes = {o.host.name: LocalRemote(o.host.name) for o in c.outcomes}
+    return allreduce_members(c.outcomes, remotes)
+
+
+def test_cpu_hosts_run_gloo_on_the_interface_holding_their_address():
+    c = cluster(**same(3, gpu=F.GpuFacts("none")))
+    # Give each host an eth0 with its inventory address, and one a GLOO_SOCKET_IFNAME.
+    outs = []
+    for o in c.outcomes:
+        env = F.EnvFacts((("GLOO_SOCKET_IFNAME", "bond0"),) if o.host.name == "node03" else ())
+        net = F.NetworkFacts((F.Interface("eth0", 1500, "up", None,
+                                          (f"{o.host.address}/24",)),), "eth0")
+        outs.append(o.__class__(o.host, facts=F.HostFacts(**{
+            **o.facts.__dict__, "network": net, "env": env})))
+    members, backend, left = members_of(c.__class__(tuple(outs)))
+    assert backend == "gloo" and left == {}
+    assert [(m.nproc, m.gloo_ifname) for m in members] == [(1, "eth0"), (1, "eth0"), (1, None)]
+
+
+def test_gpu_hosts_run_nccl_with_the_smallest_gpu_count_and_leave_out_odd_hosts():
+    c = cluster(node01={"gpu": gpu(8)}, node02={"gpu": gpu(4)},
+                node03={"gpu": F.GpuFacts("none")},
+                node04={"paddle": F.PaddleFacts("/usr/bin/python3", False, "No module")})
+    members, backend, left = members_of(c)
+    assert backend == "nccl" and [m.name for m in members] == ["node01", "node02"]
+    assert {m.nproc for m in members} == {4}
+    assert left == {"node03": "has no GPU while others do",
+                    "node04": "Paddle is not importable"}
+
+
+def test_a_host_holding_the_launchers_ports_is_left_out_with_the_port():
+    c = cluster(node01={"gpu": F.GpuFacts("none")},
+                node02={"gpu": F.GpuFacts("none"), "ports": F.PortsFacts((22, 36001))})
+    members, _, left = members_of(c)
+    assert [m.name for m in members] == ["node01"]
+    assert left == {"node02": "port 36001 is already in use (the all-reduce needs "
+                              "36000-36003; see --allreduce-port)"}
+
+
+def test_survey_phase_is_marked():
+    assert all(r.phase == SURVEY for r in survey(["a", "b", "c"], lambda s, r: G))

@@ -1,7 +1,7 @@
 """Benchmark (on demand, not a test): gathering facts from 8, 32 and 64 simulated hosts with
 preflight and with the tools users would otherwise pick, side by side in one run.
 
-    sudo .venv/bin/python tests/bench/bench_facts.py [--sizes 8,32,64] [--reps 5]
+    sudo .venv/bin/python bench/bench_facts.py [--sizes 8,32,64] [--reps 5]
         [--tools-venv /opt/preflight-bench] [--out bench-facts.json]
 
 Needs root (network namespaces), Debian's pdsh, and a virtual environment with ansible-core,

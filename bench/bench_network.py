@@ -1,7 +1,7 @@
 """Benchmark (not a test): wall time of the network tests on 8, 16 and 32 simulated hosts,
 ring vs full matrix, measured side by side on the same cluster in one run.
 
-    sudo .venv/bin/python tests/bench/bench_network.py [--sizes 8,16,32] [--seconds 1]
+    sudo .venv/bin/python bench/bench_network.py [--sizes 8,16,32] [--seconds 1]
         [--out bench-network.json]
 
 Links are shaped (tc tbf, 200 Mbit/s by default) like NICs, so that 16 pairs at once stay

@@ -1,7 +1,7 @@
 """Benchmark (on demand, not a test): what the controller spends per host, so that the
 fan-out can be extrapolated past what one machine can simulate.
 
-    sudo .venv/bin/python tests/bench/bench_scaling.py [--sizes 8,16,32,64] [--reps 3]
+    sudo .venv/bin/python bench/bench_scaling.py [--sizes 8,16,32,64] [--reps 3]
         [--out bench-scaling.json]
 
 For each size, in a fresh child process in the testbed's client namespace: collect the

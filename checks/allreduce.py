@@ -57,11 +57,18 @@ def _judged(cluster: Cluster, ar: AllReduce) -> Finding:
     survey = localise.measured(cluster.network.links) if cluster.network else []
     slowest = min((r.bps for r in survey if r.bps is not None), default=None)
     culprits = _slow_hosts(cluster)
+    left_out = dict(cluster.network.allreduce_left_out) if cluster.network else {}
     data = {"backend": ar.backend, "ranks": ar.ranks, "busbw_bytes": big.busbw,
             "slowest_link_bps": slowest, "sizes": [
                 {"bytes": s.nbytes, "seconds": s.seconds, "algbw": s.algbw, "busbw": s.busbw}
-                for s in ar.sizes], "log_hints": dict(ar.logs)}
-    head = f"{ar.backend} all-reduce over {ar.ranks} ranks: {sizes_text(ar.sizes)}"
+                for s in ar.sizes], "log_hints": dict(ar.logs), "hosts": list(ar.hosts),
+            "left_out": left_out, "budget_s": ar.budget_s, "dropped": list(ar.dropped)}
+    head = (f"{ar.backend} all-reduce over {ar.ranks} ranks on {hosts_text(list(ar.hosts))}: "
+            f"{sizes_text(ar.sizes)}")
+    if left_out:
+        head += f"; not ranks, left out by the plan: {hosts_text(list(left_out))}"
+    if ar.dropped:
+        head += f"; within the {ar.budget_s:g} s budget, dropped: {'; '.join(ar.dropped)}"
     explained = (f"; explained by slow {hosts_text(culprits)} (see bandwidth)"
                  if culprits else "")
     # A ring all-reduce cannot beat its slowest link; NCCL far below even that one has

@@ -5,6 +5,7 @@ absolute floor) is blamed only as its retest alone against a healthy host confir
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterator, Sequence
 
 from preflight.checks.common import tier
@@ -38,6 +39,36 @@ def _status(bps: float, ref: float | None, limits: Limits) -> Status:
     return status or Status.PASS
 
 
+def _confirmed(bps: float, ref: float | None, healthy_low: float | None,
+               limits: Limits) -> Status:
+    """The status a retest earns: below the median host's tiers, and also clearly below what
+    the cluster's healthy hosts reach (link_warn_ratio of the slowest one's best link), so
+    that links as uneven as this cluster's healthy ones (CPU-bound streams, a busy bridge)
+    are never called slow. The absolute floor holds whatever the spread."""
+    status = _status(bps, ref, limits)
+    below_floor = bool(limits.link_min_gbps) and bps < limits.link_min_gbps * 1e9
+    if status is Status.PASS or below_floor or healthy_low is None:
+        return status
+    return Status.PASS if bps >= limits.link_warn_ratio * healthy_low else status
+
+
+def _transient(bps: float, ref: float | None, low: float | None, limits: Limits) -> str:
+    """Why a retest cleared a suspect: fine outright, or within the healthy hosts' spread."""
+    if _status(bps, ref, limits) is Status.PASS or low is None:
+        return "transient (contention during the survey)"
+    return (f"within the spread of this cluster's healthy hosts (the slowest's best link "
+            f"{rate(low)}): not a clear deficit")
+
+
+def _healthy_low(survey: Sequence[LinkRun], loc: localise.Localisation) -> float | None:
+    """Returns the best link of the slowest host that no suspicion names (None: none left)."""
+    out, into = localise.best_by_host(survey)
+    suspects = set(loc.slow_hosts) | {h for p in loc.slow_paths for h in p}
+    bests = [max(out.get(h, 0.0), into.get(h, 0.0)) for h in set(out) | set(into)
+             if h not in suspects]
+    return min(bests) if bests else None
+
+
 def _yardstick(ref: float | None, limits: Limits) -> str:
     parts = []
     if ref is not None:
@@ -63,18 +94,20 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     loc = None
     if threshold is not None:
         loc = localise.localise(survey, threshold)
+        low = _healthy_low(survey, loc)
         for host, directions in loc.slow_hosts.items():
-            f = _slow_host(host, directions, survey, net.links, ref, limits)
+            f = _slow_host(host, directions, survey, net.links, ref, low, limits)
             named.update(f.hosts)
             yield f
-        paths = [_slow_path(s, r, survey, net.links, ref, limits) for s, r in loc.slow_paths]
+        paths = [_slow_path(s, r, survey, net.links, ref, low, limits)
+                 for s, r in loc.slow_paths]
         paths = [f for f in paths if f.status is not Status.PASS] or paths
         if len(paths) > MAX_PATH_FINDINGS:
             paths = [_shared_bottleneck(paths, survey, len(set(net.hosts)))]
         for f in paths:
             named.update(f.hosts)
             yield f
-    yield from _loss(survey, loc, limits, named)
+    yield from _loss(survey, loc, limits, named, ref)
     rest = [h for h in net.hosts if h not in named and h not in net.skipped]
     if rest:
         low = min(r.bps for r in survey if r.bps is not None)
@@ -100,7 +133,8 @@ def _unmeasured(net: NetworkTests) -> Iterator[Finding]:
 
 
 def _slow_host(host: str, directions: tuple[str, ...], survey: Sequence[LinkRun],
-               links: Sequence[LinkRun], ref: float | None, limits: Limits) -> Finding:
+               links: Sequence[LinkRun], ref: float | None, low: float | None,
+               limits: Limits) -> Finding:
     mine = [r for r in survey if host in (r.sender, r.receiver)]
     sends = [r.bps for r in mine if r.sender == host and r.bps is not None]
     recvs = [r.bps for r in mine if r.receiver == host and r.bps is not None]
@@ -120,19 +154,19 @@ def _slow_host(host: str, directions: tuple[str, ...], survey: Sequence[LinkRun]
         return Finding(NAME, status, (host,), base + "; not confirmed by a retest (no "
                        "healthy host to retest against)", data)
     worst = min(r.bps for r in retests if r.bps is not None)
-    status = _status(worst, ref, limits)
+    status = _confirmed(worst, ref, low, limits)
     other = next(r.receiver if r.sender == host else r.sender for r in retests)
     if status is Status.PASS:
         return Finding(NAME, Status.PASS, (host,), base + f"; but {rate(worst)} on a retest "
-                       f"alone against {other}: transient (contention during the survey)",
-                       data)
+                       f"alone against {other}: {_transient(worst, ref, low, limits)}", data)
     return Finding(NAME, status, (host,), base + f"; retest against {other}: {rate(worst)}"
                    + (f"; {retrans} retransmits" if retrans else "")
                    + ": check its NIC, cable, link speed (ethtool) and driver", data)
 
 
 def _slow_path(sender: str, receiver: str, survey: Sequence[LinkRun],
-               links: Sequence[LinkRun], ref: float | None, limits: Limits) -> Finding:
+               links: Sequence[LinkRun], ref: float | None, low: float | None,
+               limits: Limits) -> Finding:
     run = next(r for r in survey if (r.sender, r.receiver) == (sender, receiver))
     assert run.bps is not None
     again = _retest(links, sender, receiver)
@@ -143,10 +177,11 @@ def _slow_path(sender: str, receiver: str, survey: Sequence[LinkRun],
     if again is None or again.bps is None:
         return Finding(NAME, _status(run.bps, ref, limits), (sender, receiver),
                        base + "; not confirmed by a retest", data)
-    status = _status(again.bps, ref, limits)
+    status = _confirmed(again.bps, ref, low, limits)
     if status is Status.PASS:
         return Finding(NAME, Status.PASS, (sender, receiver), base + f"; but "
-                       f"{rate(again.bps)} on a retest alone: transient", data)
+                       f"{rate(again.bps)} on a retest alone: "
+                       f"{_transient(again.bps, ref, low, limits)}", data)
     return Finding(NAME, status, (sender, receiver), base + f"; retest {rate(again.bps)}: "
                    "check the switch ports, cabling and routes between them", data)
 
@@ -168,16 +203,31 @@ def _shared_bottleneck(paths: Sequence[Finding], survey: Sequence[LinkRun], n_ho
 
 
 def _loss(survey: Sequence[LinkRun], loc: localise.Localisation | None, limits: Limits,
-          named: set[str]) -> Iterator[Finding]:
-    """Links that retransmit much while not slow enough to be blamed: loss on the path."""
+          named: set[str], ref: float | None) -> Iterator[Finding]:
+    """Links that lose far more than this cluster's links do, or lose and fall short of the
+    median host while no slow host explains it: loss on the path. The rest is how TCP finds a
+    link's speed (it overflows the bottleneck's queue), not a defect."""
+    rates = [r.result.loss_pct for r in survey if r.result.loss_pct is not None]
+    typical = statistics.median(rates) if rates else 0.0
     for r in survey:
         loss = r.result.loss_pct
-        if loss is None or loss < limits.link_loss_warn_pct:
+        if loss is None or loss < limits.link_loss_warn_pct or r.bps is None:
             continue
         if loc is not None and loc.explains(r.sender, r.receiver):
             continue  # the slow host's finding already names it
+        outlier = loss >= limits.link_loss_outlier_ratio * typical
+        deficit = ref is not None and r.bps < limits.link_warn_ratio * ref
+        if not (outlier or deficit):
+            continue
+        if outlier:
+            why = (f"{loss / typical:.2g}x the cluster's typical {typical:.2g}%" if typical
+                   else "while the cluster's links typically lose none")
+        else:
+            why = f"below {limits.link_warn_ratio:.0%} of the median host {rate(ref or 0.0)}"
         named.update((r.sender, r.receiver))
         yield Finding(NAME, Status.WARN, (r.sender, r.receiver), (
             f"{r.sender} -> {r.receiver}: {loss:.2g}% of segments retransmitted "
-            f"({r.result.retransmits}) at {rate(r.bps or 0.0)}: loss on the path"),
-            {"loss_pct": loss, "retransmits": r.result.retransmits})
+            f"({r.result.retransmits}) at {rate(r.bps)}, {why}: loss on the path"),
+            {"loss_pct": loss, "retransmits": r.result.retransmits, "typical_loss_pct": typical})
+
+

@@ -16,18 +16,40 @@ UNSET = "unset"
 DRIFT_FAILS = ("NCCL_", "FLAGS_", "PADDLE_")
 
 
-def socket_ifname_matches(value: str, names: list[str]) -> bool:
-    """NCCL_SOCKET_IFNAME semantics: a comma list of name prefixes; a leading '^' makes the
-    whole list exclusions, a leading '=' makes it exact names (NCCL environment docs)."""
+# Legitimately different per host (NICs and HCAs are named per machine): each is judged by
+# whether it resolves on its own host, never by sameness.
+PER_HOST = ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "GLOO_SOCKET_IFNAME")
+DOWN = ("down", "lowerlayerdown", "notpresent", "dormant")  # operstates that carry nothing
+
+
+def nccl_list_matches(value: str, names: list[str], ports: bool = False) -> list[str]:
+    """Returns the names an NCCL list selects: a comma list of name prefixes; a leading '^'
+    makes the whole list exclusions, a leading '=' exact names (NCCL environment docs). With
+    ports, entries may carry ':port' (NCCL_IB_HCA=mlx5_0:1)."""
     exclude = value.startswith("^")
     value = value[1:] if exclude else value
     exact = value.startswith("=")
     value = value[1:] if exact else value
-    wanted = [v.strip() for v in value.split(",") if v.strip()]
+    wanted = [v.strip().split(":")[0] if ports else v.strip()
+              for v in value.split(",") if v.strip()]
 
     def hit(name: str) -> bool:
         return any(name == w if exact else name.startswith(w) for w in wanted)
-    return any(not hit(n) for n in names) if exclude else any(hit(n) for n in names)
+    return [n for n in names if hit(n) != exclude]
+
+
+def _interfaces(setting: str, net: NetworkFacts, picked: list[str], none: str, what: str,
+                ) -> Iterator[tuple[Status, str]]:
+    """A variable that names interfaces resolves: one it picks exists and is up."""
+    names = [i.name for i in net.interfaces]
+    if not picked:
+        yield Status.FAIL, (f"{setting} {none} the host's interfaces ({', '.join(names)}): "
+                            f"{what}")
+        return
+    states = {i.name: (i.state or "unknown").lower() for i in net.interfaces}
+    if all(states.get(n) in DOWN for n in picked):
+        shown = ", ".join(f"{n} {states[n]}" for n in picked)
+        yield Status.FAIL, f"{setting} selects only interfaces that are down ({shown}): {what}"
 
 
 def _hurtful(env: dict[str, str], net: object) -> Iterator[tuple[Status, str]]:
@@ -37,19 +59,29 @@ def _hurtful(env: dict[str, str], net: object) -> Iterator[tuple[Status, str]]:
     if env.get("NCCL_P2P_DISABLE") == "1":
         yield Status.WARN, ("NCCL_P2P_DISABLE=1 sends GPU-to-GPU traffic through host memory "
                             "instead of NVLink/PCIe peer-to-peer")
-    if isinstance(net, NetworkFacts):
-        if env.get("NCCL_IB_DISABLE") == "1" and net.infiniband:
-            yield Status.FAIL, (f"NCCL_IB_DISABLE=1 on a host with InfiniBand "
-                                f"({', '.join(net.infiniband)}): NCCL falls back to TCP sockets")
-        ifname = env.get("NCCL_SOCKET_IFNAME")
-        names = [i.name for i in net.interfaces]
-        if ifname and not socket_ifname_matches(ifname, names):
-            yield Status.FAIL, (f"NCCL_SOCKET_IFNAME={ifname} matches none of the host's "
-                                f"interfaces ({', '.join(names)}): NCCL cannot bootstrap")
-        gloo = env.get("GLOO_SOCKET_IFNAME")  # one exact name (Paddle's gloo_utils.cc)
-        if gloo and gloo not in names:
-            yield Status.FAIL, (f"GLOO_SOCKET_IFNAME={gloo} is none of the host's interfaces "
-                                f"({', '.join(names)}): gloo (CPU collectives) cannot start")
+    if not isinstance(net, NetworkFacts):
+        return
+    if env.get("NCCL_IB_DISABLE") == "1" and net.infiniband:
+        yield Status.FAIL, (f"NCCL_IB_DISABLE=1 on a host with InfiniBand "
+                            f"({', '.join(net.infiniband)}): NCCL falls back to TCP sockets")
+    names = [i.name for i in net.interfaces]
+    ifname = env.get("NCCL_SOCKET_IFNAME")
+    if ifname:
+        yield from _interfaces(f"NCCL_SOCKET_IFNAME={ifname}", net,
+                               nccl_list_matches(ifname, names), "matches none of",
+                               "NCCL cannot bootstrap")
+    gloo = env.get("GLOO_SOCKET_IFNAME")  # one exact name (Paddle's gloo_utils.cc)
+    if gloo:
+        yield from _interfaces(f"GLOO_SOCKET_IFNAME={gloo}", net,
+                               [n for n in names if n == gloo], "is none of",
+                               "gloo (CPU collectives) cannot start")
+    hca = env.get("NCCL_IB_HCA")
+    if hca and env.get("NCCL_IB_DISABLE") != "1":
+        devices = list(net.infiniband)
+        if not nccl_list_matches(hca, devices, ports=True):
+            have = ", ".join(devices) or "none"
+            yield Status.FAIL, (f"NCCL_IB_HCA={hca} selects none of the host's RDMA devices "
+                                f"({have}): NCCL leaves InfiniBand for TCP sockets")
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:
@@ -61,6 +93,8 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     names = sorted({k for v in values.values() for k in v})
     bad: list[Finding] = []
     for var in names:
+        if var in PER_HOST:
+            continue  # judged on each host below
         status = Status.FAIL if var.startswith(DRIFT_FAILS) else Status.WARN
         bad += compare(NAME, var, {h: v.get(var, UNSET) for h, v in values.items()},
                        status=status)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from preflight import runlog
+from preflight.checks import ALL_CHECKS, allreduce
 from preflight.collect.fanout import CollectOptions, collect, local_host
 from preflight.collect.remote import SshRemote
 from preflight.config.errors import UsageError
@@ -23,7 +24,12 @@ from preflight.model.host import Host, HostFailure, HostOutcome, Stage
 from preflight.model.measure import NetworkTests
 from preflight.model.plan import Plan
 from preflight.model.policy import Policy
-from preflight.network.orchestrate import NetworkOptions, resolve_ip, run_network_tests
+from preflight.network.orchestrate import (
+    NetworkOptions,
+    resolve_ip,
+    run_allreduce_stage,
+    run_link_tests,
+)
 from preflight.placement.planner import plan as make_plan
 from preflight.report import jsonreport, terminal
 
@@ -101,9 +107,17 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
         if active and opts.network is not None and not collect_interrupted:
             remotes = {name: SshRemote(name, conn, collect_opts.connect_timeout)
                        for name, conn in connections.items()}
-            network = run_network_tests(outcomes, remotes, opts.policy.limits, opts.network,
-                                        on_step=progress.step,
-                                        on_link=log.link if log is not None else None)
+            network = run_link_tests(outcomes, remotes, opts.policy.limits, opts.network,
+                                     on_step=progress.step,
+                                     on_link=log.link if log is not None else None)
+            # The all-reduce certifies the hosts the job would use: what the checks so far
+            # leave out (a confirmed slow link, another stack) is not a rank.
+            try:
+                keep = left_out_so_far(opts.policy, audit, hosts, outcomes, network)
+                network = run_allreduce_stage(network, outcomes, remotes, opts.network, keep,
+                                              on_step=progress.step)
+            except KeyboardInterrupt:  # between the stages: what the links measured stays
+                network = replace(network, interrupted=True)
             if log is not None:
                 log.network(network)
     finally:
@@ -115,6 +129,20 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
                   round(time.time() - started, 3), interrupted, log)
 
 
+def left_out_so_far(policy: Policy, audit: Optional[Audit], hosts: Sequence[Host],
+                    outcomes: Sequence[HostOutcome], network: NetworkTests) -> dict[str, str]:
+    """Returns {host: why} for the hosts the plan leaves out on what is known before the
+    all-reduce (facts, iperf3): its first reason each."""
+    cluster = Cluster(tuple(outcomes), policy, network, audit)
+    findings = run_checks(cluster, [c for c in ALL_CHECKS if c.name != allreduce.NAME])
+    plan = make_plan(cluster, findings, _ips(hosts))
+    return {h: reasons[0] for h, reasons in plan.excluded.items()}
+
+
+def _ips(hosts: Sequence[Host]) -> dict[str, str]:
+    return {h.name: ip for h in hosts if (ip := resolve_ip(h.address)) is not None}
+
+
 def judged(opts: CheckOptions, command: str, audit: Optional[Audit], hosts: Sequence[Host],
            outcomes: Sequence[HostOutcome], network: Optional[NetworkTests], started: float,
            duration: Optional[float], interrupted: bool,
@@ -122,8 +150,7 @@ def judged(opts: CheckOptions, command: str, audit: Optional[Audit], hosts: Sequ
     """Checks, plan, verdict and report document of what a run learned (live or logged)."""
     cluster = Cluster(tuple(outcomes), opts.policy, network, audit)
     findings = run_checks(cluster)
-    ips = {h.name: ip for h in hosts if (ip := resolve_ip(h.address)) is not None}
-    plan = make_plan(cluster, findings, ips)
+    plan = make_plan(cluster, findings, _ips(hosts))
     judgement = judge(cluster, findings, plan, opts.fail_on)
     meta: dict[str, Any] = {
         "command": command, "started_at": started, "duration_s": duration,

@@ -114,7 +114,8 @@ class RunLog:
                     "skipped": dict(net.skipped), "interrupted": net.interrupted,
                     "wall_s": net.wall_s, "rounds": net.rounds,
                     "allreduce": None if ar is None else asdict(ar),
-                    "allreduce_skipped": net.allreduce_skipped})
+                    "allreduce_skipped": net.allreduce_skipped,
+                    "allreduce_left_out": dict(net.allreduce_left_out)})
 
     def end(self, verdict: str, exit_code: int) -> None:
         self.write({"kind": "end", "verdict": verdict, "exit": exit_code, "at": time.time()})
@@ -256,14 +257,20 @@ def _network(rec: dict[str, Any], links: list[LinkRun]) -> NetworkTests:
     ar = rec.get("allreduce")
     allreduce = None
     if ar is not None:
+        budget, predicted = ar.get("budget_s"), ar.get("predicted_s")
         allreduce = AllReduce(str(ar["backend"]), tuple(ar["hosts"]), int(ar["ranks"]),
                               tuple(SizeResult(**s) for s in ar["sizes"]), ar.get("error"),
                               dict(ar.get("failed") or {}), dict(ar.get("logs") or {}),
-                              float(ar.get("wall_s") or 0.0))
+                              float(ar.get("wall_s") or 0.0),
+                              None if budget is None else float(budget),
+                              None if predicted is None else float(predicted),
+                              int(ar.get("iters") or 0),
+                              tuple(str(d) for d in ar.get("dropped") or ()))
     return NetworkTests(str(rec["schedule"]), tuple(rec["hosts"]), tuple(links), allreduce,
                         rec.get("allreduce_skipped"), dict(rec.get("skipped") or {}),
                         bool(rec.get("interrupted")), float(rec.get("wall_s") or 0.0),
-                        int(rec.get("rounds") or 0))
+                        int(rec.get("rounds") or 0),
+                        {str(k): str(v) for k, v in (rec.get("allreduce_left_out") or {}).items()})
 
 
 def killed_runs(directory: str, only: Optional[str] = None) -> list[LoggedRun]:

@@ -19,8 +19,8 @@ PADDLE_A = testbed.paddle_python("3.3.1")
 PADDLE_B = testbed.paddle_python("2.6.2")
 
 # One cluster for the whole session; each fault lives on its own host so tests do not
-# depend on their order. Healthy: good1-3. Faults are injected once, at build time.
-HOSTS = ("good1", "good2", "good3", "dead", "hung", "rekeyed", "starved", "stuck", "drift",
+# depend on their order. Healthy: good1-4. Faults are injected once, at build time.
+HOSTS = ("good1", "good2", "good3", "good4", "dead", "hung", "rekeyed", "starved", "stuck", "drift",
          "slow", "badrank", "tmpfull", "flaky")
 DRIFT_CLOCK_S = 30
 TRAIN_PY = "/root/job/train.py"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Optional
@@ -84,17 +85,28 @@ HOSTILE = [
 G = 1e9
 
 
-def link(s: str, r: str, bps: Optional[float], phase: str = SURVEY) -> LinkRun:
-    """One iperf3 run from s to r; None bps stands for a failed run."""
-    return LinkRun(s, r, phase, IperfResult(received_bps=bps, sent_bps=bps,
-                                            error=None if bps else "refused"))
+MSS = 1448
+
+
+def link(s: str, r: str, bps: Optional[float], phase: str = SURVEY, loss_pct: float = 0.0,
+         ) -> LinkRun:
+    """One 1 s iperf3 run from s to r retransmitting loss_pct of its segments; None bps
+    stands for a failed run."""
+    if not bps:
+        return LinkRun(s, r, phase, IperfResult(error="refused"))
+    sent = bps / 8
+    return LinkRun(s, r, phase, IperfResult(
+        received_bps=bps, sent_bps=bps, seconds=1.0, sent_bytes=sent, mss=MSS,
+        retransmits=round(loss_pct / 100 * sent / MSS)))
 
 
 def survey(hosts: Sequence[str], speed: Callable[[str, str], float],
            schedule: Callable[[Sequence[str]], list[list[tuple[str, str]]]] = ring_rounds,
-           ) -> list[LinkRun]:
-    """Every scheduled pair measured at speed(sender, receiver)."""
-    return [link(s, r, speed(s, r)) for rnd in schedule(hosts) for s, r in rnd]
+           loss: Callable[[str, str], float] = lambda s, r: 0.0) -> list[LinkRun]:
+    """Every scheduled pair measured at speed(sender, receiver), losing loss(sender,
+    receiver) percent of its segments."""
+    return [link(s, r, speed(s, r), loss_pct=loss(s, r)) for rnd in schedule(hosts)
+            for s, r in rnd]
 
 
 def slow_host(name: str, rate: float = 0.1 * G, fast: float = 10 * G, both: bool = True,
@@ -152,3 +164,10 @@ def with_network(net: NetworkTests, **limits: Any) -> Cluster:
 def good_cluster() -> Cluster:
     """Four alike hosts whose every ring link runs at 9.4 Gbit/s (a baseline's cluster)."""
     return replace(cluster(**same(4)), network=net_tests(survey(NODES, lambda s, r: 9.4 * G)))
+
+
+def interruptible() -> None:
+    """preexec_fn of a process a test interrupts with SIGINT: the default disposition,
+    whatever the test run inherited (a background job starts with SIGINT ignored, and an
+    ignored signal stays ignored across exec, so Ctrl-C would never reach preflight)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

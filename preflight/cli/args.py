@@ -135,8 +135,13 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
                    "(default: 36000)")
     n.add_argument("--allreduce-sizes", type=sizes, default=(1.0, 8.0, 32.0), metavar="MIB",
                    help="all-reduce message sizes in MiB, e.g. '1,8,32' (the default)")
+    n.add_argument("--allreduce-budget", type=positive(float), default=30.0, metavar="S",
+                   help="time the collectives may take: sizes and iterations that the "
+                   "slowest link among the ranks cannot carry within it are dropped, and the "
+                   "report says so (default: 30)")
     n.add_argument("--allreduce-timeout", type=positive(float), default=120.0, metavar="S",
-                   help="limit for the all-reduce on each host (default: 120)")
+                   help="the most the all-reduce may take on each host, launch included; "
+                   "the budget sets a shorter limit when it can (default: 120)")
     c.add_argument("--log", metavar="FILE", help="results log (JSON lines, appended as hosts "
                    "answer; `preflight report FILE` judges it even if the run was killed). "
                    "Default: a new file in $XDG_STATE_HOME/preflight/runs (~/.local/state), "

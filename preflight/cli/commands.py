@@ -50,7 +50,8 @@ def check_options(args: argparse.Namespace) -> CheckOptions:
         matrix=args.network_matrix,
         iperf=IperfOptions(port=args.iperf_port, seconds=args.iperf_seconds),
         allreduce=AllReduceOptions(port=args.allreduce_port, sizes_mib=args.allreduce_sizes,
-                                   timeout=args.allreduce_timeout),
+                                   timeout=args.allreduce_timeout,
+                                   budget_s=args.allreduce_budget),
         run_allreduce=not args.no_allreduce)
     outputs = report_files(args).outputs()
     outputs["--emit-launch"] = getattr(args, "emit_launch", None)

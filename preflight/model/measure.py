@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -43,6 +43,14 @@ class LinkRun:
         return self.result.received_bps
 
 
+def ring_seconds(nbytes: float, ranks: int, link_bps: float) -> float:
+    """Returns what one ring all-reduce of nbytes over ranks takes at least on a link of
+    link_bps: every link carries 2(n-1)/n of the message (the busbw below, inverted)."""
+    if ranks < 2 or link_bps <= 0:
+        return 0.0
+    return 2 * (ranks - 1) / ranks * nbytes * 8 / link_bps
+
+
 @dataclass(frozen=True)
 class SizeResult:
     """All-reduce of one message size: the median time of its iterations, and bandwidths."""
@@ -75,6 +83,12 @@ class AllReduce:
     failed: Mapping[str, str] = field(default_factory=dict)
     logs: Mapping[str, str] = field(default_factory=dict)  # hints from logs, even on success
     wall_s: float = 0.0
+    # How it was sized (network/budget.py): the budget, the time predicted from the slowest
+    # link, iterations per size, and the sizes left out to stay within the budget.
+    budget_s: Optional[float] = None
+    predicted_s: Optional[float] = None
+    iters: int = 0
+    dropped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,3 +104,14 @@ class NetworkTests:
     interrupted: bool = False
     wall_s: float = 0.0
     rounds: int = 0  # iperf3 rounds of disjoint pairs run (survey and retests)
+    # Hosts that are not ranks of the all-reduce because the plan leaves them out (a slow link,
+    # another stack...): the all-reduce certifies the hosts the job would use.
+    allreduce_left_out: Mapping[str, str] = field(default_factory=dict)
+
+    def slowest_between(self, hosts: Sequence[str]) -> Optional[float]:
+        """Returns the slowest link measured between two of hosts (survey and retests: a ring
+        all-reduce crosses every such link); None when none was."""
+        among = set(hosts)
+        bps = [r.bps for r in self.links if r.bps is not None
+               and r.sender in among and r.receiver in among]
+        return min(bps) if bps else None

@@ -53,6 +53,21 @@ class Node:
 
 
 @dataclass(frozen=True)
+class StragglerCost:
+    """What keeping a left-out host would cost the job's all-reduce of nbytes: seconds with it
+    and without it, and how that was found (predicted from the measured links)."""
+
+    nbytes: int
+    with_s: float
+    without_s: float
+    basis: str
+
+    @property
+    def factor(self) -> float:
+        return self.with_s / self.without_s if self.without_s > 0 else float("inf")
+
+
+@dataclass(frozen=True)
 class Plan:
     """A job that fits the hosts that passed; `lacks` says what the requested shape misses."""
 
@@ -66,6 +81,7 @@ class Plan:
     excluded: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     lacks: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    costs: Mapping[str, StragglerCost] = field(default_factory=dict)  # by left-out host
 
     @property
     def fits(self) -> bool:

@@ -38,7 +38,11 @@ class Limits:
     link_warn_ratio: float = 0.75
     link_fail_ratio: float = 0.5
     link_min_gbps: float = 0.0  # an absolute floor for every link; 0: none
-    link_loss_warn_pct: float = 1.0  # retransmitted segments of those sent
+    link_loss_warn_pct: float = 1.0  # retransmitted segments of those sent: below, never loss
+    # Loss warns above link_loss_warn_pct only with a throughput deficit (below link_warn_ratio
+    # of the median host), or at this many times the cluster's typical (median) rate: TCP finds
+    # a link's speed by overflowing its queue, so healthy links retransmit too.
+    link_loss_outlier_ratio: float = 10.0
     busbw_min_gbytes: float = 0.0  # all-reduce busbw floor in GB/s (nccl-tests' unit); 0: none
     # NCCL's ring busbw cannot beat the slowest link; far below it, something else is wrong.
     busbw_link_ratio: float = 0.25

@@ -38,7 +38,8 @@ class AllReduceOptions:
     port: int = 36000  # the launcher's master; gloo gets port+1, the ranks port+2..port+2+nproc
     sizes_mib: tuple[float, ...] = (1.0, 8.0, 32.0)
     iters: int = 5
-    timeout: float = 120.0  # per host, launcher start to results
+    timeout: float = 120.0  # per host, launcher start to results: the cap of the budget's
+    budget_s: float = 30.0  # what the collectives may take, predicted from the slowest link
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import ipaddress
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from preflight.collect.remote import Remote, in_parallel
@@ -25,6 +25,7 @@ from preflight.model.measure import RETEST, SURVEY, LinkRun, NetworkTests
 from preflight.model.policy import Limits
 from preflight.network import localise
 from preflight.network.allreduce import AllReduceOptions, Member, run_allreduce
+from preflight.network.budget import plan_sizes
 from preflight.network.iperf import IperfOptions, Servers, run_rounds
 from preflight.network.schedule import Pair, matrix_rounds, ring_rounds
 
@@ -145,11 +146,12 @@ def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
     return members, backend, left_out
 
 
-def run_network_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote],
-                      limits: Limits, opts: NetworkOptions,
-                      on_step: Optional[Callable[[str], None]] = None,
-                      on_link: Optional[Callable[[LinkRun], None]] = None) -> NetworkTests:
-    """Returns what the iperf3 survey, the retests and the all-reduce measured."""
+def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote],
+                   limits: Limits, opts: NetworkOptions,
+                   on_step: Optional[Callable[[str], None]] = None,
+                   on_link: Optional[Callable[[LinkRun], None]] = None) -> NetworkTests:
+    """Returns what the iperf3 survey and the retests of suspects measured (no all-reduce
+    yet: it runs on the hosts the plan keeps, see run_allreduce_stage)."""
     started = time.monotonic()
     schedule = "matrix" if opts.matrix else "ring"
     skipped: dict[str, str] = {}
@@ -161,8 +163,6 @@ def run_network_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
     addresses = {o.host.name: o.host.address for o in answered}
     links: list[LinkRun] = []
     servers = Servers()
-    allreduce = None
-    ar_skipped: Optional[str] = None
     interrupted = False
     n_rounds = 0
 
@@ -177,8 +177,8 @@ def run_network_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
 
     try:
         if len(names) < 2:
-            ar_skipped = "needs 2 or more hosts that answered"
-            return NetworkTests(schedule, tuple(names), (), None, ar_skipped, skipped)
+            return NetworkTests(schedule, tuple(names), (), None,
+                                "needs 2 or more hosts that answered", skipped)
         skipped.update(_has_iperf3({n: remotes[n] for n in names}))
         iperf_hosts = [n for n in names if n not in skipped]
         rounds = (matrix_rounds if opts.matrix else ring_rounds)(iperf_hosts)
@@ -191,21 +191,48 @@ def run_network_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
             n_rounds += len(retests)  # one pair a round: alone, nothing shares its links
             run_rounds([[p] for p in retests], remotes, addresses, opts.iperf, RETEST,
                        servers, measured)
-        if opts.run_allreduce:
-            members, backend, left_out = allreduce_members(answered, remotes,
-                                                           opts.allreduce.port)
-            for host, why in left_out.items():
-                skipped.setdefault(host, f"no all-reduce: {why}")
-            if len(members) < 2:
-                ar_skipped = (f"needs 2 or more hosts with Paddle, found {len(members)}")
-            else:
-                step(f"all-reduce ({backend}) over {len(members)} hosts")
-                allreduce = run_allreduce(members, backend, opts.allreduce)
-        else:
-            ar_skipped = "turned off"
     except KeyboardInterrupt:
         interrupted = True
     finally:
         servers.stop_all()
-    return NetworkTests(schedule, tuple(names), tuple(links), allreduce, ar_skipped, skipped,
-                        interrupted, time.monotonic() - started, n_rounds)
+    return NetworkTests(schedule, tuple(names), tuple(links), None,
+                        None if opts.run_allreduce else "turned off", skipped, interrupted,
+                        time.monotonic() - started, n_rounds)
+
+
+def run_allreduce_stage(net: NetworkTests, outcomes: Sequence[HostOutcome],
+                        remotes: Mapping[str, Remote], opts: NetworkOptions,
+                        keep: Optional[Mapping[str, str]] = None,
+                        on_step: Optional[Callable[[str], None]] = None) -> NetworkTests:
+    """Returns net with the all-reduce run over the hosts it can: `keep` maps the hosts the
+    plan leaves out to why (they are not ranks). Sized to the budget from the slowest link
+    among the ranks."""
+    if not opts.run_allreduce or net.interrupted or net.allreduce_skipped:
+        return net
+    started = time.monotonic()
+    left_by_plan = dict(keep or {})
+    answered = [o for o in outcomes if o.facts is not None and o.host.name in remotes
+                and o.host.name not in left_by_plan]
+    skipped = dict(net.skipped)
+    members, backend, left_out = allreduce_members(answered, remotes, opts.allreduce.port)
+    for host, why in left_out.items():
+        skipped.setdefault(host, f"no all-reduce: {why}")
+    net = replace(net, skipped=skipped, allreduce_left_out=left_by_plan)
+    if len(members) < 2:
+        why = (f"needs 2 or more hosts with Paddle that the plan keeps, found {len(members)}"
+               if left_by_plan else f"needs 2 or more hosts with Paddle, found {len(members)}")
+        return replace(net, allreduce_skipped=why)
+    ranks = sum(m.nproc for m in members)
+    ar = opts.allreduce
+    sizing = plan_sizes(ar.sizes_mib, ar.iters, ranks,
+                        net.slowest_between([m.name for m in members]), ar.budget_s, ar.timeout)
+    if on_step:
+        on_step(f"all-reduce ({backend}) over {len(members)} hosts")
+    try:
+        result = run_allreduce(members, backend, replace(
+            ar, sizes_mib=sizing.sizes_mib, iters=sizing.iters, timeout=sizing.timeout_s))
+    except KeyboardInterrupt:
+        return replace(net, interrupted=True)
+    result = replace(result, budget_s=ar.budget_s, predicted_s=sizing.predicted_s,
+                     iters=sizing.iters, dropped=sizing.dropped)
+    return replace(net, allreduce=result, wall_s=net.wall_s + time.monotonic() - started)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from preflight.model.cluster import Cluster
@@ -27,6 +27,7 @@ from preflight.model.measure import NetworkTests
 from preflight.model.plan import Endpoint, Plan
 from preflight.model.policy import MASTER_PORTS_FROM, RANK_PORTS_FROM, Policy
 from preflight.network.localise import measured
+from preflight.placement.cost import straggler_costs
 from preflight.placement.launcher import collective_node, ps_node
 
 PORT_SEARCH = 1000  # how far above a default port the plan looks for free ones
@@ -182,9 +183,8 @@ def plan(cluster: Cluster, findings: Sequence[Finding], ips: Mapping[str, str]) 
     cands, left = candidates(cluster, excluded, ips)
     excluded.update(left)
     policy = cluster.policy
-    if policy.mode == "ps":
-        return _ps(cluster, cands, excluded, policy)
-    return _collective(cluster, cands, excluded, policy)
+    made = (_ps if policy.mode == "ps" else _collective)(cluster, cands, excluded, policy)
+    return replace(made, costs=straggler_costs(made, cluster.network))
 
 
 def _exclude(excluded: dict[str, list[str]], hosts: Sequence[Candidate], why: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from preflight import __version__
 from preflight.report.summary import (
     STATUS_WORDS,
+    cost_of,
     host_table,
     link_matrix,
     sorted_findings,
@@ -211,8 +212,11 @@ def _plan(plan: Any) -> str:
         f"<td>{esc(n.get('rank'))}</td><td>{esc(n.get('nproc'))}</td>"
         f"<td><code>{esc(n.get('command'))}</code></td></tr>" for n in plan.get("nodes") or [])
     lacks = "".join(f"<li class='s-fail'>lacks: {esc(x)}</li>" for x in plan.get("lacks") or [])
-    out = "".join(f"<li>left out <b>{esc(h)}</b>: {esc('; '.join(r))}</li>"
-                  for h, r in (plan.get("excluded") or {}).items())
+    out = ""
+    for h, r in (plan.get("excluded") or {}).items():
+        cost = cost_of(plan, h)
+        out += (f"<li>left out <b>{esc(h)}</b>: {esc('; '.join(r))}"
+                + (f" <i>({esc(cost)})</i>" if cost else "") + "</li>")
     return (f"<h2>Plan ({esc(plan.get('mode'))})</h2><ul>{lacks}{out}</ul>"
             "<table id='plan'><tr><th>host</th><th>address</th><th>rank</th><th>processes"
             f"</th><th>command</th></tr>{rows}</table>")

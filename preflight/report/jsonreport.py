@@ -86,10 +86,13 @@ def network_doc(net: Optional[NetworkTests]) -> Optional[dict[str, Any]]:
         "allreduce": None if ar is None else {
             "backend": ar.backend, "hosts": list(ar.hosts), "ranks": ar.ranks,
             "error": ar.error, "failed": dict(ar.failed), "log_hints": dict(ar.logs),
-            "wall_s": round(ar.wall_s, 3),
+            "wall_s": round(ar.wall_s, 3), "budget_s": ar.budget_s,
+            "predicted_s": None if ar.predicted_s is None else round(ar.predicted_s, 3),
+            "iters": ar.iters, "dropped": list(ar.dropped),
             "sizes": [{"bytes": s.nbytes, "seconds": s.seconds, "algbw_bytes_s": s.algbw,
                        "busbw_bytes_s": s.busbw} for s in ar.sizes]},
         "allreduce_skipped": net.allreduce_skipped,
+        "allreduce_left_out": dict(net.allreduce_left_out),
     }
 
 
@@ -108,6 +111,9 @@ def plan_doc(plan: Optional[Plan]) -> Optional[dict[str, Any]]:
         "servers": [{"host": e.host, "endpoint": str(e)} for e in plan.servers],
         "workers": [{"host": e.host, "endpoint": str(e)} for e in plan.workers],
         "excluded": {h: list(r) for h, r in plan.excluded.items()},
+        "costs": {h: {"bytes": c.nbytes, "with_s": round(c.with_s, 3),
+                      "without_s": round(c.without_s, 3), "factor": round(c.factor, 2),
+                      "basis": c.basis} for h, c in plan.costs.items()},
         "nodes": [{"host": n.host, "address": n.address, "rank": n.rank, "nproc": n.nproc,
                    "python": n.python, "ports": list(n.ports), "argv": list(n.argv),
                    "env": dict(n.env), "command": n.command()} for n in plan.nodes],

@@ -8,6 +8,7 @@ from typing import Any
 
 from preflight.report.summary import (
     STATUS_WORDS,
+    cost_of,
     host_table,
     link_matrix,
     sorted_findings,
@@ -73,7 +74,9 @@ def _plan(plan: Any) -> list[str]:
     if rows:
         out += _table(["host", "address", "rank", "processes", "endpoints"], rows)
     for host, reasons in (plan.get("excluded") or {}).items():
-        out.append(f"- left out **{cell(host)}**: {cell('; '.join(reasons))}")
+        cost = cost_of(plan, host)
+        out.append(f"- left out **{cell(host)}**: {cell('; '.join(reasons))}"
+                   + (f" ({cell(cost)})" if cost else ""))
     return out
 
 

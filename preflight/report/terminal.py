@@ -9,6 +9,7 @@ from typing import Optional, TextIO
 from preflight.model.findings import Finding, Judgement, Status, Verdict
 from preflight.model.host import HostOutcome
 from preflight.model.plan import Plan
+from preflight.report.summary import cost_text
 from preflight.report.units import hosts_text, port_ranges
 
 ORDER = {Status.ERROR: 0, Status.FAIL: 1, Status.COULD_NOT_CHECK: 2, Status.WARN: 3,
@@ -97,6 +98,9 @@ def plan_lines(plan: Plan) -> list[str]:
     for host, reasons in plan.excluded.items():
         out.append(f"  left out {host}: {reasons[0]}"
                    + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""))
+        cost = plan.costs.get(host)
+        if cost is not None:
+            out.append("    " + cost_text(cost.nbytes, cost.with_s, cost.without_s, cost.basis))
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from support import interruptible
 
 pytestmark = pytest.mark.cluster
 
@@ -171,7 +172,8 @@ def test_sigint_keeps_what_was_learned(cluster):
     proc = subprocess.Popen(cluster.tb.client_cmd(
         [sys.executable, "-m", "preflight", "check", "-i", inv, "--json", report,
          "--deadline", "60"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        cwd=cluster.tb.base, env=dict(os.environ, PYTHONSAFEPATH="1"))
+        cwd=cluster.tb.base, env=dict(os.environ, PYTHONSAFEPATH="1"),
+        preexec_fn=interruptible)
     time.sleep(4)  # the good hosts answer in ~2 s; stuck's shell blocks for 12 s
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
@@ -227,3 +229,14 @@ def test_version_pins(cluster):
     msgs = [f["message"] for f in run.findings("pins", "fail")]
     assert msgs == ["good2: paddle 2.6.2 does not satisfy paddle<4,>=3"]
     assert {h for f in run.findings("pins", "pass") for h in f["hosts"]} == {"good1", "good2"}
+
+
+def test_a_healthy_cluster_gated_on_warnings_is_go_run_after_run(cluster):
+    # The CI gate the README recommends: warnings block. Healthy hosts on alike links must
+    # not draw any (retransmits are how TCP finds a link's speed; noise is not a deficit).
+    inv = cluster.inventory("gate.yaml", GOOD)
+    for attempt in (1, 2):
+        run = cluster.preflight("check", "-i", inv, "--fail-on", "warn", "--iperf-seconds", "1",
+                                "--allreduce-sizes", "1,8", network=True)
+        assert run.rc == 0, (attempt, run.stdout + run.stderr)
+        assert run.report["verdict"] == "go" and not run.findings(status="warn"), attempt

@@ -91,11 +91,14 @@ def test_ctrl_c_stops_the_job(tmp_path):
     pidfile = tmp_path / "pids"
     nodes = [shell_node("a", f"sleep 60 & echo $! > {pidfile}; wait")]
     timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    # Python's own Ctrl-C, whatever this run inherited (a background job ignores SIGINT).
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer.start()
     try:
         code, _, err = launch(nodes, LaunchOptions(("x",)))
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, before)
     assert code == EXIT_INTERRUPTED and "interrupted" in err
     assert not alive(pids_in(str(pidfile))[0])
 

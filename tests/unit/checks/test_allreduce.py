@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from support import NODES, G, net_tests, slow_host, survey, with_network
 
 from preflight.checks import allreduce
@@ -71,3 +73,18 @@ def test_not_run_is_could_not_check_unless_turned_off():
     fs = list(allreduce.check(with_network(left)))
     assert [f.message for f in fs if f.status is Status.COULD_NOT_CHECK] == [
         "node04: no all-reduce: Paddle is not importable"]
+
+
+def test_the_pass_names_the_ranks_the_hosts_left_out_and_what_the_budget_dropped():
+    links = survey([*NODES, "node05"], slow_host("node05", 0.02 * G, 1 * G))
+    run = ar(budget_s=30.0, dropped=("32 MiB (~22 s over 4 ranks at the slowest link, past "
+                                     "the 30 s budget)",))
+    net = replace(net_tests(links, run, hosts=[*NODES, "node05"]),
+                  allreduce_left_out={"node05": "bandwidth: node05: slow host"})
+    [f] = allreduce.check(with_network(net))
+    assert f.status is Status.PASS and f.hosts == tuple(NODES)
+    assert f.message.startswith("gloo all-reduce over 4 ranks on node01, node02, node03, "
+                                "node04: 32 MiB: busbw 1 GB/s")
+    assert "; not ranks, left out by the plan: node05" in f.message
+    assert "; within the 30 s budget, dropped: 32 MiB (~22 s" in f.message
+    assert f.data["left_out"] == {"node05": "bandwidth: node05: slow host"}

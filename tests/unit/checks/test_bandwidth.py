@@ -93,6 +93,39 @@ def test_loss_on_a_link_warns():
     fs = list(bandwidth.check(with_network(net_tests(links))))
     [warn] = [f for f in fs if f.status is Status.WARN]
     assert warn.message.startswith("node01 -> node02: 2% of segments retransmitted (50000)")
+    assert "while the cluster's links typically lose none" in warn.message
+
+
+def test_loss_every_healthy_link_shares_is_how_tcp_probes_not_a_defect():
+    # Three alike hosts at 940 Mbit/s retransmitting 1.2 %: TCP overflowing the bottleneck's
+    # queue, as it does to find a link's speed. Gated with --fail-on warn this was NO-GO.
+    links = survey(NODES[:3], lambda s, r: 0.94 * G, loss=lambda s, r: 1.2)
+    fs = list(bandwidth.check(with_network(net_tests(links, hosts=NODES[:3]))))
+    assert [f.status for f in fs] == [Status.PASS]
+
+
+def test_loss_far_above_the_clusters_own_rate_warns_with_both_rates():
+    links = survey(NODES, lambda s, r: 0.94 * G,
+                   loss=lambda s, r: 15.0 if (s, r) == ("node02", "node03") else 1.2)
+    [warn] = [f for f in bandwidth.check(with_network(net_tests(links)))
+              if f.status is Status.WARN]
+    assert warn.hosts == ("node02", "node03")
+    assert "15% of segments retransmitted" in warn.message
+    assert "12x the cluster's typical 1.2%" in warn.message
+    # 4x is how much healthy 1 s runs vary (seen: 1.3% against 0.31%): not loss.
+    noisy = survey(NODES, lambda s, r: 0.94 * G,
+                   loss=lambda s, r: 1.3 if (s, r) == ("node02", "node03") else 0.31)
+    assert all(f.status is Status.PASS for f in bandwidth.check(with_network(net_tests(noisy))))
+
+
+def test_loss_that_comes_with_a_deficit_warns_at_the_clusters_rate():
+    # A path at 0.7 of the median host losing what every link loses: the loss is the why.
+    links = survey(NODES, lambda s, r: 0.66 * G if (s, r) == ("node01", "node02") else 0.94 * G,
+                   loss=lambda s, r: 1.5)
+    warns = [f for f in bandwidth.check(with_network(net_tests(links)))
+             if f.status is Status.WARN and "loss_pct" in f.data]
+    assert [f.hosts for f in warns] == [("node01", "node02")]
+    assert "below 75% of the median host 940 Mbit/s" in warns[0].message
 
 
 def test_two_hosts_pass_with_a_note_that_nothing_was_compared():
@@ -113,3 +146,23 @@ def test_failed_runs_and_skipped_hosts_cannot_be_checked():
 
 def test_no_measurements_no_findings():
     assert list(bandwidth.check(cluster(**same(2)))) == []
+
+
+def test_a_retest_within_the_healthy_hosts_spread_is_not_a_slow_path():
+    # Unshaped links limited by CPU, 9-12 Gbit/s from run to run: node02 -> node03 came in at
+    # 6.5 in the survey and 7 alone. Below 75 % of the median host (11) but not clearly below
+    # the slowest healthy host (9): that is this cluster's noise, not a cable.
+    speed = {("node01", "node02"): 9, ("node02", "node01"): 9, ("node02", "node03"): 6.5,
+             ("node03", "node02"): 11, ("node03", "node04"): 12, ("node04", "node03"): 12,
+             ("node04", "node01"): 9, ("node01", "node04"): 9}
+    links = [*survey(NODES, lambda s, r: speed[(s, r)] * G),
+             link("node02", "node03", 7 * G, phase=RETEST)]
+    fs = list(bandwidth.check(with_network(net_tests(links))))
+    assert all(f.status is Status.PASS for f in fs), [f.message for f in fs]
+    [path] = [f for f in fs if f.hosts == ("node02", "node03")]
+    assert "within the spread of this cluster's healthy hosts" in path.message
+    # The same retest far below every healthy host is a slow path.
+    slow = [*links[:-1], link("node02", "node03", 3 * G, phase=RETEST)]
+    [bad] = [f for f in bandwidth.check(with_network(net_tests(slow)))
+             if f.status is not Status.PASS]
+    assert bad.hosts == ("node02", "node03") and "slow path" in bad.message

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from support import cluster, messages, net_facts, same
 
@@ -12,6 +14,13 @@ from preflight.model.findings import Status
 
 def envf(**kv: str) -> F.EnvFacts:
     return F.EnvFacts(tuple(sorted(kv.items())))
+
+
+def down(name: str) -> F.NetworkFacts:
+    """A host whose NIC `name` holds its address but is down."""
+    net = net_facts(name=name)
+    return replace(net, interfaces=tuple(replace(i, state="down") if i.name == name else i
+                                         for i in net.interfaces))
 
 
 ENV_CASES = [
@@ -45,7 +54,32 @@ ENV_CASES = [
      ["a: GLOO_SOCKET_IFNAME=eth is none of the host's interfaces (eth0): gloo (CPU "
       "collectives) cannot start"], []),
     ("gloo-ifname-ok", {"a": {"env": envf(GLOO_SOCKET_IFNAME="eth0")}}, [], []),
+    # Per-host values differ where NICs are named differently: each resolves on its host.
+    ("per-host-names-differ", {
+        "a": {"env": envf(NCCL_SOCKET_IFNAME="eth0", GLOO_SOCKET_IFNAME="eth0",
+                          NCCL_IB_HCA="mlx5_0"), "network": net_facts(ib=["mlx5_0"])},
+        "b": {"env": envf(NCCL_SOCKET_IFNAME="ens5", GLOO_SOCKET_IFNAME="ens5",
+                          NCCL_IB_HCA="mlx5_2:1"),
+              "network": net_facts(name="ens5", ib=["mlx5_2", "mlx5_3"])},
+        "c": {"env": envf(NCCL_SOCKET_IFNAME="eth0", GLOO_SOCKET_IFNAME="eth0",
+                          NCCL_IB_HCA="mlx5_0"), "network": net_facts(ib=["mlx5_0"])}}, [], []),
+    ("ifname-down", {"a": {"env": envf(NCCL_SOCKET_IFNAME="eth0"), "network": down("eth0")}},
+     ["a: NCCL_SOCKET_IFNAME=eth0 selects only interfaces that are down (eth0 down): NCCL "
+      "cannot bootstrap"], []),
+    ("gloo-ifname-down", {"a": {"env": envf(GLOO_SOCKET_IFNAME="eth0"), "network": down("eth0")}},
+     ["a: GLOO_SOCKET_IFNAME=eth0 selects only interfaces that are down (eth0 down): gloo "
+      "(CPU collectives) cannot start"], []),
+    ("ib-hca-exclusion-of-all", {"a": {"env": envf(NCCL_IB_HCA="^mlx5_0"),
+                                       "network": net_facts(ib=["mlx5_0"])}},
+     ["a: NCCL_IB_HCA=^mlx5_0 selects none of the host's RDMA devices (mlx5_0): NCCL leaves "
+      "InfiniBand for TCP sockets"], []),
+    ("ib-hca-on-a-host-without-ib", {"a": {"env": envf(NCCL_IB_HCA="mlx5")}},
+     ["a: NCCL_IB_HCA=mlx5 selects none of the host's RDMA devices (none): NCCL leaves "
+      "InfiniBand for TCP sockets"], []),
+    ("ib-hca-prefix-and-port", {"a": {"env": envf(NCCL_IB_HCA="=mlx5_1:1,mlx5_0:1"),
+                                      "network": net_facts(ib=["mlx5_0", "mlx5_1"])}}, [], []),
 ]
+
 
 
 @pytest.mark.parametrize("hosts,fails,warns", [c[1:] for c in ENV_CASES],

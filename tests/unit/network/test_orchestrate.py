@@ -6,9 +6,14 @@ from __future__ import annotations
 from support import G, cluster, gpu, link, same, slow_host, survey
 
 from preflight.model import facts as F
-from preflight.model.measure import SURVEY
+from preflight.model.measure import SURVEY, NetworkTests
 from preflight.model.policy import Limits
-from preflight.network.orchestrate import allreduce_members, retest_pairs
+from preflight.network.orchestrate import (
+    NetworkOptions,
+    allreduce_members,
+    retest_pairs,
+    run_allreduce_stage,
+)
 from preflight.network.schedule import matrix_rounds
 from preflight.testing.local import LocalRemote
 
@@ -71,3 +76,26 @@ def test_a_host_holding_the_launchers_ports_is_left_out_with_the_port():
 
 def test_survey_phase_is_marked():
     assert all(r.phase == SURVEY for r in survey(["a", "b", "c"], lambda s, r: G))
+
+
+def test_hosts_the_plan_leaves_out_are_not_ranks_and_say_why():
+    c = cluster(**same(3, gpu=F.GpuFacts("none")))
+    remotes = {o.host.name: LocalRemote(o.host.name) for o in c.outcomes}
+    net = NetworkTests("ring", ("node01", "node02", "node03"))
+    keep = {"node02": "bandwidth: node02: slow host", "node03": "paddle-stack: 2.6.2"}
+    out = run_allreduce_stage(net, c.outcomes, remotes, NetworkOptions(), keep)
+    # One rank left: nothing runs (no command starts with fewer than two members).
+    assert out.allreduce is None
+    assert out.allreduce_skipped == ("needs 2 or more hosts with Paddle that the plan keeps, "
+                                     "found 1")
+    assert out.allreduce_left_out == keep and out.skipped == {}
+
+
+def test_the_all_reduce_stage_keeps_out_of_the_way_when_turned_off_or_interrupted():
+    c = cluster(**same(2))
+    remotes = {o.host.name: LocalRemote(o.host.name) for o in c.outcomes}
+    off = NetworkTests("ring", ("node01", "node02"), allreduce_skipped="turned off")
+    assert run_allreduce_stage(off, c.outcomes, remotes, NetworkOptions(run_allreduce=False)) \
+        is off
+    stopped = NetworkTests("ring", ("node01", "node02"), interrupted=True)
+    assert run_allreduce_stage(stopped, c.outcomes, remotes, NetworkOptions()) is stopped

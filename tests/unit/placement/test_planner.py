@@ -7,8 +7,9 @@ from dataclasses import replace
 from typing import Any, Optional
 
 import pytest
-from support import G, cpu, gpu, host_facts, link
+from support import G, cpu, gpu, host_facts, link, slow_host, survey
 
+from preflight.checks import bandwidth
 from preflight.judge import judge
 from preflight.model import facts as F
 from preflight.model.cluster import Cluster
@@ -17,6 +18,8 @@ from preflight.model.host import Host, HostFailure, HostOutcome, Stage
 from preflight.model.measure import NetworkTests
 from preflight.model.policy import JobShape, Limits, Policy
 from preflight.placement.planner import plan
+from preflight.report.jsonreport import document
+from preflight.report.terminal import plan_lines
 
 
 def node(name: str, ip: str, roles: tuple[str, ...] = ("worker", "server"),
@@ -253,3 +256,30 @@ def test_ps_roles_pin_servers_and_workers():
                                             ({"nnodes": 2}, True), ({"server_num": 1}, True)])
 def test_only_a_sized_job_is_explicit(shape, explicit):
     assert JobShape(**shape).explicit is explicit
+
+
+# ---------------------------------------------------------------- what a straggler costs
+def test_a_host_left_out_for_a_slow_link_carries_the_all_reduce_cost_of_keeping_it():
+    names = [f"n{i}" for i in range(1, 6)]
+    outs = [node(n, f"10.0.0.{i}", **cpu_only()) for i, n in enumerate(names, 1)]
+    # n5's link runs at a tenth of the others', both ways, confirmed by a retest.
+    links = [*survey(names, slow_host("n5", 0.1 * G, 1 * G)),
+             link("n5", "n1", 0.1 * G, "retest"), link("n1", "n5", 0.1 * G, "retest")]
+    net = NetworkTests("ring", tuple(names), tuple(links))
+    c0 = Cluster(tuple(outs), Policy(job=JobShape(nnodes=4)), net)
+    _, p = make(outs, network=net, findings=list(bandwidth.check(c0)), nnodes=4)
+    assert p.hosts() == ("n1", "n2", "n3", "n4") and list(p.excluded) == ["n5"]
+    cost = p.costs["n5"]
+    assert cost.nbytes == 32 << 20  # no all-reduce measured: its largest default size
+    # 5 ranks at 0.1 Gbit/s vs 4 at 1 Gbit/s: 2*4/5 / (2*3/4) * 10 = 10.7 times as long.
+    assert cost.factor == pytest.approx(10 * (8 / 5) / (6 / 4))
+    assert cost.without_s == pytest.approx(2 * 3 / 4 * (32 << 20) * 8 / 1e9)
+    shown = "\n".join(plan_lines(p))
+    assert "  left out n5: bandwidth: n5: slow host" in shown
+    assert "    with it, 32 MiB all-reduce ~4.3 s vs ~0.4 s without (11x, predicted from the " \
+        "iperf3 links)" in shown
+    assert document(c0, judge(c0, []), plan=p)["plan"]["costs"]["n5"]["factor"] == 10.67
+    # Hosts left out for reasons that cost no bandwidth have no figure.
+    _, p2 = make(outs[:4] + [node("n5", "10.0.0.5", **cpu_only())], network=NetworkTests(
+        "ring", tuple(names), tuple(survey(names, lambda s, r: 1 * G))), nnodes=4)
+    assert "n5" in p2.excluded and p2.costs == {}

@@ -1,0 +1,67 @@
+"""The all-reduce sized to a time budget: which message sizes and how many iterations fit,
+predicted from the slowest iperf3 link among the ranks (pure).
+
+A ring all-reduce moves 2(n-1)/n of the message over every link, so its time is bound by the
+slowest one: S bytes over n ranks take at least 2(n-1)/n * S / B on a link of B bytes/s. Sizes
+that cannot fit are dropped, and the run says so; the smallest always runs (the collective
+itself is what the check certifies)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from preflight.model.measure import ring_seconds
+
+MIB = 1 << 20
+# From starting the launchers to the first collective: Paddle's import and the rendezvous,
+# measured at 5-15 s on the 2-core test machine with four hosts importing Paddle at once.
+LAUNCH_ALLOWANCE_S = 60.0
+MARGIN = 2.0  # the timeout allows twice the predicted transfer: the model ignores latency
+
+
+@dataclass(frozen=True)
+class SizePlan:
+    """What the all-reduce runs: sizes, iterations per size (after one warm-up), the time
+    predicted for them, the sizes left out and why, and the per-host time limit."""
+
+    sizes_mib: tuple[float, ...]
+    iters: int
+    predicted_s: Optional[float]  # None: no link measured to predict from
+    dropped: tuple[str, ...]
+    timeout_s: float
+
+
+def plan_sizes(sizes_mib: Sequence[float], iters: int, ranks: int,
+               slowest_bps: Optional[float], budget_s: float, timeout_cap_s: float,
+               ) -> SizePlan:
+    """Returns the sizes (ascending) and iterations that fit in budget_s at slowest_bps;
+    without a measured link, every size as asked and the cap as the time limit."""
+    wanted = sorted(set(sizes_mib))
+    if not slowest_bps:
+        return SizePlan(tuple(wanted), iters, None, (), timeout_cap_s)
+
+    def cost(mib: float, n_iters: int) -> float:
+        return (1 + n_iters) * ring_seconds(mib * MIB, ranks, slowest_bps)
+
+    # Fewer iterations before fewer sizes: the smallest size alone must fit.
+    n_iters = iters
+    while n_iters > 1 and cost(wanted[0], n_iters) > budget_s:
+        n_iters -= 1
+    kept: list[float] = []
+    dropped: list[str] = []
+    spent = 0.0
+    for mib in wanted:
+        c = cost(mib, n_iters)
+        if kept and spent + c > budget_s:
+            dropped.append(f"{mib:g} MiB (~{c:.0f} s over {ranks} ranks at the slowest link, "
+                           f"past the {budget_s:g} s budget)")
+            continue
+        kept.append(mib)
+        spent += c
+    if spent > budget_s:
+        dropped.append(f"{kept[0]:g} MiB needs ~{spent:.0f} s even with {n_iters} iteration(s): "
+                       f"over the {budget_s:g} s budget, run anyway (the smallest size)")
+    timeout = min(timeout_cap_s, LAUNCH_ALLOWANCE_S + MARGIN * spent)
+    return SizePlan(tuple(kept), n_iters, spent, tuple(dropped), timeout)

@@ -92,6 +92,7 @@ def check(cluster: Cluster) -> Iterator[Finding]:
                                               limits.link_min_gbps * 1e9)
     named: set[str] = set()
     loc = None
+    cleared: set[tuple[str, ...]] = set()  # suspect paths a retest alone found fine
     if threshold is not None:
         loc = localise.localise(survey, threshold)
         low = _healthy_low(survey, loc)
@@ -101,13 +102,14 @@ def check(cluster: Cluster) -> Iterator[Finding]:
             yield f
         paths = [_slow_path(s, r, survey, net.links, ref, low, limits)
                  for s, r in loc.slow_paths]
+        cleared = {f.hosts for f in paths if f.status is Status.PASS}
         paths = [f for f in paths if f.status is not Status.PASS] or paths
         if len(paths) > MAX_PATH_FINDINGS:
             paths = [_shared_bottleneck(paths, survey, len(set(net.hosts)))]
         for f in paths:
             named.update(f.hosts)
             yield f
-    yield from _loss(survey, loc, limits, named, ref)
+    yield from _loss(survey, loc, limits, named, ref, cleared)
     rest = [h for h in net.hosts if h not in named and h not in net.skipped]
     if rest:
         low = min(r.bps for r in survey if r.bps is not None)
@@ -203,10 +205,12 @@ def _shared_bottleneck(paths: Sequence[Finding], survey: Sequence[LinkRun], n_ho
 
 
 def _loss(survey: Sequence[LinkRun], loc: localise.Localisation | None, limits: Limits,
-          named: set[str], ref: float | None) -> Iterator[Finding]:
+          named: set[str], ref: float | None, cleared: set[tuple[str, ...]],
+          ) -> Iterator[Finding]:
     """Links that lose far more than this cluster's links do, or lose and fall short of the
-    median host while no slow host explains it: loss on the path. The rest is how TCP finds a
-    link's speed (it overflows the bottleneck's queue), not a defect."""
+    median host while no slow host explains it and no retest cleared it: loss on the path.
+    The rest is how TCP finds a link's speed (it overflows the bottleneck's queue), not a
+    defect."""
     rates = [r.result.loss_pct for r in survey if r.result.loss_pct is not None]
     typical = statistics.median(rates) if rates else 0.0
     for r in survey:
@@ -216,7 +220,9 @@ def _loss(survey: Sequence[LinkRun], loc: localise.Localisation | None, limits: 
         if loc is not None and loc.explains(r.sender, r.receiver):
             continue  # the slow host's finding already names it
         outlier = loss >= limits.link_loss_outlier_ratio * typical
-        deficit = ref is not None and r.bps < limits.link_warn_ratio * ref
+        # A deficit counts as the slow paths' does: only if a retest alone did not clear it.
+        deficit = (ref is not None and r.bps < limits.link_warn_ratio * ref
+                   and (r.sender, r.receiver) not in cleared)
         if not (outlier or deficit):
             continue
         if outlier:

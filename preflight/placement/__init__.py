@@ -1,5 +1,6 @@
 """The placement plan: which hosts run what, on which ports, and the launcher commands.
 
 - planner: facts and findings -> Plan (pure)
+- cost: what keeping each left-out host would cost the job's all-reduce (pure)
 - launcher: each plan host's launcher command, env file and script
 """

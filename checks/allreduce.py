@@ -1,9 +1,13 @@
 """The all-reduce: it ran on every host, and its busbw is what the links predict or the
-policy asks for. A busbw that a slow host already explains is not blamed on every host."""
+policy asks for. A busbw that a slow host already explains is not blamed on every host; a
+host that kept the others waiting (failed, never joined, stopped) is named alone; a stall
+with nobody to blame is one finding for the cluster; a run cut at its deadline while still
+progressing is a warning with the sizes that finished."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Status
@@ -33,6 +37,9 @@ def check(cluster: Cluster) -> Iterator[Finding]:
             yield Finding(NAME, Status.COULD_NOT_CHECK, net.hosts,
                           f"all-reduce not run: {net.allreduce_skipped}", {})
         return
+    if ar.outcome == "slow":
+        yield _cut(cluster, ar)
+        return
     if ar.error or not ar.sizes:
         yield from _failed(ar)
         return
@@ -40,14 +47,34 @@ def check(cluster: Cluster) -> Iterator[Finding]:
 
 
 def _failed(ar: AllReduce) -> Iterator[Finding]:
-    data = {"backend": ar.backend, "hosts": list(ar.hosts), "error": ar.error}
+    data = {"backend": ar.backend, "hosts": list(ar.hosts), "error": ar.error,
+            "outcome": ar.outcome, "progress": dict(ar.progress), "launch_s": ar.launch_s}
     if not ar.failed:
-        yield Finding(NAME, Status.FAIL, ar.hosts, f"{ar.backend} all-reduce over "
-                      f"{len(ar.hosts)} hosts failed: {ar.error or 'no figures'}", data)
+        # Nobody to blame: the cluster's finding (it blocks), not a failure of every host,
+        # which would leave the plan empty for what may be one path between two of them.
+        yield Finding(NAME, Status.FAIL, (), f"{ar.backend} all-reduce over "
+                      f"{hosts_text(list(ar.hosts))} failed: {ar.error or 'no figures'}", data)
         return
     for host, why in ar.failed.items():
         yield Finding(NAME, Status.FAIL, (host,), f"{host}: {ar.backend} all-reduce rank: "
                       f"{why} ({ar.error})", dict(data, log=why))
+
+
+def _cut(cluster: Cluster, ar: AllReduce) -> Finding:
+    """A run cut at its deadline while collectives still completed: slow, not hung. What
+    finished is judged like a whole run; the cut itself is a warning."""
+    if ar.sizes:
+        judged = _judged(cluster, ar)
+        status = judged.status if judged.status in (Status.FAIL,) else Status.WARN
+        return replace(judged, status=status, message=f"{judged.message}; {ar.cut}",
+                       data=dict(judged.data, cut=ar.cut, outcome=ar.outcome))
+    culprits = _slow_hosts(cluster)
+    explained = (f"; explained by slow {hosts_text(culprits)} (see bandwidth)"
+                 if culprits else "")
+    return Finding(NAME, Status.WARN, ar.hosts, f"{ar.backend} all-reduce over "
+                   f"{hosts_text(list(ar.hosts))}: no size finished: {ar.cut}{explained}",
+                   {"backend": ar.backend, "hosts": list(ar.hosts), "cut": ar.cut,
+                    "outcome": ar.outcome, "progress": dict(ar.progress)})
 
 
 def _judged(cluster: Cluster, ar: AllReduce) -> Finding:
@@ -62,7 +89,8 @@ def _judged(cluster: Cluster, ar: AllReduce) -> Finding:
             "slowest_link_bps": slowest, "sizes": [
                 {"bytes": s.nbytes, "seconds": s.seconds, "algbw": s.algbw, "busbw": s.busbw}
                 for s in ar.sizes], "log_hints": dict(ar.logs), "hosts": list(ar.hosts),
-            "left_out": left_out, "budget_s": ar.budget_s, "dropped": list(ar.dropped)}
+            "left_out": left_out, "budget_s": ar.budget_s, "dropped": list(ar.dropped),
+            "launch_s": ar.launch_s}
     head = (f"{ar.backend} all-reduce over {ar.ranks} ranks on {hosts_text(list(ar.hosts))}: "
             f"{sizes_text(ar.sizes)}")
     if left_out:

@@ -265,7 +265,11 @@ def _network(rec: dict[str, Any], links: list[LinkRun]) -> NetworkTests:
                               None if budget is None else float(budget),
                               None if predicted is None else float(predicted),
                               int(ar.get("iters") or 0),
-                              tuple(str(d) for d in ar.get("dropped") or ()))
+                              tuple(str(d) for d in ar.get("dropped") or ()),
+                              str(ar.get("outcome") or "done"),
+                              None if ar.get("launch_s") is None else float(ar["launch_s"]),
+                              {str(k): str(v) for k, v in (ar.get("progress") or {}).items()},
+                              ar.get("cut"))
     return NetworkTests(str(rec["schedule"]), tuple(rec["hosts"]), tuple(links), allreduce,
                         rec.get("allreduce_skipped"), dict(rec.get("skipped") or {}),
                         bool(rec.get("interrupted")), float(rec.get("wall_s") or 0.0),

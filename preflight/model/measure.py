@@ -89,6 +89,19 @@ class AllReduce:
     predicted_s: Optional[float] = None
     iters: int = 0
     dropped: tuple[str, ...] = ()
+    # How it ended (network/progress.py): "done"; "failed" (a rank exited with an error);
+    # "never-joined", "stalled" (named hosts kept the others waiting); "slow" (cut at the
+    # deadline while collectives still completed: sizes are what finished); "stall" (nothing
+    # completed and nobody to blame: the cluster's finding, not every host's).
+    outcome: str = "done"
+    launch_s: Optional[float] = None  # launchers started -> every rank joined
+    progress: Mapping[str, str] = field(default_factory=dict)  # per host, what its ranks did
+    cut: Optional[str] = None  # why a run that kept its partial sizes was cut short
+
+    @property
+    def certified(self) -> bool:
+        """Whether its figures are a whole run's (what a baseline may keep)."""
+        return self.outcome == "done" and not self.error and bool(self.sizes)
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,19 @@
 """Runs a short all-reduce across hosts with Paddle's own launcher -> AllReduce (no judging).
 
 Every host gets one command: unpack the benchmark into a fresh private directory, run
-`python -m paddle.distributed.launch` under the host's `timeout`, print the results and, on
-failure, the log's tail. A rank that fails or hangs stops the run: after a short grace the
-launcher's processes are killed on every host, found by the run's unique directory name."""
+`python -m paddle.distributed.launch` under the host's `timeout`, then print the ranks'
+progress and, on failure, the log's tail. While it runs the controller polls each host's
+progress (network/progress.py) and decides from what the ranks did, not from a guess: every
+rank must join within the launch allowance, then the collectives get the time the budget
+predicted counted from that measured join. A rank that fails, never joins or stops beating
+stops the run and is named; a run still progressing at its deadline is cut with its finished
+sizes kept; a stall with nobody to blame is the cluster's. On stopping, the launcher's
+processes are killed on every host, found by the run's unique directory name."""
 
 from __future__ import annotations
 
 import base64
 import functools
-import json
 import re
 import secrets
 import shlex
@@ -17,15 +21,21 @@ import threading
 import time
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from importlib import resources
-from typing import Any, Optional
+from typing import Optional
 
 from preflight.collect.remote import Done, Remote, in_parallel
 from preflight.model.measure import AllReduce, SizeResult
+from preflight.network import progress as P
+from preflight.network.budget import LAUNCH_ALLOWANCE_S
 
-RESULT, LOG, HINT = "PREFLIGHT-RESULT ", "PREFLIGHT-LOG ", "PREFLIGHT-HINT "
+LOG, HINT = "PREFLIGHT-LOG ", "PREFLIGHT-HINT "
 GRACE_S = 5.0  # after one rank fails, how long the others get to report their own failure
+# The host's own `timeout` is the net under the controller (which may be killed): it fires
+# this much after the controller's last deadline, so that the controller decides first.
+HOST_EXTRA_S = 10.0
+STALL_WINDOW_S = 15.0  # at the deadline, a collective completed this recently: still going
 LOG_LINES = 40
 # Lines of a failing rank's log that say why; the last one found is quoted in the finding.
 _WHY = re.compile(r"(Error|Exception|error:|refused|timed out|Timeout|Killed|Abort|"
@@ -38,8 +48,14 @@ class AllReduceOptions:
     port: int = 36000  # the launcher's master; gloo gets port+1, the ranks port+2..port+2+nproc
     sizes_mib: tuple[float, ...] = (1.0, 8.0, 32.0)
     iters: int = 5
-    timeout: float = 120.0  # per host, launcher start to results: the cap of the budget's
+    timeout: float = 120.0  # launchers started -> results, at most (--allreduce-timeout)
     budget_s: float = 30.0  # what the collectives may take, predicted from the slowest link
+    # From network/budget.py: the time the collectives get once every rank joined (None: up
+    # to the timeout) and the predicted time of the largest single collective.
+    collective_s: Optional[float] = None
+    op_s: float = 0.0
+    launch_s: float = LAUNCH_ALLOWANCE_S  # every rank joins within this (or the timeout)
+    poll_s: float = 2.0  # how often the controller reads every host's progress
 
 
 @dataclass(frozen=True)
@@ -81,18 +97,18 @@ def host_command(m: Member, rank: int, members: Sequence[Member], opts: AllReduc
               "--gloo_port", str(opts.port + 1),
               "--job_id", "preflight", "--log_dir", f"{run_dir}/log",
               f"{run_dir}/allreduce.py", "--sizes", ",".join(f"{s:g}" for s in opts.sizes_mib),
-              "--iters", str(opts.iters), "--out", f"{run_dir}/result"]
+              "--iters", str(opts.iters), "--dir", run_dir]
     run = " ".join(q(a) for a in ["env", *env, *launch])
     d = q(run_dir)
     script = "\n".join([
         f"mkdir -m 700 {d} || exit 96",
         f"cd {d} || exit 96",
         f"{q(m.python)} -c {q(_UNPACK)} {d}/allreduce.py {_packed_script()} || exit 95",
-        f"if command -v timeout >/dev/null 2>&1; then timeout -k 3 {int(opts.timeout)} {run} "
-        f"> {d}/launch.log 2>&1; else {run} > {d}/launch.log 2>&1; fi",
+        f"if command -v timeout >/dev/null 2>&1; then timeout -k 3 "
+        f"{int(opts.timeout + HOST_EXTRA_S)} {run} > {d}/launch.log 2>&1; "
+        f"else {run} > {d}/launch.log 2>&1; fi",
         "rc=$?",
-        f"for f in {d}/result.*; do [ -f \"$f\" ] && {{ printf %s {q(RESULT)}; cat \"$f\"; "
-        "echo; }; done",
+        P.status_script(run_dir),
         f"grep -h -E 'NET/(IB|Socket|Plugin)|via NET' {d}/log/workerlog.* 2>/dev/null "
         f"| head -n 8 | sed 's/^/{HINT}/'",
         f"if [ $rc -ne 0 ]; then tail -q -n {LOG_LINES} {d}/log/workerlog.0 {d}/launch.log "
@@ -138,31 +154,26 @@ def log_reason(done: Done) -> str:
     return text
 
 
-def parse_results(done: Done) -> list[dict[str, Any]]:
-    docs = []
-    for ln in done.stdout.splitlines():
-        if ln.startswith(RESULT):
-            try:
-                doc = json.loads(ln[len(RESULT):])
-            except ValueError:
-                continue
-            if isinstance(doc, dict):
-                docs.append(doc)
-    return docs
+def status_command(run_dir: str) -> str:
+    return "sh -c " + shlex.quote(P.status_script(run_dir))
 
 
-def sizes_from(doc: Mapping[str, Any], ranks: int) -> tuple[SizeResult, ...]:
-    out = []
-    for s in doc.get("sizes", []):
-        if isinstance(s, dict) and isinstance(s.get("bytes"), int) \
-                and isinstance(s.get("seconds"), (int, float)) and s["seconds"] > 0:
-            out.append(SizeResult(s["bytes"], float(s["seconds"]), ranks))
-    return tuple(out)
+@dataclass
+class Watch:
+    """What the controller saw: how the run stopped (kind), the hosts it names and why, and
+    the last progress of every host (None: no status from it yet)."""
+
+    progress: dict[str, Optional[P.HostProgress]]
+    kind: str = "ended"  # ended, failed, never-joined, stalled, slow, stall, timeout
+    named: dict[str, str] = field(default_factory=dict)
+    launch_s: Optional[float] = None
+    idle_s: Optional[float] = None
+    deadline_s: Optional[float] = None  # the deadline that cut the run, from the launch
 
 
 def run_allreduce(members: Sequence[Member], backend: str, opts: AllReduceOptions,
                   ) -> AllReduce:
-    """Returns the all-reduce's figures, or which hosts failed and what their logs said."""
+    """Returns the all-reduce's figures, or which hosts kept it from finishing and why."""
     started = time.monotonic()
     run_dir = f"/tmp/.preflight-ar-{secrets.token_hex(8)}"
     ranks = sum(m.nproc for m in members)
@@ -174,7 +185,7 @@ def run_allreduce(members: Sequence[Member], backend: str, opts: AllReduceOption
     def one(rank: int, m: Member) -> None:
         try:
             done = m.remote.run(host_command(m, rank, members, opts, run_dir),
-                                timeout=opts.timeout + 15)
+                                timeout=opts.timeout + HOST_EXTRA_S + 15)
         except Exception as e:
             done = Done(-1, "", f"{type(e).__name__}: {e}")
         with lock:
@@ -183,13 +194,14 @@ def run_allreduce(members: Sequence[Member], backend: str, opts: AllReduceOption
 
     threads = [threading.Thread(target=one, args=(i, m), daemon=True, name=f"ar-{m.name}")
                for i, m in enumerate(members)]
+    watch = Watch({m.name: None for m in members})
     try:
         for t in threads:
             t.start()
-        first_failure = _wait(threads, results, lock, opts.timeout + 20)
+        _watch(members, threads, results, lock, opts, run_dir, started, watch)
         with lock:
             ended = list(order)  # what ended by itself; the rest is stopped below
-        if first_failure is not None or len(ended) < len(members):
+        if watch.kind != "ended" or len(ended) < len(members):
             _stop_all(members, run_dir)
             end = time.monotonic() + 8.0  # the stopped commands still print their logs
             for t in threads:
@@ -199,24 +211,87 @@ def run_allreduce(members: Sequence[Member], backend: str, opts: AllReduceOption
     wall = time.monotonic() - started
     with lock:
         results = dict(results)
-    return _summarise(members, backend, ranks, names, results, ended, opts, wall)
+    return _summarise(members, backend, ranks, names, results, ended, opts, wall, watch)
 
 
-def _wait(threads: Sequence[threading.Thread], results: Mapping[str, Done],
-          lock: threading.Lock, limit: float) -> Optional[float]:
-    """Waits for every host or the deadline; returns when the first failure was seen, after
-    the grace that lets the other ranks report their own failure."""
-    end = time.monotonic() + limit
+def _poll(members: Sequence[Member], run_dir: str, watch: Watch) -> None:
+    """Reads every host's progress; a host that does not answer keeps its last status."""
+    command = status_command(run_dir)
+
+    def one(m: Member) -> None:
+        try:
+            done = m.remote.run(command, timeout=8.0)
+        except Exception:
+            return  # no news from it this time; its command's own end will tell
+        status = P.parse_status(done.stdout)
+        if status is not None:
+            watch.progress[m.name] = status
+
+    in_parallel([functools.partial(one, m) for m in members], 10.0, "ar-poll")
+
+
+def _watch(members: Sequence[Member], threads: Sequence[threading.Thread],
+           results: Mapping[str, Done], lock: threading.Lock, opts: AllReduceOptions,
+           run_dir: str, started: float, watch: Watch) -> None:
+    """Waits for every host's command, polling progress, until the run ends by itself or
+    one of its deadlines decides how it stopped (watch.kind)."""
+    nproc = {m.name: m.nproc for m in members}
+    launch_deadline = min(opts.launch_s, opts.timeout)
+    hard = started + opts.timeout + HOST_EXTRA_S + 20
+    joined_at: Optional[float] = None
     failed_at: Optional[float] = None
-    while time.monotonic() < end and any(t.is_alive() for t in threads):
+    next_poll = started + min(opts.poll_s, 1.0)
+    while time.monotonic() < hard and any(t.is_alive() for t in threads):
+        now = time.monotonic()
         with lock:
-            failed = any(not d.ok for d in results.values())
-        if failed and failed_at is None:
-            failed_at = time.monotonic()
-        if failed_at is not None and time.monotonic() - failed_at > GRACE_S:
-            break
+            # The host's `timeout` (exit 124) ending a launcher is a deadline, not a failure.
+            failed = any(not d.ok and d.exit != 124 for d in results.values())
+        if failed:
+            failed_at = now if failed_at is None else failed_at
+            if now - failed_at > GRACE_S:
+                watch.kind = "failed"
+                return
+        elif now >= next_poll:
+            _poll(members, run_dir, watch)
+            now = time.monotonic()
+            next_poll = now + opts.poll_s
+            if _decide(watch, nproc, opts, now - started, joined_at, launch_deadline):
+                return
+            if joined_at is None and P.all_joined(watch.progress, nproc):
+                joined_at = now - started
+                watch.launch_s = joined_at
         time.sleep(0.05)
-    return failed_at
+    if any(t.is_alive() for t in threads):
+        watch.kind = "timeout"
+
+
+def _decide(watch: Watch, nproc: Mapping[str, int], opts: AllReduceOptions, elapsed: float,
+            joined_at: Optional[float], launch_deadline: float) -> bool:
+    """Sets how the run stops from the latest progress; False: let it go on."""
+    progress = watch.progress
+    stopped = P.stale(progress)
+    if stopped:
+        watch.kind, watch.named = "stalled", stopped
+        return True
+    if joined_at is None and not P.all_joined(progress, nproc):
+        if elapsed < launch_deadline:
+            return False
+        watch.deadline_s = launch_deadline
+        watch.named = P.behind(progress, nproc)
+        watch.kind = "never-joined" if watch.named else "stall"
+        return True
+    if P.all_done(progress, nproc):
+        return False  # the launchers are exiting
+    joined = joined_at if joined_at is not None else elapsed
+    deadline = opts.timeout if opts.collective_s is None else min(
+        opts.timeout, joined + opts.collective_s)
+    if elapsed < deadline:
+        return False
+    watch.deadline_s = deadline
+    watch.idle_s = P.idle_s(progress)
+    window = max(STALL_WINDOW_S, 3 * opts.op_s)
+    watch.kind = "slow" if watch.idle_s is not None and watch.idle_s < window else "stall"
+    return True
 
 
 def _on_all(members: Sequence[Member], command: str) -> None:
@@ -239,38 +314,76 @@ def _cleanup(members: Sequence[Member], run_dir: str) -> None:
     _on_all(members, cleanup_command(run_dir))
 
 
+def _sizes(r: Optional[P.RankProgress], ranks: int) -> tuple[SizeResult, ...]:
+    return () if r is None else tuple(SizeResult(b, s, ranks) for b, s in r.sizes)
+
+
 def _summarise(members: Sequence[Member], backend: str, ranks: int, names: tuple[str, ...],
                results: Mapping[str, Done], ended: Sequence[str], opts: AllReduceOptions,
-               wall: float) -> AllReduce:
+               wall: float, watch: Watch) -> AllReduce:
     """ended: the hosts whose command ended by itself, in order; the others were stopped."""
     hints = {n: "; ".join(dict.fromkeys(
         ln[len(HINT):].strip()[-160:] for ln in d.stdout.splitlines() if ln.startswith(HINT)))
         for n, d in results.items()}
     hints = {n: h for n, h in hints.items() if h}
-    # The host's `timeout` (exit 124) ends a hung rank: that is a hang, not a failure of it.
+    progress = dict(watch.progress)
+    for n, d in results.items():  # what a host printed as its command ended is the latest
+        final = P.parse_status(d.stdout)
+        if final is not None:
+            progress[n] = final
+    nproc = {m.name: m.nproc for m in members}
+    r0 = P.rank0(progress)
+    if r0 is not None and r0.world:
+        ranks = r0.world
+    backend = (r0.backend if r0 is not None and r0.backend else backend)
+    base = AllReduce(backend, names, ranks, logs=hints, wall_s=wall, launch_s=watch.launch_s,
+                     progress={n: P.summary(progress.get(n), nproc[n]) for n in names})
     failed_first = [n for n in ended if not results[n].ok and results[n].exit != 124]
-    hung = [m.name for m in members if m.name not in ended or results[m.name].exit == 124]
-    if failed_first:
+    stopped = [n for n in names if n not in ended]
+    kind = watch.kind
+    if kind == "ended" and any(not d.ok for d in results.values()):
+        kind = "timeout"  # the hosts' own `timeout` ended it: the controller never decided
+    if failed_first and kind in ("failed", "ended", "timeout"):
         # The first rank to fail is the culprit; the others failed or were stopped after it.
         culprit = failed_first[0]
-        failed = {n: log_reason(results[n]) for n in failed_first}
-        return AllReduce(backend, names, ranks, error=(
+        return replace(base, error=(
             f"the rank on {culprit} failed first" + (
-                f"; stopped the launcher on {', '.join(hung)}" if hung else "")),
-            failed=failed, logs=hints, wall_s=wall)
-    if hung:
-        why = {n: log_reason(results[n]) if n in results else "no answer" for n in hung}
-        return AllReduce(backend, names, ranks, error=(
-            f"no result within {opts.timeout:.0f} s from {', '.join(hung)}: stopped"),
-            failed={n: f"hung; its log last said: {w}" for n, w in why.items()},
-            logs=hints, wall_s=wall)
-    docs = [doc for d in results.values() for doc in parse_results(d)]
-    rank0 = next((doc for doc in docs if doc.get("rank") == 0), None)
-    if rank0 is None:
-        return AllReduce(backend, names, ranks, error="every rank exited 0 but rank 0 "
-                         "wrote no result", logs=hints, wall_s=wall)
-    world = rank0.get("world")
-    if isinstance(world, int) and world > 0:
-        ranks = world
-    return AllReduce(str(rank0.get("backend") or backend), names, ranks,
-                     sizes=sizes_from(rank0, ranks), logs=hints, wall_s=wall)
+                f"; stopped the launcher on {', '.join(stopped)}" if stopped else "")),
+            failed={n: log_reason(results[n]) for n in failed_first}, outcome="failed")
+    if kind == "never-joined":
+        waited = [n for n in names if n not in watch.named]
+        return replace(base, error=(
+            f"{', '.join(watch.named)} never joined the rendezvous within "
+            f"{watch.deadline_s:.0f} s; {', '.join(waited)} waited for it: stopped"),
+            failed={n: f"never joined the rendezvous: {why}" + _log_of(results.get(n))
+                    for n, why in watch.named.items()}, outcome="never-joined")
+    if kind == "stalled":
+        return replace(base, error=(
+            f"{', '.join(watch.named)} stopped progressing; the others waited for it: "
+            "stopped"), failed=dict(watch.named), outcome="stalled",
+            sizes=_sizes(r0, ranks))
+    if kind == "slow":
+        done_ops = max((p.ops for p in progress.values() if p is not None), default=0)
+        return replace(base, sizes=_sizes(r0, ranks), outcome="slow", cut=(
+            f"cut at its {watch.deadline_s:.0f} s deadline while collectives still completed "
+            f"({done_ops} done, the last {watch.idle_s or 0:.0f} s before): slower than the "
+            "measured links predict"))
+    if kind in ("stall", "timeout"):
+        at = f"{watch.deadline_s:.0f} s" if watch.deadline_s else f"{opts.timeout:.0f} s"
+        idle = (f"no collective completed in the last {watch.idle_s:.0f} s"
+                if watch.idle_s is not None else "no progress")
+        return replace(base, error=(
+            f"stalled at its {at} deadline: {idle}, and no rank stopped or fell behind the "
+            "others: nothing to blame on one host (a path between hosts, a firewall, the "
+            "interface the ranks bound to?)"), outcome="stall", sizes=_sizes(r0, ranks))
+    sizes = _sizes(r0, ranks)
+    if not sizes:
+        return replace(base, error="every rank exited 0 but rank 0 reported no result",
+                       outcome="failed")
+    return replace(base, sizes=sizes)
+
+
+def _log_of(done: Optional[Done]) -> str:
+    if done is None or not any(ln.startswith(LOG) for ln in done.stdout.splitlines()):
+        return ""
+    return f"; its log last said: {log_reason(done)}"

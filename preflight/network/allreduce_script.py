@@ -1,21 +1,59 @@
 """All-reduce benchmark run on each host by Paddle's launcher (one process per device).
 
-Shipped to the hosts by preflight: standard library and Paddle only. Rank 0's figures are
-the cluster's (an all-reduce ends on every rank at once); each rank writes its own file.
-Prints nothing on success besides Paddle's own noise; a failure is a traceback in the log."""
+Shipped to the hosts by preflight: standard library and Paddle only. Each rank tells what it
+has done as soon as it has done it, in the run directory (--dir), so that the controller can
+tell a rank that never joined from one that stopped, a slow collective from a stalled one, and
+keeps the sizes that finished when a run is cut short (network/progress.py reads them):
+
+  progress.<local rank>  one JSON object a line: start (the script runs), init (Paddle is
+                         imported: at the rendezvous), join (the rendezvous is done: rank,
+                         world), op (collectives done so far), size (a size's median), done
+  beat.<local rank>      the time, rewritten every second by a thread. A rank blocked in a
+                         collective waiting for a peer still beats (Paddle releases the GIL
+                         there, seen with gloo on 2.6.2 and 3.3.1); a stopped or frozen one
+                         does not.
+
+Prints nothing besides Paddle's own noise; a failure is a traceback in the log."""
 
 import argparse
 import json
 import os
+import threading
 import time
+
+BEAT_S = 1.0
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1,8,32", help="message sizes in MiB")
     ap.add_argument("--iters", type=int, default=5)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--dir", required=True, help="where progress and heartbeats go")
     args = ap.parse_args()
+
+    # The launcher names each local rank; the pid keeps two unnamed ones apart.
+    local = os.environ.get("PADDLE_LOCAL_RANK") or str(os.getpid())
+    log = open(os.path.join(args.dir, "progress." + local), "a")
+
+    def event(kind, **fields):
+        fields.update(e=kind, t=round(time.time(), 3))
+        log.write(json.dumps(fields) + "\n")
+        log.flush()  # the controller reads it while the run goes on
+
+    event("start", pid=os.getpid())
+    beat_path = os.path.join(args.dir, "beat." + local)
+
+    def beat():
+        while True:
+            try:
+                with open(beat_path + ".tmp", "w") as fh:
+                    fh.write("%.3f" % time.time())
+                os.replace(beat_path + ".tmp", beat_path)
+            except OSError:
+                return  # the run directory is gone: the run is over
+            time.sleep(BEAT_S)
+
+    threading.Thread(target=beat, daemon=True, name="beat").start()
 
     import paddle
     import paddle.distributed as dist
@@ -25,19 +63,23 @@ def main():
         paddle.set_device("gpu")  # the launcher's FLAGS_selected_gpus picks the device
     else:
         paddle.set_device("cpu")
+    event("init")
     dist.init_parallel_env()
     rank, world = dist.get_rank(), dist.get_world_size()
+    event("join", rank=rank, world=world, backend="nccl" if gpu else "gloo")
 
     def sync():
         if gpu:
             paddle.device.cuda.synchronize()
 
-    sizes = []
+    ops = 0
     for mib in [float(s) for s in args.sizes.split(",")]:
         n = max(1, int(mib * (1 << 20)) // 4)
         t = paddle.ones([n], dtype="float32")
         dist.all_reduce(t)  # warm-up: connections and buffers are set up here
         sync()
+        ops += 1
+        event("op", n=ops)
         times = []
         for _ in range(args.iters):
             dist.barrier()
@@ -46,14 +88,12 @@ def main():
             dist.all_reduce(t)
             sync()
             times.append(time.perf_counter() - start)
+            ops += 1
+            event("op", n=ops)
         times.sort()
-        sizes.append({"bytes": n * 4, "seconds": times[len(times) // 2]})
-    doc = {"rank": rank, "world": world, "backend": "nccl" if gpu else "gloo",
-           "sizes": sizes}
-    out = "%s.%d" % (args.out, rank)
-    with open(out + ".tmp", "w") as fh:
-        json.dump(doc, fh)
-    os.rename(out + ".tmp", out)
+        event("size", bytes=n * 4, seconds=times[len(times) // 2])
+    event("done")
+    log.close()
 
 
 if __name__ == "__main__":

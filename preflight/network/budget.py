@@ -18,19 +18,24 @@ MIB = 1 << 20
 # From starting the launchers to the first collective: Paddle's import and the rendezvous,
 # measured at 5-15 s on the 2-core test machine with four hosts importing Paddle at once.
 LAUNCH_ALLOWANCE_S = 60.0
-MARGIN = 2.0  # the timeout allows twice the predicted transfer: the model ignores latency
+MARGIN = 2.0  # the collectives get twice the predicted transfer: the model ignores latency
+SLACK_S = 10.0  # and this on top, for warm-ups, barriers and a busy host's scheduling
 
 
 @dataclass(frozen=True)
 class SizePlan:
     """What the all-reduce runs: sizes, iterations per size (after one warm-up), the time
-    predicted for them, the sizes left out and why, and the per-host time limit."""
+    predicted for them, the sizes left out and why, the time the collectives get once every
+    rank joined (counted from the measured join, not from the launch), the predicted time of
+    the largest single collective, and the per-host hard limit."""
 
     sizes_mib: tuple[float, ...]
     iters: int
     predicted_s: Optional[float]  # None: no link measured to predict from
     dropped: tuple[str, ...]
     timeout_s: float
+    collective_s: Optional[float] = None  # None: no prediction, the hard limit governs
+    op_s: float = 0.0
 
 
 def plan_sizes(sizes_mib: Sequence[float], iters: int, ranks: int,
@@ -63,5 +68,7 @@ def plan_sizes(sizes_mib: Sequence[float], iters: int, ranks: int,
     if spent > budget_s:
         dropped.append(f"{kept[0]:g} MiB needs ~{spent:.0f} s even with {n_iters} iteration(s): "
                        f"over the {budget_s:g} s budget, run anyway (the smallest size)")
-    timeout = min(timeout_cap_s, LAUNCH_ALLOWANCE_S + MARGIN * spent)
-    return SizePlan(tuple(kept), n_iters, spent, tuple(dropped), timeout)
+    collective = MARGIN * spent + SLACK_S
+    timeout = min(timeout_cap_s, LAUNCH_ALLOWANCE_S + collective)
+    return SizePlan(tuple(kept), n_iters, spent, tuple(dropped), timeout, collective,
+                    ring_seconds(kept[-1] * MIB, ranks, slowest_bps))

@@ -236,7 +236,8 @@ def run_allreduce_stage(net: NetworkTests, outcomes: Sequence[HostOutcome],
         on_step(f"all-reduce ({backend}) over {len(members)} hosts")
     try:
         result = run_allreduce(members, backend, replace(
-            ar, sizes_mib=sizing.sizes_mib, iters=sizing.iters, timeout=sizing.timeout_s))
+            ar, sizes_mib=sizing.sizes_mib, iters=sizing.iters, timeout=sizing.timeout_s,
+            collective_s=sizing.collective_s, op_s=sizing.op_s))
     except KeyboardInterrupt:
         return replace(net, interrupted=True)
     result = replace(result, budget_s=ar.budget_s, predicted_s=sizing.predicted_s,

@@ -37,6 +37,14 @@ def traces(cluster, hosts):
     return left
 
 
+def launcher_wrapper(cluster, host, name, when_launching):
+    """Writes an interpreter for host that runs the shell lines when_launching when asked to
+    start Paddle's launcher (before starting it, unless they exec), Paddle's python else."""
+    return cluster.tb.write_file(host, f"/root/{name}", mode=0o755, data=(
+        '#!/bin/sh\nif [ "$2" = paddle.distributed.launch ]; then\n' + when_launching
+        + f'fi\nexec {cluster.paddle_a} "$@"\n'))
+
+
 def test_throttled_host_is_named_slow_not_its_peers(cluster):
     # Five hosts, one behind a link shaped to a tenth of the others': the all-reduce runs over
     # the four the job could use, at its default sizes, and only slow is blamed.
@@ -109,12 +117,8 @@ def test_matrix_measures_every_ordered_pair(cluster):
 def test_failing_rank_is_named_with_what_its_log_said(cluster):
     # good3 passes every check before the all-reduce; only its launcher is told to bind gloo
     # to an interface it lacks (a host whose env fails that check is not a rank at all).
-    bad = cluster.tb.write_file("good3", "/root/badrank-python", mode=0o755, data=(
-        "#!/bin/sh\n"
-        'if [ "$2" = paddle.distributed.launch ]; then\n'
-        f'  GLOO_SOCKET_IFNAME={cluster.bad_ifname} exec {cluster.paddle_a} "$@"\n'
-        "fi\n"
-        f'exec {cluster.paddle_a} "$@"\n'))
+    bad = launcher_wrapper(cluster, "good3", "badrank-python", (
+        f'  GLOO_SOCKET_IFNAME={cluster.bad_ifname} exec {cluster.paddle_a} "$@"\n'))
     hosts = GOOD
     inv = cluster.inventory("badrank.yaml", hosts, overrides={"good3": {"python": bad}})
     start = time.monotonic()
@@ -129,25 +133,56 @@ def test_failing_rank_is_named_with_what_its_log_said(cluster):
     assert traces(cluster, hosts) == {}
 
 
-def test_hung_rank_is_cut_off_and_every_host_cleaned(cluster):
+def good3_named_alone(cluster, run, outcome):
+    """Asserts that the all-reduce ended as outcome with good3 alone blamed: the others
+    waited for it and stay in the plan, nothing is left on the hosts. Returns the run's
+    all-reduce record and good3's finding."""
+    assert run.rc == 1, run.stdout + run.stderr
+    ar = run.report["network"]["allreduce"]
+    assert ar["outcome"] == outcome, ar
+    [failed] = run.findings("allreduce", "fail")
+    assert failed["hosts"] == ["good3"], run.stdout
+    assert [n["host"] for n in run.report["plan"]["nodes"]] == ["good1", "good2"]
+    assert traces(cluster, GOOD) == {}
+    return ar, failed["message"]
+
+
+def test_a_rank_that_never_joins_is_named_alone_and_every_host_cleaned(cluster):
     # good3's interpreter starts Paddle's launcher as a process that never does anything:
-    # the other ranks wait for it until the time limit.
-    hang = cluster.tb.write_file("good3", "/root/hang-python", mode=0o755, data=(
-        "#!/bin/sh\n"
-        'if [ "$2" = paddle.distributed.launch ]; then\n'
-        '  exec python3 -c "import time; time.sleep(600)" "$@"\n'
-        "fi\n"
-        f'exec {cluster.paddle_a} "$@"\n'))
+    # the other launchers wait for it at the rendezvous until the launch deadline.
+    hang = launcher_wrapper(cluster, "good3", "hang-python",
+                            '  exec python3 -c "import time; time.sleep(600)" "$@"\n')
     inv = cluster.inventory("hang.yaml", GOOD, overrides={"good3": {"python": hang}})
     start = time.monotonic()
-    run = cluster.preflight("check", "-i", inv, *FAST, "--allreduce-timeout", "15",
+    run = cluster.preflight("check", "-i", inv, *FAST, "--allreduce-timeout", "40",
                             network=True)
-    assert run.rc == 1, run.stdout + run.stderr
-    failed = by_host(run, "allreduce")
-    assert set(failed) == set(GOOD) and all(f["status"] == "fail" for f in failed.values())
-    assert all("hung" in f["message"] for f in failed.values()), run.stdout
-    assert time.monotonic() - start < 60
-    assert traces(cluster, GOOD) == {}
+    ar, message = good3_named_alone(cluster, run, "never-joined")
+    assert "never joined the rendezvous: its launcher never reached" in message
+    assert "good1, good2 waited for it" in message
+    assert ar["progress"]["good1"] == "launcher waited for peers but started no worker"
+    assert time.monotonic() - start < 100  # the 40 s launch deadline, not a 120 s guess
+
+
+def test_a_rank_that_stops_after_joining_is_named_alone(cluster):
+    # good3's launcher runs normally; a watcher beside it freezes good3's rank (SIGSTOP) as
+    # soon as it has joined: the others block inside the collective, waiting for it.
+    stop = launcher_wrapper(cluster, "good3", "stop-python", (
+        "  ( i=0; while [ $i -lt 1200 ]; do\n"
+        "      for f in /tmp/.preflight-ar-*/progress.*; do\n"
+        '        if [ -f "$f" ] && grep -q \'"e": "join"\' "$f"; then\n'
+        "          pid=$(sed -n 's/.*\"pid\": \\([0-9]*\\).*/\\1/p' \"$f\" | head -n 1)\n"
+        '          kill -STOP "$pid"; exit 0\n'
+        "        fi\n"
+        "      done; i=$((i+1)); sleep 0.1\n"
+        "    done ) &\n"))
+    inv = cluster.inventory("stop.yaml", GOOD, overrides={"good3": {"python": stop}})
+    start = time.monotonic()
+    run = cluster.preflight("check", "-i", inv, "--iperf-seconds", "1",
+                            "--allreduce-sizes", "1,64", network=True)
+    _, message = good3_named_alone(cluster, run, "stalled")
+    assert "stopped: no heartbeat for" in message
+    # Found by its heartbeat (10 s), long before the run's 120 s limit.
+    assert time.monotonic() - start < 100
 
 
 def test_no_network_tests_flag_skips_them(cluster):

@@ -1,13 +1,47 @@
-"""An all-reduce's outcome from what each host printed: the culprit, hung ranks, rank 0's results,
-the log line that says why (secrets redacted)."""
+"""An all-reduce's outcome from what each host printed and what the controller saw: the
+culprit, a rank that never joined or stopped, a slow run cut with its finished sizes, a stall
+with nobody to blame, rank 0's results, the log line that says why (secrets redacted)."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from preflight.collect.remote import Done
 from preflight.network import allreduce as AR
+from preflight.network import progress as P
 from preflight.testing.local import LocalRemote
+
+MIB = 1 << 20
+
+
+def members(names):
+    return [AR.Member(n, LocalRemote(n), "python3", "10.0.0.1") for n in names]
+
+
+def status(now, *ranks, waiting=True):
+    """What status_script prints: ranks are (local, [events], beat time)."""
+    out = [f"{P.NOW}{now}"] + ([P.LAUNCHER] if waiting else [])
+    for local, events, beat in ranks:
+        out += [f"{P.PROGRESS}{local} {json.dumps(ev)}" for ev in events]
+        if beat is not None:
+            out.append(f"{P.BEAT}{local} {beat}")
+    return "\n".join(out) + "\n"
+
+
+def joined(rank, world=2, ops=0, sizes=(), done=False, t=100.0):
+    evs = [{"e": "start", "t": t - 10, "pid": 1}, {"e": "init", "t": t - 5},
+           {"e": "join", "t": t, "rank": rank, "world": world, "backend": "gloo"}]
+    evs += [{"e": "op", "n": i + 1, "t": t + i + 1} for i in range(ops)]
+    evs += [{"e": "size", "bytes": b, "seconds": s, "t": t + ops} for b, s in sizes]
+    return evs + ([{"e": "done", "t": t + ops + 1}] if done else [])
+
+
+def summarise(names, results, ended, watch=None, **opts):
+    w = watch or AR.Watch({n: None for n in names})
+    return AR._summarise(members(names), "gloo", len(names), tuple(names), results, ended,
+                         AR.AllReduceOptions(**opts), 1.0, w)
 
 
 def test_log_reason_quotes_the_error_line_and_redacts_secrets():
@@ -20,35 +54,102 @@ def test_log_reason_quotes_the_error_line_and_redacts_secrets():
 
 
 def test_first_failing_rank_is_the_culprit_and_the_rest_were_stopped():
-    members = [AR.Member(n, LocalRemote(n), "python3", "10.0.0.1") for n in "abc"]
     results = {"b": Done(1, AR.LOG + "RuntimeError: Unable to find address for: nope0", ""),
                "a": Done(-15, "", ""), "c": Done(-15, "", "")}
-    r = AR._summarise(members, "gloo", 3, ("a", "b", "c"), results, ["b"],
-                      AR.AllReduceOptions(), 1.0)
+    r = summarise("abc", results, ["b"], watch=AR.Watch({}, kind="failed"))
     assert r.failed == {"b": "RuntimeError: Unable to find address for: nope0"}
     assert r.error == "the rank on b failed first; stopped the launcher on a, c"
+    assert r.outcome == "failed"
 
 
-def test_ranks_hung_at_the_deadline_are_all_named():
-    members = [AR.Member(n, LocalRemote(n), "python3", "10.0.0.1") for n in "ab"]
-    results = {"a": Done(124, AR.LOG + "LAUNCH WARNING master not ready", ""),
-               "b": Done(-9, "", "")}
-    # a's own `timeout` ended it first (exit 124); b was stopped: both hung, neither blamed.
-    r = AR._summarise(members, "gloo", 2, ("a", "b"), results, ["a"], AR.AllReduceOptions(),
-                      1.0)
-    assert set(r.failed) == {"a", "b"} and r.error and r.error.startswith("no result within")
-    assert r.failed["a"] == ("hung; its log last said: did not finish within the time limit; "
-                             "log: LAUNCH WARNING master not ready")
-
-
-def test_results_come_from_rank_zero():
-    out = (AR.RESULT + '{"rank": 1, "world": 2, "backend": "gloo", "sizes": []}\n' + AR.RESULT
-           + '{"rank": 0, "world": 2, "backend": "gloo", "sizes": [{"bytes": 1048576, '
-           '"seconds": 0.01}]}\n' + AR.HINT + "NCCL INFO NET/Socket : Using eth0\n")
-    members = [AR.Member(n, LocalRemote(n), "python3", "10.0.0.1") for n in "ab"]
-    r = AR._summarise(members, "gloo", 2, ("a", "b"), {"a": Done(0, out, ""),
-                      "b": Done(0, "", "")}, ["a", "b"], AR.AllReduceOptions(), 1.0)
-    assert r.error is None and r.ranks == 2 and r.logs == {"a": "NCCL INFO NET/Socket : "
-                                                           "Using eth0"}
+def test_results_come_from_rank_zero_and_every_host_says_what_it_did():
+    one = [(MIB, 0.01)]
+    out_a = status(130, ("0", joined(0, ops=6, sizes=one, done=True), 129.5)) + \
+        AR.HINT + "NCCL INFO NET/Socket : Using eth0\n"
+    out_b = status(130, ("0", joined(1, ops=6, sizes=[(MIB, 0.02)], done=True), 129.5))
+    r = summarise("ab", {"a": Done(0, out_a, ""), "b": Done(0, out_b, "")}, ["a", "b"])
+    assert r.error is None and r.ranks == 2 and r.outcome == "done" and r.certified
+    assert r.logs == {"a": "NCCL INFO NET/Socket : Using eth0"}
     [size] = r.sizes
-    assert size.nbytes == 1048576 and size.busbw == pytest.approx(1048576 / 0.01)
+    assert size.nbytes == MIB and size.busbw == pytest.approx(MIB / 0.01)
+    assert r.progress == {"a": "joined; 6 collective(s) done; finished",
+                          "b": "joined; 6 collective(s) done; finished"}
+
+
+def test_a_host_behind_the_others_at_the_launch_deadline_never_joined():
+    # b's launcher never printed that it waits for peers; a's did: b kept a waiting.
+    progress = {"a": P.parse_status(status(50)), "b": P.parse_status(status(50, waiting=False))}
+    w = AR.Watch(progress)
+    assert AR._decide(w, {"a": 1, "b": 1}, AR.AllReduceOptions(launch_s=40), 41.0, None, 40.0)
+    assert w.kind == "never-joined" and list(w.named) == ["b"]
+    results = {"a": Done(-15, "", ""), "b": Done(-15, AR.LOG + "sleeping", "")}
+    r = summarise("ab", results, [], watch=w)
+    assert r.outcome == "never-joined" and list(r.failed) == ["b"]
+    assert r.failed["b"].startswith("never joined the rendezvous: its launcher never reached")
+    assert r.error == "b never joined the rendezvous within 40 s; a waited for it: stopped"
+
+
+def test_before_the_launch_deadline_nobody_is_blamed():
+    progress = {"a": P.parse_status(status(50)), "b": P.parse_status(status(50, waiting=False))}
+    w = AR.Watch(progress)
+    assert not AR._decide(w, {"a": 1, "b": 1}, AR.AllReduceOptions(), 30.0, None, 60.0)
+    assert w.kind == "ended"
+
+
+def test_a_rank_whose_heartbeat_stopped_is_named_alone():
+    # Both joined and did 3 collectives; b's heartbeat is 30 s old, a's is fresh: a waits on b.
+    progress = {"a": P.parse_status(status(200, ("0", joined(0, ops=3), 199.5))),
+                "b": P.parse_status(status(200, ("0", joined(1, ops=3), 170.0)))}
+    w = AR.Watch(progress)
+    assert AR._decide(w, {"a": 1, "b": 1}, AR.AllReduceOptions(), 20.0, 12.0, 60.0)
+    assert w.kind == "stalled" and list(w.named) == ["b"]
+    assert "no heartbeat for 30 s after 3 collective(s)" in w.named["b"]
+    r = summarise("ab", {}, [], watch=w)
+    assert r.outcome == "stalled" and list(r.failed) == ["b"]
+
+
+def test_every_heartbeat_stale_blames_nobody():
+    progress = {h: P.parse_status(status(200, ("0", joined(i, ops=3), 170.0)))
+                for i, h in enumerate("ab")}
+    assert P.stale(progress) == {}
+
+
+def test_progress_at_the_deadline_is_slow_and_keeps_the_sizes_that_finished():
+    # Collectives still complete (the last 2 s ago) when the 30 s after the join are up.
+    ev = joined(0, ops=8, sizes=[(MIB, 0.5)], t=100.0)
+    progress = {"a": P.parse_status(status(110, ("0", ev, 109.8))),
+                "b": P.parse_status(status(110, ("0", joined(1, ops=8, t=100.0), 109.8)))}
+    w = AR.Watch(progress)
+    opts = AR.AllReduceOptions(collective_s=30.0)
+    assert not AR._decide(w, {"a": 1, "b": 1}, opts, 35.0, 10.0, 60.0)
+    assert AR._decide(w, {"a": 1, "b": 1}, opts, 41.0, 10.0, 60.0)
+    assert w.kind == "slow" and w.deadline_s == 40.0 and w.idle_s == pytest.approx(2.0)
+    r = summarise("ab", {}, [], watch=w, collective_s=30.0)
+    assert r.outcome == "slow" and r.error is None and not r.certified
+    assert [s.nbytes for s in r.sizes] == [MIB]
+    assert r.cut.startswith("cut at its 40 s deadline while collectives still completed")
+
+
+def test_nothing_completing_and_nobody_behind_is_a_stall_of_the_cluster():
+    progress = {h: P.parse_status(status(200, ("0", joined(i, ops=2, t=100.0), 199.5)))
+                for i, h in enumerate("ab")}
+    w = AR.Watch(progress)
+    assert AR._decide(w, {"a": 1, "b": 1}, AR.AllReduceOptions(collective_s=30.0), 45.0,
+                      10.0, 60.0)
+    assert w.kind == "stall" and w.named == {}
+    r = summarise("ab", {}, [], watch=w)
+    assert r.outcome == "stall" and r.failed == {}
+    assert "no collective completed in the last 98 s" in r.error
+
+
+def test_a_launch_where_every_host_is_equally_stuck_is_a_stall():
+    progress = {h: P.parse_status(status(50)) for h in "ab"}  # both launchers wait
+    w = AR.Watch(progress)
+    assert AR._decide(w, {"a": 1, "b": 1}, AR.AllReduceOptions(), 61.0, None, 60.0)
+    assert w.kind == "stall" and w.named == {}
+
+
+def test_the_hosts_own_timeout_is_never_a_success():
+    out = status(130, ("0", joined(0, ops=2, sizes=[(MIB, 0.01)]), 129.0))
+    r = summarise("ab", {"a": Done(124, out, ""), "b": Done(124, "", "")}, ["a", "b"])
+    assert r.outcome == "stall" and r.error and r.failed == {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from preflight.model.measure import SizeResult, ring_seconds
-from preflight.network.budget import LAUNCH_ALLOWANCE_S, MARGIN, plan_sizes
+from preflight.network.budget import LAUNCH_ALLOWANCE_S, MARGIN, SLACK_S, plan_sizes
 
 G = 1e9
 
@@ -21,7 +21,11 @@ def test_fast_links_keep_every_size_and_iteration():
     p = plan_sizes((32, 1, 8), 5, ranks=4, slowest_bps=10 * G, budget_s=30, timeout_cap_s=120)
     assert p.sizes_mib == (1, 8, 32) and p.iters == 5 and p.dropped == ()
     assert p.predicted_s is not None and p.predicted_s < 1
-    assert p.timeout_s == pytest.approx(LAUNCH_ALLOWANCE_S + MARGIN * p.predicted_s)
+    # The collectives get twice the prediction (and a slack) from the moment all joined.
+    assert p.collective_s is not None
+    assert p.collective_s == pytest.approx(MARGIN * p.predicted_s + SLACK_S)
+    assert p.timeout_s == pytest.approx(LAUNCH_ALLOWANCE_S + p.collective_s)
+    assert p.op_s == pytest.approx(ring_seconds(32 << 20, 4, 10 * G))
 
 
 def test_a_slow_network_drops_the_sizes_it_cannot_carry_and_says_so():
@@ -44,3 +48,4 @@ def test_iterations_give_way_before_the_smallest_size_and_it_always_runs():
 def test_without_a_measured_link_sizes_are_as_asked():
     p = plan_sizes((1, 8, 32), 5, ranks=4, slowest_bps=None, budget_s=30, timeout_cap_s=90)
     assert (p.sizes_mib, p.iters, p.predicted_s, p.timeout_s) == ((1, 8, 32), 5, None, 90)
+    assert p.collective_s is None

@@ -33,9 +33,15 @@ def paddle(version: str = "3.3.1", **kw: Any) -> F.PaddleFacts:
 
 
 def cpu(effective: float = 16.0, logical: int = 16, quota: Optional[F.CpuQuota] = None,
-        ) -> F.CpuFacts:
+        busy: Optional[float] = None, threads_per_core: Optional[int] = None,
+        loadavg: float = 0.1, pressure: Optional[float] = None) -> F.CpuFacts:
+    """busy: cores other work used over a 3 s sample in the host's cgroup (None: facts
+    without the cgroup-aware sample, as older probes gave)."""
+    work = None if busy is None else F.OtherWork("cgroup v1 /sys/fs/cgroup/cpuacct/job", busy,
+                                                 3.0)
     return F.CpuFacts(logical=logical, affinity=logical, effective=effective, utilization=0.1,
-                      loadavg=(0.1, 0.1, 0.1), quota=quota)
+                      loadavg=(loadavg, loadavg, loadavg), quota=quota, other_work=work,
+                      pressure_avg10=pressure, threads_per_core=threads_per_core)
 
 
 def host_facts(**sections: Any) -> F.HostFacts:

@@ -88,9 +88,10 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
                    "StrictHostKeyChecking=accept-new); changed keys are always refused")
     c.add_argument("--python", default="python3",
                    help="training interpreter for the local audit (default: python3)")
-    c.add_argument("--cpu-sample", type=positive(float), default=0.1, metavar="S",
-                   help="CPU utilisation sampling window on each host; it spans the probe's "
-                   "own work, and the 1-minute load average gives the history (default: 0.1)")
+    c.add_argument("--cpu-sample", type=positive(float), default=None, metavar="S",
+                   help="how long each host's CPU use is sampled where the job will run (its "
+                   "cgroup, else its CPUs); it spans the probe's own work (default: 1, which "
+                   "the Paddle import outlasts; 0.1 with --no-paddle)")
     c.add_argument("--no-paddle", action="store_true",
                    help="do not import Paddle on the hosts (about 1 s of CPU each): the "
                    "Paddle checks then say 'could not check'")

@@ -41,6 +41,14 @@ def report_files(args: argparse.Namespace) -> files.ReportFiles:
                              step_summary=not getattr(args, "no_step_summary", False))
 
 
+def _cpu_sample(args: argparse.Namespace) -> float:
+    """The CPU sample overlaps the probe's Paddle import, which takes longer than a second:
+    a second costs nothing then. Without the import, a short one keeps the probe fast."""
+    if args.cpu_sample is not None:
+        return float(args.cpu_sample)
+    return 0.1 if args.no_paddle else 1.0
+
+
 def check_options(args: argparse.Namespace) -> CheckOptions:
     """Returns the options of check, baseline and audit (also of a logged command line)."""
     policy = build_policy(args.policy, args.mode, args.require, args.files, args.ports,
@@ -60,7 +68,7 @@ def check_options(args: argparse.Namespace) -> CheckOptions:
         collect=CollectOptions(forks=args.forks, connect_timeout=args.connect_timeout,
                                deadline=args.deadline,
                                accept_new_host_keys=args.accept_new_host_keys,
-                               cpu_sample_s=args.cpu_sample, paddle=not args.no_paddle),
+                               cpu_sample_s=_cpu_sample(args), paddle=not args.no_paddle),
         network=network, fail_on=getattr(args, "fail_on", None) or "fail", outputs=outputs,
         log=args.log, write_log=not args.no_log, progress=not args.no_progress)
 

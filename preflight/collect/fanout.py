@@ -30,7 +30,7 @@ class CollectOptions:
     connect_timeout: float = 10.0
     deadline: float = 60.0  # per host, from the start of its connection to parsed facts
     accept_new_host_keys: bool = False
-    cpu_sample_s: float = 0.1  # spans the probe's own work; loadavg gives the history
+    cpu_sample_s: float = 1.0  # spans the probe's own work (and the Paddle import)
     paddle: bool = True  # False: the probe skips Paddle's import (~1 s of CPU per host)
     files: tuple[str, ...] = ()  # paths the probe hashes (the job's script and configs)
     keep_connections: bool = False  # hand answered hosts' connections on (network tests)

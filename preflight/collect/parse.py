@@ -98,9 +98,21 @@ def cpu(d: dict[str, Any]) -> F.CpuFacts:
                            period_us=req(i(q, "period_us")), cores=req(f(q, "cores")))
     load = tuple(float(x) for x in items(d.get("loadavg", []), "loadavg")
                  if isinstance(x, (int, float)))
+    work = None
+    if isinstance(d.get("other_work"), dict):
+        w = obj(d["other_work"], "other_work")
+        work = F.OtherWork(scope=req(s(w, "scope")), busy_cores=req(f(w, "busy_cores")),
+                           window_s=req(f(w, "window_s")))
+    psi = d.get("pressure")
+    avg10 = f(obj(psi, "pressure"), "some_avg10", False) if isinstance(psi, dict) else None
+    smt = obj(d["smt"], "smt") if isinstance(d.get("smt"), dict) else {}
+    active = smt.get("smt_active")
     return F.CpuFacts(logical=req(i(d, "logical")), affinity=req(i(d, "affinity")),
                       effective=req(f(d, "effective")), utilization=req(f(d, "utilization")),
-                      loadavg=load, quota=quota, model=s(d, "model", required=False))
+                      loadavg=load, quota=quota, model=s(d, "model", required=False),
+                      other_work=work, pressure_avg10=avg10,
+                      threads_per_core=i(smt, "threads_per_core", False),
+                      smt_active=active if isinstance(active, bool) else None)
 
 
 def memory(d: dict[str, Any]) -> F.MemoryFacts:

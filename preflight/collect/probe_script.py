@@ -149,7 +149,8 @@ def cgroup_v1_quota():
                 cores = quota / float(period)
                 if best is None or cores < best["cores"]:
                     best = {"version": 1, "path": path, "quota_us": quota,
-                            "period_us": period, "cores": cores}
+                            "period_us": period, "cores": cores,
+                            "rel": path[len(mount_point):] or "/"}
         except (OSError, ValueError):
             pass
         if path == mount_point or len(path) <= len(mount_point):
@@ -188,23 +189,167 @@ def cgroup_v2_quota():
         path = os.path.dirname(path)
 
 
-def cpu_facts(sample_s, first):
-    """first: (monotonic time, cpu_times()) read when the probe started, so the
-    utilisation sample spans the probe's other work instead of adding to it."""
+def cpu_quota():
+    quotas = [q for q in (section(cgroup_v1_quota), section(cgroup_v2_quota))
+              if q and "cores" in q]
+    return min(quotas, key=lambda q: q["cores"]) if quotas else None
+
+
+def cgroup_v1_usage_path(rel):
+    """The cpuacct.usage file of the cgroup at rel (the quota's) in the cpuacct hierarchy,
+    which may be mounted apart from cpu; else of this process's own cpuacct cgroup."""
+    own = None
+    for line in read("/proc/self/cgroup").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and "cpuacct" in parts[1].split(","):
+            own = parts[2]
+    for line in read("/proc/self/mountinfo", 1 << 20).splitlines():
+        left, _, right = line.partition(" - ")
+        fields, rfields = left.split(), right.split()
+        if len(rfields) >= 3 and rfields[0] == "cgroup" and \
+                "cpuacct" in rfields[2].split(","):
+            root, point = fields[3], fields[4]
+            for r in (rel, own):
+                if r is None:
+                    continue
+                if root != "/" and r.startswith(root):
+                    r = r[len(root):]
+                path = os.path.normpath(point + "/" + r.lstrip("/") + "/cpuacct.usage")
+                if os.path.exists(path):
+                    return path
+    return None
+
+
+def scope_usage(quota):
+    """Returns (scope, reader): where the job's CPU is shared and a function giving the CPU
+    seconds used there so far. The cgroup that holds the quota when there is one (what the
+    whole machine does is not this job's business); else the CPUs of this process's
+    affinity, machine-wide."""
+    if quota is not None and quota["version"] == 2:
+        stat = os.path.join(quota["path"], "cpu.stat")
+
+        def v2():
+            for line in read(stat).splitlines():
+                if line.startswith("usage_usec "):
+                    return int(line.split()[1]) / 1e6
+            raise ValueError("no usage_usec in " + stat)
+        v2()
+        return "cgroup v2 " + quota["path"], v2
+    if quota is not None:
+        path = cgroup_v1_usage_path(quota.get("rel"))
+        if path is not None:
+            def v1():
+                return int(read(path)) / 1e9
+            v1()
+            return "cgroup v1 " + os.path.dirname(path), v1
+    try:
+        mine = set("cpu%d" % c for c in os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        mine = None
+    tick = float(os.sysconf("SC_CLK_TCK"))
+
+    def host():
+        busy = 0
+        for line in read("/proc/stat").splitlines():
+            name = line.split(" ", 1)[0]
+            if name.startswith("cpu") and name != "cpu" and (mine is None or name in mine):
+                vals = [int(x) for x in line.split()[1:9]]
+                busy += sum(vals) - vals[3] - (vals[4] if len(vals) > 4 else 0)
+        return busy / tick
+    return "host", host
+
+
+def own_cpu_s(child_pids):
+    """CPU seconds used by this probe and its children, including a child not yet waited
+    for (the Paddle import runs during the sample): not other work."""
+    t = os.times()
+    total = t[0] + t[1] + t[2] + t[3]
+    tick = float(os.sysconf("SC_CLK_TCK"))
+    for pid in child_pids:
+        try:
+            f = read("/proc/%d/stat" % pid).rsplit(")", 1)[1].split()
+            total += sum(int(x) for x in f[11:15]) / tick  # utime stime cutime cstime
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def cpu_sample_start(child_pids):
+    """What the CPU sample needs at its start, read when the probe starts so that the
+    sample spans the probe's other work instead of adding to it."""
+    quota = section(cpu_quota)
+    quota = quota if isinstance(quota, dict) and "cores" in quota else None
+    scope = None
+    try:
+        name, reader = scope_usage(quota)
+        scope = (name, reader, reader())
+    except (OSError, ValueError):
+        pass
+    return {"t": time.monotonic(), "times": section(cpu_times), "quota": quota,
+            "scope": scope, "own": own_cpu_s(child_pids)}
+
+
+def pressure(quota):
+    """PSI 'some avg10' for CPU: the share of the last 10 s in which a runnable task waited
+    for a CPU, in the quota's cgroup (v2) or machine-wide; None where the kernel has none."""
+    paths = ([os.path.join(quota["path"], "cpu.pressure")]
+             if quota is not None and quota["version"] == 2 else []) + ["/proc/pressure/cpu"]
+    for path in paths:
+        try:
+            for line in read(path).splitlines():
+                if line.startswith("some "):
+                    for kv in line.split()[1:]:
+                        k, _, v = kv.partition("=")
+                        if k == "avg10":
+                            return {"some_avg10": float(v), "source": path}
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def smt_facts():
+    """Hardware threads per core (from cpu0's siblings) and whether SMT is on."""
+    out = {}
+    try:
+        text = read("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list").strip()
+        n = 0
+        for part in text.split(","):
+            a, _, b = part.partition("-")
+            n += (int(b) - int(a) + 1) if b else 1
+        out["threads_per_core"] = n
+    except (OSError, ValueError):
+        pass
+    try:
+        out["smt_active"] = read("/sys/devices/system/cpu/smt/active").strip() == "1"
+    except OSError:
+        pass
+    return out
+
+
+def cpu_facts(sample_s, first, child_pids):
+    """first: cpu_sample_start()'s, read when the probe started."""
     logical = os.cpu_count() or 1
     try:
         affinity = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         affinity = logical
-    quotas = [q for q in (section(cgroup_v1_quota), section(cgroup_v2_quota))
-              if q and "cores" in q]
-    quota = min(quotas, key=lambda q: q["cores"]) if quotas else None
+    quota = first["quota"]
     effective = float(min(affinity, quota["cores"])) if quota else float(affinity)
-    started, before = first
+    started, before = first["t"], first["times"]
     t0, i0 = before if isinstance(before, tuple) else cpu_times()
     time.sleep(max(0.0, sample_s - (time.monotonic() - started)))
     t1, i1 = cpu_times()
     busy = 0.0 if t1 == t0 else 1.0 - (i1 - i0) / float(t1 - t0)
+    taken = None
+    if first["scope"] is not None:
+        scope, reader, used0 = first["scope"]
+        try:
+            used = reader() - used0 - (own_cpu_s(child_pids) - first["own"])
+            wall = time.monotonic() - started
+            taken = {"scope": scope, "busy_cores": round(max(0.0, used / wall), 3),
+                     "window_s": round(wall, 3)}
+        except (OSError, ValueError):
+            pass
     load = os.getloadavg()
     model = None
     try:
@@ -223,6 +368,9 @@ def cpu_facts(sample_s, first):
         "sample_s": sample_s,
         "loadavg": [round(x, 2) for x in load],
         "model": model,
+        "other_work": taken,
+        "pressure": pressure(quota),
+        "smt": smt_facts(),
     }
 
 
@@ -645,7 +793,8 @@ def main(argv):
         except OSError as e:
             paddle = {"available": False, "interpreter": python,
                       "reason": "cannot run %s: %s" % (python, e.strerror or e)}
-    first = (time.monotonic(), section(cpu_times))
+    children = [paddle_proc.pid] if paddle_proc is not None else []
+    first = cpu_sample_start(children)
     doc = {"schema": SCHEMA, "started": started}
     doc["system"] = section(system_facts)
     doc["memory"] = section(memory_facts)
@@ -657,7 +806,7 @@ def main(argv):
     doc["env"] = section(env_facts)
     doc["files"] = section(files_facts, [f for f in files if f])
     # The CPU sample ends here; the Paddle import runs meanwhile in its child process.
-    doc["cpu"] = section(cpu_facts, float(args["--sample"]), first)
+    doc["cpu"] = section(cpu_facts, float(args["--sample"]), first, children)
     if paddle_proc is not None:
         left = max(1.0, budget - (time.time() - started) - 2.0)
         paddle = section(finish_paddle, paddle_proc, python, left)

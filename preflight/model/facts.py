@@ -31,6 +31,16 @@ class CpuQuota:
 
 
 @dataclass(frozen=True)
+class OtherWork:
+    """CPU used over the probe's sampling window by everything but the probe, where the job
+    will run: the cgroup that holds the quota, else the CPUs of its affinity ("host")."""
+
+    scope: str
+    busy_cores: float
+    window_s: float
+
+
+@dataclass(frozen=True)
 class CpuFacts:
     logical: int
     affinity: int
@@ -39,6 +49,20 @@ class CpuFacts:
     loadavg: tuple[float, ...]
     quota: Optional[CpuQuota] = None
     model: Optional[str] = None
+    other_work: Optional[OtherWork] = None
+    pressure_avg10: Optional[float] = None  # PSI cpu "some avg10", percent
+    threads_per_core: Optional[int] = None  # SMT: 2 (or more) when on
+    smt_active: Optional[bool] = None
+
+    @property
+    def free_cores(self) -> float:
+        """Effective cores that other work left free over the sample; without a cgroup-aware
+        sample (older probes, saved reports), the 1-minute load average stands in."""
+        if self.other_work is not None:
+            busy = self.other_work.busy_cores
+        else:
+            busy = self.loadavg[0] if self.loadavg else self.utilization * self.logical
+        return max(0.0, round(self.effective - busy, 3))
 
 
 @dataclass(frozen=True)

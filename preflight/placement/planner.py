@@ -46,7 +46,7 @@ class Candidate:
     gpus: int
     kind: tuple[object, ...]
     effective: float  # cores the host may use (affinity, cgroup quota)
-    free_cores: float  # effective cores minus the 1-minute load average
+    free_cores: float  # effective cores minus what other work used over the probe's sample
     overloaded: bool
     link_bps: Optional[float]  # its slowest measured link; None: not measured
     gloo_ifname: Optional[str]
@@ -136,13 +136,11 @@ def candidates(cluster: Cluster, excluded: Mapping[str, Sequence[str]],
         cpu = f.cpu
         effective, free, over = 0.0, 0.0, True
         if isinstance(cpu, CpuFacts):
-            # The 1-minute load average, not the probe's own sample: that one overlaps the
-            # probe's Paddle import and would count preflight itself as load.
-            load = cpu.loadavg[0] if cpu.loadavg else cpu.utilization * cpu.logical
-            # A load above the core count leaves no core free, not fewer than none: a role
-            # that needs 0 cores (a policy's choice) still fits there.
-            effective, free = cpu.effective, max(0.0, cpu.effective - load)
-            over = cpu.effective <= 0 or load / cpu.effective >= busy
+            # What other work used where the job will run (its cgroup, else its CPUs), net of
+            # the probe itself: not the kernel-wide load average, which in a container charges
+            # one quota with the whole machine's load and counts I/O wait.
+            effective, free = cpu.effective, cpu.free_cores
+            over = cpu.effective <= 0 or (cpu.effective - free) / cpu.effective >= busy
         python = f.paddle.interpreter if isinstance(f.paddle, PaddleFacts) else o.host.python
         gpus = len(f.gpu.devices) if isinstance(f.gpu, GpuFacts) else 0
         out.append(Candidate(name, ip, python, i, o.host.roles, f, gpus, _kind(f),

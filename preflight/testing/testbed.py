@@ -32,6 +32,9 @@ def paddle_python(version: str) -> str:
     return os.path.join(TESTENV, f"paddle-{version}", "bin", "python")
 
 CGROUP_CPU = "/sys/fs/cgroup/cpu"
+CGROUP_CPUACCT = "/sys/fs/cgroup/cpuacct"  # where CPU use is counted (may be CGROUP_CPU)
+CFS_PERIOD_US = 100_000
+SPIN = "while True: pass"  # other work on a host: one core busy
 WAIT_S = 10.0  # every wait below is bounded by this
 
 SSHD_CONFIG = """\
@@ -160,7 +163,8 @@ class SimHost:
     dir: str
     sshd: Optional[subprocess.Popen[bytes]] = None
     extra: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    cgroup: Optional[str] = None
+    cgroup: Optional[str] = None  # its cgroup v1 cpu directory (the quota)
+    cgroups: list[str] = field(default_factory=list)  # every hierarchy it was put in
 
     @property
     def tmp(self) -> str:
@@ -235,6 +239,7 @@ class Testbed:
             self._plug(host.ns, f"v{i}", host.address)
             self._new_host_key(host)
             self.hosts[name] = host
+            self._host_cgroups(host)
         self.write_known_hosts()
         self.etc_hosts = os.path.join(self.base, "etc-hosts")
         with open(self.etc_hosts, "w") as fh:
@@ -243,6 +248,36 @@ class Testbed:
         for host in self.hosts.values():
             self.start_sshd(host.name)
         self.wait_listening(list(self.hosts))
+
+    def _host_cgroups(self, host: SimHost) -> None:
+        """Gives the host a cgroup of its own (cgroup v1 cpu and cpuacct), as a container or
+        a Slurm job has, with a quota of the machine's cores: the simulated hosts share one
+        kernel, and what runs in one host's cgroup must not count as load on the others."""
+        if not os.path.isdir(CGROUP_CPU):
+            return  # no cgroup v1 here: the hosts share the machine's CPUs, as they are
+        hierarchies = [CGROUP_CPU]
+        if os.path.isdir(CGROUP_CPUACCT) and \
+                os.path.realpath(CGROUP_CPUACCT) != os.path.realpath(CGROUP_CPU):
+            hierarchies.append(CGROUP_CPUACCT)
+        for top in hierarchies:
+            path = os.path.join(top, f"preflight-{self.id}-{host.name}")
+            os.mkdir(path)
+            self.cgroups.append(path)
+            host.cgroups.append(path)
+        host.cgroup = host.cgroups[0]
+        self._set_quota(host, float(os.cpu_count() or 1))
+
+    def _set_quota(self, host: SimHost, cores: float) -> None:
+        assert host.cgroup is not None
+        with open(os.path.join(host.cgroup, "cpu.cfs_period_us"), "w") as fh:
+            fh.write(str(CFS_PERIOD_US))
+        with open(os.path.join(host.cgroup, "cpu.cfs_quota_us"), "w") as fh:
+            fh.write(str(int(cores * CFS_PERIOD_US)))
+
+    def _into_cgroups(self, host: SimHost, pid: int) -> None:
+        for path in host.cgroups:
+            with open(os.path.join(path, "cgroup.procs"), "w") as fh:
+                fh.write(str(pid))
 
     def _new_host_key(self, host: SimHost) -> None:
         key = os.path.join(host.dir, "ssh_host_ed25519_key")
@@ -274,6 +309,8 @@ class Testbed:
             ["nsenter", f"--net=/run/netns/{host.ns}", "unshare", "--mount", "--uts", "--",
              "/bin/sh", "-c", script], stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
+        # Before sshd accepts a session: everything a session runs inherits the cgroups.
+        self._into_cgroups(host, host.sshd.pid)
 
     def wait_listening(self, names: Sequence[str], port: int = 22) -> None:
         """Waits until each named host listens on port (bounded)."""
@@ -319,22 +356,35 @@ class Testbed:
         self.wait_listening([name])
 
     def limit_cpu(self, name: str, cores: float) -> str:
-        """Puts the host's sshd (and so all it runs) in a cgroup v1 CPU quota of cores."""
+        """Lowers the CPU quota of the host's cgroup (sshd and all it runs) to cores."""
         host = self.hosts[name]
-        if host.sshd is None:
-            raise TestbedError(f"{name} has no sshd to limit")
-        path = os.path.join(CGROUP_CPU, f"preflight-{self.id}-{name}")
-        os.mkdir(path)
-        self.cgroups.append(path)
-        host.cgroup = path
-        period = 100_000
-        with open(os.path.join(path, "cpu.cfs_period_us"), "w") as fh:
-            fh.write(str(period))
-        with open(os.path.join(path, "cpu.cfs_quota_us"), "w") as fh:
-            fh.write(str(int(cores * period)))
-        with open(os.path.join(path, "cgroup.procs"), "w") as fh:
-            fh.write(str(host.sshd.pid))
-        return path
+        if host.cgroup is None:
+            raise TestbedError(f"{name} has no cgroup to limit (no cgroup v1 cpu here)")
+        self._set_quota(host, cores)
+        return host.cgroup
+
+    def busy(self, name: str, cores: int = 1) -> list[int]:
+        """Other work on the host: processes spinning on `cores` CPUs in its cgroup (as
+        another job in the same container would), stopped with the testbed."""
+        host = self.hosts[name]
+        if host.cgroup is None:
+            raise TestbedError(f"{name} has no cgroup to load (no cgroup v1 cpu here)")
+        pids = []
+        for _ in range(cores):
+            p = subprocess.Popen(["nsenter", f"--net=/run/netns/{host.ns}", "python3", "-c",
+                                  SPIN], stdin=subprocess.DEVNULL)
+            host.extra.append(p)
+            self._into_cgroups(host, p.pid)
+            pids.append(p.pid)
+        return pids
+
+    def idle(self, name: str) -> None:
+        """Stops the host's busy processes."""
+        host = self.hosts[name]
+        for p in host.extra:
+            if isinstance(p.args, list) and p.args[-1] == SPIN and p.poll() is None:
+                p.kill()
+                p.wait(timeout=WAIT_S)
 
     def _link_ends(self, name: str) -> list[tuple[str, str]]:
         """Returns (namespace, device) of both ends of the host's link: its eth0 and the
@@ -482,7 +532,8 @@ class Testbed:
                 try:
                     with open(os.path.join(path, "cgroup.procs")) as fh:
                         for task in fh.read().split():
-                            with open(os.path.join(CGROUP_CPU, "cgroup.procs"), "w") as root:
+                            top = os.path.dirname(path)
+                            with open(os.path.join(top, "cgroup.procs"), "w") as root:
                                 root.write(task)
                     os.rmdir(path)
                 except OSError:

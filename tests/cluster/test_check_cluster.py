@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -127,10 +128,33 @@ def test_cpu_quota_is_the_effective_core_count(cluster):
     cpu = run.report["hosts"]["starved"]["facts"]["cpu"]
     assert cpu["effective"] == pytest.approx(cluster.starved_cores)
     assert cpu["quota"]["version"] == 1 and cpu["quota"]["quota_us"] == 25000
-    assert run.report["hosts"]["good1"]["facts"]["cpu"]["quota"] is None
+    # good1's cgroup (each simulated host has one, as a container does) allows every core.
+    assert run.report["hosts"]["good1"]["facts"]["cpu"]["quota"]["cores"] == os.cpu_count()
     finding = by_host(run, "cpu-cores")["starved"]
     assert finding["status"] == "fail"
     assert "0.25 effective cores (cgroup v1 quota 25000/100000 us)" in finding["message"]
+    assert by_host(run, "cpu-cores")["good1"]["status"] == "pass"
+
+
+def test_a_host_whose_cores_other_work_takes_is_flagged_alone(cluster):
+    # Another job spins on one core inside good4's cgroup. The simulated hosts share one
+    # kernel and one load average: only what is counted in each host's cgroup tells good4
+    # apart. --no-paddle: four Paddle imports at once would take this 2-core machine's CPUs
+    # from the spinning job itself (a rig's artefact: real hosts import on their own cores).
+    hosts = ["good1", "good2", "good3", "good4"]
+    cluster.tb.busy("good4", 1)
+    try:
+        run = cluster.preflight("check", "-i", cluster.inventory("busy.yaml", hosts),
+                                "--no-paddle", "--cpu-sample", "1")
+    finally:
+        cluster.tb.idle("good4")
+    busy = {h: run.report["hosts"][h]["facts"]["cpu"]["other_work"]["busy_cores"]
+            for h in hosts}
+    assert all(busy["good4"] > 3 * busy[h] for h in hosts[:3]), busy
+    flagged = [f for f in run.findings("cpu-cores") if f["status"] != "pass"]
+    assert [f["hosts"] for f in flagged] == [["good4"]], flagged
+    assert "good4: cores taken by other work:" in flagged[0]["message"]
+    assert "(cgroup v1 " in flagged[0]["message"]
     assert by_host(run, "cpu-cores")["good1"]["status"] == "pass"
 
 

@@ -39,12 +39,16 @@ def test_the_probe_runs_from_stdin_as_hosts_run_it(tmp_path):
     # The exact command a host gets, with the probe on stdin: one JSON document, no file
     # written (cwd and TMPDIR stay empty), Paddle skipped.
     host = Host(name="n", address="10.0.0.1", probe_python=sys.executable)
-    cmd = remote_command(host, CollectOptions(paddle=False), budget=20)
+    cmd = remote_command(host, CollectOptions(paddle=False, cpu_sample_s=0.1), budget=20)
     env = dict(os.environ, TMPDIR=str(tmp_path))
     out = subprocess.run(["/bin/bash", "-c", cmd], input=probe_path().read_bytes(),
                          capture_output=True, timeout=30, check=True, cwd=tmp_path, env=env)
     doc = json.loads(out.stdout)
     assert doc["schema"] == 1 and doc["cpu"]["sample_s"] == 0.1
+    # CPU use counted where a job would run here, over at least the sample.
+    work = doc["cpu"]["other_work"]
+    assert work["window_s"] >= 0.1 and work["busy_cores"] >= 0
+    assert work["scope"] == "host" or work["scope"].startswith("cgroup v")
     assert doc["system"]["hostname"] == os.uname().nodename
     assert list(tmp_path.iterdir()) == []
 
@@ -98,7 +102,7 @@ def probe_path():
 def test_the_probe_needs_no_root(tmp_path):
     # The host's command as user nobody: every section but the Paddle one (skipped) reads.
     host = Host(name="n", address="10.0.0.1", probe_python="/usr/bin/python3")
-    cmd = remote_command(host, CollectOptions(paddle=False), budget=20)
+    cmd = remote_command(host, CollectOptions(paddle=False, cpu_sample_s=0.1), budget=20)
     out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                           "/bin/sh", "-c", cmd], input=probe_path().read_bytes(),
                          capture_output=True, timeout=30, check=True, cwd="/")

@@ -23,7 +23,12 @@ def test_golden_paddle_331():
     assert facts.paddle.version == "3.3.1" and facts.paddle.ps_core is False
     assert facts.paddle.compiled_with_cuda is False and facts.paddle.cuda_archs == ()
     assert facts.paddle.nccl == "0"
-    assert isinstance(facts.cpu, CpuFacts) and facts.cpu.quota is None
+    # Each simulated host is a cgroup of its own, quota all the machine's cores: the job's
+    # CPU is counted there, net of the probe's own Paddle import.
+    assert isinstance(facts.cpu, CpuFacts) and facts.cpu.quota is not None
+    assert facts.cpu.effective == facts.cpu.logical == 2
+    assert facts.cpu.other_work is not None and facts.cpu.other_work.busy_cores < 0.25
+    assert facts.cpu.other_work.scope.startswith("cgroup v1 ")
     assert not isinstance(facts.network, SectionError)
     assert {i.name for i in facts.network.interfaces} == {"eth0", "lo"}  # its own sysfs
 
@@ -40,6 +45,17 @@ def test_golden_cgroup_quota():
     assert isinstance(facts.cpu, CpuFacts) and facts.cpu.quota is not None
     assert facts.cpu.effective == 0.5 and facts.cpu.logical == 2
     assert (facts.cpu.quota.quota_us, facts.cpu.quota.period_us) == (50000, 100000)
+
+
+def test_golden_busy_cgroup_counts_the_other_work_not_the_load_average():
+    # A process spinning on one core in the host's cgroup, started just before the probe:
+    # the sample sees the whole core; the 1-minute load average has not caught up.
+    facts = parse_probe_output(golden("cgroup-v1-busy"))
+    assert isinstance(facts.cpu, CpuFacts) and facts.cpu.other_work is not None
+    assert facts.cpu.other_work.busy_cores == pytest.approx(1.0, abs=0.1)
+    assert facts.cpu.loadavg[0] < 0.9
+    assert facts.cpu.free_cores == pytest.approx(1.0, abs=0.1)
+    assert facts.cpu.threads_per_core == 1 and facts.cpu.smt_active is False
 
 
 def test_golden_no_paddle():

@@ -224,6 +224,18 @@ def test_ps_never_stacks_a_server_on_an_overloaded_host():
     assert "hot: no server here: overloaded (2 cores free of 16)" in p.notes
 
 
+def test_ps_headroom_is_what_other_work_leaves_in_the_hosts_cgroup_not_the_load_average():
+    # hot: another job spins on 14 of its 16 cores inside its cgroup, while its load average
+    # still says idle; calm: a container whose machine is loaded (load 30) but whose own
+    # cgroup is idle. The headroom follows the cgroup.
+    hosts = [node("a", "10.0.0.1", cpu=cpu(busy=0.2)),
+             node("hot", "10.0.0.2", cpu=cpu(busy=14.0, loadavg=0.3)),
+             node("calm", "10.0.0.3", cpu=cpu(busy=0.5, loadavg=30.0))]
+    _, p = make(hosts, "ps", server_num=2, trainer_num=1)
+    assert sorted(e.host for e in p.servers) == ["a", "calm"]
+    assert "hot: no server here: overloaded (2 cores free of 16)" in p.notes
+
+
 def test_ps_odd_trainer_count_spreads_evenly_and_keeps_each_host_contiguous():
     hosts = [node(n, f"10.0.0.{i}", **cpu_only()) for i, n in enumerate("abc", 1)]
     _, p = make(hosts, "ps", server_num=1, trainer_num=5)

@@ -21,6 +21,7 @@ from preflight.checks import (
     gpu_health,
     gpu_homogeneous,
     mtu,
+    nic_speed,
     nofile,
     paddle_stack,
     pins,
@@ -57,6 +58,8 @@ ALL_CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(env.NAME, env.check, "training variables alike; none set to a hurtful value"),
     CheckSpec(files.NAME, files.check, "training script and configs identical on every host"),
     CheckSpec(mtu.NAME, mtu.check, "one MTU on the interfaces the job uses"),
+    CheckSpec(nic_speed.NAME, nic_speed.check, "one negotiated speed on the interfaces the "
+              "job uses"),
     CheckSpec(clock.NAME, clock.check, "host clocks agree within the policy's bounds"),
     CheckSpec(shm.NAME, shm.check, "/dev/shm large enough for data loaders"),
     CheckSpec(tmp.NAME, tmp.check, "free space in the temp directory"),

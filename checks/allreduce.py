@@ -133,4 +133,5 @@ def _slow_hosts(cluster: Cluster) -> list[str]:
                                               limits.link_min_gbps * 1e9)
     if threshold is None:
         return []
-    return sorted(localise.localise(survey, threshold).slow_hosts)
+    return sorted(localise.localise(survey, threshold, net.line_bps() if net else None)
+                  .slow_hosts)

@@ -1,17 +1,21 @@
 """iperf3 between hosts: slow hosts and slow paths, judged against the cluster itself.
 
 A suspect (below link_warn_ratio of the median host's best link, or below the policy's
-absolute floor) is blamed only as its retest alone against a healthy host confirms it."""
+absolute floor) is blamed only as its retest alone against a healthy host confirms it; a
+link at its NICs' negotiated line rate is never slow. The NIC error counters read around
+the tests tell a bad cable or NIC (CRC, frame errors) and a host that cannot keep up (missed,
+FIFO) from congestion, which counts nothing there."""
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from preflight.checks.common import tier
 from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Status
-from preflight.model.measure import RETEST, LinkRun, NetworkTests
+from preflight.model.measure import NIC_OVERRUN, NIC_PHYSICAL, RETEST, LinkRun, NetworkTests
 from preflight.model.policy import Limits
 from preflight.network import localise
 from preflight.report.units import hosts_text, rate
@@ -83,6 +87,12 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     net = cluster.network
     if net is None:
         return
+    for f in _judged(cluster, net):
+        yield _with_nic_note(f, net)
+    yield from _nic_faults(net)
+
+
+def _judged(cluster: Cluster, net: NetworkTests) -> Iterator[Finding]:
     yield from _unmeasured(net)
     limits = cluster.policy.limits
     survey = localise.measured(net.links)
@@ -95,7 +105,7 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     loc = None
     cleared: set[tuple[str, ...]] = set()  # suspect paths a retest alone found fine
     if threshold is not None:
-        loc = localise.localise(survey, threshold)
+        loc = localise.localise(survey, threshold, net.line_bps())
         low = _healthy_low(survey, loc)
         for host, directions in loc.slow_hosts.items():
             f = _slow_host(host, directions, survey, net.links, ref, low, limits)
@@ -239,3 +249,39 @@ def _loss(survey: Sequence[LinkRun], loc: localise.Localisation | None, limits: 
             {"loss_pct": loss, "retransmits": r.result.retransmits, "typical_loss_pct": typical})
 
 
+def _with_nic_note(f: Finding, net: NetworkTests) -> Finding:
+    """A slow or lossy link's finding says what its hosts' NICs counted meanwhile: errors
+    point at a cable or NIC; none, at congestion or a queue."""
+    if f.status is Status.PASS or f.check != NAME or not f.hosts or \
+            "could not" in f.message or "iperf3 failed" in f.message:
+        return f
+    read = [h for h in f.hosts if h in net.nic_counters]
+    if not read:
+        return f
+    faults = {h: net.nic_counters[h].text(NIC_PHYSICAL + NIC_OVERRUN) for h in read}
+    faults = {h: t for h, t in faults.items() if t}
+    if faults:
+        note = "; NIC errors meanwhile: " + "; ".join(
+            f"{h} {net.nic_counters[h].interface} {t}" for h, t in faults.items())
+    else:
+        note = (f"; no NIC errors counted on {hosts_text(read)} meanwhile (congestion or a "
+                "queue, not a cable)")
+    return replace(f, message=f.message + note,
+                   data=dict(f.data, nic_errors={h: dict(net.nic_counters[h].grew)
+                                                 for h in read}))
+
+
+def _nic_faults(net: NetworkTests) -> Iterator[Finding]:
+    """A NIC that counted errors while it carried the tests, slow or not."""
+    for host, c in net.nic_counters.items():
+        physical = c.text(NIC_PHYSICAL)
+        overrun = c.text(NIC_OVERRUN)
+        data = {"interface": c.interface, "grew": dict(c.grew)}
+        if physical:
+            yield Finding(NAME, Status.WARN, (host,), f"{host}: NIC {c.interface} counted "
+                          f"{physical} while the tests ran: a cable, transceiver or port "
+                          "going bad (not congestion)", data)
+        if overrun:
+            yield Finding(NAME, Status.WARN, (host,), f"{host}: NIC {c.interface} dropped "
+                          f"what it could not take off its ring ({overrun}): the host's CPU "
+                          "or its ring size (ethtool -g/-G) cannot keep up", data)

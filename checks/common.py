@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import Any, Optional, TypeVar
 
 from preflight.model.cluster import Cluster
-from preflight.model.facts import HostFacts, SectionError
+from preflight.model.facts import HostFacts, Interface, NetworkFacts, SectionError
 from preflight.model.findings import Finding, Status
 from preflight.report.units import hosts_text
 
@@ -29,6 +29,17 @@ def sections(cluster: Cluster, pick: Callable[[HostFacts], Any],
         else:
             missing[name] = f"unexpected {type(sec).__name__}"
     return have, missing
+
+
+def job_interfaces(check: str, cluster: Cluster,
+                   ) -> tuple[dict[str, Optional[Interface]], list[Finding]]:
+    """Returns each probed host's job interface (None: no interface holds its address and
+    there is no default route) and a could-not-check finding per host without network
+    facts."""
+    nets, missing = sections(cluster, lambda f: f.network, NetworkFacts)
+    addresses = {o.host.name: o.host.address for o in cluster.outcomes}
+    return ({h: net.job_interface(addresses[h]) for h, net in nets.items()},
+            could_not_check(check, "network facts", missing))
 
 
 def could_not_check(check: str, what: str, missing: dict[str, str]) -> list[Finding]:

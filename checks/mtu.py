@@ -5,22 +5,20 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from preflight.checks.common import compare, could_not_check, pass_others, sections
+from preflight.checks.common import compare, job_interfaces, pass_others
 from preflight.model.cluster import Cluster
-from preflight.model.facts import NetworkFacts
 from preflight.model.findings import Finding, Status
 
 NAME = "mtu"
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:
-    nets, missing = sections(cluster, lambda f: f.network, NetworkFacts)
-    yield from could_not_check(NAME, "network facts", missing)
+    ifaces, unread = job_interfaces(NAME, cluster)
+    yield from unread
     addresses = {o.host.name: o.host.address for o in cluster.outcomes}
     mtus: dict[str, int] = {}
     used: dict[str, str] = {}
-    for host, net in nets.items():
-        iface = net.job_interface(addresses[host])
+    for host, iface in ifaces.items():
         if iface is None or iface.mtu is None:
             yield Finding(NAME, Status.COULD_NOT_CHECK, (host,),
                           f"{host}: no interface holds {addresses[host]} and there is no "

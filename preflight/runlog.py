@@ -21,7 +21,14 @@ from typing import Any, Optional
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
 from preflight.config.errors import InputError
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
-from preflight.model.measure import AllReduce, IperfResult, LinkRun, NetworkTests, SizeResult
+from preflight.model.measure import (
+    AllReduce,
+    IperfResult,
+    LinkRun,
+    NetworkTests,
+    NicCounters,
+    SizeResult,
+)
 
 LOG_VERSION = 1
 KEEP = 20  # logs kept in the default directory; older ones are removed
@@ -115,7 +122,9 @@ class RunLog:
                     "wall_s": net.wall_s, "rounds": net.rounds,
                     "allreduce": None if ar is None else asdict(ar),
                     "allreduce_skipped": net.allreduce_skipped,
-                    "allreduce_left_out": dict(net.allreduce_left_out)})
+                    "allreduce_left_out": dict(net.allreduce_left_out),
+                    "nic_mbps": dict(net.nic_mbps),
+                    "nic_counters": {h: asdict(c) for h, c in net.nic_counters.items()}})
 
     def end(self, verdict: str, exit_code: int) -> None:
         self.write({"kind": "end", "verdict": verdict, "exit": exit_code, "at": time.time()})
@@ -274,7 +283,11 @@ def _network(rec: dict[str, Any], links: list[LinkRun]) -> NetworkTests:
                         rec.get("allreduce_skipped"), dict(rec.get("skipped") or {}),
                         bool(rec.get("interrupted")), float(rec.get("wall_s") or 0.0),
                         int(rec.get("rounds") or 0),
-                        {str(k): str(v) for k, v in (rec.get("allreduce_left_out") or {}).items()})
+                        {str(k): str(v) for k, v in (rec.get("allreduce_left_out") or {}).items()},
+                        {str(k): int(v) for k, v in (rec.get("nic_mbps") or {}).items()},
+                        {str(k): NicCounters(str(c["interface"]), {str(n): int(d) for n, d in
+                                                                  c["grew"].items()})
+                         for k, c in (rec.get("nic_counters") or {}).items()})
 
 
 def killed_runs(directory: str, only: Optional[str] = None) -> list[LoggedRun]:

@@ -140,9 +140,9 @@ def messages(findings: Iterable[Finding], status: Status) -> list[str]:
 
 
 def net_facts(mtu: int = 1500, address: str = "10.0.0.1", name: str = "eth0",
-              ib: Sequence[str] = ()) -> F.NetworkFacts:
+              ib: Sequence[str] = (), speed_mbps: Optional[int] = None) -> F.NetworkFacts:
     """Network facts: one NIC holding address (the default route's) and loopback."""
-    return F.NetworkFacts((F.Interface(name, mtu, "up", None, (f"{address}/24",)),
+    return F.NetworkFacts((F.Interface(name, mtu, "up", speed_mbps, (f"{address}/24",)),
                            F.Interface("lo", 65536, "unknown", None, ("127.0.0.1/8",))),
                           default_route=name, infiniband=tuple(ib))
 

@@ -130,6 +130,9 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
                    help="length of each iperf3 run (default: 3)")
     n.add_argument("--iperf-port", type=port, default=5201, metavar="PORT",
                    help="port of the iperf3 servers (default: 5201)")
+    n.add_argument("--iperf-streams", type=positive(int), default=None, metavar="N",
+                   help="parallel TCP streams per iperf3 run (default: 4 where both NICs "
+                   "negotiated 25 Gb/s or more, which one stream cannot fill; else 1)")
     n.add_argument("--no-allreduce", action="store_true", help="iperf3 only")
     n.add_argument("--allreduce-port", type=port, default=36000, metavar="PORT",
                    help="the launcher's master port; gloo uses PORT+1, the ranks PORT+2.. "

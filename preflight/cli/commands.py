@@ -56,7 +56,8 @@ def check_options(args: argparse.Namespace) -> CheckOptions:
                            "server_num": args.server_num, "trainer_num": args.trainer_num})
     network = None if args.no_network_tests else NetworkOptions(
         matrix=args.network_matrix,
-        iperf=IperfOptions(port=args.iperf_port, seconds=args.iperf_seconds),
+        iperf=IperfOptions(port=args.iperf_port, seconds=args.iperf_seconds,
+                           streams=args.iperf_streams or 0),
         allreduce=AllReduceOptions(port=args.allreduce_port, sizes_mib=args.allreduce_sizes,
                                    timeout=args.allreduce_timeout,
                                    budget_s=args.allreduce_budget),

@@ -20,6 +20,7 @@ class IperfResult:
     sent_bytes: Optional[float] = None
     mss: Optional[int] = None  # TCP segment size: turns retransmits into a loss rate
     error: Optional[str] = None
+    streams: int = 1  # parallel TCP streams (-P): one cannot fill a fast link on one core
 
     @property
     def loss_pct(self) -> Optional[float]:
@@ -104,6 +105,29 @@ class AllReduce:
         return self.outcome == "done" and not self.error and bool(self.sizes)
 
 
+# NIC error counters (/sys/class/net/IF/statistics) read around the active tests.
+# A cable, transceiver or port going bad: frames arrive damaged or the carrier drops.
+NIC_PHYSICAL = ("rx_crc_errors", "rx_frame_errors", "rx_length_errors", "rx_errors",
+                "tx_errors", "tx_carrier_errors")
+# The host could not keep up: the NIC's ring overflowed before the CPU emptied it.
+NIC_OVERRUN = ("rx_missed_errors", "rx_fifo_errors", "rx_over_errors")
+# Counted by many kernels for frames nobody asked for (LLDP, unknown protocols): context only.
+NIC_DROPPED = ("rx_dropped", "tx_dropped")
+
+
+@dataclass(frozen=True)
+class NicCounters:
+    """What a host's NIC error counters added while the active tests ran; only counters
+    that grew."""
+
+    interface: str
+    grew: Mapping[str, int]
+
+    def text(self, names: Sequence[str]) -> str:
+        """Returns 'rx_crc_errors +12, ...' for the named counters that grew."""
+        return ", ".join(f"{n} +{self.grew[n]}" for n in names if self.grew.get(n))
+
+
 @dataclass(frozen=True)
 class NetworkTests:
     """Everything the active tests learned; skipped maps a host to why it took no part."""
@@ -120,6 +144,13 @@ class NetworkTests:
     # Hosts that are not ranks of the all-reduce because the plan leaves them out (a slow link,
     # another stack...): the all-reduce certifies the hosts the job would use.
     allreduce_left_out: Mapping[str, str] = field(default_factory=dict)
+    # Each host's job interface: its negotiated speed (Mb/s, where the NIC reports one) and
+    # what its error counters added over the iperf3 tests (absent: could not be read).
+    nic_mbps: Mapping[str, int] = field(default_factory=dict)
+    nic_counters: Mapping[str, NicCounters] = field(default_factory=dict)
+
+    def line_bps(self) -> dict[str, float]:
+        return {h: mbps * 1e6 for h, mbps in self.nic_mbps.items() if mbps > 0}
 
     def slowest_between(self, hosts: Sequence[str]) -> Optional[float]:
         """Returns the slowest link measured between two of hosts (survey and retests: a ring

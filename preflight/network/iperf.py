@@ -13,7 +13,7 @@ import re
 import shlex
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from preflight.collect.remote import MAX_OUTPUT, Remote, Started, in_parallel
@@ -68,6 +68,8 @@ class IperfOptions:
     # Seconds measured first and left out (iperf3 -O, whole seconds only): TCP's slow start
     # and its first queue overflows, which a short run would count as the link's loss.
     omit: int = 1
+    # Parallel streams (-P); 0: chosen per pair from what its NICs negotiated (streams_for).
+    streams: int = 0
 
     @property
     def run_s(self) -> int:
@@ -92,11 +94,30 @@ def server_command(opts: IperfOptions) -> str:
     return "sh -c " + shlex.quote(script)
 
 
-def client_command(address: str, opts: IperfOptions) -> str:
+# One TCP stream is one core's work in iperf3 (single-threaded before 3.16): it tops out
+# around 20-40 Gb/s, well short of a 100 Gb/s NIC, and would call every such link slow.
+PARALLEL_FROM_MBPS = 25_000
+AUTO_STREAMS = 4
+
+
+def streams_for(sender_mbps: Optional[int], receiver_mbps: Optional[int],
+                opts: IperfOptions) -> int:
+    """Returns the streams a pair runs: as asked, else several where both NICs are fast
+    enough that one stream could not fill the link, else one."""
+    if opts.streams > 0:
+        return opts.streams
+    if sender_mbps and receiver_mbps and min(sender_mbps, receiver_mbps) >= PARALLEL_FROM_MBPS:
+        return AUTO_STREAMS
+    return 1
+
+
+def client_command(address: str, opts: IperfOptions, streams: int = 1) -> str:
     limit = opts.run_s + SLACK_S
     omit = ["-O", str(opts.omit)] if opts.omit > 0 else []
+    parallel = ["-P", str(streams)] if streams > 1 else []
     return "sh -c " + shlex.quote(_bounded(limit, [
-        "iperf3", "-c", address, "-p", str(opts.port), "-t", str(opts.seconds), *omit, "-J"]))
+        "iperf3", "-c", address, "-p", str(opts.port), "-t", str(opts.seconds), *omit,
+        *parallel, "-J"]))
 
 
 def kill_command(pid: int) -> str:
@@ -144,7 +165,7 @@ def _kill(remote: Remote, proc: Started, pid: Optional[int]) -> None:
 
 
 def measure_pair(sender: Remote, receiver: Remote, address: str, opts: IperfOptions,
-                 servers: Servers) -> IperfResult:
+                 servers: Servers, streams: int = 1) -> IperfResult:
     """Returns the result of one iperf3 run from sender to receiver's address."""
     try:
         proc = receiver.start(server_command(opts))
@@ -164,13 +185,14 @@ def measure_pair(sender: Remote, receiver: Remote, address: str, opts: IperfOpti
             why = early.tail() if early and early.exit is not None else (
                 f"no 'listening' line within {SERVER_START_S:.0f} s")
             return IperfResult(error=f"iperf3 server on {receiver.name} did not start: {why}")
-        done = sender.run(client_command(address, opts), timeout=opts.run_s + SLACK_S + 2)
+        done = sender.run(client_command(address, opts, streams),
+                          timeout=opts.run_s + SLACK_S + 2)
         if done.exit is None:
             return IperfResult(error=f"iperf3 client on {sender.name} did not finish within "
                                f"{opts.run_s + SLACK_S:.0f} s")
         if "command not found" in done.stderr or done.exit == 127:
             return IperfResult(error=f"iperf3 is not installed on {sender.name}")
-        result = parse_iperf3(done.stdout)
+        result = replace(parse_iperf3(done.stdout), streams=streams)
         if result.error is None:
             proc.wait(3.0)  # a one-shot server exits once its client has gone
         return result
@@ -183,16 +205,19 @@ def measure_pair(sender: Remote, receiver: Remote, address: str, opts: IperfOpti
 def run_rounds(rounds: Sequence[Round], remotes: Mapping[str, Remote],
                addresses: Mapping[str, str], opts: IperfOptions, phase: str,
                servers: Servers, on_run: Optional[Callable[[LinkRun], None]] = None,
-               ) -> list[LinkRun]:
+               nic_mbps: Optional[Mapping[str, int]] = None) -> list[LinkRun]:
     """Returns one LinkRun per pair, round after round; pairs of a round run at once.
+    nic_mbps: each host's negotiated NIC speed, where known (it picks the streams).
 
     Every pair is bounded by its own timeouts; the join below is bounded as well."""
+    speeds = nic_mbps or {}
     runs: list[LinkRun] = []
     pair_limit = SERVER_START_S + opts.run_s + SLACK_S + 15
 
     def measure_into(results: dict[Pair, IperfResult], pair: Pair) -> None:
         s, r = pair
-        results[pair] = measure_pair(remotes[s], remotes[r], addresses[r], opts, servers)
+        results[pair] = measure_pair(remotes[s], remotes[r], addresses[r], opts, servers,
+                                     streams_for(speeds.get(s), speeds.get(r), opts))
 
     for rnd in rounds:
         results: dict[Pair, IperfResult] = {}

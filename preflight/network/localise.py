@@ -7,8 +7,9 @@ path can do, and the median of those bests is what a healthy host of this cluste
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Optional
 
 from preflight.model.measure import SURVEY, LinkRun
 
@@ -59,21 +60,36 @@ def reference_bps(runs: Sequence[LinkRun]) -> float | None:
     return statistics.median(max(out.get(h, 0.0), into.get(h, 0.0)) for h in hosts)
 
 
-def localise(runs: Sequence[LinkRun], threshold_bps: float) -> Localisation:
-    """Returns the slow hosts and slow paths among measured runs, against a threshold."""
+# A link carrying this share of what its NICs negotiated runs at line rate: below the
+# cluster's other hosts it may be, but its path is not at fault (cpu-cores and nic-speed
+# say whether the host is).
+LINE_RATE = 0.9
+
+
+def localise(runs: Sequence[LinkRun], threshold_bps: float,
+             line_bps: Optional[Mapping[str, float]] = None) -> Localisation:
+    """Returns the slow hosts and slow paths among measured runs, against a threshold;
+    line_bps: each host's negotiated NIC speed, where known."""
+    line = line_bps or {}
+
+    def below(bps: float, *hosts: str) -> bool:
+        rates = [line[h] for h in hosts if h in line]
+        at_line_rate = len(rates) == len(hosts) and bps >= LINE_RATE * min(rates)
+        return bps < threshold_bps and not at_line_rate
+
     out, into = best_by_host(runs)
     slow: dict[str, list[str]] = {}
     for host, best in out.items():
-        if best < threshold_bps:
+        if below(best, host):
             slow.setdefault(host, []).append(SEND)
     for host, best in into.items():
-        if best < threshold_bps:
+        if below(best, host):
             slow.setdefault(host, []).append(RECEIVE)
     loc = Localisation(threshold_bps, {h: tuple(d) for h, d in slow.items()})
     paths = []
     for r in runs:
         assert r.bps is not None
-        if r.bps < threshold_bps and not loc.explains(r.sender, r.receiver):
+        if below(r.bps, r.sender, r.receiver) and not loc.explains(r.sender, r.receiver):
             paths.append((r.sender, r.receiver))
     return Localisation(threshold_bps, loc.slow_hosts, tuple(dict.fromkeys(paths)))
 

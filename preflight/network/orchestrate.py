@@ -17,13 +17,14 @@ from preflight.collect.remote import Remote, in_parallel
 from preflight.model.facts import (
     GpuFacts,
     HostFacts,
+    NetworkFacts,
     PaddleFacts,
     PortsFacts,
 )
 from preflight.model.host import HostOutcome
-from preflight.model.measure import RETEST, SURVEY, LinkRun, NetworkTests
+from preflight.model.measure import RETEST, SURVEY, LinkRun, NetworkTests, NicCounters
 from preflight.model.policy import Limits
-from preflight.network import localise
+from preflight.network import localise, nic
 from preflight.network.allreduce import AllReduceOptions, Member, run_allreduce
 from preflight.network.budget import plan_sizes
 from preflight.network.iperf import IperfOptions, Servers, run_rounds
@@ -66,7 +67,26 @@ def _has_iperf3(remotes: Mapping[str, Remote]) -> dict[str, str]:
     return missing
 
 
-def retest_pairs(survey: Sequence[LinkRun], limits: Limits) -> list[Pair]:
+def job_nics(outcomes: Sequence[HostOutcome]) -> tuple[dict[str, str], dict[str, int]]:
+    """Returns each host's job interface ({host: name}) and the speed it negotiated
+    ({host: Mb/s}, where the NIC reports one: virtual ones often do not)."""
+    names: dict[str, str] = {}
+    speeds: dict[str, int] = {}
+    for o in outcomes:
+        net = o.facts.network if o.facts is not None else None
+        if not isinstance(net, NetworkFacts):
+            continue
+        iface = net.job_interface(resolve_ip(o.host.address) or o.host.address)
+        if iface is None:
+            continue
+        names[o.host.name] = iface.name
+        if iface.speed_mbps and iface.speed_mbps > 0:
+            speeds[o.host.name] = iface.speed_mbps
+    return names, speeds
+
+
+def retest_pairs(survey: Sequence[LinkRun], limits: Limits,
+                 line_bps: Optional[Mapping[str, float]] = None) -> list[Pair]:
     """Returns the pairs to measure again, alone: each suspect host against the best host
     that passed, and each slow path itself."""
     runs = localise.measured(survey)
@@ -74,7 +94,7 @@ def retest_pairs(survey: Sequence[LinkRun], limits: Limits) -> list[Pair]:
                                               limits.link_min_gbps * 1e9)
     if threshold is None:
         return []
-    loc = localise.localise(runs, threshold)
+    loc = localise.localise(runs, threshold, line_bps)
     out, into = localise.best_by_host(runs)
     blamed = set(loc.slow_hosts) | {h for p in loc.slow_paths for h in p}
     healthy = sorted((h for h in set(out) | set(into) if h not in blamed),
@@ -168,6 +188,9 @@ def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote
     servers = Servers()
     interrupted = False
     n_rounds = 0
+    interfaces, speeds = job_nics(answered)
+    line = {h: mbps * 1e6 for h, mbps in speeds.items()}
+    counters: dict[str, NicCounters] = {}
 
     def step(text: str) -> None:
         if on_step:
@@ -187,8 +210,10 @@ def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote
         rounds = (matrix_rounds if opts.matrix else ring_rounds)(iperf_hosts)
         step(f"iperf3 {schedule}: {len(rounds)} rounds over {len(iperf_hosts)} hosts")
         n_rounds = len(rounds)
-        run_rounds(rounds, remotes, addresses, opts.iperf, SURVEY, servers, measured)
-        retests = retest_pairs(links, limits)
+        tested = {h: interfaces[h] for h in iperf_hosts if h in interfaces}
+        before = nic.read_all(remotes, tested)
+        run_rounds(rounds, remotes, addresses, opts.iperf, SURVEY, servers, measured, speeds)
+        retests = retest_pairs(links, limits, line)
         if retests:
             step(f"iperf3 retest of {len(retests)} suspect link(s)")
             # One pair a round (alone: nothing shares its links), each pair again after the
@@ -196,14 +221,16 @@ def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote
             again = [[p] for p in retests] * RETEST_REPEATS
             n_rounds += len(again)
             run_rounds(again, remotes, addresses, opts.iperf, RETEST,
-                       servers, measured)
+                       servers, measured, speeds)
+        counters = nic.grown(before, nic.read_all(remotes, tested), tested)
     except KeyboardInterrupt:
         interrupted = True
     finally:
         servers.stop_all()
     return NetworkTests(schedule, tuple(names), tuple(links), None,
                         None if opts.run_allreduce else "turned off", skipped, interrupted,
-                        time.monotonic() - started, n_rounds)
+                        time.monotonic() - started, n_rounds, nic_mbps=speeds,
+                        nic_counters=counters)
 
 
 def run_allreduce_stage(net: NetworkTests, outcomes: Sequence[HostOutcome],

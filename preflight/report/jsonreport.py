@@ -82,7 +82,11 @@ def network_doc(net: Optional[NetworkTests]) -> Optional[dict[str, Any]]:
         "links": [{"sender": r.sender, "receiver": r.receiver, "phase": r.phase,
                    "received_bps": r.result.received_bps, "sent_bps": r.result.sent_bps,
                    "retransmits": r.result.retransmits, "loss_pct": r.result.loss_pct,
-                   "seconds": r.result.seconds, "error": r.result.error} for r in net.links],
+                   "seconds": r.result.seconds, "streams": r.result.streams,
+                   "error": r.result.error} for r in net.links],
+        "nic_mbps": dict(net.nic_mbps),
+        "nic_counters": {h: {"interface": c.interface, "grew": dict(c.grew)}
+                         for h, c in net.nic_counters.items()},
         "allreduce": None if ar is None else {
             "backend": ar.backend, "hosts": list(ar.hosts), "ranks": ar.ranks,
             "error": ar.error, "failed": dict(ar.failed), "log_hints": dict(ar.logs),

@@ -54,6 +54,15 @@ def test_all_hosts_alike_is_go(cluster):
     bandwidth = run.findings("bandwidth")
     assert {h for f in bandwidth for h in f["hosts"]} == set(GOOD)
     assert all(f["status"] in ("pass", "warn") for f in bandwidth)
+    # Each host's eth0 error counters were read before and after the tests, and what its
+    # NIC negotiated (veth says 10 Gb/s: one stream a run, below the parallel threshold).
+    net = run.report["network"]
+    assert set(net["nic_counters"]) == set(GOOD)
+    assert all(c["interface"] == "eth0" for c in net["nic_counters"].values())
+    speeds = {h: [i["speed_mbps"] for i in run.report["hosts"][h]["facts"]["network"][
+        "interfaces"] if i["name"] == "eth0"][0] for h in GOOD}
+    assert net["nic_mbps"] == {h: v for h, v in speeds.items() if v}
+    assert all(r["streams"] == 1 for r in links)
 
 
 def test_other_paddle_version_is_named(cluster):

@@ -12,12 +12,14 @@ import time
 import pytest
 from support import HOSTILE
 
+from preflight.network import nic
 from preflight.network.iperf import (
     IperfOptions,
     Servers,
     client_command,
     measure_pair,
     server_command,
+    streams_for,
 )
 from preflight.testing.local import LocalRemote
 
@@ -48,6 +50,23 @@ def test_one_pair_over_loopback_measures_and_leaves_no_server():
     result = measure_pair(LocalRemote("a"), LocalRemote("b"), "127.0.0.1", opts, servers)
     assert result.error is None and result.received_bps and result.received_bps > 1e8
     assert servers.live == {} and not listening(opts.port)
+
+
+def test_parallel_streams_are_summed_and_recorded():
+    need_iperf3()
+    opts = IperfOptions(port=free_port(), seconds=1, streams=3)
+    result = measure_pair(LocalRemote("a"), LocalRemote("b"), "127.0.0.1", opts, Servers(),
+                          streams_for(100_000, 100_000, opts))
+    assert result.error is None and result.streams == 3
+    assert result.received_bps and result.received_bps > 1e8  # the sum of the 3 streams
+
+
+def test_nic_counters_are_read_from_sysfs():
+    # Loopback has the standard statistics directory: every counter there, as numbers.
+    done = LocalRemote("a").run(nic.counters_command("lo"), timeout=10)
+    got = nic.parse_counters(done.stdout)
+    assert done.exit == 0 and "rx_dropped" in got and all(v >= 0 for v in got.values())
+    assert LocalRemote("a").run(nic.counters_command("no-such0"), timeout=10).exit == 3
 
 
 def test_a_server_whose_client_never_comes_is_killed_by_its_pid():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from support import NODES, G, cluster, link, net_tests, same, slow_host, survey, with_network
 
@@ -12,6 +14,7 @@ from preflight.model.measure import (
     SURVEY,
     IperfResult,
     LinkRun,
+    NicCounters,
 )
 from preflight.network.schedule import matrix_rounds, ring_rounds
 
@@ -188,3 +191,55 @@ def test_a_suspect_is_judged_by_the_best_of_its_retests():
                 ("node04", "node01", 1.1 * G), ("node01", "node04", 0.9 * G)])]
     [host] = [f for f in bandwidth.check(with_network(net_tests(slow))) if f.hosts == ("node04",)]
     assert host.status is Status.FAIL and "retest against node01: 1.1 Gbit/s" in host.message
+
+
+# ---------------------------------------------------------------- NICs: counters, line rate
+def nics(**grew):
+    """NIC counters that grew on hosts during the tests (every node's eth0 read)."""
+    return {h: NicCounters("eth0", dict(grew.get(h, {}))) for h in NODES}
+
+
+def test_a_nic_counting_crc_errors_is_a_cable_not_congestion():
+    links = survey(NODES, slow_host("node03")) + [
+        link("node03", "node01", 0.1 * G, RETEST), link("node01", "node03", 0.1 * G, RETEST)]
+    net = replace(net_tests(links), nic_counters=nics(node03={"rx_crc_errors": 1834,
+                                                              "rx_dropped": 3}))
+    fs = list(bandwidth.check(with_network(net)))
+    [slow] = [f for f in fs if f.status is Status.FAIL]
+    assert slow.message.endswith("; NIC errors meanwhile: node03 eth0 rx_crc_errors +1834")
+    [bad] = [f for f in fs if f.status is Status.WARN]
+    assert bad.hosts == ("node03",) and bad.message == (
+        "node03: NIC eth0 counted rx_crc_errors +1834 while the tests ran: a cable, "
+        "transceiver or port going bad (not congestion)")
+
+
+def test_a_slow_host_whose_nic_counted_nothing_points_at_congestion():
+    links = survey(NODES, slow_host("node03")) + [
+        link("node03", "node01", 0.1 * G, RETEST), link("node01", "node03", 0.1 * G, RETEST)]
+    net = replace(net_tests(links), nic_counters=nics(node03={"rx_dropped": 40}))
+    fs = list(bandwidth.check(with_network(net)))
+    [slow] = [f for f in fs if f.status is Status.FAIL]
+    assert slow.message.endswith("; no NIC errors counted on node03 meanwhile (congestion or "
+                                 "a queue, not a cable)")
+    assert slow.data["nic_errors"] == {"node03": {"rx_dropped": 40}}
+    assert not [f for f in fs if f.status is Status.WARN]  # rx_dropped is context only
+
+
+def test_a_nic_that_misses_packets_says_the_host_cannot_keep_up():
+    net = replace(net_tests(survey(NODES, lambda s, r: 9.4 * G)),
+                  nic_counters=nics(node02={"rx_missed_errors": 512}))
+    [warn] = [f for f in bandwidth.check(with_network(net)) if f.status is Status.WARN]
+    assert warn.hosts == ("node02",)
+    assert "rx_missed_errors +512" in warn.message and "cannot keep up" in warn.message
+
+
+def test_a_link_at_its_nics_line_rate_is_not_slow():
+    # node03's NIC negotiated 1 Gb/s and carries 0.95 Gb/s: below the others' 10 Gb/s, but
+    # the path does all its NIC can (nic-speed says whether that NIC is the problem).
+    links = survey(NODES, slow_host("node03", rate=0.95 * G))
+    net = replace(net_tests(links), nic_mbps={"node01": 10000, "node02": 10000,
+                                              "node03": 1000, "node04": 10000})
+    fs = list(bandwidth.check(with_network(net)))
+    assert by_status(fs) == {Status.PASS: list(NODES)}
+    unknown = replace(net, nic_mbps={})  # no speed known: the same figures are slow
+    assert Status.FAIL in by_status(bandwidth.check(with_network(unknown)))

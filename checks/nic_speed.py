@@ -1,0 +1,44 @@
+"""The interfaces the job will use negotiated the same speed: a port or cable that fell back
+(100 to 25 Gb/s, 10 to 1 Gb/s) makes every collective wait on that host, and iperf3 alone may
+not tell (a link at its NIC's line rate is not a slow path)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+
+from preflight.checks.common import job_interfaces, passed
+from preflight.model.cluster import Cluster
+from preflight.model.findings import Finding, Status
+from preflight.report.units import hosts_text
+
+NAME = "nic-speed"
+FAIL_BELOW = 0.5  # as cpu-cores: half the median's speed, the whole job at about half pace
+
+
+def check(cluster: Cluster) -> Iterator[Finding]:
+    ifaces, unread = job_interfaces(NAME, cluster)
+    yield from unread
+    speeds: dict[str, int] = {}
+    used: dict[str, str] = {}
+    for host, iface in ifaces.items():
+        # Virtual NICs (veth, some VMs) report no speed: nothing to compare, not a fault.
+        if iface is not None and iface.speed_mbps and iface.speed_mbps > 0:
+            speeds[host], used[host] = iface.speed_mbps, iface.name
+    if not speeds:
+        return
+    median = statistics.median(speeds.values())
+    slow = []
+    for host, mbps in speeds.items():
+        if mbps < median:
+            slow.append(host)
+            ratio = mbps / median
+            yield Finding(NAME, Status.FAIL if ratio < FAIL_BELOW else Status.WARN, (host,),
+                          f"{host}: {used[host]} negotiated {mbps} Mb/s vs {median:g} Mb/s "
+                          "(cluster median): check the cable, transceiver and switch port "
+                          "(ethtool)", {"speed_mbps": mbps, "median_mbps": median,
+                                        "interface": used[host]})
+    fine = [h for h in speeds if h not in slow]
+    if fine:
+        yield passed(NAME, fine, f"{median:g} Mb/s negotiated on the job's interface of "
+                     f"{hosts_text(fine)}", median_mbps=median)

@@ -40,6 +40,7 @@ def check(tb: testbed.Testbed, inventory: str, *extra: str) -> dict[str, Any]:
     costs = (doc.get("plan") or {}).get("costs") or {}
     return {"rc": p.returncode, "verdict": doc["verdict"], "run_s": round(wall, 1),
             "network_s": net["wall_s"], "allreduce_s": ar.get("wall_s"),
+            "launch_s": ar.get("launch_s"), "outcome": ar.get("outcome"),
             "budget_s": ar.get("budget_s"), "predicted_s": ar.get("predicted_s"),
             "ranks": ar.get("ranks"), "left_out": sorted(net.get("allreduce_left_out") or {}),
             "sizes_mib": [s["bytes"] >> 20 for s in ar.get("sizes") or []],
@@ -73,13 +74,13 @@ def main() -> int:
                                              str(args.hosts - 1))
     for name, c in cases.items():
         print(f"{name}: {json.dumps(c)}")
-    print(f"\n{'case':<22} {'verdict':>7} {'ranks':>5} {'all-reduce s':>12} {'budget':>6} "
-          f"{'predicted':>9} {'sizes MiB':>10}  dropped / cost")
+    print(f"\n{'case':<22} {'verdict':>7} {'ranks':>5} {'all-reduce s':>12} {'launch s':>8} "
+          f"{'budget':>6} {'predicted':>9} {'sizes MiB':>10}  dropped / cost")
     for name, c in cases.items():
         extra = "; ".join(c["dropped"] or []) or "; ".join(
             f"{h}: {v['factor']}x" for h, v in c["costs"].items())
         print(f"{name:<22} {c['verdict']:>7} {c['ranks'] or '-':>5} "
-              f"{c['allreduce_s'] or '-':>12} {c['budget_s'] or '-':>6} "
+              f"{c['allreduce_s'] or '-':>12} {c['launch_s'] or '-':>8} {c['budget_s'] or '-':>6} "
               f"{c['predicted_s'] or '-':>9} {','.join(map(str, c['sizes_mib'])):>10}  {extra}")
     with open(args.out, "w") as fh:
         json.dump({"hosts": args.hosts, "rate": args.rate, "slow_rate": args.slow_rate,

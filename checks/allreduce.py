@@ -129,9 +129,9 @@ def _slow_hosts(cluster: Cluster) -> list[str]:
     net = cluster.network
     survey = localise.measured(net.links) if net else []
     limits = cluster.policy.limits
+    line = net.line_bps() if net else None
     threshold = localise.suspect_threshold(survey, limits.link_fail_ratio,
-                                              limits.link_min_gbps * 1e9)
+                                              limits.link_min_gbps * 1e9, line)
     if threshold is None:
         return []
-    return sorted(localise.localise(survey, threshold, net.line_bps() if net else None)
-                  .slow_hosts)
+    return sorted(localise.localise(survey, threshold, line).slow_hosts)

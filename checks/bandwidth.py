@@ -47,9 +47,9 @@ def _status(bps: float, ref: float | None, limits: Limits) -> Status:
 def _confirmed(bps: float, ref: float | None, healthy_low: float | None,
                limits: Limits) -> Status:
     """The status a retest earns: below the median host's tiers, and also clearly below what
-    the cluster's healthy hosts reach (link_warn_ratio of the slowest one's best link), so
-    that links as uneven as this cluster's healthy ones (CPU-bound streams, a busy bridge)
-    are never called slow. The absolute floor holds whatever the spread."""
+    the cluster's healthy links reach (link_warn_ratio of the slowest one), so that links as
+    uneven as this cluster's healthy ones (CPU-bound streams, a busy bridge) are never
+    called slow. The absolute floor holds whatever the spread."""
     status = _status(bps, ref, limits)
     below_floor = bool(limits.link_min_gbps) and bps < limits.link_min_gbps * 1e9
     if status is Status.PASS or below_floor or healthy_low is None:
@@ -61,17 +61,18 @@ def _transient(bps: float, ref: float | None, low: float | None, limits: Limits)
     """Why a retest cleared a suspect: fine outright, or within the healthy hosts' spread."""
     if _status(bps, ref, limits) is Status.PASS or low is None:
         return "transient (contention during the survey)"
-    return (f"within the spread of this cluster's healthy hosts (the slowest's best link "
+    return (f"within the spread of this cluster's healthy links (the slowest "
             f"{rate(low)}): not a clear deficit")
 
 
 def _healthy_low(survey: Sequence[LinkRun], loc: localise.Localisation) -> float | None:
-    """Returns the best link of the slowest host that no suspicion names (None: none left)."""
-    out, into = localise.best_by_host(survey)
-    suspects = set(loc.slow_hosts) | {h for p in loc.slow_paths for h in p}
-    bests = [max(out.get(h, 0.0), into.get(h, 0.0)) for h in set(out) | set(into)
-             if h not in suspects]
-    return min(bests) if bests else None
+    """Returns the slowest survey link that no suspicion names: neither end a slow host, not
+    a slow path itself (None: none left). It is the cluster's own noise: on links that the
+    CPU bounds (one stream, one core), healthy pairs differ by a third run after run."""
+    healthy = [r.bps for r in survey if r.bps is not None
+               and r.sender not in loc.slow_hosts and r.receiver not in loc.slow_hosts
+               and (r.sender, r.receiver) not in loc.slow_paths]
+    return min(healthy) if healthy else None
 
 
 def _yardstick(ref: float | None, limits: Limits) -> str:
@@ -98,14 +99,15 @@ def _judged(cluster: Cluster, net: NetworkTests) -> Iterator[Finding]:
     survey = localise.measured(net.links)
     if not survey:
         return
-    ref = localise.reference_bps(survey)
+    line = net.line_bps()
+    ref = localise.reference_bps(survey, line)
     threshold = localise.suspect_threshold(survey, limits.link_warn_ratio,
-                                              limits.link_min_gbps * 1e9)
+                                              limits.link_min_gbps * 1e9, line)
     named: set[str] = set()
     loc = None
     cleared: set[tuple[str, ...]] = set()  # suspect paths a retest alone found fine
     if threshold is not None:
-        loc = localise.localise(survey, threshold, net.line_bps())
+        loc = localise.localise(survey, threshold, line)
         low = _healthy_low(survey, loc)
         for host, directions in loc.slow_hosts.items():
             f = _slow_host(host, directions, survey, net.links, ref, low, limits)

@@ -94,6 +94,7 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
            if opts.write_log else None)
     connections: dict[str, Any] = {}
     network: Optional[NetworkTests] = None
+    ips: dict[str, str] = {}  # resolved once, after collection: the plan is made twice
 
     def answered(outcome: HostOutcome, done: int, total: int) -> None:
         if log is not None:
@@ -104,6 +105,7 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
         outcomes = collect(hosts, collect_opts, on_result=answered, connections=connections)
         collect_interrupted = any(o.failure and o.failure.stage is Stage.INTERRUPTED
                                   for o in outcomes)
+        ips = _ips(hosts)
         if active and opts.network is not None and not collect_interrupted:
             remotes = {name: SshRemote(name, conn, collect_opts.connect_timeout)
                        for name, conn in connections.items()}
@@ -113,7 +115,7 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
             # The all-reduce certifies the hosts the job would use: what the checks so far
             # leave out (a confirmed slow link, another stack) is not a rank.
             try:
-                keep = left_out_so_far(opts.policy, audit, hosts, outcomes, network)
+                keep = left_out_so_far(opts.policy, audit, ips, outcomes, network)
                 network = run_allreduce_stage(network, outcomes, remotes, opts.network, keep,
                                               on_step=progress.step)
             except KeyboardInterrupt:  # between the stages: what the links measured stays
@@ -126,16 +128,16 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
             conn.close()
     interrupted = collect_interrupted or bool(network and network.interrupted)
     return judged(opts, command, audit, hosts, outcomes, network, started,
-                  round(time.time() - started, 3), interrupted, log)
+                  round(time.time() - started, 3), interrupted, log, ips)
 
 
-def left_out_so_far(policy: Policy, audit: Optional[Audit], hosts: Sequence[Host],
+def left_out_so_far(policy: Policy, audit: Optional[Audit], ips: Mapping[str, str],
                     outcomes: Sequence[HostOutcome], network: NetworkTests) -> dict[str, str]:
     """Returns {host: why} for the hosts the plan leaves out on what is known before the
     all-reduce (facts, iperf3): its first reason each."""
     cluster = Cluster(tuple(outcomes), policy, network, audit)
     findings = run_checks(cluster, [c for c in ALL_CHECKS if c.name != allreduce.NAME])
-    plan = make_plan(cluster, findings, _ips(hosts))
+    plan = make_plan(cluster, findings, ips)
     return {h: reasons[0] for h, reasons in plan.excluded.items()}
 
 
@@ -146,11 +148,13 @@ def _ips(hosts: Sequence[Host]) -> dict[str, str]:
 def judged(opts: CheckOptions, command: str, audit: Optional[Audit], hosts: Sequence[Host],
            outcomes: Sequence[HostOutcome], network: Optional[NetworkTests], started: float,
            duration: Optional[float], interrupted: bool,
-           log: Optional[runlog.RunLog] = None) -> CheckRun:
-    """Checks, plan, verdict and report document of what a run learned (live or logged)."""
+           log: Optional[runlog.RunLog] = None,
+           ips: Optional[Mapping[str, str]] = None) -> CheckRun:
+    """Checks, plan, verdict and report document of what a run learned (live or logged);
+    ips: the hosts' addresses as the run resolved them (resolved here when not given)."""
     cluster = Cluster(tuple(outcomes), opts.policy, network, audit)
     findings = run_checks(cluster)
-    plan = make_plan(cluster, findings, _ips(hosts))
+    plan = make_plan(cluster, findings, _ips(hosts) if ips is None else ips)
     judgement = judge(cluster, findings, plan, opts.fail_on)
     meta: dict[str, Any] = {
         "command": command, "started_at": started, "duration_s": duration,

@@ -77,6 +77,7 @@ class Cluster:
     paddle_a = PADDLE_A
     paddle_b = PADDLE_B
     starved_cores = STARVED_CORES
+    link_rate = LINK_RATE
     bad_ifname = BAD_IFNAME
     stuck_shell_s = STUCK_SHELL_S
     drift_clock_s = DRIFT_CLOCK_S

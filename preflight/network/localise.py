@@ -48,16 +48,24 @@ def best_by_host(runs: Sequence[LinkRun]) -> tuple[dict[str, float], dict[str, f
     return out, into
 
 
-def reference_bps(runs: Sequence[LinkRun]) -> float | None:
-    """Returns the median over hosts of each host's best link, or None with too few hosts.
+def reference_bps(runs: Sequence[LinkRun], line_bps: Optional[Mapping[str, float]] = None,
+                  ) -> float | None:
+    """Returns the median over hosts of each host's best link, or None with too few hosts;
+    never above the median host's negotiated NIC speed where most hosts report one.
 
     A median of hosts' bests, not of all links: in a ring of three, a slow host touches two
-    links of three, and a median of links would call the slow figure normal."""
+    links of three, and a median of links would call the slow figure normal. Figures above
+    what the NICs negotiated measure something else than the links (virtual NICs, CPU-bound
+    single streams between them): a link is then judged against its line rate."""
     out, into = best_by_host(runs)
     hosts = set(out) | set(into)
     if len(hosts) < MIN_HOSTS_RELATIVE:
         return None
-    return statistics.median(max(out.get(h, 0.0), into.get(h, 0.0)) for h in hosts)
+    ref = statistics.median(max(out.get(h, 0.0), into.get(h, 0.0)) for h in hosts)
+    line = [(line_bps or {})[h] for h in hosts if h in (line_bps or {})]
+    if 2 * len(line) > len(hosts):
+        ref = min(ref, statistics.median(line))
+    return ref
 
 
 # A link carrying this share of what its NICs negotiated runs at line rate: below the
@@ -95,10 +103,10 @@ def localise(runs: Sequence[LinkRun], threshold_bps: float,
 
 
 def suspect_threshold(runs: Sequence[LinkRun], warn_ratio: float, floor_bps: float,
-                      ) -> float | None:
+                      line_bps: Optional[Mapping[str, float]] = None) -> float | None:
     """Returns the figure below which a link is suspect: warn_ratio of the reference, or the
     absolute floor if higher; None when there is neither (too few hosts, no floor)."""
-    ref = reference_bps(runs)
+    ref = reference_bps(runs, line_bps)
     candidates = [floor_bps] if floor_bps > 0 else []
     if ref is not None:
         candidates.append(warn_ratio * ref)

@@ -91,7 +91,7 @@ def retest_pairs(survey: Sequence[LinkRun], limits: Limits,
     that passed, and each slow path itself."""
     runs = localise.measured(survey)
     threshold = localise.suspect_threshold(runs, limits.link_warn_ratio,
-                                              limits.link_min_gbps * 1e9)
+                                              limits.link_min_gbps * 1e9, line_bps)
     if threshold is None:
         return []
     loc = localise.localise(runs, threshold, line_bps)

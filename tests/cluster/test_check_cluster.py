@@ -172,7 +172,9 @@ def test_host_hung_after_connecting_is_cut_off_at_deadline(cluster):
     # (and the probe's own time limit) can start: only the controller's deadline ends it.
     inv = cluster.inventory("stuck.yaml", ["good1", "good2", "stuck"])
     deadline = 5
-    run = cluster.preflight("check", "-i", inv, "--deadline", str(deadline))
+    # --no-paddle: the healthy hosts' Paddle import alone takes ~2 s of a 5 s deadline on
+    # this 2-core machine; what this test names is the stuck host's cut-off.
+    run = cluster.preflight("check", "-i", inv, "--deadline", str(deadline), "--no-paddle")
     assert run.wall_s < deadline + 4, f"run took {run.wall_s:.1f} s"
     assert run.rc == 1, run.stdout + run.stderr
     finding = by_host(run, "reachable")["stuck"]
@@ -267,10 +269,11 @@ def test_version_pins(cluster):
     assert {h for f in run.findings("pins", "pass") for h in f["hosts"]} == {"good1", "good2"}
 
 
-def test_a_healthy_cluster_gated_on_warnings_is_go_run_after_run(cluster):
-    # The CI gate the README recommends: warnings block. Healthy hosts on alike links must
-    # not draw any (retransmits are how TCP finds a link's speed; noise is not a deficit).
-    inv = cluster.inventory("gate.yaml", GOOD)
+def gated_twice(cluster, name):
+    """The CI gate the README recommends, twice: warnings block. Healthy hosts on alike links
+    must not draw any (retransmits are how TCP finds a link's speed; noise is not a deficit;
+    the single-stream iperf3 on unshaped links is CPU-bound and uneven)."""
+    inv = cluster.inventory(name, GOOD)
     for attempt in (1, 2):
         run = cluster.preflight("check", "-i", inv, "--fail-on", "warn", "--iperf-seconds", "1",
                                 "--allreduce-sizes", "1,8", network=True)
@@ -278,3 +281,20 @@ def test_a_healthy_cluster_gated_on_warnings_is_go_run_after_run(cluster):
                     if f["status"] != "pass"]
         assert run.rc == 0, (attempt, blocking, run.stderr[-2000:])
         assert run.report["verdict"] == "go" and not blocking, (attempt, blocking)
+
+
+def test_a_healthy_cluster_gated_on_warnings_is_go_run_after_run(cluster):
+    # The session's links are shaped alike (tc tbf, link_rate): TCP overflows the shaper's
+    # queue to find the rate, so every link retransmits; none is a defect.
+    gated_twice(cluster, "gate.yaml")
+
+
+def test_a_healthy_cluster_on_unshaped_links_gated_on_warnings_is_go(cluster):
+    # No shaping: single-stream iperf3 is CPU-bound on this machine, its figures uneven.
+    try:
+        for host in GOOD:
+            cluster.tb.unthrottle(host)
+        gated_twice(cluster, "gate-unshaped.yaml")
+    finally:
+        for host in GOOD:
+            cluster.tb.throttle(host, cluster.link_rate)

@@ -19,6 +19,40 @@ class BadValue(ValueError):
     pass
 
 
+# More hosts than any cluster has: a range past it is a typo (node[1-100000]), refused before
+# it is expanded, not a run that fans out to a hundred thousand names.
+MAX_HOSTS = 20_000
+_BRACKET = re.compile(r"\[([^\]]*)\]")
+
+
+def hostlist_size(pattern: str) -> int:
+    """Returns how many names a Slurm hostlist expands to, without expanding it (a bound:
+    ranges multiply across brackets; comma-separated lists add)."""
+    total = 0
+    for part in re.split(r",(?![^\[]*\])", pattern):
+        n = 1
+        for body in _BRACKET.findall(part):
+            count = 0
+            for item in body.split(","):
+                lo, _, hi = item.partition("-")
+                if lo.strip().isdigit() and hi.strip().isdigit():
+                    count += abs(int(hi) - int(lo)) + 1
+                else:
+                    count += 1
+            n *= max(count, 1)
+        total += n
+    return total
+
+
+def bounded_hostlist(pattern: str) -> str:
+    """Refuses a hostlist that would expand past MAX_HOSTS names."""
+    size = hostlist_size(pattern)
+    if size > MAX_HOSTS:
+        raise BadValue(f"{pattern!r:.80} expands to {size:,} hosts, more than the "
+                       f"{MAX_HOSTS:,} preflight accepts (a typo in a range?)")
+    return pattern
+
+
 def host_name(v: str) -> str:
     if not NAME_RE.match(v):
         raise BadValue(f"{v!r:.80} is not a valid host name (letters, digits, '.', '_', '-')")
@@ -63,6 +97,24 @@ def file_path(v: Any) -> str:
         raise BadValue("expected a file path")
     return v
 
+
+def jump(v: Any) -> str:
+    """A ProxyJump value: '[user@]host[:port]' hops separated by commas, or 'none'."""
+    if not isinstance(v, str) or not v.strip():
+        raise BadValue("expected [user@]host[:port], hops separated by commas")
+    for hop in v.split(","):
+        m = JUMP_RE.match(hop.strip())
+        if not m or (v.strip().lower() != "none" and m.group(2).startswith("-")):
+            raise BadValue(f"{hop!r:.80} is not [user@]host[:port]")
+        if m.group(1):
+            user(m.group(1))
+        if m.group(3) and not 1 <= int(m.group(3)) <= 65535:
+            raise BadValue(f"{hop!r:.80}: port out of range")
+    return v.strip()
+
+
+JUMP_RE = re.compile(r"^(?:([^@\s]+)@)?([A-Za-z0-9_][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.]+\])"
+                     r"(?::(\d{1,5}))?$")
 
 ROLES = ("worker", "server")
 

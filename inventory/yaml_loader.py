@@ -10,28 +10,32 @@ import hostlist
 from preflight.config.yamlfile import line_of
 from preflight.config.yamlfile import read as read_yaml
 from preflight.inventory import validate as V
+from preflight.inventory.entry import Entry, Inventory
 from preflight.inventory.errors import InventoryError
-from preflight.model.host import Host
 
 TOP_KEYS = {"defaults", "hosts"}
-HOST_KEYS = {"address", "user", "port", "identity_file", "known_hosts", "python",
+HOST_KEYS = {"address", "user", "port", "identity_file", "known_hosts", "jump", "python",
              "probe_python", "roles"}
-DEFAULT_KEYS = HOST_KEYS - {"address"}
+DEFAULT_KEYS = (HOST_KEYS - {"address"}) | {"ssh_config"}
 VALIDATORS = {
     "address": V.address, "user": V.user, "port": V.port,
-    "identity_file": V.file_path, "known_hosts": V.file_path,
+    "identity_file": V.file_path, "known_hosts": V.file_path, "jump": V.jump,
     "python": V.command_path, "probe_python": V.command_path, "roles": V.roles,
+    "ssh_config": V.file_path,
 }
+# What is not set here is left to the user's OpenSSH config, then to OpenSSH's defaults
+# (resolve.py): the user is the current one, never root by assumption.
 BUILTIN_DEFAULTS: dict[str, Any] = {
-    "user": "root", "port": 22, "identity_file": None,
-    "known_hosts": "~/.ssh/known_hosts", "python": "python3", "probe_python": "python3",
-    "roles": V.ROLES,
+    "user": None, "port": None, "identity_file": None, "known_hosts": None, "jump": None,
+    "python": "python3", "probe_python": "python3", "roles": V.ROLES,
 }
 
 
 def _expand(path: str, pattern: str, host: str, field: str, line: Optional[int]) -> list[str]:
     try:
-        return list(hostlist.expand_hostlist(pattern))
+        return list(hostlist.expand_hostlist(V.bounded_hostlist(pattern)))
+    except V.BadValue as e:
+        raise InventoryError(path, str(e), host, field, line) from None
     except hostlist.BadHostlist as e:
         raise InventoryError(path, f"bad hostlist range {pattern!r}: {e}", host, field,
                              line) from None
@@ -61,9 +65,9 @@ def _validated(path: str, d: Any, host: Optional[str]) -> dict[str, Any]:
     return out
 
 
-def load_yaml(path: str) -> list[Host]:
-    """Returns the hosts of a YAML inventory; raises InventoryError naming file/host/field."""
-    doc = read_yaml(path, InventoryError)
+def load_yaml(path: str, doc: Any = None) -> Inventory:
+    """Returns the entries of a YAML inventory; raises InventoryError naming file/host/field."""
+    doc = read_yaml(path, InventoryError) if doc is None else doc
     if not isinstance(doc, dict):
         raise InventoryError(path, "expected a mapping with 'hosts' (and optional 'defaults')")
     _check_keys(path, doc, TOP_KEYS, None)
@@ -77,7 +81,7 @@ def load_yaml(path: str) -> list[Host]:
         raise InventoryError(path, "expected a non-empty mapping of host names", None, "hosts",
                              line_of(doc, "hosts"))
     base_dir = os.path.dirname(os.path.abspath(path))
-    hosts: list[Host] = []
+    hosts: list[Entry] = []
     seen: dict[str, str] = {}
     for pattern, entry in raw_hosts.items():
         line = line_of(raw_hosts, pattern)
@@ -87,6 +91,7 @@ def load_yaml(path: str) -> list[Host]:
             raise InventoryError(path, "expected a mapping of host settings", pattern, None, line)
         _check_keys(path, entry, HOST_KEYS, pattern)
         names = _expand(path, pattern, pattern, "name", line)
+        # No address: the name is what ssh is given (an ssh_config alias, or a DNS name).
         raw_address = entry.get("address", pattern)
         if not isinstance(raw_address, str):
             raise InventoryError(path, "expected an IP address or DNS name", pattern, "address",
@@ -99,13 +104,14 @@ def load_yaml(path: str) -> list[Host]:
                 line_of(entry, "address") or line)
         settings = dict(defaults, **_validated(path, {k: v for k, v in entry.items()
                                                       if k != "address"}, pattern))
+        addr: Optional[str]
         for name, addr in zip(names, addresses):
             try:
                 V.host_name(name)
             except V.BadValue as e:
                 raise InventoryError(path, str(e), name, "name", line) from None
             try:
-                addr = V.address(addr)
+                addr = V.address(addr) if "address" in entry else None
             except V.BadValue as e:
                 raise InventoryError(path, str(e), name, "address",
                                      line_of(entry, "address") or line) from None
@@ -113,10 +119,12 @@ def load_yaml(path: str) -> list[Host]:
                 raise InventoryError(path, f"duplicate host (also from {seen[name]!r})", name,
                                      "name", line)
             seen[name] = pattern
-            hosts.append(Host(
+            hosts.append(Entry(
                 name=name, address=addr, user=settings["user"], port=settings["port"],
                 identity_file=_resolve_file(settings["identity_file"], base_dir),
                 known_hosts=_resolve_file(settings["known_hosts"], base_dir),
-                python=settings["python"], probe_python=settings["probe_python"],
-                roles=settings["roles"]))
-    return hosts
+                jump=settings["jump"], python=settings["python"],
+                probe_python=settings["probe_python"], roles=settings["roles"],
+                path=path, line=line))
+    return Inventory(tuple(hosts), path, _resolve_file(defaults.get("ssh_config"), base_dir),
+                     "yaml")

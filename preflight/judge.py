@@ -49,13 +49,13 @@ def rejudged(doc: Mapping[str, Any], fail_on: str) -> dict[str, Any]:
 
 
 def judge(cluster: Cluster, findings: Sequence[Finding], plan: Optional[Plan] = None,
-          fail_on: str = "fail") -> Judgement:
+          fail_on: str = "fail", waived: Sequence[str] = ()) -> Judgement:
     """Returns GO only when no finding blocks and every host was checked.
 
     When the job is sized (--nnodes, --server-num, --trainer-num), the question is whether
     that job fits: findings about hosts the plan left out no longer block, and the plan must
     fit. A finding that names no host (or a crashed check) always blocks. With fail_on
-    "warn", warnings block too."""
+    "warn", warnings block too. Waived checks did not run; the judgement names them."""
     blocking = [f for f in findings if f.status in blocking_statuses(fail_on)]
     sized = plan is not None and plan.shape.explicit
     if sized:
@@ -75,4 +75,4 @@ def judge(cluster: Cluster, findings: Sequence[Finding], plan: Optional[Plan] = 
         if not plan.nodes and not plan.lacks:
             reasons.append("plan: no host fits the job")
     verdict = Verdict.NO_GO if reasons else Verdict.GO
-    return Judgement(verdict, tuple(findings), tuple(reasons))
+    return Judgement(verdict, tuple(findings), tuple(reasons), tuple(waived))

@@ -40,7 +40,16 @@ class LaunchOptions:
     accept_new_host_keys: bool = False
 
 
-def load_plan(path: str, ignore_verdict: bool = False) -> tuple[list[Node], Optional[str]]:
+@dataclass(frozen=True)
+class Source:
+    """The inventory a report was made from, and how it was read."""
+
+    inventory: Optional[str] = None
+    fmt: str = "auto"
+    ssh_config: Optional[str] = None
+
+
+def load_plan(path: str, ignore_verdict: bool = False) -> tuple[list[Node], Source]:
     """Returns (the plan's nodes, the inventory the report was made from) of a JSON report;
     raises InputError naming the file and the field."""
     doc = Fields(path, jsonreport.read(path))
@@ -56,8 +65,12 @@ def load_plan(path: str, ignore_verdict: bool = False) -> tuple[list[Node], Opti
         plan.fail("the plan has no hosts", "nodes")
     nodes = [_node(Fields(path, n, f"plan.nodes[{i}]") if isinstance(n, dict) else plan, i, n)
              for i, n in enumerate(raw)]
-    inventory = doc.data.get("inventory")
-    return nodes, inventory if isinstance(inventory, str) else None
+    def text(key: str) -> Optional[str]:
+        value = doc.data.get(key)
+        return value if isinstance(value, str) else None
+
+    return nodes, Source(text("inventory"), text("inventory_format") or "auto",
+                         text("ssh_config"))
 
 
 def _node(f: Fields, i: int, n: Any) -> Node:

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from preflight import runlog
-from preflight.checks import ALL_CHECKS, allreduce
+from preflight.checks import ALL_CHECKS, CheckSpec, allreduce
 from preflight.collect.fanout import CollectOptions, collect, local_host
 from preflight.collect.remote import SshRemote
+from preflight.collect.ssh import close_gateways
 from preflight.config.errors import UsageError
 from preflight.inventory import load
 from preflight.judge import judge, run_checks
@@ -32,6 +33,7 @@ from preflight.network.orchestrate import (
 )
 from preflight.placement.planner import plan as make_plan
 from preflight.report import jsonreport, terminal
+from preflight.report.jsonreport import STDOUT
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,11 @@ class CheckOptions:
 
     policy: Policy = field(default_factory=Policy)
     inventory: Optional[str] = None  # None: this machine, audited locally without SSH
+    inventory_format: str = "auto"  # how -i is read (inventory.FORMATS)
+    ssh_config: Optional[str] = None  # -F: the OpenSSH config (None: the usual ones)
+    limit: Optional[str] = None  # --limit PATTERN
+    skip: tuple[str, ...] = ()  # checks waived (--skip): not run, and named in every report
+    connect_timeout_given: bool = False  # --connect-timeout beats the config's ConnectTimeout
     python: str = "python3"  # the local audit's training interpreter
     collect: CollectOptions = CollectOptions()
     network: Optional[NetworkOptions] = NetworkOptions()  # None: no active tests
@@ -68,22 +75,63 @@ class CheckRun:
 
 
 def check_outputs(outputs: Mapping[str, Optional[str]]) -> None:
-    """Refuses, before anything runs, an output file whose directory does not exist."""
+    """Refuses, before anything runs, an output that could not be written at the end: a
+    missing or unwritable directory, a directory where a file goes (a file where
+    --emit-launch's directory goes), '-' (standard output) for two reports at once."""
+    to_stdout = [flag for flag, path in outputs.items() if path == STDOUT]
+    if len(to_stdout) > 1:
+        raise UsageError(f"{' and '.join(to_stdout)}: only one report can go to standard "
+                         "output ('-')")
     for flag, path in outputs.items():
-        parent = os.path.dirname(os.path.abspath(path)) if path else None
-        if parent and not os.path.isdir(parent):
+        if not path or path == STDOUT:
+            continue
+        if os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+            continue  # a pipe or a device (/dev/stdout): written as it is
+        is_dir = flag == "--emit-launch"
+        real = os.path.realpath(path)
+        if is_dir and os.path.exists(real) and not os.path.isdir(real):
+            raise UsageError(f"{flag} {path}: not a directory")
+        if not is_dir and os.path.isdir(real):
+            raise UsageError(f"{flag} {path}: is a directory (give a file name)")
+        parent = os.path.dirname(real)
+        if not os.path.isdir(parent):
             raise UsageError(f"{flag} {path}: directory {parent} does not exist")
+        writable = real if is_dir and os.path.isdir(real) else parent
+        if not os.access(writable, os.W_OK | os.X_OK):
+            raise UsageError(f"{flag} {path}: directory {writable} is not writable")
 
 
 def _inventory_path(opts: CheckOptions) -> Optional[str]:
-    return os.path.abspath(opts.inventory) if opts.inventory else None
+    """The inventory as a report records it: a file's absolute path, else as given."""
+    if opts.inventory and os.path.isfile(opts.inventory):
+        return os.path.abspath(opts.inventory)
+    return opts.inventory
+
+
+def load_hosts(opts: CheckOptions) -> list[Host]:
+    """The hosts of the run: the inventory's as SSH reaches them, or this machine."""
+    if not opts.inventory and opts.inventory_format != "slurm":
+        return [local_host(python=opts.python)]
+    hosts = load(opts.inventory, opts.inventory_format, opts.ssh_config, opts.limit)
+    return cli_timeout_wins(hosts) if opts.connect_timeout_given else hosts
+
+
+def cli_timeout_wins(hosts: Sequence[Host]) -> list[Host]:
+    """The hosts with their config's ConnectTimeout dropped, their hops' too: a
+    --connect-timeout given on the command line wins over the OpenSSH config."""
+    return [replace(h, connect_timeout=None, jump=tuple(
+        replace(j, connect_timeout=None) for j in h.jump)) for h in hosts]
+
+
+def checks_to_run(skip: Sequence[str]) -> list[CheckSpec]:
+    return [c for c in ALL_CHECKS if c.name not in skip]
 
 
 def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
         argv: Sequence[str] = ()) -> CheckRun:
     """Runs one check; returns everything it learned. Each host's answer and each
     measurement goes to the results log as it arrives."""
-    hosts = load(opts.inventory) if opts.inventory else [local_host(python=opts.python)]
+    hosts = load_hosts(opts)
     check_outputs(opts.outputs)
     # The active tests need peers: a local audit of one machine has none.
     active = opts.network is not None and len(hosts) > 1
@@ -105,7 +153,7 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
         outcomes = collect(hosts, collect_opts, on_result=answered, connections=connections)
         collect_interrupted = any(o.failure and o.failure.stage is Stage.INTERRUPTED
                                   for o in outcomes)
-        ips = _ips(hosts)
+        ips = _ips(outcomes)
         if active and opts.network is not None and not collect_interrupted:
             remotes = {name: SshRemote(name, conn, collect_opts.connect_timeout)
                        for name, conn in connections.items()}
@@ -115,7 +163,7 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
             # The all-reduce certifies the hosts the job would use: what the checks so far
             # leave out (a confirmed slow link, another stack) is not a rank.
             try:
-                keep = left_out_so_far(opts.policy, audit, ips, outcomes, network)
+                keep = left_out_so_far(opts.policy, audit, ips, outcomes, network, opts.skip)
                 network = run_allreduce_stage(network, outcomes, remotes, opts.network, keep,
                                               on_step=progress.step)
             except KeyboardInterrupt:  # between the stages: what the links measured stays
@@ -126,23 +174,28 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
         progress.close()
         for conn in connections.values():
             conn.close()
+        close_gateways()
     interrupted = collect_interrupted or bool(network and network.interrupted)
     return judged(opts, command, audit, hosts, outcomes, network, started,
                   round(time.time() - started, 3), interrupted, log, ips)
 
 
 def left_out_so_far(policy: Policy, audit: Optional[Audit], ips: Mapping[str, str],
-                    outcomes: Sequence[HostOutcome], network: NetworkTests) -> dict[str, str]:
+                    outcomes: Sequence[HostOutcome], network: NetworkTests,
+                    skip: Sequence[str] = ()) -> dict[str, str]:
     """Returns {host: why} for the hosts the plan leaves out on what is known before the
     all-reduce (facts, iperf3): its first reason each."""
     cluster = Cluster(tuple(outcomes), policy, network, audit)
-    findings = run_checks(cluster, [c for c in ALL_CHECKS if c.name != allreduce.NAME])
+    findings = run_checks(cluster, [c for c in checks_to_run(skip)
+                                    if c.name != allreduce.NAME])
     plan = make_plan(cluster, findings, ips)
     return {h: reasons[0] for h, reasons in plan.excluded.items()}
 
 
-def _ips(hosts: Sequence[Host]) -> dict[str, str]:
-    return {h.name: ip for h in hosts if (ip := resolve_ip(h.address)) is not None}
+def _ips(outcomes: Sequence[HostOutcome]) -> dict[str, str]:
+    """Each host's IP: where SSH reached it, else its address resolved here."""
+    return {o.host.name: ip for o in outcomes
+            if (ip := o.ip or resolve_ip(o.host.address)) is not None}
 
 
 def judged(opts: CheckOptions, command: str, audit: Optional[Audit], hosts: Sequence[Host],
@@ -153,12 +206,13 @@ def judged(opts: CheckOptions, command: str, audit: Optional[Audit], hosts: Sequ
     """Checks, plan, verdict and report document of what a run learned (live or logged);
     ips: the hosts' addresses as the run resolved them (resolved here when not given)."""
     cluster = Cluster(tuple(outcomes), opts.policy, network, audit)
-    findings = run_checks(cluster)
-    plan = make_plan(cluster, findings, _ips(hosts) if ips is None else ips)
-    judgement = judge(cluster, findings, plan, opts.fail_on)
+    findings = run_checks(cluster, checks_to_run(opts.skip))
+    plan = make_plan(cluster, findings, _ips(outcomes) if ips is None else ips)
+    judgement = judge(cluster, findings, plan, opts.fail_on, waived=opts.skip)
     meta: dict[str, Any] = {
         "command": command, "started_at": started, "duration_s": duration,
-        "inventory": _inventory_path(opts), "interrupted": interrupted,
+        "inventory": _inventory_path(opts), "inventory_format": opts.inventory_format,
+        "ssh_config": opts.ssh_config, "limit": opts.limit, "interrupted": interrupted,
         "fail_on": opts.fail_on}
     if audit is not None:
         b = audit.baseline

@@ -241,9 +241,19 @@ def _typed(path: str, records: list[tuple[int, dict[str, Any]]]) -> LoggedRun:
 
 
 def _host(d: dict[str, Any]) -> Host:
+    """A host as a log recorded it (logs of earlier versions had one identity_file and one
+    known_hosts file)."""
     d = dict(d)
-    d["roles"] = tuple(d.get("roles") or ())
-    return Host(**d)
+    if "identity_file" in d:
+        one = d.pop("identity_file")
+        d.setdefault("identity_files", [one] if one else [])
+    if isinstance(d.get("known_hosts"), str):
+        d["known_hosts"] = [d["known_hosts"]]
+    for key in ("roles", "identity_files", "known_hosts", "groups"):
+        d[key] = tuple(d.get(key) or ())
+    d["jump"] = tuple(_host(j) for j in d.get("jump") or ())
+    known = set(Host.__dataclass_fields__)
+    return Host(**{k: v for k, v in d.items() if k in known})
 
 
 def _outcome(host: Host, rec: dict[str, Any]) -> HostOutcome:

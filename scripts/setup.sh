@@ -47,4 +47,15 @@ make_env() {
 make_env 3.3.1 paddlepaddle==3.3.1
 # 2.6.2 needs protobuf<5 for parameter-server mode and numpy<2 for its C extensions.
 make_env 2.6.2 paddlepaddle==2.6.2 "protobuf<5" "numpy<2"
-echo "setup done: .venv (preflight), $envs/paddle-3.3.1, $envs/paddle-2.6.2"
+
+# preflight for an unprivileged user: the tests run the controller as a user who is not root,
+# and .venv's interpreter (a pyenv under /root) or this checkout may be where only root can
+# read. Built from Debian's python3 in a directory every user can read, with preflight's
+# dependencies; the tests put a fresh copy of this checkout's preflight before it.
+controller=$envs/controller
+if ! "$controller/bin/python" -c "import fabric, yaml, hostlist" >/dev/null 2>&1; then
+  rm -rf "$controller"
+  /usr/bin/python3 -m venv "$controller"
+  "$controller/bin/pip" install -q --disable-pip-version-check .
+fi
+echo "setup done: .venv (preflight), $envs/paddle-3.3.1, $envs/paddle-2.6.2, $controller"

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,6 +36,16 @@ BAD_IFNAME = "nope0"  # badrank's login shell points gloo at an interface it doe
 # headroom cannot differ between them here (the planner's use of it is unit-tested on facts),
 # so PS-mode runs here turn the per-process needs off.
 SHARED_CPU = "limits: {ps_server_cores: 0, ps_trainer_cores: 0, cpu_busy_ratio: 100}\n"
+
+
+@pytest.fixture
+def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A HOME of the test's own: the machine's ~/.ssh/config must not decide what a test of
+    the OpenSSH config or an inventory sees (each writes the config it means)."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    return home
 
 
 @pytest.fixture(autouse=True, scope="session")

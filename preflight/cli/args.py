@@ -7,8 +7,13 @@ import argparse
 from typing import Optional
 
 from preflight import __version__
+from preflight.checks import ALL_CHECKS
+from preflight.inventory import FORMATS
 from preflight.judge import FAIL_ON
 from preflight.model.baseline import DEFAULT_MAX_AGE_S, DEFAULT_TOLERANCE
+from preflight.report.terminal import COLOR_CHOICES
+
+CHECK_NAMES = tuple(c.name for c in ALL_CHECKS)
 
 
 def positive(kind: type[float] | type[int]):  # type: ignore[no-untyped-def]
@@ -70,17 +75,40 @@ def fraction(text: str) -> float:
     return v
 
 
+INVENTORY_HELP = ("the hosts: preflight YAML, an Ansible inventory (INI or YAML) or a "
+                  "hostfile (told apart by content), or hosts named here: -i 'node[01-16]', "
+                  "-i a,b,c")
+
+
+def _inventory_options(c: argparse.ArgumentParser, help_text: str,
+                       required: bool = False) -> None:
+    """Where the hosts come from and how SSH reaches them (check, baseline, audit, launch)."""
+    c.add_argument("-i", "--inventory", required=required, help=help_text)
+    c.add_argument("--inventory-format", choices=FORMATS, default="auto", metavar="FMT",
+                   help="read -i as: " + ", ".join(FORMATS) + " (default auto: by content; "
+                   "slurm: the hosts of $SLURM_JOB_NODELIST, or of -i as a Slurm nodelist)")
+    c.add_argument("-F", "--ssh-config", metavar="FILE",
+                   help="OpenSSH client config to read (default: the inventory's ssh_config, "
+                   "else ~/.ssh/config and /etc/ssh/ssh_config; 'none': no config). Host "
+                   "aliases, HostName, User, Port, IdentityFile, ProxyJump, ConnectTimeout, "
+                   "UserKnownHostsFile and HostKeyAlias apply; the inventory's values win")
+
+
 def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False) -> None:
     """The options of a check run, shared by check, baseline and audit."""
-    if inventory_required:
-        c.add_argument("-i", "--inventory", required=True, help="inventory file (YAML)")
-    else:
-        c.add_argument("-i", "--inventory", help="inventory file (YAML); without it, this "
-                       "machine is audited locally, without SSH")
+    _inventory_options(c, INVENTORY_HELP + ("" if inventory_required else "; without it, "
+                       "this machine is audited locally, without SSH"), inventory_required)
+    c.add_argument("--limit", metavar="PATTERN",
+                   help="check only these hosts: names, groups, wildcards or ranges, "
+                   "comma-separated; !PAT leaves out, &PAT intersects (as Ansible's --limit)")
+    c.add_argument("--skip", action="append", default=[], metavar="CHECK",
+                   choices=CHECK_NAMES, help="waive a check (repeatable): it does not run, "
+                   "and every report says it was waived. Checks: " + ", ".join(CHECK_NAMES))
     c.add_argument("--forks", type=positive(int), default=32,
                    help="hosts probed at once (default: 32)")
-    c.add_argument("--connect-timeout", type=positive(float), default=10.0, metavar="S",
-                   help="TCP connect, SSH banner and auth timeout in seconds (default: 10)")
+    c.add_argument("--connect-timeout", type=positive(float), default=None, metavar="S",
+                   help="TCP connect, SSH banner and auth timeout in seconds (default: the "
+                   "OpenSSH config's ConnectTimeout, else 10)")
     c.add_argument("--deadline", type=positive(float), default=60.0, metavar="S",
                    help="per-host limit from connect to facts, in seconds (default: 60)")
     c.add_argument("--accept-new-host-keys", action="store_true",
@@ -153,6 +181,11 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
     c.add_argument("--no-log", action="store_true", help="write no results log")
     c.add_argument("--no-progress", action="store_true", help="no live progress line")
     c.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    c.add_argument("-q", "--quiet", action="store_true",
+                   help="print only the verdict line (the exit code says the rest)")
+    c.add_argument("--color", choices=COLOR_CHOICES, default="auto",
+                   help="colour the output: auto (a terminal, unless NO_COLOR is set or "
+                   "TERM=dumb), always or never")
 
 
 def _report_options(c: argparse.ArgumentParser, fail_on_default: Optional[str] = "fail",
@@ -217,13 +250,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "preflight launch --plan report.json -- train.py ARGS")
     la.add_argument("--plan", required=True, metavar="REPORT",
                     help="JSON report of preflight check (its plan is run)")
-    la.add_argument("-i", "--inventory", help="inventory for the SSH settings (default: the "
-                    "one the report was made from)")
+    _inventory_options(la, "inventory for the SSH settings (default: the one the report "
+                       "was made from, read as it was)")
     la.add_argument("--chdir", metavar="DIR", help="directory on every host to launch from "
                     "(default: the login directory)")
     la.add_argument("--timeout", type=positive(float), metavar="S",
                     help="stop the job on every host after S seconds (default: no limit)")
-    la.add_argument("--connect-timeout", type=positive(float), default=10.0, metavar="S")
+    la.add_argument("--connect-timeout", type=positive(float), default=None, metavar="S")
     la.add_argument("--accept-new-host-keys", action="store_true")
     la.add_argument("--ignore-verdict", action="store_true",
                     help="launch the plan of a NO-GO report")

@@ -7,12 +7,13 @@ import argparse
 import sys
 import time
 from dataclasses import replace
-from typing import Any, Optional
+from typing import Any, Optional, TextIO
 
 from preflight import judge, pipeline, runlog
 from preflight.cli.args import build_parser
 from preflight.collect.fanout import CollectOptions
 from preflight.collect.remote import SshRemote
+from preflight.collect.ssh import close_gateways
 from preflight.config.errors import InputError, UsageError
 from preflight.config.policy import build as build_policy
 from preflight.history import baseline, diff, profile
@@ -28,8 +29,10 @@ from preflight.network.orchestrate import NetworkOptions
 from preflight.pipeline import CheckOptions, CheckRun
 from preflight.placement import launcher
 from preflight.report import files, jsonreport, summary, terminal
+from preflight.report.jsonreport import STDOUT
 from preflight.report.units import rate
 
+DEFAULT_CONNECT_TIMEOUT = 10.0
 EXIT_GO, EXIT_NO_GO, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
@@ -66,12 +69,17 @@ def check_options(args: argparse.Namespace) -> CheckOptions:
     outputs["--emit-launch"] = getattr(args, "emit_launch", None)
     return CheckOptions(
         policy=policy, inventory=args.inventory, python=args.python,
-        collect=CollectOptions(forks=args.forks, connect_timeout=args.connect_timeout,
+        inventory_format=args.inventory_format, ssh_config=args.ssh_config, limit=args.limit,
+        skip=tuple(dict.fromkeys(args.skip)),
+        connect_timeout_given=args.connect_timeout is not None,
+        collect=CollectOptions(forks=args.forks,
+                               connect_timeout=args.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
                                deadline=args.deadline,
                                accept_new_host_keys=args.accept_new_host_keys,
                                cpu_sample_s=_cpu_sample(args), paddle=not args.no_paddle),
         network=network, fail_on=getattr(args, "fail_on", None) or "fail", outputs=outputs,
-        log=args.log, write_log=not args.no_log, progress=not args.no_progress)
+        log=args.log, write_log=not args.no_log,
+        progress=not (args.no_progress or args.quiet))
 
 
 def _exit_code(run: CheckRun) -> int:
@@ -82,17 +90,31 @@ def _exit_code(run: CheckRun) -> int:
     return EXIT_GO if run.judgement.verdict is Verdict.GO else EXIT_NO_GO
 
 
-def _show(run: CheckRun) -> None:
-    sys.stdout.write(terminal.render(run.judgement, color=sys.stdout.isatty(), plan=run.plan))
+def human_stream(args: argparse.Namespace) -> TextIO:
+    """Where the text for people goes: stderr when a report goes to stdout ('-')."""
+    to_stdout = STDOUT in report_files(args).outputs().values() or \
+        getattr(args, "output", None) == STDOUT
+    return sys.stderr if to_stdout else sys.stdout
+
+
+def _show(run: CheckRun, args: argparse.Namespace) -> None:
+    out = human_stream(args)
+    color = terminal.use_color(args.color, out)
+    if args.quiet:
+        out.write(terminal.verdict_line(run.judgement, color, run.plan) + "\n")
+    else:
+        out.write(terminal.render(run.judgement, color=color, plan=run.plan))
 
 
 def cmd_check(args: argparse.Namespace, audit: Optional[Audit] = None) -> int:
     run = pipeline.run(check_options(args), "audit" if audit else "check", audit, args.argv)
     files.write(report_files(args), run.doc)
-    _show(run)
+    _show(run, args)
     if args.emit_launch and run.plan.nodes:
         written = launcher.emit(run.plan, args.emit_launch)
-        print(f"launch scripts: {len(written) // 2} hosts in {args.emit_launch}")
+        if not args.quiet:
+            print(f"launch scripts: {len(written) // 2} hosts in {args.emit_launch}",
+                  file=human_stream(args))
     code = _exit_code(run)
     run.close_log(code)
     return code
@@ -109,7 +131,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     # The baseline file's directory is checked with the other outputs, up front.
     opts = replace(opts, outputs={**opts.outputs, "--output": args.output})
     run = pipeline.run(opts, "baseline", argv=args.argv)
-    _show(run)
+    _show(run, args)
     code = _exit_code(run)
     run.close_log(code)
     if code != EXIT_GO and not (args.force and code == EXIT_NO_GO):
@@ -126,7 +148,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     print(f"baseline recorded in {args.output}: {len(sec['hosts'])} hosts"
           + (f", links {rate(link)}" if link else ", no bandwidth (no network tests)")
           + (f", all-reduce busbw {ar['busbw_bytes_s'] / 1e9:.3g} GB/s at "
-             f"{ar['bytes'] >> 20} MiB" if ar else ""))
+             f"{ar['bytes'] >> 20} MiB" if ar else ""),
+          file=sys.stderr if args.output == STDOUT else sys.stdout)
     return EXIT_GO
 
 
@@ -148,7 +171,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     pipeline.check_outputs(wanted.outputs())
     doc = judge.rejudged(doc, args.fail_on or doc.get("fail_on") or "fail")
     files.write(wanted, doc)
-    sys.stdout.write(f"{summary.verdict_text(doc)}: " + "; ".join(
+    human_stream(args).write(f"{summary.verdict_text(doc)}: " + "; ".join(
         str(r) for r in doc.get("reasons") or []) + "\n")
     return EXIT_GO if doc.get("verdict") == "go" else EXIT_NO_GO
 
@@ -177,16 +200,21 @@ def cmd_launch(args: argparse.Namespace) -> int:
     if not script:
         raise UsageError("launch: give the training script after --, e.g. "
                          "preflight launch --plan report.json -- train.py --epochs 1")
-    nodes, inventory = load_plan(args.plan, args.ignore_verdict)
-    inventory = args.inventory or inventory
-    if not inventory:
+    nodes, source = load_plan(args.plan, args.ignore_verdict)
+    inventory = args.inventory or source.inventory
+    fmt = args.inventory_format if args.inventory or args.inventory_format != "auto" \
+        else source.fmt
+    if not inventory and fmt != "slurm":
         raise UsageError(f"--plan {args.plan}: the report names no inventory (a local audit?); "
                          "pass -i INVENTORY")
-    hosts = {h.name: h for h in load(inventory)}
+    hosts = {h.name: h for h in load(inventory, fmt, args.ssh_config or source.ssh_config)}
     missing = [n.host for n in nodes if n.host not in hosts]
     if missing:
         raise UsageError(f"--plan {args.plan}: host {missing[0]} is not in {inventory}")
-    opts = LaunchOptions(tuple(script), args.chdir, args.timeout, args.connect_timeout,
+    if args.connect_timeout is not None:
+        hosts = {h.name: h for h in pipeline.cli_timeout_wins(list(hosts.values()))}
+    connect_timeout = args.connect_timeout or DEFAULT_CONNECT_TIMEOUT
+    opts = LaunchOptions(tuple(script), args.chdir, args.timeout, connect_timeout,
                          args.accept_new_host_keys)
     conns, failed = launch_connect(nodes, hosts, opts)
     try:
@@ -195,11 +223,12 @@ def cmd_launch(args: argparse.Namespace) -> int:
                 print(f"preflight launch: {host}: {why}", file=sys.stderr)
             print("preflight launch: nothing started", file=sys.stderr)
             return EXIT_NO_GO
-        remotes = {n: SshRemote(n, c, args.connect_timeout) for n, c in conns.items()}
+        remotes = {n: SshRemote(n, c, connect_timeout) for n, c in conns.items()}
         return launch_run(nodes, remotes, opts)
     finally:
         for conn in conns.values():
             conn.close()
+        close_gateways()
 
 
 COMMANDS = {"check": cmd_check, "audit": cmd_audit, "baseline": cmd_baseline,

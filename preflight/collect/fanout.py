@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import queue
 import resource
@@ -19,6 +20,8 @@ from preflight.collect import ssh
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
 from preflight.collect.remote import MAX_OUTPUT, Done, run_with_input
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
+
+log = logging.getLogger(__name__)
 
 # What the probe may use of a host's deadline: the rest covers connect, upload, transfer.
 PROBE_MARGIN_S = 3.0
@@ -143,7 +146,7 @@ class _Job:
             return outcome
         finally:
             if not self.keep:
-                self.conn.close()
+                _close_quietly(self.conn)
 
     def _probing(self) -> None:
         self.stage = Stage.PROBE
@@ -185,6 +188,15 @@ class _Job:
                 self.proc.kill()
         except Exception:
             pass
+
+
+def _close_quietly(conn: Any) -> None:
+    """Closes a connection whose work is done: a failure to close (the transport already
+    gone, EOF from a jump host's channel) must not turn facts already read into a failure."""
+    try:
+        conn.close()
+    except Exception as e:
+        log.debug("closing %s: %s: %s", getattr(conn, "host", "?"), type(e).__name__, e)
 
 
 def deadline_failure(job: _Job) -> HostFailure:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 from collections.abc import Callable
@@ -151,7 +152,18 @@ def network(d: dict[str, Any]) -> F.NetworkFacts:
         interfaces=tuple(out),
         default_route=route[:64] if isinstance(route, str) else None,
         infiniband=tuple(x[:64] for x in items(ib, "infiniband") if isinstance(x, str))
-        if isinstance(ib, list) else ())
+        if isinstance(ib, list) else (),
+        reached_at=_ip(d.get("reached_at")))
+
+
+def _ip(v: Any) -> Optional[str]:
+    """An IP address as the probe reported it, or None (anything else is ignored)."""
+    if not isinstance(v, str):
+        return None
+    try:
+        return str(ipaddress.ip_address(v.split("%")[0]))
+    except ValueError:
+        return None
 
 
 def files(d: dict[str, Any]) -> F.FilesFacts:

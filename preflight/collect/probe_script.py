@@ -499,7 +499,15 @@ def network_facts():
             and "error" not in addrs else [],
         })
     return {"interfaces": interfaces, "default_route": section(default_route_interface),
-            "infiniband": section(infiniband_devices)}
+            "infiniband": section(infiniband_devices), "reached_at": reached_at()}
+
+
+def reached_at():
+    """The address SSH reached this host at (sshd's SSH_CONNECTION: client ip, port, server
+    ip, port): the host's own address on the cluster's network, also through a bastion and
+    when the controller cannot resolve the host's name."""
+    parts = os.environ.get("SSH_CONNECTION", "").split()
+    return parts[2] if len(parts) == 4 else None
 
 
 def listening_ports():

@@ -53,7 +53,11 @@ def line_of(mapping: Any, key: Any) -> Optional[int]:
 def read(path: str, error: type[InputError] = InputError) -> Any:
     """Returns the document of a YAML file (mappings as LineDicts); raises `error`, one line
     naming the file and line, when it is missing, unreadable, not YAML or repeats a key."""
-    text = read_input(path, error)
+    return parse(path, read_input(path, error), error)
+
+
+def parse(path: str, text: str, error: type[InputError] = InputError) -> Any:
+    """Returns the YAML document of text read from path (see read)."""
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as e:

@@ -112,6 +112,7 @@ class NetworkFacts:
     interfaces: tuple[Interface, ...]
     default_route: Optional[str] = None  # interface of the default route
     infiniband: tuple[str, ...] = ()  # RDMA devices in /sys/class/infiniband
+    reached_at: Optional[str] = None  # the IP SSH reached the host at (SSH_CONNECTION)
 
     def interface_with(self, address: str) -> Optional[Interface]:
         """Returns the interface that holds address (an inventory IP), if any."""
@@ -125,10 +126,12 @@ class NetworkFacts:
 
     def job_interface(self, address: str) -> Optional[Interface]:
         """Returns the interface the job's traffic uses: the one holding the inventory address
-        (what peers connect to); for a DNS name or a NAT address, which no interface holds,
-        the default route's, the best guess. (report.summary.job_interface: the same on the
-        JSON document.)"""
-        return self.interface_with(address) or self.interface(self.default_route)
+        (what peers connect to), or the address SSH reached it at (a DNS name); for a NAT
+        address, which no interface holds, the default route's, the best guess.
+        (report.summary.job_interface: the same on the JSON document.)"""
+        return (self.interface_with(address)
+                or (self.interface_with(self.reached_at) if self.reached_at else None)
+                or self.interface(self.default_route))
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ class Judgement:
     verdict: Verdict
     findings: tuple[Finding, ...]
     reasons: tuple[str, ...]
+    waived: tuple[str, ...] = ()  # checks the operator waived (--skip): they did not run
 
     @property
     def crashed_checks(self) -> bool:

@@ -3,26 +3,52 @@
 from __future__ import annotations
 
 import enum
+import os
+import pwd
 from dataclasses import dataclass, field
 from typing import Optional
 
 from preflight.model.facts import HostFacts
 
 
+def local_user() -> str:
+    """The user running preflight: OpenSSH's default remote user (root is never assumed)."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a uid with no passwd entry (some containers)
+        return os.environ.get("USER") or str(os.getuid())
+
+
 @dataclass(frozen=True)
 class Host:
-    """One inventory entry, every default already applied."""
+    """One host to check, as SSH will reach it: the inventory's values, then the user's
+    OpenSSH config, then OpenSSH's defaults, already applied (see inventory.resolve)."""
 
-    name: str
-    address: str
-    user: str = "root"
+    name: str  # as the inventory names it (an ssh_config alias is fine)
+    address: str  # what SSH connects to: HostName after the config, else the name
+    user: str = field(default_factory=lambda: local_user())
     port: int = 22
-    identity_file: Optional[str] = None
-    known_hosts: Optional[str] = None
+    identity_files: tuple[str, ...] = ()  # tried in order; none: ssh-agent and ~/.ssh/id_*
+    # known_hosts files read, in order; the first is the one --accept-new-host-keys writes.
+    known_hosts: tuple[str, ...] = ()
     python: str = "python3"
     probe_python: str = "python3"
     local: bool = False  # audit of this machine: no SSH at all
     roles: tuple[str, ...] = ("worker", "server")  # what the plan may make of it
+    jump: tuple[Host, ...] = ()  # ProxyJump hops, first hop first; each resolved like a host
+    host_key_alias: Optional[str] = None  # HostKeyAlias: the name keys are looked up by
+    hash_known_hosts: bool = False  # HashKnownHosts: how a newly accepted key is written
+    connect_timeout: Optional[float] = None  # ConnectTimeout of the config, if it sets one
+    groups: tuple[str, ...] = ()  # inventory groups it belongs to (for --limit)
+    slots: Optional[int] = None  # ranks the inventory gives it (a hostfile's slots=N)
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        """The names its host key is looked up by, as OpenSSH writes them: HostKeyAlias
+        alone if set, else the address (HostName) and the name typed; [name]:port off 22."""
+        names = [self.host_key_alias] if self.host_key_alias else \
+            list(dict.fromkeys([self.address, self.name]))
+        return tuple(n if self.port == 22 else f"[{n}]:{self.port}" for n in names)
 
 
 class Stage(str, enum.Enum):
@@ -61,3 +87,11 @@ class HostOutcome:
     @property
     def ok(self) -> bool:
         return self.facts is not None
+
+    @property
+    def ip(self) -> Optional[str]:
+        """The IP the host was reached at, as it saw it (None before it answered): what its
+        peers connect to, with no DNS lookup on the controller, which may not resolve names
+        that only the cluster's own DNS (behind a bastion) knows."""
+        net = getattr(self.facts, "network", None) if self.facts is not None else None
+        return getattr(net, "reached_at", None)

@@ -76,7 +76,7 @@ def job_nics(outcomes: Sequence[HostOutcome]) -> tuple[dict[str, str], dict[str,
         net = o.facts.network if o.facts is not None else None
         if not isinstance(net, NetworkFacts):
             continue
-        iface = net.job_interface(resolve_ip(o.host.address) or o.host.address)
+        iface = net.job_interface(o.ip or resolve_ip(o.host.address) or o.host.address)
         if iface is None:
             continue
         names[o.host.name] = iface.name
@@ -160,7 +160,7 @@ def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
             left_out[o.host.name] = (f"port {held[0]} is already in use (the all-reduce needs "
                                      f"{needed[0]}-{needed[-1]}; see --allreduce-port)")
             continue
-        ip = resolve_ip(o.host.address)
+        ip = o.ip or resolve_ip(o.host.address)
         if ip is None:
             left_out[o.host.name] = f"cannot resolve {o.host.address}"
             continue
@@ -183,7 +183,7 @@ def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote
             skipped[o.host.name] = "no connection left to run tests over"
     answered = [o for o in outcomes if o.facts is not None and o.host.name in remotes]
     names = [o.host.name for o in answered]
-    addresses = {o.host.name: o.host.address for o in answered}
+    addresses = {o.host.name: o.ip or o.host.address for o in answered}
     links: list[LinkRun] = []
     servers = Servers()
     interrupted = False

@@ -54,6 +54,7 @@ class Candidate:
     servers: int = 0
     trainers: int = 0
     ports: list[int] = field(default_factory=list)
+    slots: Optional[int] = None  # ranks the inventory gives it (a hostfile's slots=N)
 
 
 def _kind(facts: HostFacts) -> tuple[object, ...]:
@@ -145,7 +146,7 @@ def candidates(cluster: Cluster, excluded: Mapping[str, Sequence[str]],
         gpus = len(f.gpu.devices) if isinstance(f.gpu, GpuFacts) else 0
         out.append(Candidate(name, ip, python, i, o.host.roles, f, gpus, _kind(f),
                              effective, round(free, 2), over, links.get(name), f.gloo_interface(ip),
-                             frozenset(f.ports.tcp)))
+                             frozenset(f.ports.tcp), slots=o.host.slots))
     return out, left
 
 
@@ -214,7 +215,11 @@ def _collective(cluster: Cluster, cands: list[Candidate], excluded: dict[str, li
     if group:
         _exclude(excluded, odd, "{kind} differs from the workers' " + describe(group[0].kind)
                  + " (the largest alike set)")
-    nproc = shape.nproc_per_node or (group[0].gpus if group and group[0].gpus else 1)
+    # Ranks per host: as asked, else a GPU each, else the inventory's slots (a hostfile's
+    # slots=N, as mpirun reads it; the smallest, since every host runs the same count).
+    slots = [c.slots for c in group]
+    nproc = shape.nproc_per_node or (group[0].gpus if group and group[0].gpus else None) \
+        or (min(s for s in slots if s) if slots and all(slots) else None) or 1
     allowed = policy.ports
     chosen: list[Candidate] = []
     blocks: dict[str, list[int]] = {}

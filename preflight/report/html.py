@@ -17,6 +17,7 @@ from preflight.report.summary import (
     link_matrix,
     sorted_findings,
     verdict_text,
+    waived_checks,
 )
 from preflight.report.units import rate
 
@@ -86,6 +87,8 @@ def _counts(doc: Mapping[str, Any]) -> str:
     chips = [f"<span class='chip'>{ok} of {len(hosts)} hosts checked</span>"]
     chips += [f"<span class='chip s-{esc(st)}'>{by[st]} {esc(STATUS_WORDS[st])}</span>"
               for st in STATUS_WORDS if by.get(st)]
+    chips += [f"<span class='chip' id='waived'>waived (not run): {esc(', '.join(waived))}"
+              "</span>" for waived in [waived_checks(doc)] if waived]
     return f"<p id='counts'>{''.join(chips)}</p>"
 
 

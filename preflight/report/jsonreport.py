@@ -6,6 +6,7 @@ import dataclasses
 import enum
 import json
 import os
+import sys
 import tempfile
 from typing import Any, Optional
 
@@ -41,6 +42,10 @@ def document(cluster: Cluster, judgement: Judgement, meta: Optional[dict[str, An
     for o in cluster.outcomes:
         hosts[o.host.name] = {
             "address": o.host.address,
+            # How SSH reached it (no key paths: a report is shared; the log has them).
+            "ssh": None if o.host.local else {
+                "user": o.host.user, "port": o.host.port,
+                "via": [f"{j.user}@{j.address}:{j.port}" for j in o.host.jump]},
             "status": "ok" if o.ok else "failed",
             "failure": jsonable(o.failure),
             "elapsed_s": round(o.elapsed_s, 3),
@@ -55,6 +60,7 @@ def document(cluster: Cluster, judgement: Judgement, meta: Optional[dict[str, An
         "report_version": REPORT_VERSION,
         "verdict": judgement.verdict.value,
         "reasons": list(judgement.reasons),
+        "waived": list(judgement.waived),
         **(meta or {}),
         "hosts": hosts,
         "network": network_doc(cluster.network),
@@ -131,9 +137,23 @@ def write_atomic(path: str, doc: dict[str, Any]) -> None:
     write_text_atomic(path, json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
 
+STDOUT = "-"  # a report flag's value that means standard output
+
+
 def write_text_atomic(path: str, text: str) -> None:
-    """Writes text to path so that a reader sees the old file or the whole new one, never half."""
-    directory = os.path.dirname(os.path.abspath(path))
+    """Writes text to path so that a reader sees the old file or the whole new one, never half.
+    '-' is standard output; a symlink is written through (the link stays, its target is
+    replaced); a target that is not a regular file (a pipe, /dev/stdout) is written as is."""
+    if path == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    if os.path.exists(path) and not os.path.isfile(path):  # a pipe, a device
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
+    real = os.path.realpath(path)
+    directory = os.path.dirname(real)
     fd, tmp = tempfile.mkstemp(prefix=".preflight-report-", suffix=".tmp", dir=directory)
     try:
         # mkstemp makes 0600; a report is shared (CI artifacts, a web server): use the umask.
@@ -144,7 +164,7 @@ def write_text_atomic(path: str, text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, real)
     except BaseException:
         try:
             os.unlink(tmp)

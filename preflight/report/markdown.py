@@ -13,6 +13,7 @@ from preflight.report.summary import (
     link_matrix,
     sorted_findings,
     verdict_text,
+    waived_checks,
 )
 from preflight.report.units import rate
 
@@ -38,6 +39,9 @@ def render(doc: Mapping[str, Any]) -> str:
     out = [f"## preflight: {'✅' if go else '❌'} {verdict_text(doc)}", ""]
     for r in doc.get("reasons") or []:
         out.append(f"- {cell(r)}")
+    waived = waived_checks(doc)
+    if waived:
+        out.append(f"- waived (not run, `--skip`): {cell(', '.join(waived))}")
     findings = sorted_findings(doc)
     bad = [f for f in findings if f.get("status") != "pass"]
     passed = [f for f in findings if f.get("status") == "pass"]

@@ -43,14 +43,20 @@ def _gpus(g: Mapping[str, Any]) -> str:
     return ", ".join(f"{n} x {k}" for k, n in kinds.items())
 
 
+def waived_checks(doc: Mapping[str, Any]) -> list[str]:
+    """The checks the run waived (--skip), as the report records them."""
+    return [str(c) for c in doc.get("waived") or [] if isinstance(c, str)]
+
+
 def job_interface(facts: Mapping[str, Any], address: str) -> Optional[Mapping[str, Any]]:
     """Returns the interface the job uses, read from the JSON document: the twin of
     NetworkFacts.job_interface (reports read the document, never the model's facts)."""
     net = _sec(facts, "network") or {}
     ifaces = [i for i in net.get("interfaces") or [] if isinstance(i, dict)]
-    for i in ifaces:
-        if any(str(a).split("/")[0] == address for a in i.get("addresses") or []):
-            return i
+    for want in (address, net.get("reached_at")):
+        for i in ifaces:
+            if want and any(str(a).split("/")[0] == want for a in i.get("addresses") or []):
+                return i
     route = net.get("default_route")
     return next((i for i in ifaces if route and i.get("name") == route), None)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
+from collections.abc import Mapping
 from typing import Optional, TextIO
 
 from preflight.model.findings import Finding, Judgement, Status, Verdict
@@ -23,7 +25,9 @@ class Progress:
 
     def __init__(self, stream: TextIO = sys.stderr, enabled: bool | None = None) -> None:
         self.stream = stream
-        self.enabled = stream.isatty() if enabled is None else enabled
+        # A dumb terminal cannot take the carriage-return-and-erase this redraws with.
+        self.enabled = (stream.isatty() and os.environ.get("TERM") != "dumb") \
+            if enabled is None else enabled
         self.failed = 0
 
     def __call__(self, outcome: HostOutcome, done: int, total: int) -> None:
@@ -51,6 +55,23 @@ def _hosts_cell(hosts: tuple[str, ...]) -> str:
     return hosts_text(list(hosts)) if len(hosts) <= 3 else f"{len(hosts)} hosts"
 
 
+COLOR_CHOICES = ("auto", "always", "never")
+
+
+def use_color(choice: str, stream: TextIO, env: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether to colour output: --color always/never decide; auto colours a terminal only,
+    never with NO_COLOR set to anything (no-color.org) or TERM=dumb."""
+    env = os.environ if env is None else env
+    if choice in ("always", "never"):
+        return choice == "always"
+    if env.get("NO_COLOR") or env.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or odd stream
+        return False
+
+
 def _paint(text: str, status: Status, color: bool) -> str:
     return f"\033[{COLORS[status]}m{text}\033[0m" if color else text
 
@@ -70,6 +91,8 @@ def render(judgement: Judgement, color: bool = False, width: int | None = None,
             hosts = hosts[: w2 - 3] + "..."
         lines.append(f"{_paint(f'{st:<{w0}}', f.status, color)}  {check:<{w1}}  "
                      f"{hosts:<{w2}}  {msg}")
+    if judgement.waived:
+        lines.append(f"WAIVED (not run, --skip): {', '.join(judgement.waived)}")
     lines.append("")
     if plan is not None:
         lines.extend(plan_lines(plan))
@@ -114,7 +137,8 @@ def verdict_line(judgement: Judgement, color: bool = False, plan: Optional[Plan]
             return (f"{head}: the job fits on {len(plan.nodes)} hosts ({len(plan.excluded)} "
                     f"left out: {hosts_text(list(plan.excluded))}){warn}")
         checks = len({f.check for f in judgement.findings})
-        return f"{head}: all {checks} checks passed{warn}"
+        waived = f", {len(judgement.waived)} waived" if judgement.waived else ""
+        return f"{head}: all {checks} checks passed{warn}{waived}"
     parts = [f"{counts[s]} {label}" for s, label in (
         (Status.FAIL, "failed"), (Status.COULD_NOT_CHECK, "could not check"),
         (Status.ERROR, "check errors")) if counts[s]]

@@ -38,12 +38,11 @@ SPIN = "while True: pass"  # other work on a host: one core busy
 WAIT_S = 10.0  # every wait below is bounded by this
 
 SSHD_CONFIG = """\
-Port 22
-ListenAddress {address}
+{listen}
 HostKey {host_key}
 PidFile {dir}/sshd.pid
-AuthorizedKeysFile {authorized_keys}
-PermitRootLogin prohibit-password
+AuthorizedKeysFile {authorized_keys} .ssh/authorized_keys
+PermitRootLogin {root_login}
 PubkeyAuthentication yes
 PasswordAuthentication no
 KbdInteractiveAuthentication no
@@ -165,6 +164,8 @@ class SimHost:
     extra: list[subprocess.Popen[bytes]] = field(default_factory=list)
     cgroup: Optional[str] = None  # its cgroup v1 cpu directory (the quota)
     cgroups: list[str] = field(default_factory=list)  # every hierarchy it was put in
+    ports: list[int] = field(default_factory=lambda: [22])  # where its sshd listens
+    certificate: Optional[str] = None  # its host certificate (HostCertificate), if signed
 
     @property
     def tmp(self) -> str:
@@ -176,7 +177,7 @@ class Testbed:
     """N simulated hosts; use as a context manager so close() always runs."""
 
     def __init__(self, n_hosts: int, base_dir: Optional[str] = None,
-                 names: Optional[Sequence[str]] = None) -> None:
+                 names: Optional[Sequence[str]] = None, root_login: bool = True) -> None:
         why = can_run()
         if why:
             raise TestbedError(f"cannot build a simulated cluster: {why}")
@@ -190,6 +191,9 @@ class Testbed:
         self.client_address = f"{self.subnet}.2"
         self.namespaces: list[str] = []
         self.cgroups: list[str] = []
+        self.users: list[str] = []
+        # False: sshd refuses root (a real cluster's shape: only users log in).
+        self.root_login = "prohibit-password" if root_login else "no"
         self.hosts: dict[str, SimHost] = {}
         names = list(names or [f"h{i + 1}" for i in range(n_hosts)])
         self._closed = False
@@ -285,9 +289,26 @@ class Testbed:
             if os.path.exists(path):
                 os.unlink(path)
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", host.name, "-f", key])
+        host.certificate = None  # a certificate is for the key it signed
+        self._write_sshd_config(host)
+
+    def _write_sshd_config(self, host: SimHost) -> None:
+        key = os.path.join(host.dir, "ssh_host_ed25519_key")
+        listen = "\n".join(f"ListenAddress {host.address}:{p}" for p in host.ports)
+        text = SSHD_CONFIG.format(listen=listen, host_key=key, dir=host.dir,
+                                  authorized_keys=self.authorized_keys,
+                                  root_login=self.root_login)
+        if host.certificate:
+            text += f"HostCertificate {host.certificate}\n"
         with open(os.path.join(host.dir, "sshd_config"), "w") as fh:
-            fh.write(SSHD_CONFIG.format(address=host.address, host_key=key, dir=host.dir,
-                                        authorized_keys=self.authorized_keys))
+            fh.write(text)
+
+    def restart_sshd(self, name: str) -> None:
+        """Restarts the host's sshd with its current configuration (bounded)."""
+        self.stop_sshd(name)
+        self.start_sshd(name)
+        for port in self.hosts[name].ports:
+            self.wait_listening([name], port)
 
     def write_known_hosts(self, path: Optional[str] = None) -> str:
         """Writes every host's current key to a known_hosts file; returns its path."""
@@ -453,9 +474,85 @@ class Testbed:
                 return path
         raise TestbedError(f"{path}: only the private /root and /tmp differ between hosts")
 
+    # ------------------------------------------------------------------ real-cluster shapes
+    def add_user(self) -> str:
+        """An unprivileged user, as on a real cluster: same uid on every host (the hosts
+        share /etc/passwd and /home, like an NFS home), not locked (sshd refuses a locked
+        account before any key), the testbed's key as ~/.ssh/id_ed25519. Removed by close()."""
+        name = f"pf{self.id}"
+        run(["useradd", "-m", "-s", "/bin/bash", name])
+        self.users.append(name)
+        run(["usermod", "-p", "*", name])
+        ssh_dir = os.path.join(self.home(name), ".ssh")
+        os.makedirs(ssh_dir, mode=0o700)
+        shutil.copy(self.identity, os.path.join(ssh_dir, "id_ed25519"))
+        # sshd reads a user's authorized keys as that user: the testbed's file is root's.
+        shutil.copy(self.identity + ".pub", os.path.join(ssh_dir, "authorized_keys"))
+        run(["chown", "-R", f"{name}:{name}", ssh_dir])
+        return name
+
+    def home(self, user: str) -> str:
+        import pwd
+
+        return pwd.getpwnam(user).pw_dir
+
+    def write_as(self, user: str, path: str, text: str, mode: int = 0o600) -> str:
+        """Writes a file the user owns (in their home); returns its path."""
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as fh:
+            fh.write(text)
+        os.chmod(path, mode)
+        run(["chown", f"{user}:{user}", path])
+        return path
+
+    def listen_also(self, name: str, port: int) -> None:
+        """The host's sshd listens on one more port (a cluster that moved SSH off 22)."""
+        self.hosts[name].ports.append(port)
+        self._write_sshd_config(self.hosts[name])
+        self.restart_sshd(name)
+
+    def new_ca(self) -> str:
+        """A host CA (as an HPC site's): returns its private key's path; .pub is beside it."""
+        ca = os.path.join(self.client_dir, f"host_ca_{secrets.token_hex(2)}")
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "site host CA", "-f", ca])
+        return ca
+
+    def certify(self, name: str, ca: str, principals: Sequence[str]) -> None:
+        """Signs the host's key with the CA for the principals; sshd presents it."""
+        host = self.hosts[name]
+        key = os.path.join(host.dir, "ssh_host_ed25519_key")
+        run(["ssh-keygen", "-q", "-s", ca, "-I", f"{name}-host", "-h", "-n",
+             ",".join(principals), "-V", "-5m:+1d", key + ".pub"])
+        host.certificate = key + "-cert.pub"
+        self._write_sshd_config(host)
+        self.restart_sshd(name)
+
+    def isolate_client(self, via: str) -> None:
+        """The controller reaches only `via` (a login node): its address becomes a /32 with
+        one host route, so every other host is "Network is unreachable" from it while the
+        hosts still reach each other. reconnect_client() undoes it."""
+        ns, addr = self.client_ns, self.client_address
+        run(["ip", "-n", ns, "addr", "flush", "dev", "eth0"])
+        run(["ip", "-n", ns, "addr", "add", f"{addr}/32", "dev", "eth0"])
+        run(["ip", "-n", ns, "route", "add", f"{self.hosts[via].address}/32", "dev", "eth0"])
+
+    def reconnect_client(self) -> None:
+        ns = self.client_ns
+        run(["ip", "-n", ns, "addr", "flush", "dev", "eth0"])
+        run(["ip", "-n", ns, "addr", "add", f"{self.client_address}/24", "dev", "eth0"])
+
     # ------------------------------------------------------------------ use
-    def client_cmd(self, argv: Sequence[str]) -> list[str]:
-        """Returns argv wrapped to run inside the client namespace."""
+    def client_cmd(self, argv: Sequence[str], user: Optional[str] = None,
+                   names: bool = False) -> list[str]:
+        """Returns argv wrapped to run inside the client namespace; as `user` (not root)
+        and with the hosts' names resolving (their /etc/hosts, in a mount namespace of the
+        command's own) when asked."""
+        if user is not None:
+            argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--",
+                    *argv]
+        if names:
+            argv = ["unshare", "--mount", "--", "sh", "-c",
+                    'mount --bind "$0" /etc/hosts && exec "$@"', self.etc_hosts, *argv]
         return ["nsenter", f"--net=/run/netns/{self.client_ns}", *argv]
 
     def inventory(self, path: str, names: Optional[Sequence[str]] = None,
@@ -540,6 +637,8 @@ class Testbed:
                     pass
         for ns in reversed(self.namespaces):
             run(["ip", "netns", "del", ns], check=False)
+        for user in self.users:  # its processes died with the namespaces above
+            run(["userdel", "-r", user], check=False)
         shutil.rmtree(self.base, ignore_errors=True)
 
     def __enter__(self) -> Testbed:

@@ -57,6 +57,31 @@ BAD_INVOCATIONS = [
      "plain.json: not a preflight report"),
     ("report-future-version", ["report", "future.json", "--html", "x.html"],
      "future.json: field 'report_version'"),
+    # Each inventory format's bad input: one line naming the file (and line, host, field).
+    ("ansible-ini-bad", ["check", "-i", "bad.ini"], "bad.ini:2: host 'n1': field "
+     "'ansible_port'"),
+    ("ansible-yaml-bad", ["check", "-i", "bad-ansible.yml"], "bad-ansible.yml:3: field "
+     "'childs': unknown key in group 'all'"),
+    ("hostfile-bad", ["check", "-i", "bad-hostfile"], "bad-hostfile:2: host 'n2': field "
+     "'slots'"),
+    ("host-list-bad", ["check", "-i", "n[1-"], "-i n[1-: bad host list"),
+    ("slurm-not-inside", ["check", "--inventory-format", "slurm"],
+     "$SLURM_JOB_NODELIST: not set"),
+    ("unknown-format", ["check", "-i", "list.json"], "list.json: not an inventory preflight "
+     "reads (accepted: preflight YAML"),
+    ("ssh-config-missing", ["check", "-i", "good.yaml", "-F", "no_config"],
+     "no_config: no such OpenSSH config file"),
+    ("ssh-config-bad-value", ["check", "-i", "good.yaml", "-F", "bad_ssh_config"],
+     "bad_ssh_config: host 'a': field 'Port'"),
+    ("limit-matches-nothing", ["check", "-i", "good.yaml", "--limit", "b"],
+     "--limit: 'b' matches no host or group"),
+    ("skip-unknown-check", ["check", "--skip", "nope"], "invalid choice: 'nope'"),
+    # Outputs are checked before the run: nothing runs, then fails to write at the end.
+    ("json-is-a-directory", ["check", "--json", "."], "--json .: is a directory"),
+    ("two-reports-on-stdout", ["check", "--json", "-", "--junit", "-"],
+     "--json and --junit: only one report can go to standard output"),
+    ("emit-launch-is-a-file", ["check", "-i", "good.yaml", "--emit-launch", "good.yaml"],
+     "--emit-launch good.yaml: not a directory"),
 ]
 
 
@@ -72,6 +97,11 @@ def test_bad_invocation_exits_2_with_one_line(tmp_path, args, fragment):
     (tmp_path / "report.json").write_text(json.dumps(REPORT))
     (tmp_path / "plain.json").write_text("{}")
     (tmp_path / "future.json").write_text(json.dumps(dict(REPORT, report_version=99)))
+    (tmp_path / "bad.ini").write_text("[gpu]\nn1 ansible_port=0\n")
+    (tmp_path / "bad-ansible.yml").write_text("all:\n  hosts: {n1: }\n  childs: {}\n")
+    (tmp_path / "bad-hostfile").write_text("n1 slots=4\nn2 slots=0\n")
+    (tmp_path / "list.json").write_text("[1, 2]\n")
+    (tmp_path / "bad_ssh_config").write_text("Host a\n    Port twenty\n")
     p = preflight(*args, cwd=str(tmp_path))
     assert p.returncode == 2
     assert fragment in p.stderr
@@ -170,3 +200,36 @@ def test_results_log_judges_again_as_the_run_did(tmp_path):
     assert p.returncode == 1 and "stopped before it finished" not in p.stderr
     assert [json.loads(x)["kind"] for x in (tmp_path / "run.jsonl").read_text().splitlines()
             ] == ["start", "host", "end"]
+
+
+def test_quiet_prints_the_verdict_line_and_color_follows_the_flag(tmp_path):
+    quiet = preflight("check", "--no-paddle", "-q", "--no-log", cwd=str(tmp_path))
+    assert quiet.returncode == 1
+    lines = quiet.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("NO-GO: "), quiet.stdout
+    assert "\033[" not in quiet.stdout  # a pipe: no colour by default
+    always = preflight("check", "--no-paddle", "--color", "always", "--no-log",
+                       cwd=str(tmp_path))
+    assert "\033[31mNO-GO\033[0m" in always.stdout
+    never = preflight("check", "--no-paddle", "--color", "never", "--no-log",
+                      cwd=str(tmp_path))
+    assert "\033[" not in never.stdout and "NO-GO" in never.stdout
+
+
+def test_a_report_on_stdout_keeps_the_human_text_on_stderr(tmp_path):
+    p = preflight("check", "--no-paddle", "--json", "-", "--no-log", cwd=str(tmp_path))
+    assert p.returncode == 1
+    doc = json.loads(p.stdout)  # stdout is the JSON document, whole
+    assert doc["verdict"] == "no-go"
+    assert "NO-GO" in p.stderr and not (tmp_path / "-").exists()
+
+
+def test_a_symlinked_report_path_is_written_through(tmp_path):
+    target = tmp_path / "reports" / "latest.json"
+    target.parent.mkdir()
+    target.write_text("old")
+    link = tmp_path / "report.json"
+    link.symlink_to(target)
+    p = preflight("check", "--no-paddle", "--json", str(link), "--no-log", cwd=str(tmp_path))
+    assert p.returncode == 1
+    assert link.is_symlink() and json.loads(target.read_text())["verdict"] == "no-go"

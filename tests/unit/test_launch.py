@@ -40,7 +40,7 @@ def report(tmp_path, **over):
 
 def test_load_plan(tmp_path):
     nodes, inventory = load_plan(report(tmp_path))
-    assert [n.host for n in nodes] == ["n1"] and inventory == "/x/inv.yaml"
+    assert [n.host for n in nodes] == ["n1"] and inventory.inventory == "/x/inv.yaml"
     assert nodes[0].argv[3:] == ("--servers", "a:1")
 
 

@@ -295,3 +295,16 @@ def test_a_host_left_out_for_a_slow_link_carries_the_all_reduce_cost_of_keeping_
     _, p2 = make(outs[:4] + [node("n5", "10.0.0.5", **cpu_only())], network=NetworkTests(
         "ring", tuple(names), tuple(survey(names, lambda s, r: 1 * G))), nnodes=4)
     assert "n5" in p2.excluded and p2.costs == {}
+
+
+def test_hostfile_slots_are_the_ranks_of_cpu_hosts_unless_asked():
+    hosts = [replace(node(f"n{i}", f"10.0.0.{i}", **cpu_only()),
+                     host=Host(name=f"n{i}", address=f"10.0.0.{i}", slots=s))
+             for i, s in ((1, 4), (2, 2), (3, 4))]
+    _, p = make(hosts)
+    assert p.nproc_per_node == 2  # every host runs the same count: the smallest
+    assert [n.nproc for n in p.nodes] == [2, 2, 2]
+    _, p = make(hosts, nproc_per_node=1)
+    assert p.nproc_per_node == 1
+    _, p = make([node("a", "10.0.0.1", **cpu_only()), hosts[0]])  # no slots: one rank each
+    assert p.nproc_per_node == 1

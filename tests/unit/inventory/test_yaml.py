@@ -9,6 +9,8 @@ import pytest
 
 from preflight.inventory import InventoryError, load
 
+pytestmark = pytest.mark.usefixtures("own_home")
+
 GOOD = """\
 defaults:
   user: root
@@ -36,12 +38,13 @@ def test_documented_shape_loads_with_defaults_and_ranges(tmp_path):
     node02 = hosts[1]
     assert node02.python == "/opt/paddle/bin/python" and hosts[0].python == "python3"
     assert all(h.user == "root" and h.port == 22 for h in hosts)
-    assert hosts[0].identity_file == os.path.expanduser("~/.ssh/id_ed25519")
+    assert hosts[0].identity_files == (os.path.expanduser("~/.ssh/id_ed25519"),)
+    assert hosts[0].known_hosts[0] == os.path.expanduser("~/.ssh/known_hosts")
 
 
 def test_relative_paths_are_relative_to_the_inventory(tmp_path):
     hosts = load(write(tmp_path, "defaults: {identity_file: keys/id}\nhosts: {a: {}}\n"))
-    assert hosts[0].identity_file == str(tmp_path / "keys" / "id")
+    assert hosts[0].identity_files == (str(tmp_path / "keys" / "id"),)
     assert hosts[0].address == "a"  # the name is the address when none is given
 
 
@@ -78,7 +81,8 @@ BAD = [
     ("unknown-role", "hosts:\n  a: {roles: [trainer]}\n", ["host 'a'", "field 'roles'"]),
     ("empty-roles", "hosts:\n  a: {roles: []}\n", ["field 'roles'"]),
     ("hosts-list", "hosts: [a, b]\n", ["field 'hosts'"]),
-    ("not-a-mapping", "- a\n", ["expected a mapping"]),
+    ("not-a-mapping", "- a\n", ["not an inventory preflight reads", "accepted: ",
+                                 "Ansible", "hostfile"]),
     ("host-entry-scalar", "hosts:\n  a: 1\n", ["host 'a'", "expected a mapping"]),
 ]
 

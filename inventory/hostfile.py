@@ -1,0 +1,51 @@
+"""A plain hostfile: one host per line, as MPI and Paddle hostfiles write them — `node01`,
+`node01 slots=8` (Open MPI; max_slots too), or `node01:8` (MPICH, Intel MPI). `#` starts a
+comment. Slots are kept as each host's ranks for the plan."""
+
+from __future__ import annotations
+
+import re
+
+from preflight.inventory import validate as V
+from preflight.inventory.entry import Entry, Inventory
+from preflight.inventory.errors import InventoryError
+
+_LINE = re.compile(r"^(?P<host>[^\s:=]+)(?::(?P<colon>\d+))?"
+                   r"(?P<opts>(?:\s+(?:slots|max_slots|max-slots)=\d+)*)\s*$")
+
+
+def looks_like(text: str) -> bool:
+    """True when every line that is not blank or a comment reads as a hostfile line."""
+    lines = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln]
+    return bool(lines) and all(_LINE.match(ln) for ln in lines)
+
+
+def load(path: str, text: str) -> Inventory:
+    entries: list[Entry] = []
+    seen: set[str] = set()
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = _LINE.match(line)
+        if not m:
+            raise InventoryError(path, f"expected 'host', 'host slots=N' or 'host:N', got "
+                                 f"{line[:80]!r}", line=n)
+        host = m.group("host")
+        try:
+            V.host_name(host)
+        except V.BadValue as e:
+            raise InventoryError(path, str(e), host, "name", n) from None
+        if host in seen:
+            raise InventoryError(path, "duplicate host", host, "name", n)
+        seen.add(host)
+        slots = m.group("colon") or next(
+            (o.split("=")[1] for o in m.group("opts").split() if o.startswith("slots=")), None)
+        if slots is not None and int(slots) < 1:
+            raise InventoryError(path, "slots must be at least 1", host, "slots", n)
+        entries.append(Entry(name=host, slots=int(slots) if slots else None,
+                             path=path, line=n))
+    if not entries:
+        raise InventoryError(path, "the hostfile lists no hosts")
+    return Inventory(tuple(entries), path, None, "hostfile")

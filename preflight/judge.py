@@ -10,6 +10,8 @@ from preflight.checks import ALL_CHECKS, CheckSpec
 from preflight.model.cluster import Cluster
 from preflight.model.findings import BLOCKING, Finding, Judgement, Status, Verdict
 from preflight.model.plan import Plan
+from preflight.report.grouping import group
+from preflight.report.units import hostlist
 
 FAIL_ON = ("fail", "warn")  # --fail-on: what stops the job (warn: warnings too)
 
@@ -30,6 +32,12 @@ def run_checks(cluster: Cluster, specs: Sequence[CheckSpec] = ALL_CHECKS) -> lis
     return findings
 
 
+def finding_dict(f: Finding) -> dict[str, Any]:
+    """A finding as the JSON report holds it (what grouping and the renderers read)."""
+    return {"check": f.check, "status": f.status.value, "hosts": list(f.hosts),
+            "message": f.message}
+
+
 def blocking_statuses(fail_on: str = "fail") -> tuple[Status, ...]:
     """Returns the statuses that make NO-GO under --fail-on (a CI gate may refuse warnings)."""
     return BLOCKING + ((Status.WARN,) if fail_on == "warn" else ())
@@ -40,8 +48,8 @@ def rejudged(doc: Mapping[str, Any], fail_on: str) -> dict[str, Any]:
     blocks under the new rule and did not under the report's own adds to the reasons."""
     before = {s.value for s in blocking_statuses(str(doc.get("fail_on") or "fail"))}
     now = {s.value for s in blocking_statuses(fail_on)}
-    newly = [str(f.get("message")) for f in doc.get("findings") or []
-             if isinstance(f, dict) and f.get("status") in now - before]
+    newly = [g.text() for g in group(f for f in doc.get("findings") or []
+                                     if isinstance(f, dict) and f.get("status") in now - before)]
     if newly:
         doc = dict(doc, verdict=Verdict.NO_GO.value,
                    reasons=list(doc.get("reasons") or []) + newly)
@@ -63,11 +71,12 @@ def judge(cluster: Cluster, findings: Sequence[Finding], plan: Optional[Plan] = 
         used = set(plan.hosts())
         blocking = [f for f in blocking if f.status is Status.ERROR or not f.hosts
                     or used & set(f.hosts)]
-    reasons = [f.message for f in blocking]
+    # One reason per thing found, its hosts compressed: 500 hosts with one fault are one.
+    reasons = [g.text() for g in group(finding_dict(f) for f in blocking)]
     unchecked = [o.host.name for o in cluster.outcomes if not o.ok]
     if unchecked and not sized and not any(f.status is Status.COULD_NOT_CHECK
                                            for f in findings):
-        reasons.append(f"not checked: {', '.join(unchecked)}")  # never a silent pass
+        reasons.append(f"not checked: {hostlist(unchecked)}")  # never a silent pass
     if not cluster.outcomes:
         reasons.append("no hosts to check")
     if plan is not None and cluster.outcomes:

@@ -180,7 +180,14 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
                    "the last 20 kept")
     c.add_argument("--no-log", action="store_true", help="write no results log")
     c.add_argument("--no-progress", action="store_true", help="no live progress line")
-    c.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    _view_options(c)
+    c.add_argument("-v", "--verbose", action="store_true",
+                   help="every finding in full after the grouped summary, every host of "
+                   "the plan, and debug logging on stderr")
+
+
+def _view_options(c: argparse.ArgumentParser) -> None:
+    """How the terminal view looks: shared by the commands that print one."""
     c.add_argument("-q", "--quiet", action="store_true",
                    help="print only the verdict line (the exit code says the rest)")
     c.add_argument("--color", choices=COLOR_CHOICES, default="auto",
@@ -194,8 +201,8 @@ def _report_options(c: argparse.ArgumentParser, fail_on_default: Optional[str] =
     r = c.add_argument_group("reports (each written atomically; see README, CI)")
     r.add_argument("--json", metavar="FILE", help="the JSON report (preflight launch, "
                    "diff and report read it)")
-    r.add_argument("--junit", metavar="FILE", help="JUnit XML: a test suite per host (facts "
-                   "as properties), a test case per check and host")
+    r.add_argument("--junit", metavar="FILE", help="JUnit XML: a test case per check, its "
+                   "hosts named as compressed hostlists")
     r.add_argument("--markdown", metavar="FILE", help="Markdown summary (also appended to "
                    "$GITHUB_STEP_SUMMARY when that is set)")
     r.add_argument("--html", metavar="FILE", help="self-contained HTML report with the "
@@ -246,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("report", metavar="REPORT.json", help="a JSON report, or a results log "
                     "(--log), also of a run that was killed")
     _report_options(rp, fail_on_default=None)
+    _view_options(rp)
+    rp.add_argument("-v", "--verbose", action="store_true",
+                    help="every finding in full after the grouped summary")
     la = sub.add_parser("launch", help="run the plan of a report on its hosts over SSH: "
                         "preflight launch --plan report.json -- train.py ARGS")
     la.add_argument("--plan", required=True, metavar="REPORT",

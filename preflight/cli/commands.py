@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Optional, TextIO
 
@@ -28,7 +29,7 @@ from preflight.network.iperf import IperfOptions
 from preflight.network.orchestrate import NetworkOptions
 from preflight.pipeline import CheckOptions, CheckRun
 from preflight.placement import launcher
-from preflight.report import files, jsonreport, summary, terminal
+from preflight.report import files, jsonreport, terminal
 from preflight.report.jsonreport import STDOUT
 from preflight.report.units import rate
 
@@ -97,19 +98,23 @@ def human_stream(args: argparse.Namespace) -> TextIO:
     return sys.stderr if to_stdout else sys.stdout
 
 
-def _show(run: CheckRun, args: argparse.Namespace) -> None:
+def _show(doc: Mapping[str, Any], args: argparse.Namespace) -> None:
+    """The terminal view of a report: the verdict line alone with -q, every finding in full
+    with -v, cut to the terminal's width (the text file or pipe it goes to: 120 columns)."""
     out = human_stream(args)
-    color = terminal.use_color(args.color, out)
-    if args.quiet:
-        out.write(terminal.verdict_line(run.judgement, color, run.plan) + "\n")
+    color = terminal.use_color(getattr(args, "color", "auto"), out)
+    width = terminal.width_of(out)
+    if getattr(args, "quiet", False):
+        out.write(terminal.verdict_line(doc, color, width) + "\n")
     else:
-        out.write(terminal.render(run.judgement, color=color, plan=run.plan))
+        out.write(terminal.render(doc, color=color, width=width,
+                                  detail=getattr(args, "verbose", False)))
 
 
 def cmd_check(args: argparse.Namespace, audit: Optional[Audit] = None) -> int:
     run = pipeline.run(check_options(args), "audit" if audit else "check", audit, args.argv)
     files.write(report_files(args), run.doc)
-    _show(run, args)
+    _show(run.doc, args)
     if args.emit_launch and run.plan.nodes:
         written = launcher.emit(run.plan, args.emit_launch)
         if not args.quiet:
@@ -131,7 +136,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     # The baseline file's directory is checked with the other outputs, up front.
     opts = replace(opts, outputs={**opts.outputs, "--output": args.output})
     run = pipeline.run(opts, "baseline", argv=args.argv)
-    _show(run, args)
+    _show(run.doc, args)
     code = _exit_code(run)
     run.close_log(code)
     if code != EXIT_GO and not (args.force and code == EXIT_NO_GO):
@@ -171,8 +176,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     pipeline.check_outputs(wanted.outputs())
     doc = judge.rejudged(doc, args.fail_on or doc.get("fail_on") or "fail")
     files.write(wanted, doc)
-    human_stream(args).write(f"{summary.verdict_text(doc)}: " + "; ".join(
-        str(r) for r in doc.get("reasons") or []) + "\n")
+    _show(doc, args)
     return EXIT_GO if doc.get("verdict") == "go" else EXIT_NO_GO
 
 

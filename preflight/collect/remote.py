@@ -155,8 +155,16 @@ class _Channel:
                 select.select([fd], [], [], min(left, 0.2))
 
     def _done(self, exit: Optional[int]) -> Done:
-        return Done(exit, self.out.decode("utf-8", "replace"),
-                    self.err.decode("utf-8", "replace"), self.overflow)
+        err = self.err.decode("utf-8", "replace")
+        if exit == -1:
+            # paramiko's -1: the channel closed with no exit status. sshd sends none when the
+            # command died of a signal (exit-signal, which paramiko does not read), and none
+            # comes when the connection itself went; say which, or "no output" says nothing.
+            transport = self.ch.get_transport()
+            alive = transport is not None and transport.is_active()
+            err += ("\n(ended with no exit status: killed by a signal?)" if alive else
+                    "\n(the SSH connection to the host was lost)")
+        return Done(exit, self.out.decode("utf-8", "replace"), err, self.overflow)
 
     def close(self) -> None:
         try:

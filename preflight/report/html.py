@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from preflight import __version__
+from preflight.report.grouping import group, left_out
 from preflight.report.summary import (
     STATUS_WORDS,
     cost_of,
@@ -19,11 +20,15 @@ from preflight.report.summary import (
     verdict_text,
     waived_checks,
 )
-from preflight.report.units import rate
+from preflight.report.units import hostlist, rate
 
 CELL = 72  # heatmap cell size in px
+HEATMAP_MAX = 32  # hosts up to which the sender x receiver grid is drawn; past it, per host
+HOSTS_OPEN = 16  # hosts up to which the host and plan tables show open, a column per host
+HOSTS_MAX = 120  # characters of a hostlist in a cell
 LABEL_W = 120
-CSS = """
+CSS = """.bar{display:inline-block;height:10px;vertical-align:middle}
+
 body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
 main{max-width:1200px;margin:0 auto;padding:16px 24px}
 h2{margin:28px 0 8px;font-size:18px}
@@ -93,16 +98,18 @@ def _counts(doc: Mapping[str, Any]) -> str:
 
 
 def _findings(doc: Mapping[str, Any], passed: bool) -> str:
-    """Returns the problems table (passed False) or the passed checks, folded (True)."""
+    """Returns the problems table (passed False) or the passed checks, folded (True): one row
+    per thing found, its hosts compressed (each host's own values are in the JSON)."""
     rows = []
-    for f in sorted_findings(doc):
-        st = str(f.get("status"))
+    for g in group(sorted_findings(doc)):
+        st = g.status
         if (st == "pass") != passed:
             continue
+        more = f" (+{g.variants - 1} variants)" if g.variants > 1 else ""
         rows.append(f"<tr class='finding s-row-{esc(st)}'><td class='st s-{esc(st)}'>"
-                    f"{esc(STATUS_WORDS.get(st, st))}</td><td>{esc(f.get('check'))}</td>"
-                    f"<td>{esc(', '.join(map(str, f.get('hosts') or [])) or 'cluster')}</td>"
-                    f"<td>{esc(f.get('message'))}</td></tr>")
+                    f"{esc(STATUS_WORDS.get(st, st))}</td><td>{esc(g.check)}</td>"
+                    f"<td>{esc(g.hosts_text(HOSTS_MAX))}</td>"
+                    f"<td>{esc(g.what + more)}</td></tr>")
     table = ("<tr><th>status</th><th>check</th><th>hosts</th><th>message</th></tr>"
              + "".join(rows))
     if passed:
@@ -119,6 +126,8 @@ def _heatmap(doc: Mapping[str, Any]) -> str:
     if not isinstance(net, dict) or not best:
         return ("<h2>Bandwidth</h2><p class='muted'>no iperf3 figures in this report "
                 "(run without --no-network-tests, with two hosts or more)</p>")
+    if len(hosts) > HEATMAP_MAX:
+        return _per_host(net, hosts, best)
     top = max(best.values())
     n = len(hosts)
     width, height = max(LABEL_W + n * CELL + 10, LABEL_W + 420), LABEL_W + n * CELL + 40
@@ -161,6 +170,43 @@ def _heatmap(doc: Mapping[str, Any]) -> str:
             if net.get("schedule") == "ring" else "every ordered pair of hosts")
     return (f"<h2>Bandwidth (iperf3, best run per pair)</h2><p class='muted'>{esc(note)}</p>"
             + "".join(svg))
+
+
+def _per_host(net: Mapping[str, Any], hosts: list[str],
+              best: Mapping[tuple[str, str], float]) -> str:
+    """Past HEATMAP_MAX hosts an n x n grid is mostly empty (the ring measures O(n) pairs)
+    and too big to read: each host's slowest and fastest send and receive instead, the
+    slowest hosts first."""
+    top = max(best.values())
+    sends: dict[str, list[float]] = {h: [] for h in hosts}
+    recvs: dict[str, list[float]] = {h: [] for h in hosts}
+    for (s, r), bps in best.items():
+        sends.setdefault(s, []).append(bps)
+        recvs.setdefault(r, []).append(bps)
+
+    def worst(h: str) -> tuple[float, float]:
+        """Slowest link first; of two hosts on one slow link, the one whose links are all
+        slow (its fastest is slow too) is the slow host."""
+        mine = sends[h] + recvs[h]
+        return (min(mine, default=float("inf")), max(mine, default=float("inf")))
+
+    def bar(values: list[float], pick: Any) -> str:
+        if not values:
+            return "<td class='muted'>&#8211;</td>"
+        v = pick(values)
+        return (f"<td><span class='bar' style='width:{max(2, round(60 * v / top))}px;"
+                f"background:{heat_color(v / top)}'></span> {esc(rate(v))}</td>")
+
+    rows = "".join(
+        f"<tr class='link-host' data-host='{esc(h)}'><th>{esc(h)}</th>"
+        f"{bar(sends[h], min)}{bar(sends[h], max)}{bar(recvs[h], min)}{bar(recvs[h], max)}</tr>"
+        for h in sorted(hosts, key=worst))
+    note = (f"{len(hosts)} hosts, {len(best)} measured pairs ({net.get('schedule')}): per "
+            "host, the slowest first (a grid of every pair would be mostly empty)")
+    return (f"<h2>Bandwidth (iperf3, best run per pair)</h2><p class='muted'>{esc(note)}</p>"
+            "<details open><summary>per host</summary><table id='per-host-links'><tr><th>"
+            "host</th><th>slowest send</th><th>fastest send</th><th>slowest receive</th>"
+            f"<th>fastest receive</th></tr>{rows}</table></details>")
 
 
 def _allreduce(doc: Mapping[str, Any]) -> str:
@@ -216,18 +262,30 @@ def _plan(plan: Any) -> str:
         f"<td><code>{esc(n.get('command'))}</code></td></tr>" for n in plan.get("nodes") or [])
     lacks = "".join(f"<li class='s-fail'>lacks: {esc(x)}</li>" for x in plan.get("lacks") or [])
     out = ""
-    for h, r in (plan.get("excluded") or {}).items():
-        cost = cost_of(plan, h)
-        out += (f"<li>left out <b>{esc(h)}</b>: {esc('; '.join(r))}"
+    for hosts, why, more in left_out(plan.get("excluded") or {}):
+        cost = cost_of(plan, hosts[0]) if len(hosts) == 1 else None
+        out += (f"<li>left out <b>{esc(hostlist(hosts, HOSTS_MAX))}</b>: {esc(why)}"
+                + (f" (+{more} more)" if more else "")
                 + (f" <i>({esc(cost)})</i>" if cost else "") + "</li>")
+    nodes = plan.get("nodes") or []
     return (f"<h2>Plan ({esc(plan.get('mode'))})</h2><ul>{lacks}{out}</ul>"
-            "<table id='plan'><tr><th>host</th><th>address</th><th>rank</th><th>processes"
-            f"</th><th>command</th></tr>{rows}</table>")
+            f"<details{' open' if len(nodes) <= HOSTS_OPEN else ''}><summary>{len(nodes)} "
+            "hosts</summary><table id='plan'><tr><th>host</th><th>address</th><th>rank</th>"
+            f"<th>processes</th><th>command</th></tr>{rows}</table></details>")
 
 
 def _hosts(hosts: Mapping[str, Any]) -> str:
     if not hosts:
         return ""
+    if len(hosts) > HOSTS_OPEN:  # a column per host would be a 500-column table: a row each
+        table = host_table(hosts)
+        head = "".join(f"<th>{esc(label)}</th>" for label, _ in table)
+        body = "".join(
+            f"<tr><th>{esc(h)}</th>" + "".join(
+                f"<td class='{'diff' if cells[i][1] else ''}'>{esc(cells[i][0])}</td>"
+                for _, cells in table) + "</tr>" for i, h in enumerate(hosts))
+        return (f"<details><summary><h2>Hosts ({len(hosts)})</h2></summary><table id='hosts'>"
+                f"<tr><th>host</th>{head}</tr>{body}</table></details>")
     head = "".join(f"<th>{esc(h)}</th>" for h in hosts)
     rows = []
     for label, cells in host_table(hosts):

@@ -1,5 +1,7 @@
-"""JUnit XML for CI: one test suite per host (its key facts as properties), one test case per
-check and host, plus a cluster suite with the verdict and findings that name no host.
+"""JUnit XML for CI: one test case per check, its hosts named in compressed hostlists
+(gpu[001-500]), plus the verdict; a waived check is a skipped case. At 500 hosts a
+dashboard shows the dozen checks that ran, not 500 x 12 cases: each finding with its own
+values stays in the JSON report.
 
 The shape follows the schema Jenkins' xUnit plugin validates against (junit-10.xsd), which
 GitLab and GitHub test-report actions read too: testsuites > testsuite > properties,
@@ -14,11 +16,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from preflight import __version__
-from preflight.report.summary import STATUS_ORDER, key_facts, sorted_findings, waived_checks
+from preflight.report.grouping import group
+from preflight.report.summary import STATUS_ORDER, sorted_findings, waived_checks
+from preflight.report.units import hostlist
 
 # XML 1.0 cannot carry most control characters, and a probe may report anything.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-CLUSTER = "cluster"
+SUITE = "preflight"
+HOSTS_MAX = 120  # characters of a hostlist in a line
+MESSAGE_MAX = 500  # a failure's message attribute: what a dashboard shows in one line
 
 
 def _clean(text: object) -> str:
@@ -36,14 +42,17 @@ def _outcome(findings: Sequence[Mapping[str, Any]], fail_on: str) -> tuple[str, 
     return "", worst
 
 
-def _case(suite: ET.Element, classname: str, name: str, findings: Sequence[Mapping[str, Any]],
+def _case(suite: ET.Element, name: str, findings: Sequence[Mapping[str, Any]],
           fail_on: str) -> tuple[str, str]:
-    case = ET.SubElement(suite, "testcase", classname=classname, name=name)
+    """One check's test case: its worst status decides; every grouped line is its text."""
+    case = ET.SubElement(suite, "testcase", classname=SUITE, name=name)
     element, worst = _outcome(findings, fail_on)
-    text = "\n".join(f"[{f.get('status')}] {_clean(f.get('message', ''))}" for f in findings)
+    lines = [(g.status, f"[{g.status}] {_clean(g.text(HOSTS_MAX))}") for g in group(findings)]
+    text = "\n".join(line for _, line in lines)
     if element:
-        bad = [f for f in findings if f.get("status") == worst]
-        node = ET.SubElement(case, element, type=worst, message=_clean(bad[0].get("message")))
+        first = next(line for status, line in lines if status == worst)
+        node = ET.SubElement(case, element, type=worst,
+                             message=first[len(worst) + 3:][:MESSAGE_MAX])
         node.text = text
     else:
         ET.SubElement(case, "system-out").text = text
@@ -61,51 +70,37 @@ def render(doc: Mapping[str, Any], fail_on: str = "fail") -> str:
     """Returns the JUnit XML document of a JSON report."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(doc.get("started_at") or 0))
     root = ET.Element("testsuites", name="preflight")
-    findings = sorted_findings(doc)
-    per_host: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
-    for f in findings:
-        for host in f.get("hosts") or [CLUSTER]:
-            per_host.setdefault(str(host), {}).setdefault(str(f.get("check")), []).append(f)
-
-    cluster = ET.SubElement(root, "testsuite", name=f"preflight.{CLUSTER}", timestamp=stamp,
-                            time=f"{float(doc.get('duration_s') or 0):.3f}")
-    props = ET.SubElement(cluster, "properties")
+    per_check: dict[str, list[Mapping[str, Any]]] = {}
+    for f in sorted_findings(doc):
+        per_check.setdefault(str(f.get("check")), []).append(f)
+    hosts = doc.get("hosts") or {}
+    suite = ET.SubElement(root, "testsuite", name=SUITE, timestamp=stamp,
+                          time=f"{float(doc.get('duration_s') or 0):.3f}")
+    props = ET.SubElement(suite, "properties")
     for name, value in (("verdict", doc.get("verdict")), ("fail_on", fail_on),
-                        ("inventory", doc.get("inventory")), ("preflight", __version__)):
+                        ("inventory", doc.get("inventory")), ("preflight", __version__),
+                        ("hosts", len(hosts)),
+                        ("host list", hostlist([str(h) for h in hosts], HOSTS_MAX))):
         ET.SubElement(props, "property", name=name, value=_clean(value or "-"))
-    verdict = ET.SubElement(cluster, "testcase", classname=f"preflight.{CLUSTER}",
-                            name="verdict")
+    verdict = ET.SubElement(suite, "testcase", classname=SUITE, name="verdict")
     cases = [("", "pass")]
     if doc.get("verdict") != "go":
         reasons = [_clean(r) for r in doc.get("reasons") or []]
         ET.SubElement(verdict, "failure", type="no-go",
-                      message="NO-GO: " + "; ".join(reasons[:3])).text = "\n".join(reasons)
+                      message=("NO-GO: " + "; ".join(reasons[:3]))[:MESSAGE_MAX]
+                      ).text = "\n".join(reasons)
         cases = [("failure", "no-go")]
     else:
         ET.SubElement(verdict, "system-out").text = "GO"
-    for check, fs in per_host.pop(CLUSTER, {}).items():
-        cases.append(_case(cluster, f"preflight.{CLUSTER}", check, fs, fail_on))
+    for check, fs in per_check.items():
+        cases.append(_case(suite, check, fs, fail_on))
     for check in waived_checks(doc):  # a CI dashboard shows a waiver as a skipped test
-        case = ET.SubElement(cluster, "testcase", classname=f"preflight.{CLUSTER}", name=check)
+        case = ET.SubElement(suite, "testcase", classname=SUITE, name=check)
         ET.SubElement(case, "skipped", message=f"{check}: waived (--skip)")
         cases.append(("skipped", "waived"))
-    _counts(cluster, cases)
-
-    hosts = doc.get("hosts") or {}
-    for host in list(hosts) + [h for h in per_host if h not in hosts]:
-        info = hosts.get(host) or {}
-        suite = ET.SubElement(root, "testsuite", name=f"preflight.{host}", timestamp=stamp,
-                              hostname=_clean(info.get("address", "")),
-                              time=f"{float(info.get('elapsed_s') or 0):.3f}")
-        props = ET.SubElement(suite, "properties")
-        for label, value in key_facts(info) if info else []:
-            ET.SubElement(props, "property", name=label, value=_clean(value))
-        cases = [_case(suite, f"preflight.{host}", check, fs, fail_on)
-                 for check, fs in per_host.get(host, {}).items()]
-        _counts(suite, cases)
-    total = root.findall("testsuite")
+    _counts(suite, cases)
     for key in ("tests", "failures", "errors"):  # Jenkins' schema: no skipped here
-        root.set(key, str(sum(int(s.get(key, "0")) for s in total)))
+        root.set(key, suite.get(key, "0"))
     root.set("time", f"{float(doc.get('duration_s') or 0):.3f}")
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") \

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from preflight.report.grouping import Group, group, left_out
 from preflight.report.summary import (
     STATUS_WORDS,
     cost_of,
@@ -15,16 +16,22 @@ from preflight.report.summary import (
     verdict_text,
     waived_checks,
 )
-from preflight.report.units import rate
+from preflight.report.units import hostlist, rate
 
 ICONS = {"error": "🛑", "fail": "❌", "could-not-check": "❓", "warn": "⚠️", "pass": "✅"}
 
 
-def cell(text: object) -> str:
-    """Returns text safe inside a table cell: pipes escaped, one line, no raw HTML."""
-    s = str(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
-    s = "".join(ch if ch.isprintable() else " " for ch in s)
-    return " ".join(s.split())
+CELL_MAX = 400  # characters of one cell: a line stays readable (the JSON has it all)
+HOSTS_MAX = 80  # the hosts cell: a compressed hostlist, counted when cut
+
+
+def cell(text: object, limit: int = CELL_MAX) -> str:
+    """Returns text safe inside a table cell: pipes escaped, one line, no raw HTML, cut at
+    limit characters."""
+    s = " ".join("".join(ch if ch.isprintable() else " " for ch in str(text)).split())
+    if len(s) > limit:
+        s = s[:limit - 3] + "..."
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
 
 
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -42,24 +49,28 @@ def render(doc: Mapping[str, Any]) -> str:
     waived = waived_checks(doc)
     if waived:
         out.append(f"- waived (not run, `--skip`): {cell(', '.join(waived))}")
-    findings = sorted_findings(doc)
-    bad = [f for f in findings if f.get("status") != "pass"]
-    passed = [f for f in findings if f.get("status") == "pass"]
+    # One row per thing found, its hosts compressed (gpu[001-500]); each finding with its
+    # own values is in the JSON report.
+    groups = group(sorted_findings(doc))
+    bad = [g for g in groups if g.status != "pass"]
+    passed = [g for g in groups if g.status == "pass"]
     if bad:
         out += ["", "### Findings", ""]
         out += _table(["", "status", "check", "hosts", "message"], [
-            [ICONS.get(f.get("status", ""), ""), STATUS_WORDS.get(f.get("status", ""), "?"),
-             str(f.get("check")), ", ".join(map(str, f.get("hosts") or [])) or "cluster",
-             str(f.get("message"))] for f in bad])
+            [ICONS.get(g.status, ""), STATUS_WORDS.get(g.status, "?"), g.check,
+             cell(g.hosts_text(HOSTS_MAX), HOSTS_MAX + 20), _what(g)] for g in bad])
     if passed:
         out += ["", f"<details><summary>{len(passed)} passed</summary>", ""]
-        out += _table(["check", "message"], [[str(f.get("check")), str(f.get("message"))]
-                                             for f in passed])
+        out += _table(["check", "message"], [[g.check, _what(g)] for g in passed])
         out += ["", "</details>"]
     out += _plan(doc.get("plan"))
     out += _network(doc)
     out += _hosts(doc.get("hosts") or {})
     return "\n".join(out) + "\n"
+
+
+def _what(g: Group) -> str:
+    return g.what + (f" (+{g.variants - 1} variants)" if g.variants > 1 else "")
 
 
 def _plan(plan: Any) -> list[str]:
@@ -77,10 +88,10 @@ def _plan(plan: Any) -> list[str]:
             for n in plan.get("nodes") or []]
     if rows:
         out += _table(["host", "address", "rank", "processes", "endpoints"], rows)
-    for host, reasons in (plan.get("excluded") or {}).items():
-        cost = cost_of(plan, host)
-        out.append(f"- left out **{cell(host)}**: {cell('; '.join(reasons))}"
-                   + (f" ({cell(cost)})" if cost else ""))
+    for hosts, why, more in left_out(plan.get("excluded") or {}):
+        cost = cost_of(plan, hosts[0]) if len(hosts) == 1 else None
+        out.append(f"- left out **{cell(hostlist(hosts, HOSTS_MAX))}**: {cell(why)}"
+                   + (f" (+{more} more)" if more else "") + (f" ({cell(cost)})" if cost else ""))
     return out
 
 
@@ -108,10 +119,12 @@ def _network(doc: Mapping[str, Any]) -> list[str]:
 
 
 def _hosts(hosts: Mapping[str, Any]) -> list[str]:
+    """One row per host (a column per host would make one line of every fact at 500
+    hosts), collapsed; what differs from most hosts is bold: the cell to look at."""
     if not hosts:
         return []
-    # Bold what differs from most hosts: the cell an operator has to look at.
-    rows = [[label] + [f"**{v}**" if odd else v for v, odd in cells]
-            for label, cells in host_table(hosts)]
-    return ["", "<details><summary>Hosts</summary>", "",
-            *_table(["", *map(str, hosts)], rows), "", "</details>"]
+    table = host_table(hosts)
+    rows = [[str(h)] + [f"**{cells[i][0]}**" if cells[i][1] else cells[i][0]
+                        for _, cells in table] for i, h in enumerate(hosts)]
+    return ["", f"<details><summary>Hosts ({len(hosts)})</summary>", "",
+            *_table(["host", *(label for label, _ in table)], rows), "", "</details>"]

@@ -1,4 +1,6 @@
-"""Terminal output: live progress while hosts answer, then the findings and the verdict."""
+"""Terminal output: live progress while hosts answer, then the findings (grouped: one line
+per thing found, its hosts compressed), the plan and the verdict, cut to the terminal's
+width. It renders the JSON report, so `preflight report FILE` shows a saved run the same."""
 
 from __future__ import annotations
 
@@ -6,13 +8,13 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping
-from typing import Optional, TextIO
+from typing import Any, Optional, TextIO
 
-from preflight.model.findings import Finding, Judgement, Status, Verdict
+from preflight.model.findings import Status
 from preflight.model.host import HostOutcome
-from preflight.model.plan import Plan
-from preflight.report.summary import cost_text
-from preflight.report.units import hosts_text, port_ranges
+from preflight.report.grouping import group, left_out
+from preflight.report.summary import cost_of, sorted_findings, waived_checks
+from preflight.report.units import hostlist, port_ranges
 
 ORDER = {Status.ERROR: 0, Status.FAIL: 1, Status.COULD_NOT_CHECK: 2, Status.WARN: 3,
          Status.PASS: 4}
@@ -50,11 +52,6 @@ class Progress:
             self.stream.flush()
 
 
-def _hosts_cell(hosts: tuple[str, ...]) -> str:
-    """A short hosts column: the names when few, else a count (the message names them)."""
-    return hosts_text(list(hosts)) if len(hosts) <= 3 else f"{len(hosts)} hosts"
-
-
 COLOR_CHOICES = ("auto", "always", "never")
 
 
@@ -72,77 +69,152 @@ def use_color(choice: str, stream: TextIO, env: Optional[Mapping[str, str]] = No
         return False
 
 
+def width_of(stream: TextIO) -> int:
+    """The columns to fit: the terminal's (COLUMNS wins, as the shell sets it), else 120
+    for a file or pipe."""
+    try:
+        if stream.isatty():
+            return shutil.get_terminal_size((120, 24)).columns
+    except (AttributeError, ValueError):
+        pass
+    cols = os.environ.get("COLUMNS", "")
+    return int(cols) if cols.isdigit() and int(cols) > 0 else 120
+
+
 def _paint(text: str, status: Status, color: bool) -> str:
     return f"\033[{COLORS[status]}m{text}\033[0m" if color else text
 
 
-def render(judgement: Judgement, color: bool = False, width: int | None = None,
-           plan: Optional[Plan] = None) -> str:
-    """Returns the findings table (worst first), the plan and the one-line verdict."""
+HOSTS_W = 26  # the hosts column: a compressed hostlist, counted when cut
+PLAN_NODES = 6  # plan lines for the hosts it uses; the rest are counted (all in -v)
+ELLIPSIS = "..."
+
+
+def fit(text: str, width: int) -> str:
+    """Cuts text to width columns (0: no limit), marking the cut."""
+    if width <= 0 or len(text) <= width:
+        return text
+    return text[:max(0, width - len(ELLIPSIS))] + ELLIPSIS
+
+
+def _status_of(value: str) -> Status:
+    try:
+        return Status(value)
+    except ValueError:
+        return Status.ERROR
+
+
+def render(doc: Mapping[str, Any], color: bool = False, width: int | None = None,
+           detail: bool = False) -> str:
+    """Returns the findings (grouped, worst first), the plan and the one-line verdict of a
+    JSON report, every line cut to width; detail adds every finding in full."""
     width = width or shutil.get_terminal_size((120, 24)).columns
-    findings: list[Finding] = sorted(judgement.findings, key=lambda f: ORDER[f.status])
-    rows = [(f.status.value, f.check, _hosts_cell(f.hosts), f.message) for f in findings]
+    groups = sorted(group(sorted_findings(doc)), key=lambda g: ORDER[_status_of(g.status)])
+    rows = [(g.status, g.check, g.hosts_text(HOSTS_W), g.what
+             + (f" (+{g.variants - 1} variants)" if g.variants > 1 else "")) for g in groups]
     w0 = max([len("STATUS")] + [len(r[0]) for r in rows])
     w1 = max([len("CHECK")] + [len(r[1]) for r in rows])
-    w2 = min(30, max([len("HOSTS")] + [len(r[2]) for r in rows]))
-    lines = [f"{'STATUS':<{w0}}  {'CHECK':<{w1}}  {'HOSTS':<{w2}}  MESSAGE"]
-    for f, (st, check, hosts, msg) in zip(findings, rows):
-        if len(hosts) > w2:
-            hosts = hosts[: w2 - 3] + "..."
-        lines.append(f"{_paint(f'{st:<{w0}}', f.status, color)}  {check:<{w1}}  "
-                     f"{hosts:<{w2}}  {msg}")
-    if judgement.waived:
-        lines.append(f"WAIVED (not run, --skip): {', '.join(judgement.waived)}")
+    w2 = min(HOSTS_W, max([len("HOSTS")] + [len(r[2]) for r in rows]))
+    lines = [fit(f"{'STATUS':<{w0}}  {'CHECK':<{w1}}  {'HOSTS':<{w2}}  MESSAGE", width)]
+    for st, check, hosts, msg in rows:
+        text = fit(f"{st:<{w0}}  {check:<{w1}}  {fit(hosts, w2):<{w2}}  {msg}", width)
+        lines.append(_paint(text[:w0], _status_of(st), color) + text[w0:])
+    waived = waived_checks(doc)
+    if waived:
+        lines.append(fit(f"WAIVED (not run, --skip): {', '.join(waived)}", width))
+    if detail:
+        lines += ["", "DETAILS (every finding in full)"]
+        lines += [f"  {f.get('status')}  {f.get('check')}  {f.get('message')}"
+                  for f in sorted_findings(doc) if f.get("status") != "pass"]
     lines.append("")
-    if plan is not None:
-        lines.extend(plan_lines(plan))
+    plan = doc.get("plan")
+    if isinstance(plan, dict):
+        lines.extend(fit(ln, width) for ln in plan_lines(plan, detail))
         lines.append("")
-    lines.append(verdict_line(judgement, color, plan))
+    lines.append(verdict_line(doc, color, width))
     return "\n".join(lines) + "\n"
 
 
-def plan_lines(plan: Plan) -> list[str]:
-    """Returns the plan: one line per host it uses, then the hosts it left out and why."""
-    if plan.mode == "collective":
-        head = (f"PLAN collective: {len(plan.nodes)} worker hosts x {plan.nproc_per_node} "
-                f"ranks, master {plan.master}")
+def _sized(plan: Mapping[str, Any]) -> bool:
+    """Whether the user sized the job (JobShape.explicit, as the report records it)."""
+    req = plan.get("requested") or {}
+    return isinstance(req, dict) and any(
+        req.get(k) is not None for k in ("nnodes", "server_num", "trainer_num"))
+
+
+def plan_lines(plan: Mapping[str, Any], detail: bool = False) -> list[str]:
+    """Returns the plan: the hosts it uses (the first few, all with detail), then the hosts
+    it left out, grouped by why."""
+    nodes = [n for n in plan.get("nodes") or [] if isinstance(n, dict)]
+    servers, workers = plan.get("servers") or [], plan.get("workers") or []
+    if plan.get("mode") == "ps":
+        head = f"PLAN ps: {len(servers)} servers, {len(workers)} trainers"
     else:
-        head = f"PLAN ps: {len(plan.servers)} servers, {len(plan.workers)} trainers"
-    out = [head + ("" if plan.fits else f" -- lacks: {'; '.join(plan.lacks)}")]
-    for n in plan.nodes:
-        if plan.mode == "collective":
-            what = f"rank {n.rank}, {n.nproc} process(es)"
+        master = f", master {plan['master']}" if plan.get("master") else ""
+        head = (f"PLAN collective: {len(nodes)} worker hosts x "
+                f"{plan.get('nproc_per_node') or 1} ranks{master}")
+    lacks = plan.get("lacks") or []
+    out = [head + ("" if plan.get("fits", True) else f" -- lacks: {'; '.join(lacks)}")]
+    shown = nodes if detail or len(nodes) <= PLAN_NODES else nodes[:PLAN_NODES - 1]
+    for n in shown:
+        host = n.get("host")
+        if plan.get("mode") == "ps":
+            what = ", ".join([f"server {e.get('endpoint')}" for e in servers
+                              if e.get("host") == host]
+                             + [f"trainer {e.get('endpoint')}" for e in workers
+                                if e.get("host") == host])
         else:
-            roles = [f"server {e}" for e in plan.servers if e.host == n.host] + \
-                    [f"trainer {e}" for e in plan.workers if e.host == n.host]
-            what = ", ".join(roles)
-        out.append(f"  {n.host}  {n.address}  {what}  ports {port_ranges(n.ports)}")
-    out.extend(f"  note: {x}" for x in plan.notes)
-    for host, reasons in plan.excluded.items():
-        out.append(f"  left out {host}: {reasons[0]}"
-                   + (f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""))
-        cost = plan.costs.get(host)
-        if cost is not None:
-            out.append("    " + cost_text(cost.nbytes, cost.with_s, cost.without_s, cost.basis))
+            what = f"rank {n.get('rank')}, {n.get('nproc')} process(es)"
+        ports = tuple(p for p in n.get("ports") or [] if isinstance(p, int))
+        out.append(f"  {host}  {n.get('address')}  {what}  ports {port_ranges(ports)}")
+    if len(shown) < len(nodes):
+        rest = [str(n.get("host")) for n in nodes[len(shown):]]
+        out.append(f"  ... and {len(rest)} more: {hostlist(rest, 60)} (all in the JSON "
+                   "report, -v, --emit-launch)")
+    out.extend(f"  note: {x}" for x in plan.get("notes") or [])
+    excluded = plan.get("excluded") or {}
+    for hosts, why, more in left_out(excluded):
+        out.append(f"  left out {hostlist(hosts, HOSTS_W + 14)}: {why}"
+                   + (f" (+{more} more)" if more else ""))
+        cost = cost_of(plan, hosts[0]) if len(hosts) == 1 else None
+        if cost:
+            out.append("    " + cost)
     return out
 
 
-def verdict_line(judgement: Judgement, color: bool = False, plan: Optional[Plan] = None,
-                 ) -> str:
-    counts = {s: sum(1 for f in judgement.findings if f.status is s) for s in Status}
-    if judgement.verdict is Verdict.GO:
+def verdict_line(doc: Mapping[str, Any], color: bool = False, width: int = 0) -> str:
+    """The verdict in one line, at most width columns: GO with what passed, or NO-GO with
+    counts and the first reasons (all of them are in the report)."""
+    findings = sorted_findings(doc)
+    counts = {s: sum(1 for f in findings if f.get("status") == s.value) for s in Status}
+    plan = doc.get("plan") if isinstance(doc.get("plan"), dict) else None
+    if doc.get("verdict") == "go":
         warn = f" ({counts[Status.WARN]} warnings)" if counts[Status.WARN] else ""
         head = _paint("GO", Status.PASS, color)
-        if plan is not None and plan.excluded and plan.shape.explicit:
-            return (f"{head}: the job fits on {len(plan.nodes)} hosts ({len(plan.excluded)} "
-                    f"left out: {hosts_text(list(plan.excluded))}){warn}")
-        checks = len({f.check for f in judgement.findings})
-        waived = f", {len(judgement.waived)} waived" if judgement.waived else ""
-        return f"{head}: all {checks} checks passed{warn}{waived}"
-    parts = [f"{counts[s]} {label}" for s, label in (
-        (Status.FAIL, "failed"), (Status.COULD_NOT_CHECK, "could not check"),
-        (Status.ERROR, "check errors")) if counts[s]]
-    head = _paint("NO-GO", Status.FAIL, color)
-    reasons = "; ".join(judgement.reasons[:3])
-    more = f"; ... (+{len(judgement.reasons) - 3} more)" if len(judgement.reasons) > 3 else ""
-    return f"{head}: {', '.join(parts) or 'blocked'}: {reasons}{more}"
+        if plan is not None and plan.get("excluded") and _sized(plan):
+            left = list(plan["excluded"])
+            text = (f": the job fits on {len(plan.get('nodes') or [])} hosts ({len(left)} "
+                    f"left out: {hostlist(left, 40)}){warn}")
+        else:
+            checks = len({f.get("check") for f in findings})
+            waived = waived_checks(doc)
+            text = (f": all {checks} checks passed{warn}"
+                    + (f", {len(waived)} waived" if waived else ""))
+        return head + fit(text, width - 2 if width else 0)
+    # Counted as the summary shows them: things found (grouped) and the hosts they name.
+    groups = group(findings)
+    parts = []
+    for s, label in ((Status.FAIL, "failed"), (Status.COULD_NOT_CHECK, "could not check"),
+                     (Status.ERROR, "check errors")):
+        mine = [g for g in groups if g.status == s.value]
+        hosts = {h for g in mine for h in g.hosts}
+        if mine:
+            parts.append(f"{len(mine)} {label}" + (f" on {len(hosts)} hosts" if len(hosts) > 1
+                                                    else ""))
+    if doc.get("fail_on") == "warn" and counts[Status.WARN]:
+        parts.append(f"{counts[Status.WARN]} warnings (--fail-on warn)")
+    reasons = [str(r) for r in doc.get("reasons") or []]
+    text = f": {', '.join(parts) or 'blocked'}: " + "; ".join(reasons[:3])
+    if len(reasons) > 3:
+        text += f"; ... (+{len(reasons) - 3} more)"
+    return _paint("NO-GO", Status.FAIL, color) + fit(text, width - 5 if width else 0)

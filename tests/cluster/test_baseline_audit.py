@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from lxml import etree  # type: ignore[import-untyped]
@@ -46,7 +47,9 @@ def test_audit_names_exactly_what_differs_from_the_baseline(cluster, tmp_path):
     assert diffs == [(("slow",), "link"), (("slow",), "paddle")]
     [ok] = [f for f in doc["findings"] if f["check"] == "baseline" and f["status"] == "pass"]
     assert ok["hosts"] == ["good2", "good3"]
-    assert "slow: paddle 2.6.2 != 3.3.1 in the baseline of 3 hosts" in run.stdout
+    # The terminal's row: the host in its column, what was found beside it.
+    assert re.search(r"\n\S+ +baseline +slow +paddle 2\.6\.2 != 3\.3\.1 in the baseline of 3 "
+                     "hosts", run.stdout), run.stdout
 
     # The JUnit file of that audit is valid for Jenkins and fails slow's baseline case.
     with open(out["xml"], "rb") as fh:

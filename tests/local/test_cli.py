@@ -148,7 +148,10 @@ def test_local_audit_writes_every_report_and_the_step_summary(tmp_path):
     # A saved report renders again later, the same way, and diff finds it equal to itself.
     again = preflight("report", "r.json", "--markdown", "again.md", "--no-step-summary",
                       cwd=str(tmp_path))
-    assert again.returncode == 1 and again.stdout.startswith("NO-GO: ")
+    # The full terminal view: the findings, the plan, the verdict last.
+    assert again.returncode == 1 and again.stdout.startswith("STATUS  CHECK")
+    assert again.stdout.splitlines()[-1].startswith("NO-GO: 1 failed: vm: Paddle not")
+    assert "\nfail    paddle-stack     vm     Paddle not importable" in again.stdout
     assert (tmp_path / "again.md").read_text() == md
     same = preflight("diff", "r.json", "r.json", cwd=str(tmp_path))
     assert same.returncode == 0 and same.stdout == "no differences\n"
@@ -166,10 +169,13 @@ def test_report_under_a_stricter_fail_on_blocks_on_warnings(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps(dict(REPORT, findings=[warn])))
     lenient = preflight("report", "r.json", "--junit", "l.xml", "--no-step-summary",
                         cwd=str(tmp_path))
-    assert lenient.returncode == 0 and lenient.stdout.startswith("GO")
+    assert lenient.returncode == 0
+    assert lenient.stdout.splitlines()[-1] == "GO: all 1 checks passed (1 warnings)"
     strict = preflight("report", "r.json", "--fail-on", "warn", "--junit", "s.xml",
                        "--no-step-summary", cwd=str(tmp_path))
-    assert strict.returncode == 1 and strict.stdout == "NO-GO: a: NCCL_DEBUG=INFO\n"
+    assert strict.returncode == 1
+    assert strict.stdout.splitlines()[-1] == \
+        "NO-GO: 1 warnings (--fail-on warn): a: NCCL_DEBUG=INFO"
     assert 'type="warn"' in (tmp_path / "s.xml").read_text()
     assert 'type="warn"' not in (tmp_path / "l.xml").read_text()
 
@@ -187,7 +193,7 @@ def test_results_log_judges_again_as_the_run_did(tmp_path):
     assert records[-1]["exit"] == 1 and records[-1]["verdict"] == "no-go"
     again = preflight("report", str(log), "--json", "again.json", "--no-step-summary",
                       cwd=str(tmp_path))
-    assert again.returncode == 1 and again.stdout.startswith("NO-GO: ")
+    assert again.returncode == 1 and again.stdout.splitlines()[-1].startswith("NO-GO: ")
     first = json.loads((tmp_path / "r.json").read_text())
     second = json.loads((tmp_path / "again.json").read_text())
     assert second["findings"] == first["findings"]

@@ -104,9 +104,10 @@ ALLOWED = {
     "preflight.history": ("preflight.model", "preflight.history", "preflight.config",
                           "preflight.network.localise", "preflight.report.summary",
                           "preflight.report.units"),
+    # The verdict's reasons are the grouped findings, as every report shows them.
     "preflight.judge": ("preflight.model", "preflight.checks", "preflight.judge",
-                        "preflight.report.units", "preflight.network.localise",
-                        "preflight.history.profile"),
+                        "preflight.report.units", "preflight.report.grouping",
+                        "preflight.network.localise", "preflight.history.profile"),
 }
 
 

@@ -60,28 +60,35 @@ def test_junit_validates_against_jenkins_schema(make):
         assert schema.validate(etree.fromstring(xml)), (name, schema.error_log)
 
 
-def test_junit_one_case_per_check_and_host_with_facts_as_properties():
+def test_junit_one_case_per_check_naming_its_hosts():
     doc = failing_doc()
     root = etree.fromstring(junit.render(doc).encode())
-    suites = {s.get("name"): s for s in root.findall("testsuite")}
-    assert list(suites) == ["preflight.cluster", *(f"preflight.{h}" for h in HOSTS)]
-    verdict = suites["preflight.cluster"].find("testcase[@name='verdict']")
-    assert verdict is not None and verdict.find("failure").get("type") == "no-go"
-    node02 = suites["preflight.node02"]
-    cases = {c.get("name"): c for c in node02.findall("testcase")}
-    expected = {f["check"] for f in doc["findings"] if "node02" in f["hosts"]}
-    assert set(cases) == expected  # one case per check that judged node02
-    assert cases["paddle-stack"].find("failure").get("message") == \
-        "node02: paddle 2.6.2 != 3.3.1 (2 of 3 hosts)"
+    [suite] = root.findall("testsuite")
+    assert suite.get("name") == "preflight"
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert list(cases)[0] == "verdict"
+    assert cases["verdict"].find("failure").get("type") == "no-go"
+    assert set(cases) == {"verdict", *(f["check"] for f in doc["findings"])}  # one per check
+    failure = cases["paddle-stack"].find("failure")
+    assert failure.get("message") == "node02: paddle 2.6.2 != 3.3.1 (2 of 3 hosts)"
     assert cases["env"].find("failure") is None  # a warning passes under --fail-on fail
     assert "a?b" in cases["env"].find("system-out").text  # the bell is not valid XML
-    props = {p.get("name"): p.get("value") for p in node02.iter("property")}
-    assert props["paddle"] == "2.6.2" and props["GPUs"].startswith("8 x NVIDIA H100")
-    down = suites["preflight.node04"].find("testcase[@name='reachable']/error")
+    down = cases["reachable"].find("error")
     assert down is not None and down.get("type") == "could-not-check"
-    assert "connection refused" in down.get("message")
-    assert int(node02.get("failures")) == 1 and int(suites["preflight.node04"].get("errors")) == 1
-    assert int(root.get("tests")) == sum(int(s.get("tests")) for s in suites.values())
+    assert down.get("message").startswith("node04: could not check (connect): connection")
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["hosts"] == "4" and props["host list"] == "node[01-04]"
+    assert int(suite.get("failures")) == 2 and int(suite.get("errors")) == 1
+    assert root.get("tests") == suite.get("tests") == str(len(cases))
+
+
+def test_junit_groups_hosts_that_share_a_finding():
+    c = cluster(**same(6), node07={"paddle": paddle("2.6.2")}, node08={"paddle": paddle("2.6.2")})
+    case = etree.fromstring(junit.render(doc_of(c)).encode()).find(
+        "testsuite/testcase[@name='paddle-stack']")
+    lines = case.find("failure").text.splitlines()
+    assert [ln for ln in lines if ln.startswith("[fail]")] == [
+        "[fail] node[07-08]: paddle 2.6.2 != 3.3.1 (6 of 8 hosts)"]
 
 
 def test_junit_fail_on_warn_turns_warnings_into_failures():
@@ -92,7 +99,7 @@ def test_junit_fail_on_warn_turns_warnings_into_failures():
     assert lenient["verdict"] == "go" and strict["verdict"] == "no-go"
     assert strict["reasons"] == ["node01: NCCL_DEBUG=INFO is set"]
     case = etree.fromstring(junit.render(strict, "warn").encode()).find(
-        "testsuite[@name='preflight.node01']/testcase[@name='env']")
+        "testsuite/testcase[@name='env']")
     assert case is not None and case.find("failure").get("type") == "warn"
 
 
@@ -106,7 +113,11 @@ def test_markdown_leads_with_verdict_and_escapes_cells():
     assert "\x07" not in md
     assert "| could not check | reachable | node04 |" in md
     # The odd host out in the side-by-side table is bold.
-    assert re.search(r"\| paddle \| 3\.3\.1 \| \*\*2\.6\.2\*\* \| 3\.3\.1 \|", md)
+    header = next(line for line in md.splitlines() if line.startswith("| host |"))
+    column = header.split(" | ").index("paddle")
+    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in md.splitlines()
+            if line.startswith("| node0")}
+    assert rows["node02"][column] == "**2.6.2**" and rows["node01"][column] == "3.3.1"
 
 
 # ---------------------------------------------------------------- HTML

@@ -1,0 +1,104 @@
+"""Findings grouped for people: one line per (check, status, what was found), the hosts as
+one compressed hostlist. At 500 hosts one wrong interpreter is one line, not 500.
+
+Checks write a per-host finding as "HOST: what" (one host in its hosts); what follows the
+host's name is what is compared. Messages that still differ (a value per host: "12
+effective cores", "11 effective cores") fold by their shape, numbers aside, and past
+MAX_LINES lines per check and status the smallest groups fold into one line: the summary
+says how many variants it folded, the JSON keeps every finding with its values."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from preflight.report.units import hostlist, hosts_text
+
+MAX_LINES = 3  # lines one check may take per status in a summary
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+
+
+@dataclass(frozen=True)
+class Group:
+    check: str
+    status: str  # a Status value: "fail", "warn", ...
+    hosts: tuple[str, ...]  # () for a finding about the cluster as a whole
+    what: str  # the message, the host's name taken off when it named one host
+    variants: int = 1  # distinct messages folded into this line
+
+    def hosts_text(self, limit: int = 0) -> str:
+        return hostlist(self.hosts, limit) if self.hosts else "cluster"
+
+    def text(self, limit: int = 0) -> str:
+        """'gpu[001-500]: Paddle not importable ...' (the line a reason is)."""
+        more = f" (+{self.variants - 1} variants)" if self.variants > 1 else ""
+        head = f"{hostlist(self.hosts, limit)}: " if self.hosts else ""
+        return f"{head}{self.what}{more}"
+
+
+def what_of(hosts: Sequence[str], message: str) -> str:
+    """The message without the host names it starts with ("node07: ..." or, for a finding
+    about several hosts, "node07, node08: ..." as hosts_text writes them)."""
+    for prefix in dict.fromkeys((", ".join(hosts), hosts_text(hosts))):
+        if hosts and message.startswith(f"{prefix}: "):
+            return message[len(prefix) + 2:]
+    return message
+
+
+def _merge(groups: Sequence[Group], what: str) -> Group:
+    hosts = tuple(dict.fromkeys(h for g in groups for h in g.hosts))
+    return Group(groups[0].check, groups[0].status, hosts, what,
+                 sum(g.variants for g in groups))
+
+
+def _fold(groups: list[Group], max_lines: int) -> list[Group]:
+    """One check's groups of one status, at most max_lines of them."""
+    if len(groups) <= max_lines:
+        return groups
+    shapes: dict[str, list[Group]] = {}
+    for g in groups:  # the same words with other numbers: one line, the first one's values
+        shapes.setdefault(_NUMBER.sub("#", g.what), []).append(g)
+    groups = [_merge(gs, gs[0].what) if len(gs) > 1 else gs[0] for gs in shapes.values()]
+    if len(groups) <= max_lines:
+        return groups
+    biggest = sorted(groups, key=lambda g: -len(g.hosts))
+    kept, rest = biggest[:max_lines - 1], biggest[max_lines - 1:]
+    return [*kept, _merge(rest, rest[0].what)]
+
+
+def group(findings: Iterable[Mapping[str, Any]], max_lines: int = MAX_LINES) -> list[Group]:
+    """Groups JSON findings ({check, status, hosts, message}) in their order of first
+    appearance; a check's lines of one status stay together."""
+    exact: dict[tuple[str, str, str, bool], list[str]] = {}
+    for f in findings:
+        hosts = tuple(str(h) for h in f.get("hosts") or ())
+        check, status = str(f.get("check")), str(f.get("status"))
+        what = what_of(hosts, str(f.get("message", "")))
+        # A finding naming several hosts at once (a link, a rank pair) keeps its own line.
+        single = len(hosts) <= 1
+        key = (check, status, what if single else f"{what}\0{','.join(hosts)}", single)
+        exact.setdefault(key, []).extend(hosts)
+    by_check: dict[tuple[str, str], list[Group]] = {}
+    for (check, status, what, _), names in exact.items():
+        by_check.setdefault((check, status), []).append(
+            Group(check, status, tuple(dict.fromkeys(names)), what.split("\0")[0]))
+    return [g for gs in by_check.values() for g in _fold(gs, max_lines)]
+
+
+def left_out(excluded: Mapping[str, Any]) -> list[tuple[list[str], str, int]]:
+    """A plan's left-out hosts grouped by their first reason, the host's name taken out of
+    it: (hosts, why, how many more reasons the first of them has)."""
+    groups: dict[str, tuple[list[str], int]] = {}
+    for host, reasons in excluded.items():
+        reasons = [str(r) for r in reasons or []] or ["?"]
+        why = reasons[0].replace(f"{host}: ", "", 1)
+        hosts, _ = groups.setdefault(why, ([], len(reasons) - 1))
+        hosts.append(str(host))
+    return [(hosts, why, more) for why, (hosts, more) in groups.items()]
+
+
+def group_lines(findings: Iterable[Mapping[str, Any]], limit: int = 0) -> list[str]:
+    """The grouped findings as 'check: hosts: what' lines (a verdict's reasons)."""
+    return [f"{g.check}: {g.text(limit)}" for g in group(findings)]

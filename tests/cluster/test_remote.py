@@ -1,0 +1,46 @@
+"""Commands over SSH that end without an exit status say why: sshd sends none for a command
+killed by a signal, and none comes when the connection goes (paramiko reads both as -1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.cluster
+
+# Run in the client namespace: connect to good1 as the CLI would, then run commands.
+SCRIPT = """\
+import json, sys, threading
+from preflight.inventory import load
+from preflight.collect import ssh
+from preflight.collect.remote import SshRemote
+[host] = load(sys.argv[1])
+conn = ssh.connection(host, 10.0, False)
+conn.open()
+remote = SshRemote(host.name, conn)
+out = {}
+d = remote.run("echo half; kill -9 $$", timeout=20)
+out["signal"] = [d.exit, d.tail(), d.stdout]
+# The connection goes while a command runs (as when the host drops off the network).
+threading.Timer(1.0, conn.client.get_transport().close).start()
+d = remote.run("sleep 10; echo never", timeout=20)
+out["lost"] = [d.exit, d.tail(), d.stdout]
+print(json.dumps(out))
+"""
+
+
+def test_a_command_without_exit_status_says_killed_or_connection_lost(cluster):
+    inv = cluster.inventory("remote-good1.yaml", ["good1"])
+    p = subprocess.run(cluster.tb.client_cmd([sys.executable, "-c", SCRIPT, inv]),
+                       capture_output=True, text=True, timeout=60, cwd=cluster.tb.base,
+                       env=dict(os.environ, PYTHONSAFEPATH="1"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = json.loads(p.stdout.splitlines()[-1])
+    exit, tail, stdout = out["signal"]
+    assert exit == -1 and "killed by a signal" in tail and stdout == "half\n", out
+    exit, tail, stdout = out["lost"]
+    assert exit == -1 and "connection to the host was lost" in tail and stdout == "", out

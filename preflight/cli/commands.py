@@ -102,13 +102,12 @@ def _show(doc: Mapping[str, Any], args: argparse.Namespace) -> None:
     """The terminal view of a report: the verdict line alone with -q, every finding in full
     with -v, cut to the terminal's width (the text file or pipe it goes to: 120 columns)."""
     out = human_stream(args)
-    color = terminal.use_color(getattr(args, "color", "auto"), out)
+    color = terminal.use_color(args.color, out)
     width = terminal.width_of(out)
-    if getattr(args, "quiet", False):
+    if args.quiet:
         out.write(terminal.verdict_line(doc, color, width) + "\n")
     else:
-        out.write(terminal.render(doc, color=color, width=width,
-                                  detail=getattr(args, "verbose", False)))
+        out.write(terminal.render(doc, color=color, width=width, detail=args.verbose))
 
 
 def cmd_check(args: argparse.Namespace, audit: Optional[Audit] = None) -> int:

@@ -31,11 +31,15 @@ class Group:
     def hosts_text(self, limit: int = 0) -> str:
         return hostlist(self.hosts, limit) if self.hosts else "cluster"
 
+    @property
+    def message(self) -> str:
+        """What was found, and how many variants the line folds."""
+        return self.what + (f" (+{self.variants - 1} variants)" if self.variants > 1 else "")
+
     def text(self, limit: int = 0) -> str:
         """'gpu[001-500]: Paddle not importable ...' (the line a reason is)."""
-        more = f" (+{self.variants - 1} variants)" if self.variants > 1 else ""
         head = f"{hostlist(self.hosts, limit)}: " if self.hosts else ""
-        return f"{head}{self.what}{more}"
+        return head + self.message
 
 
 def what_of(hosts: Sequence[str], message: str) -> str:

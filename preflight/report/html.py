@@ -105,11 +105,10 @@ def _findings(doc: Mapping[str, Any], passed: bool) -> str:
         st = g.status
         if (st == "pass") != passed:
             continue
-        more = f" (+{g.variants - 1} variants)" if g.variants > 1 else ""
         rows.append(f"<tr class='finding s-row-{esc(st)}'><td class='st s-{esc(st)}'>"
                     f"{esc(STATUS_WORDS.get(st, st))}</td><td>{esc(g.check)}</td>"
                     f"<td>{esc(g.hosts_text(HOSTS_MAX))}</td>"
-                    f"<td>{esc(g.what + more)}</td></tr>")
+                    f"<td>{esc(g.message)}</td></tr>")
     table = ("<tr><th>status</th><th>check</th><th>hosts</th><th>message</th></tr>"
              + "".join(rows))
     if passed:

@@ -47,12 +47,12 @@ def _case(suite: ET.Element, name: str, findings: Sequence[Mapping[str, Any]],
     """One check's test case: its worst status decides; every grouped line is its text."""
     case = ET.SubElement(suite, "testcase", classname=SUITE, name=name)
     element, worst = _outcome(findings, fail_on)
-    lines = [(g.status, f"[{g.status}] {_clean(g.text(HOSTS_MAX))}") for g in group(findings)]
-    text = "\n".join(line for _, line in lines)
+    groups = group(findings)
+    text = "\n".join(f"[{g.status}] {_clean(g.text(HOSTS_MAX))}" for g in groups)
     if element:
-        first = next(line for status, line in lines if status == worst)
+        first = next(g for g in groups if g.status == worst)
         node = ET.SubElement(case, element, type=worst,
-                             message=first[len(worst) + 3:][:MESSAGE_MAX])
+                             message=_clean(first.text(HOSTS_MAX))[:MESSAGE_MAX])
         node.text = text
     else:
         ET.SubElement(case, "system-out").text = text

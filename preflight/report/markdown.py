@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from preflight.report.grouping import Group, group, left_out
+from preflight.report.grouping import group, left_out
 from preflight.report.summary import (
     STATUS_WORDS,
     cost_of,
@@ -58,19 +58,15 @@ def render(doc: Mapping[str, Any]) -> str:
         out += ["", "### Findings", ""]
         out += _table(["", "status", "check", "hosts", "message"], [
             [ICONS.get(g.status, ""), STATUS_WORDS.get(g.status, "?"), g.check,
-             cell(g.hosts_text(HOSTS_MAX), HOSTS_MAX + 20), _what(g)] for g in bad])
+             cell(g.hosts_text(HOSTS_MAX), HOSTS_MAX + 20), g.message] for g in bad])
     if passed:
         out += ["", f"<details><summary>{len(passed)} passed</summary>", ""]
-        out += _table(["check", "message"], [[g.check, _what(g)] for g in passed])
+        out += _table(["check", "message"], [[g.check, g.message] for g in passed])
         out += ["", "</details>"]
     out += _plan(doc.get("plan"))
     out += _network(doc)
     out += _hosts(doc.get("hosts") or {})
     return "\n".join(out) + "\n"
-
-
-def _what(g: Group) -> str:
-    return g.what + (f" (+{g.variants - 1} variants)" if g.variants > 1 else "")
 
 
 def _plan(plan: Any) -> list[str]:

@@ -110,8 +110,7 @@ def render(doc: Mapping[str, Any], color: bool = False, width: int | None = None
     JSON report, every line cut to width; detail adds every finding in full."""
     width = width or shutil.get_terminal_size((120, 24)).columns
     groups = sorted(group(sorted_findings(doc)), key=lambda g: ORDER[_status_of(g.status)])
-    rows = [(g.status, g.check, g.hosts_text(HOSTS_W), g.what
-             + (f" (+{g.variants - 1} variants)" if g.variants > 1 else "")) for g in groups]
+    rows = [(g.status, g.check, g.hosts_text(HOSTS_W), g.message) for g in groups]
     w0 = max([len("STATUS")] + [len(r[0]) for r in rows])
     w1 = max([len("CHECK")] + [len(r[1]) for r in rows])
     w2 = min(HOSTS_W, max([len("HOSTS")] + [len(r[2]) for r in rows]))

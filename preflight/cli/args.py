@@ -218,7 +218,7 @@ def _report_options(c: argparse.ArgumentParser, fail_on_default: Optional[str] =
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="preflight", description=(
         "Pre-flight readiness check for PaddlePaddle distributed training clusters. "
-        "Exit codes: 0 GO, 1 NO-GO (diff: differences), 2 bad invocation or input, "
+        "Exit codes: 0 GO, 1 NO-GO (diff: differences that matter), 2 bad invocation or input, "
         "3 internal error, 130 interrupted."))
     p.add_argument("--version", action="version", version=f"preflight {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
@@ -248,6 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
     df.add_argument("second", metavar="B.json")
     df.add_argument("--tolerance", type=fraction, default=DEFAULT_TOLERANCE, metavar="F",
                     help="bandwidth changes smaller than this are not listed (default: 0.2)")
+    df.add_argument("--ignore", action="append", default=[], metavar="PATTERN",
+                    help="also leave out the facts whose path matches this shell pattern, "
+                    "e.g. 'gpu.devices[*].vbios' (repeatable; readings that change every run, "
+                    "such as load and free space, are always left out)")
+    df.add_argument("--json", metavar="FILE", help="the changes as JSON ('-': standard output)")
+    df.add_argument("-q", "--quiet", action="store_true",
+                    help="print only the count (the exit code says the rest)")
     rp = sub.add_parser("report", help="render a saved JSON report again: preflight report "
                         "r.json --html r.html --junit r.xml --markdown r.md")
     rp.add_argument("report", metavar="REPORT.json", help="a JSON report, or a results log "

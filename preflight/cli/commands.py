@@ -158,11 +158,22 @@ def cmd_baseline(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    """Exit 0 when nothing that matters changed, 1 when something did: a gate."""
+    if args.json:
+        pipeline.check_outputs({"--json": args.json})
     a, b = jsonreport.read(args.first), jsonreport.read(args.second)
-    changes = diff.compare(a, b, args.tolerance)
-    for ch in changes:
-        print(ch.text)
-    print(f"{len(changes)} differences" if changes else "no differences")
+    changes = diff.compare(a, b, args.tolerance, args.ignore)
+    if args.json:
+        jsonreport.write_atomic(args.json, diff.document(changes, args.first, args.second))
+    out = sys.stderr if args.json == STDOUT else sys.stdout
+    shown = diff.lines(changes, terminal.HOSTS_W * 2)
+    if not args.quiet:
+        width = terminal.width_of(out)
+        for line in shown:
+            out.write(terminal.fit(line, width) + "\n")
+    print(f"{len(shown)} differences" + (f" ({len(changes)} host by host)"
+                                          if len(changes) != len(shown) else "")
+          if changes else "no differences", file=out)
     return EXIT_NO_GO if changes else EXIT_GO
 
 

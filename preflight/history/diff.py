@@ -1,33 +1,55 @@
 """What changed between two reports or baselines: verdict, hosts, facts, findings, links,
-the all-reduce and the plan. Readings that change every run (load, free memory, clocks,
-timings) are left out; measurements count as changed only past a tolerance."""
+the all-reduce and the plan, in what matters to a job. Readings that change every run (load,
+free memory and space, clocks, timings, listening ports) are left out; a value that is absent
+in one and zero or empty in the other is the same; a finding counts by its check, host and
+status, not by the numbers in its message; measurements count as changed only past a
+tolerance. So two runs of an unchanged cluster compare equal, and diff can gate on it."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any
 
+from preflight.report.grouping import what_of
 from preflight.report.summary import link_matrix
-from preflight.report.units import rate
+from preflight.report.units import hostlist, rate
 
 DEFAULT_TOLERANCE = 0.2
+ENDPOINTS_SHOWN = 8  # a plan's endpoints named in a change; the rest counted
 # Facts that differ between any two runs of a healthy host: not news.
-VOLATILE = re.compile(r"^(cpu\.(utilization|loadavg)|memory\.available_bytes|shm\.free_bytes"
+# ports.tcp: the ports the job needs are judged by the ports check, whose findings are
+# compared; the rest come and go with every SSH session and daemon.
+VOLATILE = re.compile(r"^(cpu\.(utilization|loadavg|pressure_avg\d+|other_work\..*)"
+                      r"|memory\.available_bytes|(shm|tmp)\.free_bytes|ports\.tcp"
                       r"|clock\..*|probe_elapsed_s|gpu\.devices\[[^]]*\]\.(processes"
                       r"|clock_event_reasons))$")
+# Absent and zero or empty say the same thing (paddle.nccl 0 from one build, absent from
+# another), and so does false: nothing to report.
+_EMPTY: tuple[Any, ...] = (None, 0, "", "0", (), [], {}, False)
 # Lists of objects compared by a key rather than by position.
 KEYS = {"network.interfaces": "name", "gpu.devices": "index", "files.files": "path"}
 
 
 @dataclass(frozen=True)
 class Change:
-    """One difference; subject is the host, link or part it is about."""
+    """One difference. subject is the host, link or part it is about; what is the text
+    without the host's name, so the same change on many hosts reads as one line."""
 
     kind: str  # verdict, host, fact, finding, link, allreduce, plan
     subject: str
-    text: str
+    what: str
+    host: str = ""  # the one host it is about, if any
+
+    @property
+    def text(self) -> str:
+        return f"{self.host}: {self.what}" if self.host else self.what
+
+    def as_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "subject": self.subject, "host": self.host,
+                "text": self.text}
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -48,6 +70,15 @@ def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _empty(v: Any) -> bool:
+    return any(v is e or (type(v) is type(e) and v == e) for e in _EMPTY)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two fact values say the same (absent, zero, empty and false alike)."""
+    return a == b or (_empty(a) and _empty(b))
+
+
 def _shown(v: Any) -> str:
     return "absent" if v is None else str(v)
 
@@ -61,43 +92,68 @@ def _fact_change(path: str, a: Any, b: Any) -> str:
     return f"{path}: {_shown(a)} -> {_shown(b)}"
 
 
-def _hosts(a: Mapping[str, Any], b: Mapping[str, Any]) -> Iterator[Change]:
+def _hosts(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Sequence[str]
+           ) -> Iterator[Change]:
     ha, hb = a.get("hosts") or {}, b.get("hosts") or {}
     for h in ha:
         if h not in hb:
-            yield Change("host", h, f"{h}: only in the first ({ha[h].get('address')})")
+            yield Change("host", h, f"only in the first ({ha[h].get('address')})", h)
     for h in hb:
         if h not in ha:
-            yield Change("host", h, f"{h}: only in the second ({hb[h].get('address')})")
+            yield Change("host", h, f"only in the second ({hb[h].get('address')})", h)
     for h in (h for h in ha if h in hb):
         x, y = ha[h], hb[h]
         if x.get("address") != y.get("address"):
-            yield Change("host", h, f"{h}: address {x.get('address')} -> {y.get('address')}")
+            yield Change("host", h, f"address {x.get('address')} -> {y.get('address')}", h)
         if x.get("status") != y.get("status"):
             why = (y.get("failure") or {}).get("reason") or ""
-            yield Change("host", h, f"{h}: {x.get('status')} -> {y.get('status')}"
-                         + (f" ({why})" if why else ""))
+            yield Change("host", h, f"{x.get('status')} -> {y.get('status')}"
+                         + (f" ({why})" if why else ""), h)
         fa, fb = flatten(x.get("facts") or {}), flatten(y.get("facts") or {})
         if not fa or not fb:
             continue  # a host that was not checked in one of them: said above
         for path in sorted(set(fa) | set(fb)):
-            if VOLATILE.match(path) or fa.get(path) == fb.get(path):
+            if VOLATILE.match(path) or same(fa.get(path), fb.get(path)) or \
+                    any(fnmatchcase(path, pat) for pat in ignore):
                 continue
-            yield Change("fact", h, f"{h}: {_fact_change(path, fa.get(path), fb.get(path))}")
+            yield Change("fact", h, _fact_change(path, fa.get(path), fb.get(path)), h)
+
+
+_RANK = {"pass": 0, "skip": 0, "not-requested": 0, "warn": 1, "could-not-check": 2,
+         "fail": 3}
+
+
+def _by_host(doc: Mapping[str, Any]) -> dict[tuple[str, str], tuple[str, str]]:
+    """{(check, host or ""): (worst status, its message)} of a report's findings that are not
+    passes; a finding about several hosts counts for each of them."""
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for f in doc.get("findings") or []:
+        status = str(f.get("status"))
+        if _RANK.get(status, 1) == 0:
+            continue
+        hosts = [str(h) for h in f.get("hosts") or ()] or [""]
+        for h in hosts:
+            key = (str(f.get("check")), h)
+            if key not in out or _RANK.get(status, 1) > _RANK.get(out[key][0], 1):
+                what = what_of([h], str(f.get("message"))) if h else str(f.get("message"))
+                out[key] = (status, what)
+    return out
 
 
 def _findings(a: Mapping[str, Any], b: Mapping[str, Any]) -> Iterator[Change]:
-    def keyed(doc: Mapping[str, Any]) -> dict[tuple[str, str, tuple[str, ...]], str]:
-        return {(str(f.get("check")), str(f.get("status")), tuple(f.get("hosts") or ())):
-                str(f.get("message")) for f in doc.get("findings") or []
-                if f.get("status") != "pass"}
-    ka, kb = keyed(a), keyed(b)
-    for k, msg in kb.items():
-        if k not in ka:
-            yield Change("finding", ", ".join(k[2]) or "cluster", f"new {k[1]}: [{k[0]}] {msg}")
-    for k, msg in ka.items():
-        if k not in kb:
-            yield Change("finding", ", ".join(k[2]) or "cluster", f"gone {k[1]}: [{k[0]}] {msg}")
+    """A finding is news when its check's status on a host changed; its message's numbers
+    (free cores, a link's rate) change every run and are not compared."""
+    ka, kb = _by_host(a), _by_host(b)
+    for (check, host), (status, msg) in kb.items():
+        was = ka.get((check, host))
+        if was is None:
+            yield Change("finding", host or "cluster", f"new {status}: [{check}] {msg}", host)
+        elif was[0] != status:
+            yield Change("finding", host or "cluster", f"{was[0]} -> {status}: [{check}] {msg}",
+                         host)
+    for (check, host), (status, msg) in ka.items():
+        if (check, host) not in kb:
+            yield Change("finding", host or "cluster", f"gone {status}: [{check}] {msg}", host)
 
 
 def _links(a: Mapping[str, Any], b: Mapping[str, Any], tol: float) -> Iterator[Change]:
@@ -123,27 +179,55 @@ def _plan(a: Mapping[str, Any], b: Mapping[str, Any]) -> Iterator[Change]:
     if not pa or not pb:
         return
     for kind in ("workers", "servers"):
-        ea = [e.get("endpoint") for e in pa.get(kind) or []]
-        eb = [e.get("endpoint") for e in pb.get(kind) or []]
+        ea = [str(e.get("endpoint")) for e in pa.get(kind) or []]
+        eb = [str(e.get("endpoint")) for e in pb.get(kind) or []]
         if ea != eb:
-            yield Change("plan", kind, f"plan {kind}: {', '.join(ea) or 'none'} -> "
-                         f"{', '.join(eb) or 'none'}")
+            yield Change("plan", kind, f"plan {kind}: {_endpoints(ea)} -> {_endpoints(eb)}")
     xa, xb = set(pa.get("excluded") or {}), set(pb.get("excluded") or {})
     for h in sorted(xb - xa):
-        yield Change("plan", h, f"plan: {h} now left out: {'; '.join(pb['excluded'][h])}")
+        why = "; ".join(what_of([h], str(r)) for r in pb["excluded"][h])
+        yield Change("plan", h, f"plan: now left out: {why}", h)
     for h in sorted(xa - xb):
-        yield Change("plan", h, f"plan: {h} no longer left out")
+        yield Change("plan", h, "plan: no longer left out", h)
+
+
+def _endpoints(eps: Sequence[str]) -> str:
+    if not eps:
+        return "none"
+    shown = ", ".join(eps[:ENDPOINTS_SHOWN])
+    return shown + (f" (+{len(eps) - ENDPOINTS_SHOWN} more)" if len(eps) > ENDPOINTS_SHOWN
+                    else "")
 
 
 def compare(a: Mapping[str, Any], b: Mapping[str, Any], tolerance: float = DEFAULT_TOLERANCE,
-            ) -> list[Change]:
-    """Returns every change from report a to report b (empty: nothing that matters)."""
+            ignore: Sequence[str] = ()) -> list[Change]:
+    """Returns every change from report a to report b that matters (empty: none). ignore:
+    more fact paths to leave out, as shell patterns ("gpu.devices[*].vbios")."""
     out: list[Change] = []
     if a.get("verdict") != b.get("verdict"):
         out.append(Change("verdict", "cluster", f"verdict {a.get('verdict')} -> "
                           f"{b.get('verdict')}"))
-    out += _hosts(a, b)
+    out += _hosts(a, b, ignore)
     out += _findings(a, b)
     out += _links(a, b, tolerance)
     out += _plan(a, b)
     return out
+
+
+def lines(changes: Sequence[Change], limit: int = 0) -> list[str]:
+    """The changes for people: one line per change, the same change on many hosts one line
+    with the hosts as a hostlist ("node[01-64]: gpu.driver: 535.104 -> 550.54")."""
+    hosts: dict[tuple[str, str], list[str]] = {}
+    for ch in changes:
+        hosts.setdefault((ch.kind, ch.what), []).append(ch.host)
+    out = []
+    for (_, what), names in hosts.items():
+        named = [h for h in names if h]
+        out.append(f"{hostlist(named, limit)}: {what}" if named else what)
+    return out
+
+
+def document(changes: Sequence[Change], first: str, second: str) -> dict[str, Any]:
+    """The JSON of diff --json: every change, one per host."""
+    return {"first": first, "second": second, "differs": bool(changes),
+            "count": len(changes), "changes": [ch.as_dict() for ch in changes]}

@@ -161,6 +161,12 @@ def test_local_audit_writes_every_report_and_the_step_summary(tmp_path):
     changed = preflight("diff", "r.json", "r2.json", cwd=str(tmp_path))
     assert changed.returncode == 1
     assert changed.stdout.splitlines() == ["vm2: only in the second (10.9.9.9)", "1 differences"]
+    # --json - : the changes as JSON on stdout, the text for people on stderr; same exit.
+    as_json = preflight("diff", "r.json", "r2.json", "--json", "-", cwd=str(tmp_path))
+    assert as_json.returncode == 1
+    assert json.loads(as_json.stdout)["changes"] == [
+        {"kind": "host", "subject": "vm2", "host": "vm2", "text": as_json.stderr.split("\n")[0]}]
+    assert preflight("diff", "r.json", "r.json", "-q", cwd=str(tmp_path)).returncode == 0
 
 
 def test_report_under_a_stricter_fail_on_blocks_on_warnings(tmp_path):

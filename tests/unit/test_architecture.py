@@ -100,10 +100,11 @@ ALLOWED = {
     "preflight.network": ("preflight.model", "preflight.network", "preflight.collect.remote"),
     "preflight.placement": ("preflight.model", "preflight.placement",
                             "preflight.network.localise"),
-    # Baselines are documents read back: through config's one reader.
+    # Baselines are documents read back: through config's one reader. A diff names hosts
+    # as findings do (grouping's what_of).
     "preflight.history": ("preflight.model", "preflight.history", "preflight.config",
                           "preflight.network.localise", "preflight.report.summary",
-                          "preflight.report.units"),
+                          "preflight.report.units", "preflight.report.grouping"),
     # The verdict's reasons are the grouped findings, as every report shows them.
     "preflight.judge": ("preflight.model", "preflight.checks", "preflight.judge",
                         "preflight.report.units", "preflight.report.grouping",

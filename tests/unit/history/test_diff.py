@@ -31,7 +31,7 @@ def test_diff_names_facts_findings_and_links_that_changed_not_noise():
     assert "node02: paddle.version: 3.3.1 -> 2.6.2" in texts
     assert "node02: paddle.commit: c0ffee3.3.1 -> c0ffee2.6.2" in texts
     assert "node03 -> node04: 9.4 Gbit/s -> 100 Mbit/s (-99%)" in texts
-    assert any(t.startswith("new fail: [paddle-stack] node02: paddle 2.6.2") for t in texts)
+    assert any(t.startswith("node02: new fail: [paddle-stack] paddle 2.6.2") for t in texts)
     assert not [t for t in texts if "loadavg" in t]
     assert diff.compare(a, a) == []
 
@@ -43,3 +43,47 @@ def test_diff_of_hosts_added_removed_and_failed():
     assert ("host", "node03: only in the first (" + a["hosts"]["node03"]["address"] + ")") \
         in kinds
     assert any(k == "host" and t.startswith("node09: only in the second") for k, t in kinds)
+
+
+def test_two_runs_of_an_unchanged_cluster_compare_equal():
+    # What changes between any two runs of a healthy host is not news: diff can gate on it.
+    a, b = report(good_cluster()), report(good_cluster())
+    facts = b["hosts"]["node01"]["facts"]
+    facts["tmp"] = dict(facts.get("tmp") or {}, free_bytes=123)
+    facts["cpu"]["other_work"] = {"scope": "host", "busy_cores": 1.7, "window_s": 1.0}
+    facts["cpu"]["pressure_avg10"] = 55.0
+    facts["ports"]["tcp"] = [22, 40123]
+    facts["clock"]["skew_s"] = 0.4
+    facts["paddle"]["nccl"] = None  # absent here, "0" or 0 in the other: the same
+    a["hosts"]["node01"]["facts"]["paddle"]["nccl"] = "0"
+    assert diff.compare(a, b) == []
+    a["hosts"]["node01"]["facts"]["paddle"]["nccl"] = "2.18.3"  # but a real value is news
+    assert [ch.text for ch in diff.compare(a, b)] == ["node01: paddle.nccl: 2.18.3 -> absent"]
+
+
+def test_a_finding_counts_by_its_status_not_the_numbers_in_its_message():
+    a, b = report(good_cluster()), report(good_cluster())
+    warn = {"check": "cpu-cores", "status": "warn", "hosts": ["node02"],
+            "message": "node02: 1.2 cores free of other work"}
+    a["findings"].append(warn)
+    b["findings"].append(dict(warn, message="node02: 0.9 cores free of other work"))
+    assert diff.compare(a, b) == []
+    b["findings"][-1] = dict(warn, status="fail")
+    assert [ch.text for ch in diff.compare(a, b)] == \
+        ["node02: warn -> fail: [cpu-cores] 1.2 cores free of other work"]
+
+
+def test_the_same_change_on_many_hosts_is_one_line_and_every_host_in_json():
+    hosts = {f"node{i:02}": {} for i in range(1, 9)}
+    a = report(cluster(**hosts))
+    b = report(cluster(**{h: {"paddle": paddle("2.6.2")} for h in hosts}))
+    changes = [ch for ch in diff.compare(a, b) if ch.kind == "fact"]
+    assert len(changes) == 16  # version and commit, on each of 8 hosts
+    assert diff.lines(changes) == ["node[01-08]: paddle.commit: c0ffee3.3.1 -> c0ffee2.6.2",
+                                   "node[01-08]: paddle.version: 3.3.1 -> 2.6.2"]
+    doc = diff.document(changes, "a.json", "b.json")
+    assert doc["differs"] and doc["count"] == 16
+    assert {c["host"] for c in doc["changes"]} == set(hosts)
+    # --ignore leaves out what the operator says is not news.
+    assert [ch.what for ch in diff.compare(a, b, ignore=["paddle.commit"])
+            if ch.kind == "fact"] == ["paddle.version: 3.3.1 -> 2.6.2"] * 8

@@ -40,12 +40,14 @@ class CheckSpec:
     name: str
     run: Callable[[Cluster], Iterable[Finding]]
     summary: str
+    # Compares hosts with each other: on a single host its pass means nothing ("n/a").
+    across: bool = False
 
 
 ALL_CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(reachable.NAME, reachable.check, "every host reached over SSH and probed"),
     CheckSpec(gpu_homogeneous.NAME, gpu_homogeneous.check, "GPU model, count, memory, "
-              "compute capability and driver alike across hosts"),
+              "compute capability and driver alike across hosts", across=True),
     CheckSpec(paddle_stack.NAME, paddle_stack.check, "Paddle importable; Paddle, CUDA, cuDNN, "
               "NCCL and Python identical on every host"),
     CheckSpec(gpu_health.NAME, gpu_health.check, "no uncorrectable ECC errors, pending "
@@ -54,13 +56,14 @@ ALL_CHECKS: tuple[CheckSpec, ...] = (
               "architectures covered, CUDA build on GPU hosts, PS core in PS mode"),
     CheckSpec(pins.NAME, pins.check, "the policy's version pins hold on every host"),
     CheckSpec(cpu_cores.NAME, cpu_cores.check, "effective CPU cores not far below the "
-              "cluster median"),
+              "cluster median", across=True),
     CheckSpec(env.NAME, env.check, "training variables alike; none set to a hurtful value"),
-    CheckSpec(files.NAME, files.check, "training script and configs identical on every host"),
-    CheckSpec(mtu.NAME, mtu.check, "one MTU on the interfaces the job uses"),
+    CheckSpec(files.NAME, files.check, "training script and configs identical on every host",
+              across=True),
+    CheckSpec(mtu.NAME, mtu.check, "one MTU on the interfaces the job uses", across=True),
     CheckSpec(nic_speed.NAME, nic_speed.check, "one negotiated speed on the interfaces the "
-              "job uses"),
-    CheckSpec(clock.NAME, clock.check, "host clocks agree within the policy's bounds"),
+              "job uses", across=True),
+    CheckSpec(clock.NAME, clock.check, "host clocks agree within the policy's bounds", across=True),
     CheckSpec(shm.NAME, shm.check, "/dev/shm large enough for data loaders"),
     CheckSpec(tmp.NAME, tmp.check, "free space in the temp directory"),
     CheckSpec(nofile.NAME, nofile.check, "open-files limit high enough"),

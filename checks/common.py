@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, Optional, TypeVar
 
 from preflight.model.cluster import Cluster
-from preflight.model.facts import HostFacts, Interface, NetworkFacts, SectionError
+from preflight.model.facts import (
+    PADDLE_NOT_REQUESTED,
+    HostFacts,
+    Interface,
+    NetworkFacts,
+    SectionError,
+)
 from preflight.model.findings import Finding, Status
 from preflight.report.units import hosts_text
 
@@ -43,8 +50,11 @@ def job_interfaces(check: str, cluster: Cluster,
 
 
 def could_not_check(check: str, what: str, missing: dict[str, str]) -> list[Finding]:
-    """Returns one could-not-check finding per host whose facts were missing."""
-    return [Finding(check, Status.COULD_NOT_CHECK, (host,),
+    """Returns one could-not-check finding per host whose facts were missing; facts the user
+    chose not to collect (--no-paddle) are "not requested" instead, and block nothing."""
+    return [Finding(check, Status.SKIP, (host,), f"{host}: {what} not requested (--no-paddle)",
+                    {"reason": why}) if why == PADDLE_NOT_REQUESTED else
+            Finding(check, Status.COULD_NOT_CHECK, (host,),
                     f"{host}: could not read {what}: {why}", {"reason": why})
             for host, why in missing.items()]
 
@@ -82,7 +92,9 @@ def compare(check: str, label: str, values: Mapping[str, Hashable],
 
 
 def passed(check: str, hosts: Iterable[str], message: str, **data: Any) -> Finding:
-    return Finding(check, Status.PASS, tuple(hosts), message, data)
+    # Checks count "on N hosts"; one host (a local audit) reads as English.
+    return Finding(check, Status.PASS, tuple(hosts), re.sub(r"\bon 1 hosts\b", "on 1 host",
+                                                            message), data)
 
 
 def pass_others(check: str, hosts: Iterable[str], bad: Iterable[Finding], message: str,

@@ -10,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 
 from preflight.checks.common import passed
 from preflight.model.cluster import Cluster
-from preflight.model.facts import GpuFacts, HostFacts, PaddleFacts
+from preflight.model.facts import GpuFacts, HostFacts, PaddleFacts, not_requested
 from preflight.model.findings import Finding, Status
 
 NAME = "pins"
@@ -58,6 +58,10 @@ def check(cluster: Cluster) -> Iterator[Finding]:
         ok = []
         for host, facts in cluster.probed():
             value = pinned_value(pin.name, facts)
+            if value is None and pin.name != "driver" and not_requested(facts.paddle):
+                yield Finding(NAME, Status.SKIP, (host,), f"{host}: {pin} not requested "
+                              "(--no-paddle)", {"pin": str(pin)})
+                continue
             if value is None:
                 yield Finding(NAME, Status.COULD_NOT_CHECK, (host,),
                               f"{host}: no {pin.name} version to hold to {pin}",

@@ -17,11 +17,16 @@ FAIL_ON = ("fail", "warn")  # --fail-on: what stops the job (warn: warnings too)
 
 
 def run_checks(cluster: Cluster, specs: Sequence[CheckSpec] = ALL_CHECKS) -> list[Finding]:
-    """Returns every check's findings; a check that raises becomes one ERROR finding."""
+    """Returns every check's findings; a check that raises becomes one ERROR finding. On a
+    single probed host, a check that compares hosts says "n/a", not that they agree."""
     findings: list[Finding] = []
+    probed = [name for name, _ in cluster.probed()]
     for spec in specs:
         try:
-            findings.extend(spec.run(cluster))
+            found = list(spec.run(cluster))
+            if spec.across and len(probed) == 1:
+                found = _not_applicable(spec, probed[0], found)
+            findings.extend(found)
         except Exception as e:  # a bug in one check must not hide the others' findings
             where = traceback.extract_tb(e.__traceback__)[-1]
             findings.append(Finding(
@@ -30,6 +35,16 @@ def run_checks(cluster: Cluster, specs: Sequence[CheckSpec] = ALL_CHECKS) -> lis
                 f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno})",
                 {"exception": type(e).__name__}))
     return findings
+
+
+def _not_applicable(spec: CheckSpec, host: str, found: Sequence[Finding]) -> list[Finding]:
+    """A comparing check's findings on one host: its passes become one "n/a" (a host agrees
+    with itself); what it found wrong stands."""
+    rest = [f for f in found if f.status is not Status.PASS]
+    if len(rest) == len(found):
+        return rest
+    return rest + [Finding(spec.name, Status.SKIP, (host,),
+                           f"{host}: n/a on one host (compares hosts)", {})]
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:

@@ -108,9 +108,14 @@ def _inventory_path(opts: CheckOptions) -> Optional[str]:
     return opts.inventory
 
 
+def is_local(opts: CheckOptions) -> bool:
+    """Whether the run audits this machine alone (no inventory): no SSH, no peers, no plan."""
+    return not opts.inventory and opts.inventory_format != "slurm"
+
+
 def load_hosts(opts: CheckOptions) -> list[Host]:
     """The hosts of the run: the inventory's as SSH reaches them, or this machine."""
-    if not opts.inventory and opts.inventory_format != "slurm":
+    if is_local(opts):
         return [local_host(python=opts.python)]
     hosts = load(opts.inventory, opts.inventory_format, opts.ssh_config, opts.limit)
     return cli_timeout_wins(hosts) if opts.connect_timeout_given else hosts
@@ -208,9 +213,13 @@ def judged(opts: CheckOptions, command: str, audit: Optional[Audit], hosts: Sequ
     cluster = Cluster(tuple(outcomes), opts.policy, network, audit)
     findings = run_checks(cluster, checks_to_run(opts.skip))
     plan = make_plan(cluster, findings, _ips(outcomes) if ips is None else ips)
-    judgement = judge(cluster, findings, plan, opts.fail_on, waived=opts.skip)
+    # A machine audited alone is no cluster: its plan (one host, "0 fit" when it fails)
+    # only repeats the findings. It is made still, for --emit-launch.
+    local = is_local(opts)
+    judgement = judge(cluster, findings, None if local else plan, opts.fail_on,
+                      waived=opts.skip)
     meta: dict[str, Any] = {
-        "command": command, "started_at": started, "duration_s": duration,
+        "command": command, "local": local, "started_at": started, "duration_s": duration,
         "inventory": _inventory_path(opts), "inventory_format": opts.inventory_format,
         "ssh_config": opts.ssh_config, "limit": opts.limit, "interrupted": interrupted,
         "fail_on": opts.fail_on}
@@ -219,7 +228,7 @@ def judged(opts: CheckOptions, command: str, audit: Optional[Audit], hosts: Sequ
         meta["audit"] = {"baseline": os.path.abspath(b.path), "taken_at": b.taken_at,
                          "taken_on": b.taken_on, "tolerance": audit.tolerance,
                          "max_age_s": audit.max_age_s}
-    doc = jsonreport.document(cluster, judgement, meta, plan)
+    doc = jsonreport.document(cluster, judgement, meta, None if local else plan)
     return CheckRun(cluster, findings, plan, judgement, doc, interrupted, log)
 
 

@@ -189,6 +189,16 @@ class GpuFacts:
     devices: tuple[GpuDevice, ...] = ()
 
 
+# The probe's answer in place of the Paddle section under --no-paddle (probe_script.py writes
+# the same words): the user did not ask, so the Paddle checks are "not requested".
+PADDLE_NOT_REQUESTED = "not collected (preflight ran with --no-paddle)"
+
+
+def not_requested(section: object) -> bool:
+    """Whether a section is missing because the user chose not to collect it."""
+    return isinstance(section, SectionError) and section.message == PADDLE_NOT_REQUESTED
+
+
 @dataclass(frozen=True)
 class PaddleFacts:
     interpreter: str

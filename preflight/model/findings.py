@@ -16,6 +16,9 @@ class Status(str, enum.Enum):
     FAIL = "fail"
     COULD_NOT_CHECK = "could-not-check"
     ERROR = "error"  # the check itself crashed: a bug in preflight, never a pass
+    # Not applicable: a comparison of hosts on a single host, or facts the user chose not to
+    # collect (--no-paddle). Never blocks, never counts as passed.
+    SKIP = "skip"
 
 
 # What stops a job: a failure, a host or fact that could not be checked, a crashed check.

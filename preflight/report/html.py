@@ -12,6 +12,7 @@ from typing import Any
 from preflight import __version__
 from preflight.report.grouping import group, left_out
 from preflight.report.summary import (
+    QUIET,
     STATUS_WORDS,
     cost_of,
     host_table,
@@ -39,7 +40,7 @@ table{border-collapse:collapse;background:#fff;width:100%}
 td,th{border:1px solid #d9dde3;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#eef0f3}
 .st{font-weight:700;white-space:nowrap}
-.s-error,.s-fail{color:#c62828}.s-could-not-check{color:#8e24aa}.s-warn{color:#b26a00}
+.s-error,.s-fail{color:#c62828}.s-could-not-check{color:#8e24aa}.s-warn{color:#b26a00}.s-skip{color:#6b7280}
 .s-pass{color:#1f8f4e}
 td.diff{background:#ffe0b2;font-weight:700}
 .muted{color:#667085;font-size:12px}
@@ -83,12 +84,13 @@ def render(doc: Mapping[str, Any]) -> str:
 
 
 def _counts(doc: Mapping[str, Any]) -> str:
-    """Returns one line of counts: hosts, and findings by status."""
+    """Returns one line of counts: hosts, and things found by status, counted as the tables
+    below show them (grouped: one fault on 500 hosts is 1, not 500)."""
     hosts = doc.get("hosts") or {}
     ok = sum(1 for h in hosts.values() if h.get("status") == "ok")
     by: dict[str, int] = {}
-    for f in doc.get("findings") or []:
-        by[str(f.get("status"))] = by.get(str(f.get("status")), 0) + 1
+    for g in group(sorted_findings(doc)):
+        by[g.status] = by.get(g.status, 0) + 1
     chips = [f"<span class='chip'>{ok} of {len(hosts)} hosts checked</span>"]
     chips += [f"<span class='chip s-{esc(st)}'>{by[st]} {esc(STATUS_WORDS[st])}</span>"
               for st in STATUS_WORDS if by.get(st)]
@@ -103,7 +105,7 @@ def _findings(doc: Mapping[str, Any], passed: bool) -> str:
     rows = []
     for g in group(sorted_findings(doc)):
         st = g.status
-        if (st == "pass") != passed:
+        if (st in QUIET) != passed:
             continue
         rows.append(f"<tr class='finding s-row-{esc(st)}'><td class='st s-{esc(st)}'>"
                     f"{esc(STATUS_WORDS.get(st, st))}</td><td>{esc(g.check)}</td>"

@@ -39,6 +39,8 @@ def _outcome(findings: Sequence[Mapping[str, Any]], fail_on: str) -> tuple[str, 
         return "error", worst
     if worst == "fail" or (worst == "warn" and fail_on == "warn"):
         return "failure", worst
+    if worst == "skip":  # n/a on one host, or not requested: a skipped test to a dashboard
+        return "skipped", worst
     return "", worst
 
 
@@ -49,7 +51,9 @@ def _case(suite: ET.Element, name: str, findings: Sequence[Mapping[str, Any]],
     element, worst = _outcome(findings, fail_on)
     groups = group(findings)
     text = "\n".join(f"[{g.status}] {_clean(g.text(HOSTS_MAX))}" for g in groups)
-    if element:
+    if element == "skipped":  # the schema's skipped has a message and no type
+        ET.SubElement(case, element, message=_clean(groups[0].text(HOSTS_MAX))[:MESSAGE_MAX])
+    elif element:
         first = next(g for g in groups if g.status == worst)
         node = ET.SubElement(case, element, type=worst,
                              message=_clean(first.text(HOSTS_MAX))[:MESSAGE_MAX])

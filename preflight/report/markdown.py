@@ -8,6 +8,7 @@ from typing import Any
 
 from preflight.report.grouping import group, left_out
 from preflight.report.summary import (
+    QUIET,
     STATUS_WORDS,
     cost_of,
     host_table,
@@ -18,7 +19,8 @@ from preflight.report.summary import (
 )
 from preflight.report.units import hostlist, rate
 
-ICONS = {"error": "🛑", "fail": "❌", "could-not-check": "❓", "warn": "⚠️", "pass": "✅"}
+ICONS = {"error": "🛑", "fail": "❌", "could-not-check": "❓", "warn": "⚠️", "pass": "✅",
+         "skip": "➖"}
 
 
 CELL_MAX = 400  # characters of one cell: a line stays readable (the JSON has it all)
@@ -52,16 +54,17 @@ def render(doc: Mapping[str, Any]) -> str:
     # One row per thing found, its hosts compressed (gpu[001-500]); each finding with its
     # own values is in the JSON report.
     groups = group(sorted_findings(doc))
-    bad = [g for g in groups if g.status != "pass"]
-    passed = [g for g in groups if g.status == "pass"]
+    bad = [g for g in groups if g.status not in QUIET]
+    passed = [g for g in groups if g.status in QUIET]
     if bad:
         out += ["", "### Findings", ""]
         out += _table(["", "status", "check", "hosts", "message"], [
             [ICONS.get(g.status, ""), STATUS_WORDS.get(g.status, "?"), g.check,
              cell(g.hosts_text(HOSTS_MAX), HOSTS_MAX + 20), g.message] for g in bad])
     if passed:
-        out += ["", f"<details><summary>{len(passed)} passed</summary>", ""]
-        out += _table(["check", "message"], [[g.check, g.message] for g in passed])
+        out += ["", f"<details><summary>{len(passed)} passed or n/a</summary>", ""]
+        out += _table(["", "check", "message"], [[ICONS.get(g.status, ""), g.check, g.message]
+                                                 for g in passed])
         out += ["", "</details>"]
     out += _plan(doc.get("plan"))
     out += _network(doc)

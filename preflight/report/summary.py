@@ -12,9 +12,10 @@ from typing import Any, Optional
 
 # Rows that differ from host to host by nature: never highlighted as a difference.
 UNIQUE_ROWS = frozenset({"address", "hostname", "probe time"})
-STATUS_ORDER = ("error", "fail", "could-not-check", "warn", "pass")
+STATUS_ORDER = ("error", "fail", "could-not-check", "warn", "pass", "skip")
 STATUS_WORDS = {"error": "check error", "fail": "fail", "could-not-check": "could not check",
-                "warn": "warn", "pass": "pass"}
+                "warn": "warn", "pass": "pass", "skip": "n/a"}
+QUIET = ("pass", "skip")  # statuses shown folded, after what needs a look
 
 
 def _sec(facts: Mapping[str, Any], name: str) -> Optional[Mapping[str, Any]]:

@@ -13,13 +13,14 @@ from typing import Any, Optional, TextIO
 from preflight.model.findings import Status
 from preflight.model.host import HostOutcome
 from preflight.report.grouping import group, left_out
+from preflight.report.machine import facts_lines
 from preflight.report.summary import cost_of, sorted_findings, waived_checks
 from preflight.report.units import hostlist, port_ranges
 
 ORDER = {Status.ERROR: 0, Status.FAIL: 1, Status.COULD_NOT_CHECK: 2, Status.WARN: 3,
-         Status.PASS: 4}
+         Status.PASS: 4, Status.SKIP: 5}
 COLORS = {Status.ERROR: "31", Status.FAIL: "31", Status.COULD_NOT_CHECK: "35",
-          Status.WARN: "33", Status.PASS: "32"}
+          Status.WARN: "33", Status.PASS: "32", Status.SKIP: "2"}
 
 
 class Progress:
@@ -98,6 +99,8 @@ def fit(text: str, width: int) -> str:
 
 
 def _status_of(value: str) -> Status:
+    if value == "n/a":
+        return Status.SKIP
     try:
         return Status(value)
     except ValueError:
@@ -110,11 +113,17 @@ def render(doc: Mapping[str, Any], color: bool = False, width: int | None = None
     JSON report, every line cut to width; detail adds every finding in full."""
     width = width or shutil.get_terminal_size((120, 24)).columns
     groups = sorted(group(sorted_findings(doc)), key=lambda g: ORDER[_status_of(g.status)])
-    rows = [(g.status, g.check, g.hosts_text(HOSTS_W), g.message) for g in groups]
+    # "n/a" reads better than the JSON's "skip"; the other statuses print as the JSON has them.
+    rows = [("n/a" if g.status == "skip" else g.status, g.check, g.hosts_text(HOSTS_W),
+             g.message) for g in groups]
     w0 = max([len("STATUS")] + [len(r[0]) for r in rows])
     w1 = max([len("CHECK")] + [len(r[1]) for r in rows])
     w2 = min(HOSTS_W, max([len("HOSTS")] + [len(r[2]) for r in rows]))
     lines = [fit(f"{'STATUS':<{w0}}  {'CHECK':<{w1}}  {'HOSTS':<{w2}}  MESSAGE", width)]
+    hosts = doc.get("hosts") or {}
+    if doc.get("local") and len(hosts) == 1:  # a machine audited alone: its facts first
+        name, host = next(iter(hosts.items()))
+        lines[:0] = [fit(ln, width) for ln in facts_lines(str(name), host)] + [""]
     for st, check, hosts, msg in rows:
         text = fit(f"{st:<{w0}}  {check:<{w1}}  {fit(hosts, w2):<{w2}}  {msg}", width)
         lines.append(_paint(text[:w0], _status_of(st), color) + text[w0:])
@@ -195,9 +204,13 @@ def verdict_line(doc: Mapping[str, Any], color: bool = False, width: int = 0) ->
             text = (f": the job fits on {len(plan.get('nodes') or [])} hosts ({len(left)} "
                     f"left out: {hostlist(left, 40)}){warn}")
         else:
-            checks = len({f.get("check") for f in findings})
+            # A check that only said "n/a" (one host, --no-paddle) did not pass anything.
+            checks = len({f.get("check") for f in findings if f.get("status") != "skip"})
+            na = len({f.get("check") for f in findings if f.get("status") == "skip"}
+                     - {f.get("check") for f in findings if f.get("status") != "skip"})
             waived = waived_checks(doc)
             text = (f": all {checks} checks passed{warn}"
+                    + (f", {na} n/a" if na else "")
                     + (f", {len(waived)} waived" if waived else ""))
         return head + fit(text, width - 2 if width else 0)
     # Counted as the summary shows them: things found (grouped) and the hosts they name.

@@ -16,6 +16,9 @@ def preflight(*args: str, cwd: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, cwd=cwd, env=env)
 
 
+# A local audit that fails at once: a training interpreter that does not exist. (--no-paddle
+# would not: the Paddle checks are then "not requested", and the machine may well pass.)
+NO_PADDLE = ("--python", "/nonexistent/bin/python", "--cpu-sample", "0.1")
 REPORT = {"report_version": 1, "verdict": "go", "reasons": [], "hosts": {}, "findings": []}
 BAD_INVOCATIONS = [
     ("missing-inventory", ["check", "-i", "nope.yaml"], "nope.yaml: no such file"),
@@ -148,8 +151,10 @@ def test_local_audit_writes_every_report_and_the_step_summary(tmp_path):
     # A saved report renders again later, the same way, and diff finds it equal to itself.
     again = preflight("report", "r.json", "--markdown", "again.md", "--no-step-summary",
                       cwd=str(tmp_path))
-    # The full terminal view: the findings, the plan, the verdict last.
-    assert again.returncode == 1 and again.stdout.startswith("STATUS  CHECK")
+    # The full terminal view: this machine's facts, the findings, the verdict last; no plan
+    # (one machine audited alone is no cluster to place a job on).
+    assert again.returncode == 1 and again.stdout.startswith("THIS MACHINE ")
+    assert "\nSTATUS  CHECK" in again.stdout and "PLAN" not in again.stdout
     assert again.stdout.splitlines()[-1].startswith("NO-GO: 1 failed: vm: Paddle not")
     assert "\nfail    paddle-stack     vm     Paddle not importable" in again.stdout
     assert (tmp_path / "again.md").read_text() == md
@@ -215,21 +220,21 @@ def test_results_log_judges_again_as_the_run_did(tmp_path):
 
 
 def test_quiet_prints_the_verdict_line_and_color_follows_the_flag(tmp_path):
-    quiet = preflight("check", "--no-paddle", "-q", "--no-log", cwd=str(tmp_path))
+    quiet = preflight("check", *NO_PADDLE, "-q", "--no-log", cwd=str(tmp_path))
     assert quiet.returncode == 1
     lines = quiet.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("NO-GO: "), quiet.stdout
     assert "\033[" not in quiet.stdout  # a pipe: no colour by default
-    always = preflight("check", "--no-paddle", "--color", "always", "--no-log",
+    always = preflight("check", *NO_PADDLE, "--color", "always", "--no-log",
                        cwd=str(tmp_path))
     assert "\033[31mNO-GO\033[0m" in always.stdout
-    never = preflight("check", "--no-paddle", "--color", "never", "--no-log",
+    never = preflight("check", *NO_PADDLE, "--color", "never", "--no-log",
                       cwd=str(tmp_path))
     assert "\033[" not in never.stdout and "NO-GO" in never.stdout
 
 
 def test_a_report_on_stdout_keeps_the_human_text_on_stderr(tmp_path):
-    p = preflight("check", "--no-paddle", "--json", "-", "--no-log", cwd=str(tmp_path))
+    p = preflight("check", *NO_PADDLE, "--json", "-", "--no-log", cwd=str(tmp_path))
     assert p.returncode == 1
     doc = json.loads(p.stdout)  # stdout is the JSON document, whole
     assert doc["verdict"] == "no-go"
@@ -242,6 +247,27 @@ def test_a_symlinked_report_path_is_written_through(tmp_path):
     target.write_text("old")
     link = tmp_path / "report.json"
     link.symlink_to(target)
-    p = preflight("check", "--no-paddle", "--json", str(link), "--no-log", cwd=str(tmp_path))
+    p = preflight("check", *NO_PADDLE, "--json", str(link), "--no-log", cwd=str(tmp_path))
     assert p.returncode == 1
     assert link.is_symlink() and json.loads(target.read_text())["verdict"] == "no-go"
+
+
+def test_the_local_audit_reads_as_a_check_of_this_machine(tmp_path):
+    p = preflight("check", "--no-paddle", "--cpu-sample", "0.1", "--json", "r.json",
+                  "--no-log", cwd=str(tmp_path))
+    doc = json.loads((tmp_path / "r.json").read_text())
+    lines = p.stdout.splitlines()
+    # Its facts first: CPU, memory, GPUs, Paddle ("not requested"), network.
+    assert lines[0].startswith("THIS MACHINE "), p.stdout
+    assert [ln.split()[0] for ln in lines[1:6]] == ["CPU", "memory", "GPUs", "Paddle", "network"]
+    assert lines[4] == "  Paddle   not requested (--no-paddle)"
+    # --no-paddle: the Paddle checks are not requested, and block nothing.
+    status = {f["check"]: f["status"] for f in doc["findings"]}
+    assert status["paddle-stack"] == "skip"
+    assert not [r for r in doc["reasons"] if "addle" in r], doc["reasons"]
+    # A check that compares hosts has nothing to compare on one: n/a, not "pass".
+    assert status["mtu"] == status["clock"] == "skip"
+    assert "\nn/a     mtu " in p.stdout
+    # No plan: one machine audited alone is not a cluster to place a job on.
+    assert doc["plan"] is None and doc["local"] is True and "PLAN" not in p.stdout
+    assert p.returncode == (0 if doc["verdict"] == "go" else 1)

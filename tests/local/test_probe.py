@@ -109,3 +109,9 @@ def test_the_probe_needs_no_root(tmp_path):
     doc = json.loads(out.stdout)
     errors = {k: v for k, v in doc.items() if isinstance(v, dict) and "error" in v}
     assert set(errors) == {"paddle"}, errors
+
+
+def test_the_probe_and_the_checks_agree_on_the_not_requested_words():
+    from preflight.collect import probe_script
+    from preflight.model.facts import PADDLE_NOT_REQUESTED
+    assert f'"{PADDLE_NOT_REQUESTED}"' in open(probe_script.__file__).read()

@@ -44,3 +44,30 @@ def test_crashing_check_is_an_error_finding_and_others_still_run():
     assert any(f.check == "paddle-stack" and f.status is Status.PASS for f in findings)
     j = judge(c, findings)
     assert j.verdict is Verdict.NO_GO and j.crashed_checks
+
+
+def test_a_comparing_check_on_one_host_is_n_a_and_what_it_found_wrong_stands():
+    one = cluster(node01={})
+    found = run_checks(one)
+    na = {f.check for f in found if f.status is Status.SKIP}
+    assert {"gpu-homogeneous", "cpu-cores", "mtu", "clock", "nic-speed"} <= na
+    assert not {f.check for f in found if f.status is Status.PASS} & na  # no "pass" beside
+    assert [f.message for f in found if f.check == "mtu"] == ["node01: n/a on one host "
+                                                              "(compares hosts)"]
+    assert judge(one, found).verdict is Verdict.GO
+    # On two hosts the same checks compare, and pass.
+    two = run_checks(cluster(**same(2)))
+    assert not [f for f in two if f.status is Status.SKIP]
+
+
+def test_paddle_not_requested_blocks_nothing():
+    from preflight.model import facts as F
+    c = cluster(**same(2, paddle=F.SectionError(F.PADDLE_NOT_REQUESTED)))
+    found = run_checks(c)
+    assert [(f.check, f.status) for f in found if f.check == "paddle-stack"] == \
+        [("paddle-stack", Status.SKIP)] * 2
+    j = judge(c, found)
+    assert j.verdict is Verdict.GO, j.reasons
+    # Paddle that could not be read for another reason still blocks.
+    broken = cluster(**same(2, paddle=F.SectionError("probe timed out")))
+    assert judge(broken, run_checks(broken)).verdict is Verdict.NO_GO

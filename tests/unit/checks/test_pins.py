@@ -9,6 +9,7 @@ from support import cluster, gpu, messages, paddle, same
 
 from preflight.checks import pins
 from preflight.checks.pins import nccl_version
+from preflight.model import facts as F
 from preflight.model.findings import Status
 from preflight.model.policy import Pin, Policy
 
@@ -41,3 +42,12 @@ def test_pin_without_a_value_is_could_not_check():
                                           ("21000", "2.10.0"), ("0", None), ("2.19.3", "2.19.3")])
 def test_nccl_version_codes(code, version):
     assert nccl_version(code) == version
+
+
+def test_a_paddle_pin_under_no_paddle_is_not_requested_the_driver_pin_still_holds():
+    unasked = F.SectionError(F.PADDLE_NOT_REQUESTED)
+    c = replace(cluster(a={"paddle": unasked}),
+                policy=Policy(pins=(Pin("paddle", ">=3"), Pin("driver", ">=560"))))
+    found = list(pins.check(c))
+    assert messages(found, Status.SKIP) == ["a: paddle>=3 not requested (--no-paddle)"]
+    assert messages(found, Status.FAIL) == ["a: driver 550.54.15 does not satisfy driver>=560"]

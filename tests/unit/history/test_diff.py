@@ -74,7 +74,7 @@ def test_a_finding_counts_by_its_status_not_the_numbers_in_its_message():
 
 
 def test_the_same_change_on_many_hosts_is_one_line_and_every_host_in_json():
-    hosts = {f"node{i:02}": {} for i in range(1, 9)}
+    hosts: dict[str, dict[str, Any]] = {f"node{i:02}": {} for i in range(1, 9)}
     a = report(cluster(**hosts))
     b = report(cluster(**{h: {"paddle": paddle("2.6.2")} for h in hosts}))
     changes = [ch for ch in diff.compare(a, b) if ch.kind == "fact"]

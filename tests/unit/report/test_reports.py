@@ -151,3 +151,27 @@ def test_html_renders_in_chromium_with_the_slow_host_in_red(tmp_path):
     assert heatmap_fills(shot.dom) == {html.heat_color(0.01): 6, html.heat_color(1.0): 6}
     assert_heatmap_painted(shot, html.CELL, 12)
     assert img.count((0xC6, 0x28, 0x28)) > 1280 * 60  # the red NO-GO banner across the page
+
+
+def test_a_local_audit_shows_the_machine_first_and_n_a_as_skipped():
+    from preflight.report import terminal
+    doc = dict(doc_of(cluster(gpunode={})), local=True)
+    out = terminal.render(doc, width=200).splitlines()
+    assert out[:6] == [
+        "THIS MACHINE n (Debian 12, kernel 6.1, x86_64)",
+        "  CPU      ?: 16 logical cores",
+        "  memory   64.0 GiB, 32.0 GiB available; /dev/shm 16.0 GiB; /tmp 32.0 GiB free",
+        "  GPUs     8 x NVIDIA H100 80GB HBM3 (81559 MiB, compute 9.0); driver 550.54.15 "
+        "(CUDA 12.4), read with nvml",
+        "  Paddle   3.3.1 with /opt/paddle/bin/python (Python 3.11.2), CUDA 12.4, cuDNN "
+        "9.5.1, NCCL 22501",
+        "  network  eth0 10.0.0.1/24, MTU 1500, 10000 Mbit/s"], out[:6]
+    assert any(ln.startswith("n/a     mtu ") for ln in out), out
+    # JUnit: an n/a check is a skipped test, not a pass and not a failure.
+    tree = etree.fromstring(junit.render(doc).encode())
+    assert tree.xpath("//testcase[@name='mtu']/skipped/@message") == \
+        ["gpunode: n/a on one host (compares hosts)"]
+    assert not tree.xpath("//testcase[@name='mtu']/failure")
+    # Markdown folds it with the passes.
+    md = markdown.render(doc)
+    assert "| ➖ | mtu | n/a on one host (compares hosts) |" in md

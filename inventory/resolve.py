@@ -70,8 +70,8 @@ def jump_from_proxy_command(command: str) -> Optional[str]:
 
 
 class Resolver:
-    def __init__(self, config: SshConfig, source: str) -> None:
-        self.config, self.source = config, source
+    def __init__(self, config: SshConfig, source: str, fmt: str = "yaml") -> None:
+        self.config, self.source, self.fmt = config, source, fmt
 
     def _fail(self, message: str, host: str, field: str) -> InventoryError:
         return InventoryError(self.config.path, message, host, field)
@@ -140,6 +140,13 @@ class Resolver:
             "connect_timeout": self._int(opts, "connecttimeout", name, "ConnectTimeout")}
 
     def host(self, e: Entry) -> Host:
+        if e.identity_file and not os.path.exists(e.identity_file):
+            # A key the inventory names is meant, not a default that may be absent (as
+            # OpenSSH's IdentityFile lines are): a typo, told before any host is reached.
+            field = ("ansible_ssh_private_key_file" if self.fmt.startswith("ansible")
+                     else "identity_file")
+            raise InventoryError(e.path or self.source, f"identity file {e.identity_file} does "
+                                 "not exist", e.name, field, e.line)
         opts = self._opts(e.name)
         try:
             address = e.address or self._address(e.name, opts)
@@ -175,6 +182,6 @@ def _to_itself(spec: Any, name: str) -> bool:
 
 def resolve(inv: Inventory, config: SshConfig) -> list[Host]:
     """Returns the inventory's hosts with the config applied; raises InventoryError."""
-    r = Resolver(config, inv.source)
+    r = Resolver(config, inv.source, inv.fmt)
     return [r.host(e) for e in inv.entries]
 

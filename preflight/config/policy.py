@@ -1,31 +1,27 @@
-"""The policy: a YAML file and the command line's flags -> Policy (one-line errors)."""
+"""The policy: a YAML file and the command line's flags -> Policy (one-line errors). Read like
+the inventory (a repeated key refused, file:line:field in every error), and checked as a
+whole: a warning threshold on the right side of its failure threshold, ratios within 0-1,
+pins that some version can satisfy."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any, Optional
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from preflight.config import yamlfile
 from preflight.config.document import Fields
 from preflight.config.errors import InputError
-from preflight.model.policy import MODES, PIN_NAMES, SHAPE_KEYS, JobShape, Limits, Pin, Policy
+from preflight.config.pinspec import contradiction, parse_pin
+from preflight.model.policy import MODES, SHAPE_KEYS, JobShape, Limits, Policy
 
-
-def parse_pin(text: str, where: str, fld: str = "require", line: Optional[int] = None) -> Pin:
-    """Returns the pin of 'paddle>=2.6,<3'; raises InputError naming where it came from."""
-    try:
-        req = Requirement(text)
-    except InvalidRequirement as e:
-        why = str(e).splitlines()[0]  # packaging adds a caret diagram on more lines
-        raise InputError(where, f"{text!r} is not a version pin like 'paddle>=2.6,<3': {why}",
-                         field=fld, line=line) from None
-    name = req.name.lower()
-    if name not in PIN_NAMES or req.extras or req.url or req.marker:
-        raise InputError(where, f"{text!r}: pins name one of {', '.join(PIN_NAMES)}",
-                         field=fld, line=line)
-    return Pin(name, str(req.specifier))
+# (warn, fail) pairs of Limits: more is better for these (a fail threshold above its warning
+# one would fail before it ever warned)...
+AT_LEAST = (("shm_warn_mib", "shm_fail_mib"), ("tmp_warn_mib", "tmp_fail_mib"),
+            ("nofile_warn", "nofile_fail"), ("link_warn_ratio", "link_fail_ratio"))
+# ... and less is better for these.
+AT_MOST = (("clock_skew_warn_s", "clock_skew_fail_s"),)
+# Shares of something: from 0 to 1 (link ratios are of the cluster's median host).
+FRACTIONS = ("link_warn_ratio", "link_fail_ratio", "busbw_link_ratio", "cpu_busy_ratio")
 
 
 def parse_ports(items: Any, where: str, line: Optional[int] = None) -> tuple[int, ...]:
@@ -54,7 +50,23 @@ def _limits(f: Fields) -> Limits:
     f.keys_within(set(Limits.__dataclass_fields__), "limit")
     for key in f.data:
         f.number(key)  # a non-negative number, or one line naming limits.<key>
-    return Limits(**f.data)
+    limits = Limits(**f.data)
+    for key in FRACTIONS:
+        if not 0 < getattr(limits, key) <= 1:
+            f.fail(f"{getattr(limits, key)!r} is not a share from above 0 to 1 (0.75: 75%)",
+                   key)
+    if limits.link_loss_warn_pct > 100:
+        f.fail(f"{limits.link_loss_warn_pct!r} is not a percentage (0 to 100)",
+               "link_loss_warn_pct")
+    for pairs, word in ((AT_LEAST, "below"), (AT_MOST, "above")):
+        for warn, fail in pairs:
+            w, x = getattr(limits, warn), getattr(limits, fail)
+            if (w < x) if word == "below" else (w > x):
+                # Name the key the file set (the other may be a default).
+                key = warn if warn in f.data else fail
+                f.fail(f"{warn} {w:g} is {word} {fail} {x:g}: hosts would fail before they "
+                       "ever warned", key)
+    return limits
 
 
 POLICY_KEYS = {"mode", "require", "files", "ports", "limits", *SHAPE_KEYS}
@@ -76,6 +88,9 @@ def load_policy(path: str) -> Policy:
         pins = f.strings("require", "a list of pins like 'paddle>=2.6,<3'")
         line = yamlfile.line_of(doc, "require")
         policy = replace(policy, pins=tuple(parse_pin(p, path, line=line) for p in pins))
+        clash = contradiction(policy.pins)
+        if clash:
+            f.fail(clash, "require")
     if f.has("files"):
         policy = replace(policy, files=tuple(f.strings("files", "a list of file paths")))
     if f.has("ports"):
@@ -117,6 +132,9 @@ def build(path: Optional[str], mode: Optional[str], requires: list[str], files: 
     if requires:
         policy = replace(policy, pins=policy.pins + tuple(parse_pin(r, "--require")
                                                             for r in requires))
+    clash = contradiction(policy.pins) if requires else None  # the file's own: checked above
+    if clash:
+        raise InputError("--require", clash, field="require")
     if files:
         policy = replace(policy, files=policy.files + tuple(files))
     if ports is not None:

@@ -85,6 +85,14 @@ BAD_INVOCATIONS = [
      "--json and --junit: only one report can go to standard output"),
     ("emit-launch-is-a-file", ["check", "-i", "good.yaml", "--emit-launch", "good.yaml"],
      "--emit-launch good.yaml: not a directory"),
+    # Told before any connection: a key the inventory names that is not there, a policy
+    # that contradicts itself, a pin in plain words.
+    ("identity-file-missing", ["check", "-i", "nokey.yaml"], "nokey.yaml:2: host 'a': field "
+     "'identity_file': identity file "),
+    ("policy-inverted", ["check", "--policy", "inverted.yaml"], "inverted.yaml:1: field "
+     "'limits.shm_warn_mib': shm_warn_mib 10 is below shm_fail_mib 512"),
+    ("pin-plain-words", ["check", "--require", "paddle=3"], "'=3' does not start with a "
+     "comparison"),
 ]
 
 
@@ -93,6 +101,8 @@ BAD_INVOCATIONS = [
 def test_bad_invocation_exits_2_with_one_line(tmp_path, args, fragment):
     (tmp_path / "bad.yaml").write_text("hosts:\n  a: {port: 0}\n")
     (tmp_path / "good.yaml").write_text("hosts:\n  a: {}\n")
+    (tmp_path / "nokey.yaml").write_text("hosts:\n  a: {identity_file: keys/id_typo}\n")
+    (tmp_path / "inverted.yaml").write_text("limits: {shm_warn_mib: 10}\n")
     node = {"host": "zz", "argv": ["python3", "-m", "paddle.distributed.launch"], "env": {}}
     for name, verdict in (("go.json", "go"), ("nogo.json", "no-go")):
         (tmp_path / name).write_text(json.dumps({"report_version": 1, "verdict": verdict,

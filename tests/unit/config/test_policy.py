@@ -38,7 +38,21 @@ BAD = [
     ("unknown-key", "moed: ps\n", "field 'moed'"),
     ("bad-mode", "mode: async\n", "field 'mode'"),
     ("bad-pin", "require: ['paddle>>2']\n", "field 'require'"),
-    ("unknown-pin-name", "require: ['torch>=2']\n", "pins name one of"),
+    ("unknown-pin-name", "require: ['torch>=2']\n", "'torch' is not something preflight pins"),
+    # Cross-field: a warning on the wrong side of its failure, a share above 1, pins that
+    # exclude each other.
+    ("shm-inverted", "limits:\n  shm_warn_mib: 10\n  shm_fail_mib: 100\n",
+     ":2: field 'limits.shm_warn_mib': shm_warn_mib 10 is below shm_fail_mib 100"),
+    ("nofile-below-default", "limits: {nofile_warn: 2000}\n",
+     "nofile_warn 2000 is below nofile_fail 4096"),
+    ("clock-inverted", "limits: {clock_skew_fail_s: 0.5}\n",
+     "field 'limits.clock_skew_fail_s': clock_skew_warn_s 1 is above clock_skew_fail_s 0.5"),
+    ("link-ratio-above-1", "limits: {link_warn_ratio: 1.5}\n",
+     "field 'limits.link_warn_ratio': 1.5 is not a share from above 0 to 1"),
+    ("ratio-zero", "limits: {cpu_busy_ratio: 0}\n", "field 'limits.cpu_busy_ratio'"),
+    ("loss-pct", "limits: {link_loss_warn_pct: 150}\n", "is not a percentage"),
+    ("contradictory-pins", "mode: ps\nrequire: ['paddle>=3', 'paddle<2']\n",
+     ":2: field 'require': paddle>=3 and paddle<2: no paddle version satisfies them"),
     ("bad-port", "ports: [70000]\n", "field 'ports'"),
     ("bad-limit", "limits: {shm_fail_mib: -1}\n", "field 'limits.shm_fail_mib'"),
     ("unknown-limit", "limits: {foo: 1}\n", "field 'limits.foo'"),
@@ -56,6 +70,33 @@ def test_bad_policy_file(tmp_path, text, fragment):
         load_policy(str(p))
     assert str(err.value).startswith(str(p)) and fragment in str(err.value)
     assert "\n" not in str(err.value)
+
+
+PLAIN = [  # a bad pin, said in plain words rather than the packaging library's grammar
+    ("paddle>=3..1", "'3..1' is not a version number"),
+    ("paddle=3", "'=3' does not start with a comparison: ==, !=, >=, <=, >, < or ~= (== for "
+                 "equal)"),
+    ("paddle", "pins nothing: add a comparison"),
+    ("paddle~=3", "~= needs two parts or more"),
+    ("paddle>=3.*", "a wildcard (3.*) goes only with == or !="),
+    ("paddle>=3;os_name=='nt'", "is not a version number"),
+]
+
+
+@pytest.mark.parametrize("pin,words", PLAIN, ids=[p[0] for p in PLAIN])
+def test_a_bad_pin_is_said_in_plain_words(pin, words):
+    with pytest.raises(InputError) as err:
+        build(None, None, [pin], [], None)
+    assert str(err.value) == f"--require: field 'require': {pin!r}: " + \
+        str(err.value).split(f"{pin!r}: ", 1)[1]
+    assert words in str(err.value) and "Expected" not in str(err.value)
+
+
+@pytest.mark.parametrize("pins", [["paddle>3.1,<3.1.1"], ["paddle>=2.6", "paddle<3"],
+                                  ["cuda>=12.0, <13"], ["driver!=550.54.15", "driver>=550"],
+                                  ["paddle==3.*", "paddle!=3.0.0"]])
+def test_pins_that_a_version_can_satisfy_are_not_contradictions(pins):
+    assert build(None, None, pins, [], None).pins
 
 
 def test_bad_flags():

@@ -192,7 +192,8 @@ def test_variables_all_then_parent_then_child_then_host(tmp_path):
     assert hosts["n1"].python == hosts["n1"].probe_python == "/opt/gpu/bin/python"
 
 
-def test_connection_variables_are_read(tmp_path):
+def test_connection_variables_are_read(tmp_path, own_home):
+    (own_home / ".ssh" / "cluster_key").write_text("key")
     text = """\
     [gpus]
     g[01:03] ansible_host=10.0.0.5 ansible_ssh_private_key_file=~/.ssh/cluster_key
@@ -213,6 +214,11 @@ def test_connection_variables_are_read(tmp_path):
     assert g.roles == ("worker",)
     assert [(j.user, j.address, j.port) for j in g.jump] == [("jumper", "login.example.com",
                                                                2222)]
+    (own_home / ".ssh" / "cluster_key").unlink()
+    with pytest.raises(InventoryError, match=r"hosts:2: host 'g01': field "
+                       r"'ansible_ssh_private_key_file': identity file .*/\.ssh/cluster_key "
+                       "does not exist"):
+        load(write(tmp_path, text))
     assert "secret" not in repr(hosts)  # a password is never read
 
 

@@ -25,13 +25,23 @@ hosts:
 """
 
 
+def test_an_identity_file_that_does_not_exist_is_bad_input_before_any_connection(tmp_path):
+    # OpenSSH skips a missing IdentityFile of its config; a key the inventory names is meant.
+    with pytest.raises(InventoryError) as err:
+        load(write(tmp_path, "hosts:\n  a: {}\n  b: {identity_file: keys/nope}\n"))
+    assert str(err.value) == (f"{tmp_path / 'cluster.yaml'}:3: host 'b': field "
+                              f"'identity_file': identity file {tmp_path / 'keys' / 'nope'} "
+                              "does not exist")
+
+
 def write(tmp_path, text: str) -> str:
     p = tmp_path / "cluster.yaml"
     p.write_text(textwrap.dedent(text))
     return str(p)
 
 
-def test_documented_shape_loads_with_defaults_and_ranges(tmp_path):
+def test_documented_shape_loads_with_defaults_and_ranges(tmp_path, own_home):
+    (own_home / ".ssh" / "id_ed25519").write_text("key")
     hosts = load(write(tmp_path, GOOD))
     assert [h.name for h in hosts] == ["node01", "node02"] + [f"gpu0{i}" for i in range(3, 9)]
     assert [h.address for h in hosts][2:] == [f"10.0.0.{i}" for i in range(13, 19)]
@@ -43,6 +53,8 @@ def test_documented_shape_loads_with_defaults_and_ranges(tmp_path):
 
 
 def test_relative_paths_are_relative_to_the_inventory(tmp_path):
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "id").write_text("key")
     hosts = load(write(tmp_path, "defaults: {identity_file: keys/id}\nhosts: {a: {}}\n"))
     assert hosts[0].identity_files == (str(tmp_path / "keys" / "id"),)
     assert hosts[0].address == "a"  # the name is the address when none is given

@@ -20,7 +20,7 @@ import shlex
 import threading
 import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Optional
@@ -171,8 +171,25 @@ class Watch:
     deadline_s: Optional[float] = None  # the deadline that cut the run, from the launch
 
 
+# (what, done, total): how far a long phase got, for a progress bar.
+OnProgress = Callable[[str, int, int], None]
+
+
+def progress_of(progress: Mapping[str, Optional[P.HostProgress]], nproc: Mapping[str, int],
+                n_sizes: int) -> tuple[str, int, int]:
+    """How far the all-reduce got: hosts at the rendezvous until all joined, then the message
+    sizes every rank has finished."""
+    joined = sum(1 for h, p in progress.items() if p is not None
+                 and p.stage(nproc.get(h, 1)) >= P.JOINED)
+    if joined < len(nproc):
+        return "hosts joined", joined, len(nproc)
+    done = min((len(r.sizes) for p in progress.values() if p is not None for r in p.ranks),
+               default=0)
+    return "message sizes done", min(done, n_sizes), n_sizes
+
+
 def run_allreduce(members: Sequence[Member], backend: str, opts: AllReduceOptions,
-                  ) -> AllReduce:
+                  on_progress: Optional[OnProgress] = None) -> AllReduce:
     """Returns the all-reduce's figures, or which hosts kept it from finishing and why."""
     started = time.monotonic()
     run_dir = f"/tmp/.preflight-ar-{secrets.token_hex(8)}"
@@ -198,7 +215,7 @@ def run_allreduce(members: Sequence[Member], backend: str, opts: AllReduceOption
     try:
         for t in threads:
             t.start()
-        _watch(members, threads, results, lock, opts, run_dir, started, watch)
+        _watch(members, threads, results, lock, opts, run_dir, started, watch, on_progress)
         with lock:
             ended = list(order)  # what ended by itself; the rest is stopped below
         if watch.kind != "ended" or len(ended) < len(members):
@@ -232,7 +249,8 @@ def _poll(members: Sequence[Member], run_dir: str, watch: Watch) -> None:
 
 def _watch(members: Sequence[Member], threads: Sequence[threading.Thread],
            results: Mapping[str, Done], lock: threading.Lock, opts: AllReduceOptions,
-           run_dir: str, started: float, watch: Watch) -> None:
+           run_dir: str, started: float, watch: Watch,
+           on_progress: Optional[OnProgress] = None) -> None:
     """Waits for every host's command, polling progress, until the run ends by itself or
     one of its deadlines decides how it stopped (watch.kind)."""
     nproc = {m.name: m.nproc for m in members}
@@ -253,6 +271,8 @@ def _watch(members: Sequence[Member], threads: Sequence[threading.Thread],
                 return
         elif now >= next_poll:
             _poll(members, run_dir, watch)
+            if on_progress:
+                on_progress(*progress_of(watch.progress, nproc, len(opts.sizes_mib)))
             now = time.monotonic()
             next_poll = now + opts.poll_s
             if _decide(watch, nproc, opts, now - started, joined_at, launch_deadline):

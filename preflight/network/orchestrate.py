@@ -25,7 +25,7 @@ from preflight.model.host import HostOutcome
 from preflight.model.measure import RETEST, SURVEY, LinkRun, NetworkTests, NicCounters
 from preflight.model.policy import Limits
 from preflight.network import localise, nic
-from preflight.network.allreduce import AllReduceOptions, Member, run_allreduce
+from preflight.network.allreduce import AllReduceOptions, Member, OnProgress, run_allreduce
 from preflight.network.budget import plan_sizes
 from preflight.network.iperf import IperfOptions, Servers, run_rounds
 from preflight.network.schedule import Pair, matrix_rounds, ring_rounds
@@ -169,9 +169,16 @@ def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
     return members, backend, left_out
 
 
+@dataclass
+class _Phase:
+    text: str = ""
+    done: int = 0
+    total: int = 0
+
+
 def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote],
                    limits: Limits, opts: NetworkOptions,
-                   on_step: Optional[Callable[[str], None]] = None,
+                   on_step: Optional[OnProgress] = None,
                    on_link: Optional[Callable[[LinkRun], None]] = None) -> NetworkTests:
     """Returns what the iperf3 survey and the retests of suspects measured (no all-reduce
     yet: it runs on the hosts the plan keeps, see run_allreduce_stage)."""
@@ -192,14 +199,20 @@ def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote
     line = {h: mbps * 1e6 for h, mbps in speeds.items()}
     counters: dict[str, NicCounters] = {}
 
-    def step(text: str) -> None:
+    phase = _Phase()  # what the progress bar shows
+
+    def step(text: str, total: int = 0) -> None:
+        phase.text, phase.done, phase.total = text, 0, total
         if on_step:
-            on_step(text)
+            on_step(text, 0, total)
 
     def measured(run: LinkRun) -> None:
         links.append(run)
         if on_link:
             on_link(run)
+        phase.done += 1
+        if on_step:
+            on_step(phase.text, phase.done, phase.total)
 
     try:
         if len(names) < 2:
@@ -208,17 +221,18 @@ def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote
         skipped.update(_has_iperf3({n: remotes[n] for n in names}))
         iperf_hosts = [n for n in names if n not in skipped]
         rounds = (matrix_rounds if opts.matrix else ring_rounds)(iperf_hosts)
-        step(f"iperf3 {schedule}: {len(rounds)} rounds over {len(iperf_hosts)} hosts")
+        step(f"iperf3 {schedule}, {len(rounds)} rounds over {len(iperf_hosts)} hosts: links",
+             sum(len(r) for r in rounds))
         n_rounds = len(rounds)
         tested = {h: interfaces[h] for h in iperf_hosts if h in interfaces}
         before = nic.read_all(remotes, tested)
         run_rounds(rounds, remotes, addresses, opts.iperf, SURVEY, servers, measured, speeds)
         retests = retest_pairs(links, limits, line)
         if retests:
-            step(f"iperf3 retest of {len(retests)} suspect link(s)")
             # One pair a round (alone: nothing shares its links), each pair again after the
             # others rather than twice in a row.
             again = [[p] for p in retests] * RETEST_REPEATS
+            step(f"iperf3 retest of {len(retests)} suspect link(s): runs", len(again))
             n_rounds += len(again)
             run_rounds(again, remotes, addresses, opts.iperf, RETEST,
                        servers, measured, speeds)
@@ -236,7 +250,7 @@ def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote
 def run_allreduce_stage(net: NetworkTests, outcomes: Sequence[HostOutcome],
                         remotes: Mapping[str, Remote], opts: NetworkOptions,
                         keep: Optional[Mapping[str, str]] = None,
-                        on_step: Optional[Callable[[str], None]] = None) -> NetworkTests:
+                        on_step: Optional[OnProgress] = None) -> NetworkTests:
     """Returns net with the all-reduce run over the hosts it can: `keep` maps the hosts the
     plan leaves out to why (they are not ranks). Sized to the budget from the slowest link
     among the ranks."""
@@ -259,12 +273,15 @@ def run_allreduce_stage(net: NetworkTests, outcomes: Sequence[HostOutcome],
     ar = opts.allreduce
     sizing = plan_sizes(ar.sizes_mib, ar.iters, ranks,
                         net.slowest_between([m.name for m in members]), ar.budget_s, ar.timeout)
+    label = f"all-reduce ({backend}) over {len(members)} hosts"
     if on_step:
-        on_step(f"all-reduce ({backend}) over {len(members)} hosts")
+        on_step(f"{label}: hosts joined", 0, len(members))
     try:
         result = run_allreduce(members, backend, replace(
             ar, sizes_mib=sizing.sizes_mib, iters=sizing.iters, timeout=sizing.timeout_s,
-            collective_s=sizing.collective_s, op_s=sizing.op_s))
+            collective_s=sizing.collective_s, op_s=sizing.op_s),
+            on_progress=(lambda what, done, total: on_step(f"{label}: {what}", done, total))
+            if on_step else None)
     except KeyboardInterrupt:
         return replace(net, interrupted=True)
     result = replace(result, budget_s=ar.budget_s, predicted_s=sizing.predicted_s,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any, Optional, TextIO
 
@@ -23,8 +24,21 @@ COLORS = {Status.ERROR: "31", Status.FAIL: "31", Status.COULD_NOT_CHECK: "35",
           Status.WARN: "33", Status.PASS: "32", Status.SKIP: "2"}
 
 
+BAR_W = 20  # the bar's cells
+
+
+def bar(text: str, done: int, total: int, elapsed_s: float, width: int) -> str:
+    """One line of progress: 'iperf3 ring ... [#######-------------] 12/32  5 s', at most
+    width columns (a line longer than the terminal wraps, and \\r no longer redraws it)."""
+    filled = BAR_W * min(done, total) // total if total > 0 else 0
+    tail = (f" [{'#' * filled}{'-' * (BAR_W - filled)}] {done}/{total}" if total > 0 else "")
+    tail += f"  {elapsed_s:.0f} s"
+    return fit(text, max(10, width - len(tail) - 1)) + tail
+
+
 class Progress:
-    """A one-line live count on a TTY; silent otherwise (logs and CI stay clean)."""
+    """A live progress bar on a TTY for the long phases (probing hosts, iperf3 rounds, the
+    all-reduce), redrawn in place; silent otherwise (logs and CI stay clean)."""
 
     def __init__(self, stream: TextIO = sys.stderr, enabled: bool | None = None) -> None:
         self.stream = stream
@@ -32,20 +46,28 @@ class Progress:
         self.enabled = (stream.isatty() and os.environ.get("TERM") != "dumb") \
             if enabled is None else enabled
         self.failed = 0
+        self._phase, self._since = "", time.monotonic()
+
+    def _draw(self, text: str, done: int, total: int, phase: str) -> None:
+        if phase != self._phase:  # a new phase: its clock starts now
+            self._phase, self._since = phase, time.monotonic()
+        if self.enabled:
+            width = width_of(self.stream)
+            self.stream.write("\r\033[K" + bar(text, done, total,
+                                                 time.monotonic() - self._since, width - 1))
+            self.stream.flush()
 
     def __call__(self, outcome: HostOutcome, done: int, total: int) -> None:
         if not outcome.ok:
             self.failed += 1
-        if self.enabled:
-            self.stream.write(f"\r\033[Kprobing hosts: {done}/{total} answered"
-                              + (f", {self.failed} could not be checked" if self.failed else ""))
-            self.stream.flush()
+        text = "probing hosts" + (f" ({self.failed} could not be checked)" if self.failed
+                                  else "")
+        self._draw(text, done, total, "probe")
 
-    def step(self, text: str) -> None:
-        """Shows what the active tests are doing now."""
-        if self.enabled:
-            self.stream.write(f"\r\033[K{text}")
-            self.stream.flush()
+    def step(self, text: str, done: int = 0, total: int = 0) -> None:
+        """Shows what the active tests are doing now, and how far they got (total 0: no
+        count to show)."""
+        self._draw(text, done, total, text)
 
     def close(self) -> None:
         if self.enabled:

@@ -21,7 +21,8 @@ AT_LEAST = (("shm_warn_mib", "shm_fail_mib"), ("tmp_warn_mib", "tmp_fail_mib"),
 # ... and less is better for these.
 AT_MOST = (("clock_skew_warn_s", "clock_skew_fail_s"),)
 # Shares of something: from 0 to 1 (link ratios are of the cluster's median host).
-FRACTIONS = ("link_warn_ratio", "link_fail_ratio", "busbw_link_ratio", "cpu_busy_ratio")
+# cpu_busy_ratio is not one: load over effective cores may pass 1 (an oversubscribed host).
+FRACTIONS = ("link_warn_ratio", "link_fail_ratio", "busbw_link_ratio")
 
 
 def parse_ports(items: Any, where: str, line: Optional[int] = None) -> tuple[int, ...]:
@@ -55,6 +56,9 @@ def _limits(f: Fields) -> Limits:
         if not 0 < getattr(limits, key) <= 1:
             f.fail(f"{getattr(limits, key)!r} is not a share from above 0 to 1 (0.75: 75%)",
                    key)
+    if limits.cpu_busy_ratio <= 0:
+        f.fail("0 would make every host too busy for a server: a load over effective cores "
+               "above 0 (default 0.8)", "cpu_busy_ratio")
     if limits.link_loss_warn_pct > 100:
         f.fail(f"{limits.link_loss_warn_pct!r} is not a percentage (0 to 100)",
                "link_loss_warn_pct")

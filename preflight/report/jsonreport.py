@@ -16,6 +16,7 @@ from preflight.model.facts import SectionError
 from preflight.model.findings import Judgement
 from preflight.model.measure import NetworkTests
 from preflight.model.plan import Plan
+from preflight.report import docshape
 
 REPORT_VERSION = 1
 
@@ -188,4 +189,5 @@ def read(path: str) -> dict[str, Any]:
         raise InputError(path, f"report version {doc['report_version']!r} is not "
                          f"{REPORT_VERSION}, the one this preflight reads",
                          field="report_version")
+    docshape.check(path, doc)
     return doc

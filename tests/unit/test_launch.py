@@ -52,10 +52,11 @@ def test_load_plan(tmp_path):
     ({"plan": {"nodes": [{"host": "n1", "argv": ["sh", "-c", "x"], "env": {}}]}},
      "field 'plan.nodes[0].argv'"),
     ({"plan": {"nodes": [{"host": "n1", "argv": ["p", "-m", "paddle.distributed.launch"],
-                          "env": {"A": 1}}]}}, "field 'plan.nodes[0].env'"),
+                          "env": {"A": 1}}]}}, "field 'plan.nodes[0].env.A'"),
     ({"plan": {"nodes": [{"host": "n1", "argv": ["p", "-m", "paddle.distributed.launch"],
                           "env": {}, "rank": "first"}]}}, "field 'plan.nodes[0].rank'"),
-    ({"plan": {"nodes": ["n1"]}}, "field 'plan.nodes[0]': expected a mapping"),
+    ({"plan": {"nodes": ["n1"]}}, "field 'plan.nodes[0]': not a report preflight can read: "
+     "expected a mapping"),
 ], ids=["no-go", "no-plan", "empty", "not-the-launcher", "env-type", "rank-type",
         "node-type"])
 def test_bad_plans_are_one_line_errors(tmp_path, over, fragment):

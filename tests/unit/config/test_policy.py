@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import SHARED_CPU
 
 from preflight.config.errors import InputError
 from preflight.config.policy import build, load_policy, parse_ports
@@ -49,7 +50,8 @@ BAD = [
      "field 'limits.clock_skew_fail_s': clock_skew_warn_s 1 is above clock_skew_fail_s 0.5"),
     ("link-ratio-above-1", "limits: {link_warn_ratio: 1.5}\n",
      "field 'limits.link_warn_ratio': 1.5 is not a share from above 0 to 1"),
-    ("ratio-zero", "limits: {cpu_busy_ratio: 0}\n", "field 'limits.cpu_busy_ratio'"),
+    ("ratio-zero", "limits: {link_fail_ratio: 0}\n", "field 'limits.link_fail_ratio'"),
+    ("busy-zero", "limits: {cpu_busy_ratio: 0}\n", "field 'limits.cpu_busy_ratio'"),
     ("loss-pct", "limits: {link_loss_warn_pct: 150}\n", "is not a percentage"),
     ("contradictory-pins", "mode: ps\nrequire: ['paddle>=3', 'paddle<2']\n",
      ":2: field 'require': paddle>=3 and paddle<2: no paddle version satisfies them"),
@@ -97,6 +99,13 @@ def test_a_bad_pin_is_said_in_plain_words(pin, words):
                                   ["paddle==3.*", "paddle!=3.0.0"]])
 def test_pins_that_a_version_can_satisfy_are_not_contradictions(pins):
     assert build(None, None, pins, [], None).pins
+
+
+def test_the_rig_s_shared_cpu_limits_are_a_valid_policy(tmp_path):
+    # An oversubscribed host is a load ratio above 1: not a share, and not refused.
+    p = tmp_path / "policy.yaml"
+    p.write_text(SHARED_CPU)  # what the cluster tests' policies end with
+    assert load_policy(str(p)).limits.cpu_busy_ratio == 100
 
 
 def test_bad_flags():

@@ -1,0 +1,126 @@
+"""A report read back is checked for shape: a malformed one is one line and exit 2, never a
+renderer's crash. Real reports pass; a report with any part replaced by another JSON value
+either is refused with one line naming the field, or renders in every format."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from support import REFUSED, G, cluster, paddle, same, slow_host, survey
+
+from preflight import judge as J
+from preflight.config.errors import InputError
+from preflight.history import diff
+from preflight.model.measure import AllReduce, NetworkTests, SizeResult
+from preflight.placement.planner import plan as make_plan
+from preflight.report import html, jsonreport, junit, markdown, terminal
+
+HOSTS = ["node01", "node02", "node03", "node04"]
+
+
+def full_doc() -> dict[str, Any]:
+    """A report with every part: hosts (one unreachable), findings, links, an all-reduce
+    and a plan that leaves hosts out."""
+    sizes = tuple(SizeResult(m << 20, m * 0.004, 4) for m in (1, 8))
+    net = NetworkTests("ring", tuple(HOSTS), tuple(survey(HOSTS, slow_host("node03", 0.1 * G,
+                                                                             10 * G))),
+                       AllReduce("gloo", ("node01", "node02"), 2, sizes,
+                                 dropped=("32 MiB",), progress={"node01": "done"}))
+    c = replace(cluster(node01={}, node02={}, node03={"paddle": paddle("2.6.2")},
+                        node04=REFUSED), network=net)
+    findings = J.run_checks(c)
+    plan = make_plan(c, findings, {h: f"10.0.0.{i}" for i, h in enumerate(HOSTS, 1)})
+    doc = jsonreport.jsonable(jsonreport.document(c, J.judge(c, findings, plan),
+                                                  {"started_at": 1.0, "duration_s": 2.0},
+                                                  plan))
+    back: dict[str, Any] = json.loads(json.dumps(doc))
+    return back
+
+
+def read_back(tmp_path, doc: Any) -> dict[str, Any]:
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(doc))
+    return jsonreport.read(str(p))
+
+
+def render_all(doc: dict[str, Any]) -> None:
+    terminal.render(doc, width=100, detail=True)
+    terminal.verdict_line(doc, width=100)
+    junit.render(doc)
+    markdown.render(doc)
+    html.render(doc)
+    J.rejudged(doc, "warn")
+    diff.lines(diff.compare(doc, doc))
+
+
+def test_real_reports_are_read_and_render(tmp_path):
+    doc = full_doc()
+    assert doc["plan"]["excluded"] and doc["network"]["allreduce"]["sizes"]
+    render_all(read_back(tmp_path, doc))
+    render_all(read_back(tmp_path, json.loads(json.dumps(jsonreport.jsonable(
+        jsonreport.document(cluster(**same(2)), J.judge(cluster(**same(2)), [])))))))
+
+
+@pytest.mark.parametrize("path,value,field", [
+    (("hosts",), [1, 2], "hosts"),
+    (("hosts", "node01"), 5, "hosts.node01"),
+    (("findings",), "x", "findings"),
+    (("findings", 0, "hosts"), "node01", "findings[0].hosts"),
+    (("plan", "excluded", "node03"), "paddle", "plan.excluded.node03"),
+    (("network", "links", 0, "received_bps"), "fast", "network.links[0].received_bps"),
+    (("network", "allreduce", "sizes", 0), None, "network.allreduce.sizes[0]"),
+])
+def test_a_malformed_report_is_one_line_naming_the_field(tmp_path, path, value, field):
+    doc = full_doc()
+    at = doc
+    for key in path[:-1]:
+        at = at[key]
+    at[path[-1]] = value
+    with pytest.raises(InputError) as err:
+        read_back(tmp_path, doc)
+    assert f"field '{field}': not a report preflight can read: expected " in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 10 ** 12) |
+                    st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) |
+                    st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [path]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value[:3]):
+            out += _paths(v, (*path, i))
+    return out
+
+
+FULL = full_doc()
+PATHS = [p for p in _paths(FULL) if p]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(where=st.sampled_from(PATHS), value=JSON)
+def test_any_part_replaced_is_refused_or_renders(tmp_path_factory, where, value):
+    doc = copy.deepcopy(FULL)
+    at = doc
+    for key in where[:-1]:
+        at = at[key]
+    at[where[-1]] = value
+    tmp = tmp_path_factory.mktemp("fuzz")
+    try:
+        back = read_back(tmp, doc)
+    except InputError as e:
+        assert "\n" not in str(e)
+        return
+    render_all(back)

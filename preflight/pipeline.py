@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from preflight import runlog
 from preflight.checks import ALL_CHECKS, CheckSpec, allreduce
+from preflight.collect import slurm
 from preflight.collect.fanout import CollectOptions, collect, local_host
-from preflight.collect.remote import SshRemote
+from preflight.collect.remote import Remote, SshRemote
 from preflight.collect.ssh import close_gateways
 from preflight.config.errors import UsageError
 from preflight.inventory import load
@@ -55,6 +56,7 @@ class CheckOptions:
     log: Optional[str] = None  # the results log; None: a new one in the default directory
     write_log: bool = True
     progress: bool = True  # the live count, when stderr is a terminal
+    transport: str = "ssh"  # or "slurm": job steps through srun (collect/slurm.py)
 
 
 @dataclass(frozen=True)
@@ -154,14 +156,22 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
             log.host(outcome)
         progress(outcome, done, total)
 
+    job: Optional[slurm.Allocation] = None
+    remotes: dict[str, Remote] = {}
     try:
-        outcomes = collect(hosts, collect_opts, on_result=answered, connections=connections)
+        if opts.transport == "slurm":
+            outcomes, job = _collect_slurm(hosts, collect_opts, answered)
+            if job is not None:
+                remotes = {o.host.name: slurm.SlurmRemote(o.host.name, job)
+                           for o in outcomes if o.ok}
+        else:
+            outcomes = collect(hosts, collect_opts, on_result=answered, connections=connections)
+            remotes = {name: SshRemote(name, conn, collect_opts.connect_timeout)
+                       for name, conn in connections.items()}
         collect_interrupted = any(o.failure and o.failure.stage is Stage.INTERRUPTED
                                   for o in outcomes)
         ips = _ips(outcomes)
         if active and opts.network is not None and not collect_interrupted:
-            remotes = {name: SshRemote(name, conn, collect_opts.connect_timeout)
-                       for name, conn in connections.items()}
             network = run_link_tests(outcomes, remotes, opts.policy.limits, opts.network,
                                      on_step=progress.step,
                                      on_link=log.link if log is not None else None)
@@ -180,9 +190,42 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
         for conn in connections.values():
             conn.close()
         close_gateways()
+        if job is not None:
+            job.close()
     interrupted = collect_interrupted or bool(network and network.interrupted)
     return judged(opts, command, audit, hosts, outcomes, network, started,
                   round(time.time() - started, 3), interrupted, log, ips)
+
+
+def _collect_slurm(hosts: Sequence[Host], opts: CollectOptions,
+                   answered: Callable[[HostOutcome, int, int], None],
+                   ) -> tuple[list[HostOutcome], Optional[slurm.Allocation]]:
+    """The hosts' outcomes through Slurm, and the job their steps ran in: the user's
+    allocation, else one asked for the nodes that can run a step (given back by the caller).
+    A node Slurm will not run a step on is a finding with Slurm's reason."""
+    try:
+        states = slurm.nodes([h.name for h in hosts])
+    except slurm.SlurmError as e:
+        raise UsageError(f"--transport slurm: {e}") from None
+    # Peers reach a node at its NodeAddr (no SSH_CONNECTION tells it here).
+    hosts = [replace(h, address=states[h.name].address) if h.name in states else h
+             for h in hosts]
+    usable = [h.name for h in hosts if h.name in states and not states[h.name].usable]
+    job = slurm.Allocation.current()
+    if job is None and usable:
+        try:
+            job = slurm.Allocation.request(usable, opts.connect_timeout)
+        except slurm.SlurmError as e:
+            why = str(e)
+            outcomes = [HostOutcome(h, failure=HostFailure(Stage.SLURM, why)) for h in hosts]
+            for i, o in enumerate(outcomes, 1):
+                answered(o, i, len(outcomes))
+            return outcomes, None
+    outcomes = slurm.collect(hosts, opts, job, states) if job is not None else \
+        slurm.collect(hosts, opts, slurm.Allocation("none"), states)
+    for i, o in enumerate(outcomes, 1):
+        answered(o, i, len(outcomes))
+    return outcomes, job
 
 
 def left_out_so_far(policy: Policy, audit: Optional[Audit], ips: Mapping[str, str],

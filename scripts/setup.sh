@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 
 # chromium and a font: the tests render the HTML report in a real headless browser.
+# slurm-wlm and munge: the Slurm tests run a real slurmctld and one slurmd per simulated node.
 packages=(openssh-server openssh-client iperf3 iproute2 util-linux procps python3 python3-venv
-          faketime chromium fonts-dejavu-core)
+          faketime chromium fonts-dejavu-core slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -98,6 +98,11 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
     """The options of a check run, shared by check, baseline and audit."""
     _inventory_options(c, INVENTORY_HELP + ("" if inventory_required else "; without it, "
                        "this machine is audited locally, without SSH"), inventory_required)
+    c.add_argument("--transport", choices=("ssh", "slurm"), default="ssh",
+                   help="how hosts are reached: ssh (default) or slurm: job steps through "
+                   "srun, in the current allocation ($SLURM_JOB_ID) or in one preflight asks "
+                   "for (salloc --immediate) and gives back; the nodes are -i's, else "
+                   "$SLURM_JOB_NODELIST's")
     c.add_argument("--limit", metavar="PATTERN",
                    help="check only these hosts: names, groups, wildcards or ranges, "
                    "comma-separated; !PAT leaves out, &PAT intersects (as Ansible's --limit)")
@@ -263,6 +268,14 @@ def build_parser() -> argparse.ArgumentParser:
     _view_options(rp)
     rp.add_argument("-v", "--verbose", action="store_true",
                     help="every finding in full after the grouped summary")
+    for name, text in (("drain", "drain in Slurm the nodes a report failed, the finding as the "
+                                 "reason: preflight drain r.json [--apply]"),
+                       ("resume", "resume in Slurm the nodes a report passes that preflight "
+                                  "drained: preflight resume r.json [--apply]")):
+        dr = sub.add_parser(name, help=text)
+        dr.add_argument("report", metavar="REPORT.json")
+        dr.add_argument("--apply", action="store_true",
+                        help="run the scontrol commands (default: print them)")
     la = sub.add_parser("launch", help="run the plan of a report on its hosts over SSH: "
                         "preflight launch --plan report.json -- train.py ARGS")
     la.add_argument("--plan", required=True, metavar="REPORT",

@@ -11,7 +11,9 @@ from dataclasses import replace
 from typing import Any, Optional, TextIO
 
 from preflight import judge, pipeline, runlog
+from preflight.act import drain
 from preflight.cli.args import build_parser
+from preflight.collect import slurm
 from preflight.collect.fanout import CollectOptions
 from preflight.collect.remote import SshRemote
 from preflight.collect.ssh import close_gateways
@@ -68,9 +70,11 @@ def check_options(args: argparse.Namespace) -> CheckOptions:
         run_allreduce=not args.no_allreduce)
     outputs = report_files(args).outputs()
     outputs["--emit-launch"] = getattr(args, "emit_launch", None)
+    slurm_nodes = args.transport == "slurm" and not args.inventory
     return CheckOptions(
-        policy=policy, inventory=args.inventory, python=args.python,
-        inventory_format=args.inventory_format, ssh_config=args.ssh_config, limit=args.limit,
+        policy=policy, inventory=args.inventory, python=args.python, transport=args.transport,
+        inventory_format="slurm" if slurm_nodes else args.inventory_format,
+        ssh_config=args.ssh_config, limit=args.limit,
         skip=tuple(dict.fromkeys(args.skip)),
         connect_timeout_given=args.connect_timeout is not None,
         collect=CollectOptions(forks=args.forks,
@@ -209,6 +213,30 @@ def _judge_log(path: str) -> dict[str, Any]:
     return run.doc
 
 
+def cmd_drain(args: argparse.Namespace) -> int:
+    """drain and resume: print (or, with --apply, run) the scontrol lines for a report."""
+    doc = jsonreport.read(args.report)
+    resume = args.command == "resume"
+    try:
+        actions = drain.plan(doc, resume)
+        if args.apply:
+            drain.apply(actions)
+    except slurm.SlurmError as e:
+        raise UsageError(f"{args.command}: {e}") from None
+    for a in actions:
+        done = "resumed" if resume else "drained"
+        print(f"{done} {a.node}: {a.why}" if a.command is not None and args.apply
+              else a.line())
+    todo = [a for a in actions if a.command is not None]
+    if not actions:
+        print(f"nothing to {args.command}: " + ("no node of the report is drained by "
+                                                "preflight and passes" if resume else
+                                                "the report failed no node"))
+    elif not args.apply and todo:
+        print(f"# {len(todo)} node(s); run again with --apply to do it", file=sys.stderr)
+    return EXIT_GO
+
+
 def cmd_launch(args: argparse.Namespace) -> int:
     script = args.script[1:] if args.script[:1] == ["--"] else args.script
     if not script:
@@ -246,4 +274,5 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"check": cmd_check, "audit": cmd_audit, "baseline": cmd_baseline,
-            "diff": cmd_diff, "report": cmd_report, "launch": cmd_launch}
+            "diff": cmd_diff, "report": cmd_report, "launch": cmd_launch,
+            "drain": cmd_drain, "resume": cmd_drain}

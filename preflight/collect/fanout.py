@@ -63,13 +63,17 @@ def remote_command(host: Host, opts: CollectOptions, budget: float) -> str:
     POSIX sh is named explicitly so a csh or fish login shell reads it the same way.
     `timeout` bounds the probe on the host even if our connection is gone; `exec` spares
     a fork per host."""
+    return "sh -c " + shlex.quote(probe_script(host, opts, budget))
+
+
+def probe_script(host: Host, opts: CollectOptions, budget: float) -> str:
+    """The shell line that runs the probe from stdin, bounded by `timeout` on the host."""
     q = shlex.quote
     run = " ".join(q(a) for a in [host.probe_python, "-S", "-c", BOOTSTRAP,
                                   *probe_args(host, opts, budget)])
     limit = int(budget) + 1
-    script = (f"command -v timeout >/dev/null 2>&1 && exec timeout -k 2 {limit} {run}; "
-              f"exec {run}")
-    return "sh -c " + q(script)
+    return (f"command -v timeout >/dev/null 2>&1 && exec timeout -k 2 {limit} {run}; "
+            f"exec {run}")
 
 
 class _Job:

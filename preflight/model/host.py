@@ -61,6 +61,7 @@ class Stage(str, enum.Enum):
     PROBE = "probe"
     PARSE = "parse"
     TIMEOUT = "timeout"
+    SLURM = "slurm"  # Slurm would not run a step on the node (down, drained, unknown)
     INTERRUPTED = "interrupted"  # the run was stopped (Ctrl-C, SIGTERM) before this host answered
 
 

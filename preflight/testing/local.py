@@ -1,80 +1,8 @@
-"""Commands on this machine through sh, with the interface of a remote host: tests of the
-orchestration (iperf3 pairs, the all-reduce, preflight launch) run the very commands an SSH
-host would, without SSH."""
+"""Commands on this machine through sh, as a remote host (kept here for the tests: the class
+lives in preflight.collect.local, where the Slurm transport uses it too)."""
 
 from __future__ import annotations
 
-import subprocess
-import threading
-import time
-from typing import Any, Optional
+from preflight.collect.local import LocalProcess, LocalRemote
 
-from preflight.collect.remote import MAX_OUTPUT, POLL_S, Done, Started
-
-
-class _Process:
-    """A local subprocess with the same interface as a channel (reader threads, bounded)."""
-
-    def __init__(self, command: str) -> None:
-        self.p = subprocess.Popen(["/bin/sh", "-c", command], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-        self.out, self.err = bytearray(), bytearray()
-        self.readers = [threading.Thread(target=self._read, args=(s, b), daemon=True)
-                        for s, b in ((self.p.stdout, self.out), (self.p.stderr, self.err))]
-        for t in self.readers:
-            t.start()
-
-    @staticmethod
-    def _read(stream: Any, buf: bytearray) -> None:
-        for chunk in iter(lambda: stream.read1(65536), b""):
-            if len(buf) < MAX_OUTPUT:
-                buf += chunk
-
-    def read_until(self, marker: str, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if marker.encode() in self.out:
-                return True
-            if self.p.poll() is not None:
-                break
-            time.sleep(POLL_S)
-        return marker.encode() in self.out
-
-    def output(self) -> str:
-        return self.out.decode("utf-8", "replace")
-
-    def take(self) -> bytes:
-        data = bytes(self.out)
-        del self.out[:len(data)]  # only what was copied: a reader may append meanwhile
-        return data
-
-    def wait(self, timeout: float) -> Done:
-        try:
-            code: Optional[int] = self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            code = None
-        for t in self.readers:
-            t.join(0.5 if code is not None else 0)
-        return Done(code, self.out.decode("utf-8", "replace"), self.err.decode("utf-8", "replace"))
-
-    def close(self) -> None:
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
-
-
-class LocalRemote:
-    """Commands on this machine through sh (a Remote without SSH)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def start(self, command: str) -> Started:
-        return _Process(command)
-
-    def run(self, command: str, timeout: float) -> Done:
-        proc = _Process(command)
-        try:
-            return proc.wait(timeout)
-        finally:
-            proc.close()
+__all__ = ["LocalProcess", "LocalRemote"]

@@ -105,6 +105,9 @@ ALLOWED = {
     "preflight.history": ("preflight.model", "preflight.history", "preflight.config",
                           "preflight.network.localise", "preflight.report.summary",
                           "preflight.report.units", "preflight.report.grouping"),
+    # Acting on a verdict reads the report and asks the scheduler, through collect's Slurm.
+    "preflight.act": ("preflight.model", "preflight.act", "preflight.collect",
+                      "preflight.report.grouping", "preflight.report.units"),
     # The verdict's reasons are the grouped findings, as every report shows them.
     "preflight.judge": ("preflight.model", "preflight.checks", "preflight.judge",
                         "preflight.report.units", "preflight.report.grouping",

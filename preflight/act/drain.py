@@ -1,0 +1,127 @@
+"""Acting on a verdict where Slurm can: drain the nodes a report failed, with the finding as
+Slurm's reason ("preflight: cpu-cores: 0.25 effective cores ..."), and resume the nodes a
+later report passes, but only those whose drain reason preflight wrote: a node an operator
+drained for maintenance is never touched. Both are idempotent (a node already in the wanted
+state is left as it is) and print the scontrol command lines they run, or would run.
+
+Commands are argument lists, never a shell line: a finding's text cannot reach a shell."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from preflight.collect.slurm import Node, SlurmError, nodes
+from preflight.report.grouping import what_of
+
+PREFIX = "preflight: "  # how a drain reason says preflight wrote it
+REASON_MAX = 200  # characters of a reason (sinfo -R shows it on one line)
+BLOCKING = ("fail", "could-not-check", "error")
+
+
+@dataclass(frozen=True)
+class Action:
+    node: str
+    command: Optional[tuple[str, ...]]  # None: nothing to do (why says so)
+    why: str
+
+    def line(self) -> str:
+        return shlex.join(self.command) if self.command else f"# {self.node}: {self.why}"
+
+
+def failed_nodes(doc: Mapping[str, Any]) -> dict[str, str]:
+    """{node: the reason to drain it} for every host the report found a blocking fault on:
+    the first such finding naming it, its check first. Hosts Slurm itself would not run a
+    step on (already down or drained) and findings about the cluster as a whole are not
+    reasons to drain anyone."""
+    out: dict[str, str] = {}
+    for f in doc.get("findings") or []:
+        if f.get("status") not in BLOCKING:
+            continue
+        for host in f.get("hosts") or []:
+            failure = ((doc.get("hosts") or {}).get(host) or {}).get("failure") or {}
+            if failure.get("stage") == "slurm" or host in out:
+                continue
+            what = what_of([host], str(f.get("message", "")))
+            out[str(host)] = reason(f"{f.get('check')}: {what}")
+    return out
+
+
+def passed_nodes(doc: Mapping[str, Any]) -> list[str]:
+    """The hosts the report checked and found nothing blocking on."""
+    bad = {h for f in doc.get("findings") or [] if f.get("status") in BLOCKING
+           for h in f.get("hosts") or []}
+    return [str(h) for h, info in (doc.get("hosts") or {}).items()
+            if isinstance(info, dict) and info.get("status") == "ok" and h not in bad]
+
+
+def reason(text: str) -> str:
+    """A drain reason: one line, prefixed, bounded."""
+    one = " ".join(text.split())
+    full = PREFIX + one
+    return full if len(full) <= REASON_MAX else full[:REASON_MAX - 3] + "..."
+
+
+def _drained(node: Node) -> bool:
+    return node.state.rstrip("*~#!%$@^-").lower().startswith(("drain", "drained", "draining"))
+
+
+def drain_actions(failed: Mapping[str, str], states: Mapping[str, Node]) -> list[Action]:
+    out = []
+    for name, why in failed.items():
+        node = states.get(name)
+        if node is None:
+            out.append(Action(name, None, "not a Slurm node: left alone"))
+        elif _drained(node) and node.reason == why:
+            out.append(Action(name, None, "already drained for this reason"))
+        elif _drained(node) and not node.reason.startswith(PREFIX):
+            out.append(Action(name, None, f"drained by someone else ({node.reason}): left "
+                                          "alone"))
+        else:
+            out.append(Action(name, ("scontrol", "update", f"nodename={name}", "state=drain",
+                                     f"reason={why}"), why))
+    return out
+
+
+def resume_actions(passed: Sequence[str], states: Mapping[str, Node]) -> list[Action]:
+    out = []
+    for name in passed:
+        node = states.get(name)
+        if node is None or not _drained(node):
+            continue  # nothing to resume
+        if not node.reason.startswith(PREFIX):
+            out.append(Action(name, None, f"drained by someone else ({node.reason}): left "
+                                          "alone"))
+        else:
+            out.append(Action(name, ("scontrol", "update", f"nodename={name}",
+                                     "state=resume"), f"passes again (was: {node.reason})"))
+    return out
+
+
+def plan(doc: Mapping[str, Any], resume: bool) -> list[Action]:
+    """What drain (resume False) or resume would do for a report, from Slurm's current
+    view of its nodes."""
+    names = [str(h) for h in doc.get("hosts") or {}]
+    states = nodes(names) if names else {}
+    if resume:
+        return resume_actions(passed_nodes(doc), states)
+    return drain_actions(failed_nodes(doc), states)
+
+
+def apply(actions: Sequence[Action], timeout: float = 30.0) -> None:
+    """Runs each action's scontrol; raises SlurmError (one line) at the first refusal."""
+    for a in actions:
+        if a.command is None:
+            continue
+        try:
+            p = subprocess.run(list(a.command), capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise SlurmError(f"scontrol for {a.node}: {e}") from None
+        if p.returncode != 0:
+            why = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
+            hint = (" (draining and resuming nodes needs a Slurm operator or administrator)"
+                    if "denied" in why.lower() or "invalid user" in why.lower() else "")
+            raise SlurmError(f"scontrol refused {a.node}: {why}{hint}")

@@ -1,0 +1,184 @@
+"""Slurm as the transport, against a real Slurm: slurmctld and one slurmd per simulated node
+(preflight/testing/slurm.py), the probe and the network tests as job steps through srun, and
+drain/resume acting on the verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from conftest import PADDLE_A, SHARED_CPU
+
+from preflight.testing import slurm as S
+from preflight.testing import testbed
+
+NODES = ["node1", "node2", "node3", "node4"]
+STARVED_CORES = 0.25
+
+
+@dataclass
+class Rig:
+    tb: testbed.Testbed
+    slurm: S.Slurm
+
+    def inventory(self, names: list[str], name: str = "nodes.yaml") -> str:
+        return self.tb.inventory(os.path.join(self.tb.base, name), names, python=PADDLE_A)
+
+    def preflight(self, *args: str, timeout: float = 240.0) -> tuple[int, str, dict[str, Any]]:
+        report = os.path.join(self.tb.base, f"r-{time.monotonic_ns()}.json")
+        argv = [sys.executable, "-m", "preflight", *args]
+        if args[0] == "check":
+            argv += ["--json", report, "--no-log"]
+        p = subprocess.run(self.slurm.cmd(argv), capture_output=True, text=True,
+                           timeout=timeout, env=dict(self.slurm.env, PYTHONSAFEPATH="1"),
+                           cwd=self.tb.base)
+        doc: dict[str, Any] = {}
+        if os.path.exists(report):
+            with open(report) as fh:
+                doc = json.load(fh)
+        return p.returncode, p.stdout + p.stderr, doc
+
+    def policy(self) -> str:
+        path = os.path.join(self.tb.base, "policy.yaml")
+        with open(path, "w") as fh:
+            fh.write(SHARED_CPU)
+        return path
+
+    def jobs(self) -> str:
+        return self.slurm.run("squeue", "-h").stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def rig() -> Iterator[Rig]:
+    why = testbed.can_run() or S.can_run()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(f"Slurm rig unavailable in CI: {why}")
+        pytest.skip(f"Slurm rig unavailable: {why}")
+    if not os.access(PADDLE_A, os.X_OK):
+        pytest.fail(f"{PADDLE_A} missing: run scripts/setup.sh")
+    tb = testbed.Testbed(len(NODES), names=NODES)
+    try:
+        slurm = S.Slurm(tb)
+        try:
+            yield Rig(tb, slurm)
+        finally:
+            slurm.close()
+    finally:
+        tb.close()
+
+
+def statuses(doc: dict[str, Any]) -> dict[str, str]:
+    return {h: v["status"] for h, v in doc["hosts"].items()}
+
+
+def test_a_go_through_srun_with_the_network_tests(rig):
+    rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i",
+                                 rig.inventory(NODES[:3]), "--iperf-seconds", "1",
+                                 "--allreduce-sizes", "1")
+    assert rc == 0, out
+    assert statuses(doc) == {n: "ok" for n in NODES[:3]}
+    checks = {f["check"]: f for f in doc["findings"]}
+    assert checks["bandwidth"]["status"] == "pass" and "iperf3 ring" in \
+        checks["bandwidth"]["message"]
+    assert checks["allreduce"]["status"] == "pass", checks["allreduce"]
+    # Each node's facts are its own (its own /tmp, its own hostname), told apart per task.
+    assert {doc["hosts"][n]["facts"]["system"]["hostname"] for n in NODES[:3]} == set(NODES[:3])
+    # The allocation preflight asked for is given back.
+    assert rig.jobs() == ""
+
+
+def test_a_drained_node_is_reported_not_waited_on(rig):
+    rig.slurm.drain("node4", "disk replacement")
+    try:
+        start = time.monotonic()
+        rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i",
+                                     rig.inventory(NODES), "--no-network-tests")
+        assert time.monotonic() - start < 60, out
+        assert rc == 1, out
+        assert statuses(doc)["node4"] == "failed"
+        assert doc["hosts"]["node4"]["failure"] == {
+            "stage": "slurm", "reason": "node drained (disk replacement)"}
+        assert all(statuses(doc)[n] == "ok" for n in NODES[:3]), out
+        # An operator's drain is never preflight's to touch.
+        path = os.path.join(rig.tb.base, "drained.json")
+        with open(path, "w") as fh:
+            json.dump(doc, fh)
+        rc, out, _ = rig.preflight("drain", path)
+        assert rc == 0 and "node4" not in out, out
+    finally:
+        rig.slurm.run("scontrol", "update", "nodename=node4", "state=resume")
+        rig.slurm.wait_idle(["node4"])
+
+
+def test_a_node_whose_slurmd_is_stopped_is_a_finding(rig):
+    rig.slurm.stop_slurmd("node3")
+    try:
+        start = time.monotonic()
+        rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i",
+                                     rig.inventory(NODES[:3]), "--no-network-tests",
+                                     "--deadline", "20")
+        assert time.monotonic() - start < 120, out
+        assert rc == 1, out
+        assert statuses(doc)["node3"] == "failed", out
+        assert statuses(doc)["node1"] == statuses(doc)["node2"] == "ok", out
+        failure = doc["hosts"]["node3"]["failure"]
+        # Slurm's own words: the step could not start there, or the node is not responding.
+        assert failure["stage"] in ("slurm", "probe") and failure["reason"], failure
+        assert "did not run on it" in failure["reason"] or "not responding" in \
+            failure["reason"], failure
+    finally:
+        rig.slurm.start_slurmd("node3")
+        rig.slurm.run("scontrol", "update", "nodename=node3", "state=resume")
+        rig.slurm.wait_idle(["node3"], timeout=60)
+
+
+def test_a_starved_node_is_drained_then_resumed_when_it_passes_again(rig):
+    inv = rig.inventory(NODES[:3], "three.yaml")
+    rig.tb.limit_cpu("node2", STARVED_CORES)  # the quota holds slurmd and its jobs
+    try:
+        rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
+                                     "--no-network-tests", "--policy", rig.policy())
+        assert rc == 1, out
+        failed = [f for f in doc["findings"] if f["status"] == "fail"]
+        assert [f["hosts"] for f in failed if f["check"] == "cpu-cores"] == [["node2"]], out
+        report = os.path.join(rig.tb.base, "starved.json")
+        with open(report, "w") as fh:
+            json.dump(doc, fh)
+        # Printed first (nothing changes), then applied; applying twice changes nothing.
+        rc, out, _ = rig.preflight("drain", report)
+        assert rc == 0 and out.startswith("scontrol update nodename=node2 state=drain "
+                                          "'reason=preflight: cpu-cores: "), out
+        assert rig.slurm.states()["node2"] == "idle"
+        rc, out, _ = rig.preflight("drain", report, "--apply")
+        assert rc == 0 and out.startswith("drained node2: preflight: cpu-cores: "), out
+        assert rig.slurm.states()["node2"].startswith("drain")
+        assert rig.slurm.reason("node2").startswith("preflight:")
+        rc, out, _ = rig.preflight("drain", report, "--apply")
+        assert "# node2: already drained for this reason" in out, out
+        # A drained node runs no step: a check through Slurm names it and waits on nothing.
+        rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
+                                     "--no-network-tests", "--policy", rig.policy())
+        assert doc["hosts"]["node2"]["failure"]["stage"] == "slurm", out
+    finally:
+        rig.tb.limit_cpu("node2", float(os.cpu_count() or 1))
+    # The fault lifted: a check over SSH (an operator reaches a drained node) passes it,
+    # and resume returns it to Slurm.
+    rc, out, doc = rig.preflight("check", "-i", inv, "--no-network-tests",
+                                 "--policy", rig.policy())
+    assert rc == 0, out
+    report = os.path.join(rig.tb.base, "lifted.json")
+    with open(report, "w") as fh:
+        json.dump(doc, fh)
+    rc, out, _ = rig.preflight("resume", report, "--apply")
+    assert rc == 0 and out.startswith("resumed node2: passes again (was: preflight: "), out
+    rig.slurm.wait_idle(["node2"])
+    rc, out, _ = rig.preflight("resume", report, "--apply")
+    assert rc == 0 and "nothing to resume" in out, out

@@ -1,0 +1,89 @@
+"""drain and resume decided on a report and Slurm's view of its nodes (no Slurm needed)."""
+
+from __future__ import annotations
+
+from preflight.act.drain import (
+    PREFIX,
+    REASON_MAX,
+    drain_actions,
+    failed_nodes,
+    passed_nodes,
+    reason,
+    resume_actions,
+)
+from preflight.collect.slurm import Node, decode_task, split_labelled
+
+DOC = {
+    "hosts": {"n1": {"status": "ok"}, "n2": {"status": "ok"},
+              "n3": {"status": "failed", "failure": {"stage": "probe", "reason": "x"}},
+              "n4": {"status": "failed", "failure": {"stage": "slurm", "reason": "drained"}}},
+    "findings": [
+        {"check": "cpu-cores", "status": "fail", "hosts": ["n2"],
+         "message": "n2: 0.25 effective cores, far below the median 2"},
+        {"check": "env", "status": "warn", "hosts": ["n1"], "message": "n1: NCCL_DEBUG=INFO"},
+        {"check": "reachable", "status": "could-not-check", "hosts": ["n3"],
+         "message": "n3: could not check (probe): probe exited 1"},
+        {"check": "reachable", "status": "could-not-check", "hosts": ["n4"],
+         "message": "n4: could not check (slurm): node drained"},
+        {"check": "allreduce", "status": "fail", "hosts": [], "message": "cluster stall"},
+    ],
+}
+
+
+def test_the_nodes_a_report_failed_and_why():
+    # Warnings and cluster-wide findings drain nobody; a node Slurm already holds back is
+    # not drained again by us.
+    assert failed_nodes(DOC) == {
+        "n2": "preflight: cpu-cores: 0.25 effective cores, far below the median 2",
+        "n3": "preflight: reachable: could not check (probe): probe exited 1"}
+    assert passed_nodes(DOC) == ["n1"]
+
+
+def test_a_reason_is_one_bounded_line():
+    r = reason("x: " + "a\nb " * 200)
+    assert r.startswith(PREFIX) and "\n" not in r and len(r) == REASON_MAX
+
+
+def test_drain_is_idempotent_and_leaves_an_operator_s_drain_alone():
+    want = {"n2": "preflight: cpu-cores: slow", "n3": "preflight: env: bad", "n5": "x"}
+    states = {"n2": Node("n2", "10.0.0.2", "drained", "preflight: cpu-cores: slow"),
+              "n3": Node("n3", "10.0.0.3", "drained", "disk swap")}
+    acts = {a.node: a for a in drain_actions(want, states)}
+    assert acts["n2"].command is None and acts["n2"].why == "already drained for this reason"
+    assert acts["n3"].command is None and "someone else (disk swap)" in acts["n3"].why
+    assert acts["n5"].command is None  # not a Slurm node
+    fresh = drain_actions(want, {"n2": Node("n2", "a", "idle")})
+    assert fresh[0].command == ("scontrol", "update", "nodename=n2", "state=drain",
+                                "reason=preflight: cpu-cores: slow")
+    assert fresh[0].line() == ("scontrol update nodename=n2 state=drain "
+                               "'reason=preflight: cpu-cores: slow'")
+
+
+def test_resume_only_what_preflight_drained():
+    states = {"n1": Node("n1", "a", "drained", "preflight: cpu-cores: slow"),
+              "n2": Node("n2", "a", "drained*", "maintenance"),
+              "n3": Node("n3", "a", "idle")}
+    acts = resume_actions(["n1", "n2", "n3"], states)
+    assert [(a.node, a.command) for a in acts] == [
+        ("n1", ("scontrol", "update", "nodename=n1", "state=resume")), ("n2", None)]
+
+
+def test_node_states_that_run_no_step():
+    assert Node("n", "a", "idle").usable is None and Node("n", "a", "mixed").usable is None
+    assert Node("n", "a", "drained", "disk").usable == "node drained (disk)"
+    assert Node("n", "a", "down*", "Not responding").usable == \
+        "node down*: slurmd not responding (Not responding)"
+
+
+def test_srun_output_is_told_apart_per_task_and_long_lines_survive():
+    import base64
+    payload = '{"schema": 1, "x": "' + "y" * 3000 + '"}\n'
+    b64 = base64.b64encode(payload.encode()).decode()
+    lines = [b64[i:i + 76] for i in range(0, len(b64), 76)]
+    text = "\n".join([" 1: PREFLIGHT-NODE n2"] + [f" 1: {ln}" for ln in lines]
+                     + [" 1: PREFLIGHT-EXIT 0", " 0: PREFLIGHT-NODE n1", " 0: PREFLIGHT-EXIT 3"])
+    tasks = split_labelled(text)
+    assert tasks[1][0] == "PREFLIGHT-NODE n2" and tasks[0][0] == "PREFLIGHT-NODE n1"
+    assert decode_task(tasks[1][1:]) == (payload.rstrip("\n") + "\n", 0)
+    assert decode_task(tasks[0][1:]) == ("", 3)
+    assert decode_task(["abc"]) [1] is None  # no exit line: the step was cut off

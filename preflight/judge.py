@@ -39,8 +39,9 @@ def run_checks(cluster: Cluster, specs: Sequence[CheckSpec] = ALL_CHECKS) -> lis
 
 def _not_applicable(spec: CheckSpec, host: str, found: Sequence[Finding]) -> list[Finding]:
     """A comparing check's findings on one host: its passes become one "n/a" (a host agrees
-    with itself); what it found wrong stands."""
-    rest = [f for f in found if f.status is not Status.PASS]
+    with itself), and so do its could-not-checks (what it could not read, or which interface
+    to compare, there is nothing to compare with); what it found wrong stands."""
+    rest = [f for f in found if f.status not in (Status.PASS, Status.COULD_NOT_CHECK)]
     if len(rest) == len(found):
         return rest
     return rest + [Finding(spec.name, Status.SKIP, (host,),

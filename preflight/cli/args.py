@@ -7,6 +7,7 @@ import argparse
 from typing import Optional
 
 from preflight import __version__
+from preflight.act.health import DEFAULT_DEADLINE_S as DEFAULT_HEALTH_S
 from preflight.checks import ALL_CHECKS
 from preflight.inventory import FORMATS
 from preflight.judge import FAIL_ON
@@ -276,6 +277,20 @@ def build_parser() -> argparse.ArgumentParser:
         dr.add_argument("report", metavar="REPORT.json")
         dr.add_argument("--apply", action="store_true",
                         help="run the scontrol commands (default: print them)")
+    he = sub.add_parser("health", help="this node alone, in seconds, for Slurm's "
+                        "HealthCheckProgram or a prolog: one line, exit 0 healthy, 1 not")
+    he.add_argument("--policy", metavar="FILE", help="policy YAML (limits, pins, ports)")
+    he.add_argument("--python", default="python3", metavar="PY",
+                    help="the training interpreter (with --paddle)")
+    he.add_argument("--paddle", action="store_true",
+                    help="import Paddle too (about a second more)")
+    he.add_argument("--deadline", type=positive(float), default=DEFAULT_HEALTH_S, metavar="S",
+                    help=f"the most the check may take (default {DEFAULT_HEALTH_S:g} s)")
+    he.add_argument("--drain", action="store_true",
+                    help="drain this node in Slurm when it fails (the line as the reason); "
+                    "resume it when it passes and preflight had drained it")
+    he.add_argument("--node", metavar="NAME", help="this node's Slurm name (default: "
+                    "$SLURMD_NODENAME, else the hostname)")
     la = sub.add_parser("launch", help="run the plan of a report on its hosts over SSH: "
                         "preflight launch --plan report.json -- train.py ARGS")
     la.add_argument("--plan", required=True, metavar="REPORT",

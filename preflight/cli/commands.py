@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any, Optional, TextIO
 
 from preflight import judge, pipeline, runlog
-from preflight.act import drain
+from preflight.act import drain, health
 from preflight.cli.args import build_parser
 from preflight.collect import slurm
 from preflight.collect.fanout import CollectOptions
@@ -237,6 +237,29 @@ def cmd_drain(args: argparse.Namespace) -> int:
     return EXIT_GO
 
 
+def cmd_health(args: argparse.Namespace) -> int:
+    """This node alone: one line, exit 0 healthy, 1 not; --drain makes Slurm agree."""
+    opts = CheckOptions(
+        policy=build_policy(args.policy, None, [], [], None), python=args.python,
+        collect=CollectOptions(deadline=args.deadline, cpu_sample_s=0.1, paddle=args.paddle),
+        network=None, write_log=False, progress=False)
+    run = pipeline.run(opts, "health")
+    line = health.health_line(run.doc)
+    print(line)
+    healthy = run.judgement.verdict is Verdict.GO
+    if args.drain:
+        node = health.this_node(args.node)
+        try:
+            action = health.drain_or_resume(node, healthy, line)
+            if action is not None:
+                drain.apply([action])
+                if action.command is not None:
+                    print(("resumed" if healthy else "drained") + f" {node}: {action.why}")
+        except slurm.SlurmError as e:
+            raise UsageError(f"health --drain: {e}") from None
+    return EXIT_GO if healthy else EXIT_NO_GO
+
+
 def cmd_launch(args: argparse.Namespace) -> int:
     script = args.script[1:] if args.script[:1] == ["--"] else args.script
     if not script:
@@ -275,4 +298,4 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 COMMANDS = {"check": cmd_check, "audit": cmd_audit, "baseline": cmd_baseline,
             "diff": cmd_diff, "report": cmd_report, "launch": cmd_launch,
-            "drain": cmd_drain, "resume": cmd_drain}
+            "drain": cmd_drain, "resume": cmd_drain, "health": cmd_health}

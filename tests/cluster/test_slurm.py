@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -182,3 +183,41 @@ def test_a_starved_node_is_drained_then_resumed_when_it_passes_again(rig):
     rig.slurm.wait_idle(["node2"])
     rc, out, _ = rig.preflight("resume", report, "--apply")
     assert rc == 0 and "nothing to resume" in out, out
+
+
+def test_health_check_mode_drains_its_node_and_resumes_it_when_healthy(rig):
+    # As slurmd runs a HealthCheckProgram: on the node (its network and hostname), with the
+    # node's name in SLURMD_NODENAME. The fault: an open-files limit of 1024 for what slurmd
+    # starts (the classic "Too many open files" under load).
+    sshd = rig.tb.hosts["node3"].sshd
+    assert sshd is not None
+
+    def health(nofile: int) -> subprocess.CompletedProcess[str]:
+        argv = ["nsenter", "-t", str(sshd.pid), "-n", "-u", "--", "prlimit",
+                f"--nofile={nofile}:{nofile}", "--", sys.executable, "-m", "preflight",
+                "health", "--drain"]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                              env=dict(rig.slurm.env, PYTHONSAFEPATH="1",
+                                       SLURMD_NODENAME="node3"))
+
+    try:
+        start = time.monotonic()
+        sick = health(1024)
+        took = time.monotonic() - start
+        assert sick.returncode == 1, sick.stdout + sick.stderr
+        first = sick.stdout.splitlines()[0]
+        assert first.startswith("ERROR: preflight health: nofile: open-files limit 1024"), first
+        assert took < 10 + 5, took  # its own deadline bounds it
+        assert sick.stdout.splitlines()[1].startswith("drained node3: preflight: nofile: ")
+        assert rig.slurm.states()["node3"].startswith("drain")
+        again = health(1024)  # idempotent: drained once, for this reason
+        assert again.returncode == 1 and len(again.stdout.splitlines()) == 1, again.stdout
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        well = health(65536 if hard == resource.RLIM_INFINITY else hard)
+        assert well.returncode == 0, well.stdout + well.stderr
+        assert well.stdout.splitlines()[0].startswith("OK: preflight health: ")
+        assert well.stdout.splitlines()[1].startswith("resumed node3: passes again")
+        rig.slurm.wait_idle(["node3"])
+    finally:
+        if rig.slurm.states().get("node3", "").startswith("drain"):
+            rig.slurm.run("scontrol", "update", "nodename=node3", "state=resume")

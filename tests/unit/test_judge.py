@@ -55,6 +55,13 @@ def test_a_comparing_check_on_one_host_is_n_a_and_what_it_found_wrong_stands():
     assert [f.message for f in found if f.check == "mtu"] == ["node01: n/a on one host "
                                                               "(compares hosts)"]
     assert judge(one, found).verdict is Verdict.GO
+    # What a comparing check could not tell on one host (which interface the job uses) is
+    # moot too; on two hosts it is a finding.
+    from preflight.model import facts as F
+    lone = cluster(node01={"network": F.NetworkFacts(())})
+    assert [f.status for f in run_checks(lone) if f.check == "mtu"] == [Status.SKIP]
+    pair = cluster(**same(2, network=F.NetworkFacts(())))
+    assert {f.status for f in run_checks(pair) if f.check == "mtu"} == {Status.COULD_NOT_CHECK}
     # On two hosts the same checks compare, and pass.
     two = run_checks(cluster(**same(2)))
     assert not [f for f in two if f.status is Status.SKIP]

@@ -1,0 +1,55 @@
+"""preflight health: this node alone, in a few seconds, for Slurm's HealthCheckProgram or a
+job prolog, as LBNL NHC is used: one line saying what is wrong (what slurmd logs and the drain
+reason shows), exit 0 when healthy and 1 when not, and with --drain the node drained in
+Slurm with that reason, or resumed once healthy when preflight was the one that drained it.
+
+What it judges is what one node can say about itself: GPU health (ECC, retired or remapped
+pages, slowdowns, busy GPUs, PCIe), the stack's fit with the driver, /dev/shm, temp space,
+open-files limit, the launcher's ports, the environment, pins, and Paddle when asked
+(--paddle: the import costs about a second). Comparisons with other hosts say n/a."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from preflight.act.drain import Action, drain_actions, reason, resume_actions
+from preflight.collect.slurm import nodes
+from preflight.report.grouping import group
+
+DEFAULT_DEADLINE_S = 10.0
+LINE_MAX = 300  # what slurmd's log and sinfo -R show comfortably
+
+
+def health_line(doc: Mapping[str, Any]) -> str:
+    """'OK: preflight health: ...' or 'ERROR: preflight health: check: what; ...', one line."""
+    findings = [f for f in doc.get("findings") or [] if isinstance(f, dict)]
+    host = next(iter(doc.get("hosts") or {"this node": None}))
+    if doc.get("verdict") == "go":
+        ran = {f.get("check") for f in findings if f.get("status") not in ("skip",)}
+        warn = sum(1 for f in findings if f.get("status") == "warn")
+        return (f"OK: preflight health: {len(ran)} checks passed on {host}"
+                + (f" ({warn} warnings)" if warn else ""))
+    bad = [g for g in group(findings) if g.status in ("fail", "could-not-check", "error")]
+    text = "; ".join(f"{g.check}: {g.message}" for g in bad) or \
+        "; ".join(str(r) for r in doc.get("reasons") or []) or "not healthy"
+    line = "ERROR: preflight health: " + " ".join(text.split())
+    return line if len(line) <= LINE_MAX else line[:LINE_MAX - 3] + "..."
+
+
+def this_node(given: str | None = None) -> str:
+    """The Slurm node this runs on: --node, else slurmd's SLURMD_NODENAME, else the hostname
+    (Slurm's NodeHostname)."""
+    return given or os.environ.get("SLURMD_NODENAME") or os.uname().nodename
+
+
+def drain_or_resume(node: str, healthy: bool, line: str) -> Action | None:
+    """The scontrol action that makes Slurm agree with the verdict (None: nothing to do)."""
+    states = nodes([node])
+    if healthy:
+        acts = resume_actions([node], states)
+    else:
+        why = reason(line.split("preflight health: ", 1)[-1])
+        acts = drain_actions({node: why}, states)
+    return acts[0] if acts else None

@@ -9,9 +9,13 @@ session), so the stop finds them all through /proc/*/environ without touching an
 from __future__ import annotations
 
 import functools
+import math
+import os
 import secrets
 import shlex
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -23,6 +27,7 @@ from preflight.collect.remote import Remote, Started, in_parallel
 from preflight.config.document import Fields
 from preflight.model.host import Host, Stage
 from preflight.model.plan import Node
+from preflight.placement import sbatch
 from preflight.report import jsonreport
 
 POLL_S = 0.05
@@ -47,6 +52,7 @@ class Source:
     inventory: Optional[str] = None
     fmt: str = "auto"
     ssh_config: Optional[str] = None
+    mode: str = "collective"  # the plan's
 
 
 def load_plan(path: str, ignore_verdict: bool = False) -> tuple[list[Node], Source]:
@@ -70,7 +76,7 @@ def load_plan(path: str, ignore_verdict: bool = False) -> tuple[list[Node], Sour
         return value if isinstance(value, str) else None
 
     return nodes, Source(text("inventory"), text("inventory_format") or "auto",
-                         text("ssh_config"))
+                         text("ssh_config"), str(plan.data.get("mode") or "collective"))
 
 
 def _node(f: Fields, i: int, n: Any) -> Node:
@@ -90,6 +96,40 @@ def _node(f: Fields, i: int, n: Any) -> Node:
     nproc = f.count("nproc") if f.has("nproc") else 1
     return Node(host, str(n.get("address", "")), argv[0], rank, nproc, (), tuple(argv),
                 tuple(env.items()))
+
+
+def submit(nodes: Sequence[Node], source: Source, opts: LaunchOptions) -> int:
+    """Runs the plan as one Slurm batch job (sbatch --wait) and returns its exit code; the
+    batch script goes to Slurm from a temporary file here, nothing needs sharing but the
+    training script. The job's output is Slurm's (slurm-JOBID.out in its directory)."""
+    text = sbatch.batch_script(nodes, source.mode)
+    with tempfile.NamedTemporaryFile("w", prefix="preflight-", suffix=".sbatch",
+                                     delete=False) as fh:
+        fh.write(text)
+    argv = ["sbatch", "--wait", "--parsable"]
+    if opts.chdir:
+        argv.append(f"--chdir={opts.chdir}")
+    if opts.timeout:
+        argv.append(f"--time={max(1, math.ceil(opts.timeout / 60))}")
+    try:
+        p = subprocess.run([*argv, fh.name, *opts.script], capture_output=True, text=True,
+                           timeout=None if opts.timeout is None else opts.timeout + 120)
+    except FileNotFoundError:
+        print("preflight launch: sbatch not found (is this a Slurm login node?)",
+              file=sys.stderr)
+        return EXIT_FAILED
+    except subprocess.TimeoutExpired:
+        print("preflight launch: the job did not end within its time limit", file=sys.stderr)
+        return EXIT_TIMEOUT
+    finally:
+        os.unlink(fh.name)
+    job = p.stdout.strip().split(";")[0]
+    where = opts.chdir or "the submit directory"
+    print(f"preflight launch: Slurm job {job or '?'} on {','.join(n.host for n in nodes)} "
+          f"ended with exit {p.returncode} (output: slurm-{job}.out in {where})"
+          + (f": {p.stderr.strip().splitlines()[-1]}" if p.returncode and p.stderr.strip()
+             else ""), file=sys.stderr)
+    return EXIT_OK if p.returncode == 0 else EXIT_FAILED
 
 
 def host_command(node: Node, opts: LaunchOptions, token: str) -> str:

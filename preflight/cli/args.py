@@ -303,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="stop the job on every host after S seconds (default: no limit)")
     la.add_argument("--connect-timeout", type=positive(float), default=None, metavar="S")
     la.add_argument("--accept-new-host-keys", action="store_true")
+    la.add_argument("--transport", choices=("ssh", "slurm"), default="ssh",
+                    help="ssh (default): the launchers over SSH; slurm: the plan as one batch "
+                    "job (sbatch --wait), srun starting each node's launcher")
     la.add_argument("--ignore-verdict", action="store_true",
                     help="launch the plan of a NO-GO report")
     la.add_argument("script", nargs=argparse.REMAINDER,

@@ -24,13 +24,14 @@ from preflight.inventory import load
 from preflight.launch import LaunchOptions, load_plan
 from preflight.launch import connect as launch_connect
 from preflight.launch import run as launch_run
+from preflight.launch import submit as launch_submit
 from preflight.model.baseline import Audit
 from preflight.model.findings import Verdict
 from preflight.network.allreduce import AllReduceOptions
 from preflight.network.iperf import IperfOptions
 from preflight.network.orchestrate import NetworkOptions
 from preflight.pipeline import CheckOptions, CheckRun
-from preflight.placement import launcher
+from preflight.placement import launcher, sbatch
 from preflight.report import files, jsonreport, terminal
 from preflight.report.jsonreport import STDOUT
 from preflight.report.units import rate
@@ -119,10 +120,12 @@ def cmd_check(args: argparse.Namespace, audit: Optional[Audit] = None) -> int:
     files.write(report_files(args), run.doc)
     _show(run.doc, args)
     if args.emit_launch and run.plan.nodes:
-        written = launcher.emit(run.plan, args.emit_launch)
+        batch = args.transport == "slurm"
+        launcher.emit(run.plan, args.emit_launch, batch=batch)
         if not args.quiet:
-            print(f"launch scripts: {len(written) // 2} hosts in {args.emit_launch}",
-                  file=human_stream(args))
+            print(f"launch scripts: {len(run.plan.nodes)} hosts in {args.emit_launch}"
+                  + (f" (and {sbatch.NAME}: sbatch it with the training script)" if batch
+                     else ""), file=human_stream(args))
     code = _exit_code(run)
     run.close_log(code)
     return code
@@ -266,6 +269,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
         raise UsageError("launch: give the training script after --, e.g. "
                          "preflight launch --plan report.json -- train.py --epochs 1")
     nodes, source = load_plan(args.plan, args.ignore_verdict)
+    if args.transport == "slurm":
+        return launch_submit(nodes, source, LaunchOptions(tuple(script), args.chdir,
+                                                          args.timeout))
     inventory = args.inventory or source.inventory
     fmt = args.inventory_format if args.inventory or args.inventory_format != "auto" \
         else source.fmt

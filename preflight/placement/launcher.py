@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 from preflight.model.plan import LAUNCHER, Endpoint, Node, Plan
+from preflight.placement import sbatch
 
 # Values written into env files and scripts: endpoints, numbers, interface names, paths.
 _SAFE = re.compile(r"^[A-Za-z0-9_.:,/+@%=-]*$")
@@ -87,18 +88,22 @@ exec {q(node.python)} -m paddle.distributed.launch "$@"
 """
 
 
-def emit(plan: Plan, directory: str) -> list[str]:
-    """Writes <host>.sh and <host>.env for every plan host; returns the paths written."""
+def emit(plan: Plan, directory: str, batch: bool = False) -> list[str]:
+    """Writes <host>.sh and <host>.env for every plan host, and with batch the Slurm batch
+    script of the whole plan; returns the paths written."""
     os.makedirs(directory, exist_ok=True)
     written = []
-    for node in plan.nodes:
-        for name, text, mode in ((f"{node.host}.env", env_file(node), 0o644),
-                                 (f"{node.host}.sh", script(plan, node), 0o755)):
-            path = os.path.join(directory, name)
-            tmp = path + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.chmod(tmp, mode)
-            os.replace(tmp, path)
-            written.append(path)
+    files = [(f"{node.host}.{ext}", text, mode) for node in plan.nodes
+             for ext, text, mode in (("env", env_file(node), 0o644),
+                                     ("sh", script(plan, node), 0o755))]
+    if batch:
+        files.append((sbatch.NAME, sbatch.batch_script(plan.nodes, plan.mode), 0o755))
+    for name, text, mode in files:
+        path = os.path.join(directory, name)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+        written.append(path)
     return written

@@ -221,3 +221,60 @@ def test_health_check_mode_drains_its_node_and_resumes_it_when_healthy(rig):
     finally:
         if rig.slurm.states().get("node3", "").startswith("drain"):
             rig.slurm.run("scontrol", "update", "nodename=node3", "state=resume")
+
+
+# A real gloo all-reduce over the plan's ranks; each rank leaves a marker in its node's /root.
+TRAIN = """\
+import paddle
+import paddle.distributed as dist
+dist.init_parallel_env()
+t = paddle.to_tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(t)
+n = dist.get_world_size()
+assert float(t.numpy()[0]) == n * (n + 1) / 2, t
+open("/root/rank-%d-of-%d" % (dist.get_rank(), n), "w").write("ok\\n")
+"""
+
+
+def markers(rig: Rig, names: list[str]) -> dict[str, list[str]]:
+    return {n: sorted(f for f in os.listdir(rig.tb.hosts[n].dir + "/root")
+                      if f.startswith("rank-")) for n in names}
+
+
+def clear(rig: Rig, names: list[str]) -> None:
+    for n in names:
+        for f in markers(rig, [n])[n]:
+            os.unlink(os.path.join(rig.tb.hosts[n].dir, "root", f))
+        rig.tb.write_file(n, "/root/train.py", TRAIN)
+
+
+def test_the_plan_runs_as_a_batch_job_emitted_and_through_launch(rig):
+    nodes = NODES[:3]
+    out_dir = os.path.join(rig.tb.base, "batch")
+    rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i",
+                                 rig.inventory(nodes, "batch.yaml"), "--no-network-tests",
+                                 "--emit-launch", out_dir)
+    assert rc == 0, out
+    script = os.path.join(out_dir, "preflight.sbatch")
+    with open(script) as fh:
+        text = fh.read()
+    assert "#SBATCH --nodelist=node1,node2,node3" in text and "#SBATCH --nodes=3" in text
+    # sbatch as an operator would: each node's launcher from its own /root.
+    clear(rig, nodes)
+    p = rig.slurm.run("sbatch", "--wait", "--chdir=/root",
+                      f"--output={rig.tb.base}/batch-%j.out", script, "train.py", timeout=200)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert markers(rig, nodes) == {"node1": ["rank-0-of-3"], "node2": ["rank-1-of-3"],
+                                   "node3": ["rank-2-of-3"]}
+    # preflight launch submits the same from the report, and waits for the job.
+    report = os.path.join(rig.tb.base, "batch.json")
+    with open(report, "w") as fh:
+        json.dump(doc, fh)
+    clear(rig, nodes)
+    rc, out, _ = rig.preflight("launch", "--transport", "slurm", "--plan", report,
+                               "--chdir", "/root", "--timeout", "150", "--", "train.py",
+                               timeout=300)
+    assert rc == 0, out
+    assert "ended with exit 0" in out, out
+    assert [len(v) for v in markers(rig, nodes).values()] == [1, 1, 1], out
+    assert rig.jobs() == ""

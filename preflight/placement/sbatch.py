@@ -1,0 +1,54 @@
+"""The plan as one Slurm batch script (pure rendering): `sbatch preflight.sbatch train.py
+[ARGS...]` asks for exactly the plan's nodes, one task each, and `srun` starts Paddle's
+launcher on every node with that node's own flags and variables, picked by $SLURMD_NODENAME.
+
+Everything a node needs is inside the script (sbatch sends it to Slurm; nothing has to be on
+a shared filesystem but the training script itself). Every value is shell-quoted, and the
+per-node part travels in a quoted here-document, so no value is expanded twice."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from preflight.model.plan import Node
+
+NAME = "preflight.sbatch"
+END = "PREFLIGHT_PLAN"
+
+
+def batch_script(nodes: Sequence[Node], mode: str, job_name: str = "preflight-plan") -> str:
+    """Returns the batch script that runs the plan's launchers on its nodes."""
+    if not nodes:
+        raise ValueError("a plan with no nodes has no batch script")
+    q = shlex.quote
+    names = ",".join(n.host for n in nodes)
+    cases = []
+    for n in nodes:
+        env = " ".join(q(f"{k}={v}") for k, v in n.env)
+        cases.append(f"  {q(n.host)}) exec env {env} {shlex.join(n.argv)} \"$@\" ;;")
+    body = "\n".join([
+        'case "$SLURMD_NODENAME" in',
+        *cases,
+        '  *) echo "preflight: node $SLURMD_NODENAME is not in the plan" >&2; exit 2 ;;',
+        "esac",
+    ])
+    if END in body:
+        raise ValueError(f"a plan value holds {END}")
+    return f"""#!/bin/bash
+#SBATCH --job-name={job_name}
+#SBATCH --nodes={len(nodes)}
+#SBATCH --nodelist={names}
+#SBATCH --ntasks-per-node=1
+# preflight plan, {mode} mode, {len(nodes)} nodes: {names}. Node names are plain (the
+# inventory refuses others), so the #SBATCH lines, which no shell reads, need no quoting.
+# Submit with the training script and its arguments: sbatch {NAME} train.py [ARGS...]
+# (each node runs it from the job's working directory: --chdir, else the submit directory).
+set -eu
+plan=$(cat <<'{END}'
+{body}
+{END}
+)
+exec srun --nodes={len(nodes)} --ntasks-per-node=1 --nodelist={q(names)} --kill-on-bad-exit=1 \\
+    sh -c "$plan" preflight "$@"
+"""

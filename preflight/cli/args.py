@@ -84,7 +84,8 @@ INVENTORY_HELP = ("the hosts: preflight YAML, an Ansible inventory (INI or YAML)
 def _inventory_options(c: argparse.ArgumentParser, help_text: str,
                        required: bool = False) -> None:
     """Where the hosts come from and how SSH reaches them (check, baseline, audit, launch)."""
-    c.add_argument("-i", "--inventory", required=required, help=help_text)
+    c.add_argument("-i", "--inventory", "--nodelist", required=required,
+                   help=help_text + " (--nodelist: the same, as Slurm users say it)")
     c.add_argument("--inventory-format", choices=FORMATS, default="auto", metavar="FMT",
                    help="read -i as: " + ", ".join(FORMATS) + " (default auto: by content; "
                    "slurm: the hosts of $SLURM_JOB_NODELIST, or of -i as a Slurm nodelist)")

@@ -96,6 +96,19 @@ def test_a_go_through_srun_with_the_network_tests(rig):
     assert rig.jobs() == ""
 
 
+def test_inside_an_allocation_its_nodes_and_its_job_are_used(rig):
+    # salloc runs the command with SLURM_JOB_ID and SLURM_JOB_NODELIST set: no -i needed,
+    # and the steps run in that job (no second allocation, which would wait for the first).
+    argv = ["salloc", "-N", "3", "-w", "node1,node2,node3", "--immediate=10",
+            sys.executable, "-m", "preflight", "check", "--transport", "slurm",
+            "--no-network-tests", "--no-paddle", "--no-log", "--cpu-sample", "0.1"]
+    p = subprocess.run(rig.slurm.cmd(argv), capture_output=True, text=True, timeout=120,
+                       env=dict(rig.slurm.env, PYTHONSAFEPATH="1"), cwd=rig.tb.base)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "reachable        node[1-3]  3 of 3 hosts reached and probed" in p.stdout, p.stdout
+    assert rig.jobs() == ""
+
+
 def test_a_drained_node_is_reported_not_waited_on(rig):
     rig.slurm.drain("node4", "disk replacement")
     try:

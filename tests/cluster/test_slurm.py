@@ -291,3 +291,23 @@ def test_the_plan_runs_as_a_batch_job_emitted_and_through_launch(rig):
     assert "ended with exit 0" in out, out
     assert [len(v) for v in markers(rig, nodes).values()] == [1, 1, 1], out
     assert rig.jobs() == ""
+
+
+def test_drain_without_operator_rights_is_refused_in_one_line(rig):
+    doc = {"report_version": 1, "verdict": "no-go", "hosts": {"node1": {"status": "ok"}},
+           "findings": [{"check": "shm", "status": "fail", "hosts": ["node1"],
+                         "message": "node1: /dev/shm 64 MiB"}]}
+    report = os.path.join(rig.tb.base, "user.json")
+    with open(report, "w") as fh:
+        json.dump(doc, fh)
+    os.chmod(report, 0o644)
+    user = rig.tb.add_user()
+    argv = [sys.executable, "-m", "preflight", "drain", report, "--apply"]
+    p = subprocess.run(rig.tb.client_cmd(argv, user=user), capture_output=True, text=True,
+                       timeout=60, env=dict(rig.slurm.env, PYTHONSAFEPATH="1"),
+                       cwd=rig.tb.base)
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("preflight: error: drain: scontrol "
+                                                   "refused node1: "), p.stderr
+    assert rig.slurm.states()["node1"] == "idle"  # nothing changed

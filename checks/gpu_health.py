@@ -13,18 +13,27 @@ NAME = "gpu-health"
 
 # NVML clock event (throttle) reasons that mean the GPU runs slower than it should right now.
 # Bits from nvml.h: nvmlClocksEventReason*; idle (0x1) and app-clock settings are not faults.
-SLOWDOWN_BITS = {
-    0x4: "software power cap",
+# The hardware ones are faults (a failing fan, a power supply asserting the brake); the
+# software ones are the driver keeping to a cap or a temperature target, which an idle but
+# power-capped GPU reads too: warnings.
+HW_SLOWDOWN_BITS = {
     0x8: "hardware slowdown",
-    0x20: "software thermal slowdown",
     0x40: "hardware thermal slowdown",
     0x80: "hardware power brake",
+}
+SW_SLOWDOWN_BITS = {
+    0x4: "software power cap",
+    0x20: "software thermal slowdown",
 }
 HEALTH_FIELDS = ("ecc_uncorrected_volatile", "retired_pages_pending", "remapped_rows_pending",
                  "remapped_rows_failure", "clock_event_reasons", "processes")
 
 
 def _problems(d: GpuDevice) -> Iterator[tuple[Status, str]]:
+    if d.error:
+        yield Status.FAIL, (f"NVML cannot read it ({d.error}): a lost GPU (see the kernel "
+                            "log for an Xid); drain the host, reset or replace the GPU")
+        return
     if d.ecc_uncorrected_volatile:
         yield Status.FAIL, (f"{d.ecc_uncorrected_volatile} uncorrectable ECC errors since boot "
                             "(drain the host, reset or replace the GPU)")
@@ -35,9 +44,10 @@ def _problems(d: GpuDevice) -> Iterator[tuple[Status, str]]:
     elif d.remapped_rows_pending:
         yield Status.FAIL, "row remapping pending: the GPU needs a reset"
     if d.clock_event_reasons:
-        slow = [text for bit, text in SLOWDOWN_BITS.items() if d.clock_event_reasons & bit]
-        if slow:
-            yield Status.FAIL, f"clocks slowed by {', '.join(slow)}"
+        for status, bits in ((Status.FAIL, HW_SLOWDOWN_BITS), (Status.WARN, SW_SLOWDOWN_BITS)):
+            slow = [text for bit, text in bits.items() if d.clock_event_reasons & bit]
+            if slow:
+                yield status, f"clocks slowed by {', '.join(slow)}"
     if d.processes:
         yield Status.FAIL, f"already busy: {d.processes} compute process(es) running"
     if d.pcie_width and d.pcie_width_max and d.pcie_width < d.pcie_width_max:
@@ -52,7 +62,8 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     for host, g in gpus.items():
         if not g.devices:
             continue
-        reported = any(getattr(d, f) is not None for d in g.devices for f in HEALTH_FIELDS)
+        reported = any(getattr(d, f) is not None for d in g.devices
+                       for f in (*HEALTH_FIELDS, "error"))
         if not reported:
             yield Finding(NAME, Status.WARN, (host,),
                           f"{host}: GPU health not reported by {g.source}; install "

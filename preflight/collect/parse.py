@@ -11,6 +11,7 @@ from typing import Any, Optional, TypeVar, Union
 from preflight.collect.remote import MAX_OUTPUT
 from preflight.collect.smi import parse_smi_csv
 from preflight.model import facts as F
+from preflight.model.gpumode import mode
 
 SCHEMA = 1
 MAX_STR = 4096
@@ -202,15 +203,6 @@ def env(d: dict[str, Any]) -> F.EnvFacts:
     return F.EnvFacts(vars=tuple(pairs))
 
 
-def _mode(v: Any) -> Optional[str]:
-    """NVML modes arrive as [current, pending] ints or a scalar; keep them as text."""
-    if v is None:
-        return None
-    if isinstance(v, list):
-        return "/".join(str(x) for x in v[:2])
-    return str(v)[:64]
-
-
 def gpu(d: dict[str, Any]) -> F.GpuFacts:
     source = s(d, "source")
     if source == "nvidia-smi":
@@ -221,13 +213,18 @@ def gpu(d: dict[str, Any]) -> F.GpuFacts:
     devices = []
     for n, raw in enumerate(items(d.get("devices", []), "devices")):
         x = obj(raw, f"devices[{n}]")
+        if "error" in x:  # one GPU NVML could not read: its finding, the others still read
+            devices.append(F.GpuDevice(index=req(i(x, "index")), name="unreadable",
+                                       memory_total_mib=None, compute_capability=None,
+                                       error=req(s(x, "error"))))
+            continue
         devices.append(F.GpuDevice(
             index=req(i(x, "index")), name=req(s(x, "name")),
             memory_total_mib=i(x, "memory_total_mib", False),
             compute_capability=s(x, "compute_capability", False),
             uuid=s(x, "uuid", False) or "", vbios=s(x, "vbios", False),
-            ecc_mode=_mode(x.get("ecc_mode")), mig_mode=_mode(x.get("mig_mode")),
-            persistence_mode=_mode(x.get("persistence_mode")),
+            ecc_mode=mode(x.get("ecc_mode")), mig_mode=mode(x.get("mig_mode")),
+            persistence_mode=mode(x.get("persistence_mode")),
             power_limit_w=f(x, "power_limit_w", False),
             pcie_width=i(x, "pcie_width", False), pcie_width_max=i(x, "pcie_width_max", False),
             nvlink_up=i(x, "nvlink_up", False),

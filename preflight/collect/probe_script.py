@@ -586,47 +586,71 @@ def nvml_facts(pynvml):
             return fn(*a)
         except Exception:
             return None
+
+    def first(names, *a):
+        # Drivers before r535 lack nvmlDeviceGetCurrentClocksEventReasons in libnvidia-ml
+        # (nvidia-ml-py still has the Python function: the call raises FunctionNotFound):
+        # try each name in turn, the older one last.
+        for name in names:
+            fn = getattr(pynvml, name, None)
+            if fn is None:
+                continue
+            try:
+                return fn(*a)
+            except Exception:
+                continue
+        return None
+
+    def device(i):
+        h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        cc = opt(pynvml.nvmlDeviceGetCudaComputeCapability, h)
+        ecc = opt(pynvml.nvmlDeviceGetEccMode, h)
+        mig = opt(pynvml.nvmlDeviceGetMigMode, h)
+        power = opt(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
+        remap = opt(pynvml.nvmlDeviceGetRemappedRows, h)  # (corr, unc, pending, failure)
+        reasons = first(("nvmlDeviceGetCurrentClocksEventReasons",
+                         "nvmlDeviceGetCurrentClocksThrottleReasons"), h)
+        procs = opt(pynvml.nvmlDeviceGetComputeRunningProcesses, h)
+        links = None
+        for link in range(18):  # NVML_NVLINK_MAX_LINKS
+            try:
+                up = pynvml.nvmlDeviceGetNvLinkState(h, link)
+            except Exception:
+                break
+            links = (links or 0) + (1 if up else 0)
+        return {
+            "ecc_uncorrected_volatile": opt(pynvml.nvmlDeviceGetTotalEccErrors, h, 1, 0),
+            "retired_pages_pending": opt(pynvml.nvmlDeviceGetRetiredPagesPendingStatus, h),
+            "remapped_rows_pending": bool(remap[2]) if remap else None,
+            "remapped_rows_failure": bool(remap[3]) if remap else None,
+            "clock_event_reasons": reasons,
+            "processes": len(procs) if procs is not None else None,
+            "nvlink_up": links,
+            "index": i,
+            "name": text(pynvml.nvmlDeviceGetName(h)),
+            "uuid": text(opt(pynvml.nvmlDeviceGetUUID, h) or ""),
+            "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(h).total // (1 << 20),
+            "compute_capability": "%d.%d" % tuple(cc) if cc else None,
+            "vbios": opt(lambda: text(pynvml.nvmlDeviceGetVbiosVersion(h))),
+            "ecc_mode": list(ecc) if ecc else None,
+            "mig_mode": list(mig) if mig else None,
+            "persistence_mode": opt(pynvml.nvmlDeviceGetPersistenceMode, h),
+            "power_limit_w": power / 1000.0 if power else None,
+            "pcie_width": opt(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+            "pcie_width_max": opt(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h),
+        }
+
     pynvml.nvmlInit()
     try:
         devices = []
         for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            cc = opt(pynvml.nvmlDeviceGetCudaComputeCapability, h)
-            ecc = opt(pynvml.nvmlDeviceGetEccMode, h)
-            mig = opt(pynvml.nvmlDeviceGetMigMode, h)
-            power = opt(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
-            remap = opt(pynvml.nvmlDeviceGetRemappedRows, h)  # (corr, unc, pending, failure)
-            reasons = opt(getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                          or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, h)
-            procs = opt(pynvml.nvmlDeviceGetComputeRunningProcesses, h)
-            links = None
-            for link in range(18):  # NVML_NVLINK_MAX_LINKS
-                try:
-                    up = pynvml.nvmlDeviceGetNvLinkState(h, link)
-                except Exception:
-                    break
-                links = (links or 0) + (1 if up else 0)
-            devices.append({
-                "ecc_uncorrected_volatile": opt(pynvml.nvmlDeviceGetTotalEccErrors, h, 1, 0),
-                "retired_pages_pending": opt(pynvml.nvmlDeviceGetRetiredPagesPendingStatus, h),
-                "remapped_rows_pending": bool(remap[2]) if remap else None,
-                "remapped_rows_failure": bool(remap[3]) if remap else None,
-                "clock_event_reasons": reasons,
-                "processes": len(procs) if procs is not None else None,
-                "nvlink_up": links,
-                "index": i,
-                "name": text(pynvml.nvmlDeviceGetName(h)),
-                "uuid": text(opt(pynvml.nvmlDeviceGetUUID, h) or ""),
-                "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(h).total // (1 << 20),
-                "compute_capability": "%d.%d" % tuple(cc) if cc else None,
-                "vbios": opt(lambda: text(pynvml.nvmlDeviceGetVbiosVersion(h))),
-                "ecc_mode": list(ecc) if ecc else None,
-                "mig_mode": list(mig) if mig else None,
-                "persistence_mode": opt(pynvml.nvmlDeviceGetPersistenceMode, h),
-                "power_limit_w": power / 1000.0 if power else None,
-                "pcie_width": opt(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
-                "pcie_width_max": opt(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h),
-            })
+            try:
+                devices.append(device(i))
+            except Exception as e:
+                # One lost GPU (Xid 79: GPU_IS_LOST) is that GPU's finding, not the host's
+                # every GPU fact lost.
+                devices.append({"index": i, "error": "%s: %s" % (type(e).__name__,
+                                                                  str(e)[:200])})
         cuda = opt(pynvml.nvmlSystemGetCudaDriverVersion)
         return {
             "source": "nvml",
@@ -654,11 +678,13 @@ def smi_facts(smi):
     last = ""
     for fields in (SMI_FIELDS, SMI_FIELDS_BASIC):
         try:
+            # stderr apart: a warning there (a GPU nvidia-smi cannot reach) is not a CSV row.
             out = subprocess.check_output(
                 [smi, "--query-gpu=" + fields, "--format=csv,noheader,nounits"],
-                stderr=subprocess.STDOUT, timeout=20).decode("utf-8", "replace")
+                stderr=subprocess.PIPE, timeout=20).decode("utf-8", "replace")
         except subprocess.CalledProcessError as e:
-            last = (e.output or b"").decode("utf-8", "replace").strip()[:300]
+            last = ((e.stderr or b"") + (e.output or b"")).decode("utf-8", "replace")
+            last = last.strip()[:300]
             continue
         return {"source": "nvidia-smi", "csv_fields": fields, "csv": out[:65536]}
     raise RuntimeError("nvidia-smi failed: %s" % last)

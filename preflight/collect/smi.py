@@ -7,6 +7,7 @@ import io
 from typing import Optional
 
 from preflight.model.facts import GpuDevice, GpuFacts
+from preflight.model.gpumode import mode
 
 MISSING = {"", "[n/a]", "n/a", "[not supported]", "[unknown error]", "[insufficient permissions]"}
 
@@ -66,8 +67,9 @@ def parse_smi_csv(fields: str, text: str) -> GpuFacts:
             memory_total_mib=_int(row, "memory.total"),
             compute_capability=_val(row, "compute_cap"),
             vbios=_val(row, "vbios_version"),
-            ecc_mode=_val(row, "ecc.mode.current"), mig_mode=_val(row, "mig.mode.current"),
-            persistence_mode=_val(row, "persistence_mode"),
+            ecc_mode=mode(_val(row, "ecc.mode.current")),
+            mig_mode=mode(_val(row, "mig.mode.current")),
+            persistence_mode=mode(_val(row, "persistence_mode")),
             power_limit_w=_float(row, "power.limit"),
             pcie_width=_int(row, "pcie.link.width.current"),
             pcie_width_max=_int(row, "pcie.link.width.max")))

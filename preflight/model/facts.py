@@ -179,6 +179,7 @@ class GpuDevice:
     remapped_rows_failure: Optional[bool] = None
     clock_event_reasons: Optional[int] = None  # NVML bitmask
     processes: Optional[int] = None  # compute processes already running on the GPU
+    error: Optional[str] = None  # NVML could not read this GPU (GPU_IS_LOST after an Xid 79)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@ command kills the run's processes and not itself."""
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
 
@@ -10,7 +12,15 @@ import pytest
 from support import HOSTILE
 
 from preflight.network import allreduce as AR
+from preflight.network.allreduce import AllReduceOptions, Member, run_allreduce
+from preflight.testing import testbed
 from preflight.testing.local import LocalRemote
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 @pytest.mark.parametrize("value", HOSTILE)
@@ -39,3 +49,18 @@ def test_stop_command_kills_the_runs_processes_and_not_itself(tmp_path):
         for p in (victim, bystander):
             p.kill()
             p.wait()
+
+
+@pytest.mark.parametrize("version", ["3.3.1", "2.6.2"])
+def test_a_one_rank_all_reduce_runs_and_says_nothing_crossed_a_link(version):
+    # With world size 1, init_parallel_env makes no group and all_reduce raises "The global
+    # group is not initialized" (2.6.2 and 3.3.1): one rank reduces with nobody, so the
+    # script times the identity the collective would be, and the run ends cleanly.
+    python = testbed.paddle_python(version)
+    if not os.access(python, os.X_OK):
+        pytest.fail(f"{python} missing: run scripts/setup.sh")
+    member = Member("local", LocalRemote("local"), python, "127.0.0.1", nproc=1)
+    r = run_allreduce([member], "gloo", AllReduceOptions(port=free_port(), sizes_mib=(1.0,),
+                                                         iters=2, timeout=120))
+    assert r.error is None, (r.error, dict(r.failed))
+    assert r.ranks == 1 and [s.nbytes for s in r.sizes] == [1 << 20]

@@ -11,25 +11,35 @@ from support import cluster
 
 from preflight.checks import gpu_health
 from preflight.collect.parse import parse_probe_output
-from preflight.model.facts import GpuFacts
+from preflight.model.facts import GpuFacts, SectionError
 from preflight.model.findings import Status
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def test_probe_reads_gpus_through_pynvml():
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests" / "fixtures" / "fake_pynvml"))
+def probe_gpus(scenario: str = "h100") -> GpuFacts | SectionError:
+    """The probe's GPU section with the stand-in pynvml in the given scenario."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests" / "fixtures" / "fake_pynvml"),
+               FAKE_NVML=scenario)
     out = subprocess.run([sys.executable, str(ROOT / "preflight" / "collect" / "probe_script.py"),
                           "--python", "/nonexistent", "--sample", "0.05"],
                          capture_output=True, text=True, env=env, timeout=60, check=True)
-    facts = parse_probe_output(out.stdout)
-    g = facts.gpu
+    return parse_probe_output(out.stdout).gpu
+
+
+def health(g: GpuFacts) -> list[tuple[Status, str]]:
+    return [(f.status, f.message) for f in gpu_health.check(cluster(n1={"gpu": g}))
+            if f.status is not Status.PASS]
+
+
+def test_probe_reads_gpus_through_pynvml():
+    g = probe_gpus()
     assert isinstance(g, GpuFacts), g
     assert (g.source, g.driver, g.cuda_driver) == ("nvml", "550.54.15", "12.4")
     assert [d.memory_total_mib for d in g.devices] == [81559, 81559]
     d0, d1 = g.devices
     assert (d0.compute_capability, d0.ecc_mode, d0.mig_mode, d0.power_limit_w) == (
-        "9.0", "1/1", "0/0", 700.0)
+        "9.0", "enabled", "disabled", 700.0)
     assert d0.nvlink_up == 18 and d0.retired_pages_pending is None  # NotSupported -> unknown
     assert (d1.clock_event_reasons, d1.processes) == (0x41, 1)
     fs = list(gpu_health.check(cluster(n1={"gpu": g})))
@@ -37,3 +47,66 @@ def test_probe_reads_gpus_through_pynvml():
     assert fails == [
         "n1: GPU1 (NVIDIA H100 80GB HBM3): clocks slowed by hardware thermal slowdown",
         "n1: GPU1 (NVIDIA H100 80GB HBM3): already busy: 1 compute process(es) running"]
+
+
+def test_an_old_driver_still_reports_slowdowns_through_the_older_call():
+    # Before r535 the EventReasons call raises FunctionNotFound; ThrottleReasons answers.
+    g = probe_gpus("old-driver")
+    assert isinstance(g, GpuFacts) and g.driver == "525.147.05"
+    assert [d.clock_event_reasons for d in g.devices] == [0x1, 0x41]
+    assert (Status.FAIL, "n1: GPU1 (NVIDIA H100 80GB HBM3): clocks slowed by hardware thermal "
+            "slowdown") in health(g)
+
+
+def test_a_lost_gpu_is_its_own_finding_and_the_others_are_still_read():
+    g = probe_gpus("lost-gpu")
+    assert isinstance(g, GpuFacts)
+    d0, d1 = g.devices
+    assert d0.name == "NVIDIA H100 80GB HBM3" and d0.error is None
+    assert d1.error == "NVMLError_GpuIsLost: GPU is lost"
+    assert (Status.FAIL, "n1: GPU1 (unreadable): NVML cannot read it (NVMLError_GpuIsLost: GPU "
+            "is lost): a lost GPU (see the kernel log for an Xid); drain the host, reset or "
+            "replace the GPU") in health(g)
+
+
+def test_no_driver_loaded_is_said_not_taken_for_no_gpu():
+    g = probe_gpus("no-driver")
+    # No /dev/nvidiactl here: without a driver node the probe goes on to nvidia-smi, then
+    # says none; on a host with the device nodes it is the section's error (gpu_facts).
+    assert isinstance(g, GpuFacts) and g.source == "none"
+
+
+def test_counters_a_container_may_not_read_are_unknown_not_zero():
+    g = probe_gpus("no-permission")
+    assert isinstance(g, GpuFacts)
+    assert {(d.ecc_uncorrected_volatile, d.remapped_rows_pending) for d in g.devices} == \
+        {(None, None)}
+    assert [d.clock_event_reasons for d in g.devices] == [0x1, 0x41]
+
+
+def test_a_software_power_cap_warns_and_a_hardware_slowdown_fails():
+    g = probe_gpus("sw-cap")
+    assert isinstance(g, GpuFacts)
+    assert health(g) == [
+        (Status.WARN, "n1: GPU0 (NVIDIA H100 80GB HBM3): clocks slowed by software power cap"),
+        (Status.WARN, "n1: GPU1 (NVIDIA H100 80GB HBM3): clocks slowed by software power cap")]
+
+
+def test_one_gpu_state_reads_the_same_through_nvml_and_nvidia_smi():
+    # The stand-in's GPU0 as NVML gives it, and as nvidia-smi prints the same state.
+    from preflight.checks import gpu_homogeneous
+    from preflight.collect.probe_script import SMI_FIELDS
+    from preflight.collect.smi import parse_smi_csv
+    nvml = probe_gpus()
+    assert isinstance(nvml, GpuFacts)
+    row = ("0, NVIDIA H100 80GB HBM3, GPU-00000000-aaaa-bbbb-cccc-dddddddddddd, 81559, 9.0, "
+           "550.54.15, 96.00.89.00.01, Enabled, Disabled, Enabled, 700.00, 16, 16\n")
+    smi = parse_smi_csv(SMI_FIELDS, row)
+    a, b = nvml.devices[0], smi.devices[0]
+    for field in ("name", "uuid", "memory_total_mib", "compute_capability", "vbios", "ecc_mode",
+                  "mig_mode", "persistence_mode", "power_limit_w", "pcie_width"):
+        assert getattr(a, field) == getattr(b, field), field
+    # So a host read through NVML and one through nvidia-smi differ in nothing but source.
+    one = GpuFacts("nvml", nvml.driver, nvml.cuda_driver, (a,))
+    c = cluster(n1={"gpu": one}, n2={"gpu": smi})
+    assert [f.message for f in gpu_homogeneous.check(c) if f.status is not Status.PASS] == []

@@ -53,10 +53,10 @@ def test_gpus_of_one_host_differ():
 
 
 SETTING_CASES = [
-    ("ecc-host", {"a": {"gpu": devices(gpu(n=1), ecc_mode="1/1")},
-                  "b": {"gpu": devices(gpu(n=1), ecc_mode="1/1")},
-                  "c": {"gpu": devices(gpu(n=1), ecc_mode="0/0")}},
-     Status.FAIL, "c: ECC mode 0/0 != 1/1 (2 of 3 hosts)"),
+    ("ecc-host", {"a": {"gpu": devices(gpu(n=1), ecc_mode="enabled")},
+                  "b": {"gpu": devices(gpu(n=1), ecc_mode="enabled")},
+                  "c": {"gpu": devices(gpu(n=1), ecc_mode="disabled")}},
+     Status.FAIL, "c: ECC mode disabled != enabled (2 of 3 hosts)"),
     ("nvlink-within-host", {"a": {"gpu": replace(gpu(n=2), devices=(
         F.GpuDevice(0, "H100", 81559, "9.0", nvlink_up=18),
         F.GpuDevice(1, "H100", 81559, "9.0", nvlink_up=12)))}},

@@ -14,8 +14,11 @@ NAME = "paddle-stack"
 
 # (label in messages, attribute). Different builds of one version differ in commit, and
 # mismatched NCCL between ranks is the classic cause of hangs and "Mismatched NCCL version".
+# The loaded NCCL and cuDNN too: on 3.x the build-time NCCL is a constant of the wheel while
+# the library that runs comes from the nvidia-nccl-cu* wheel, which may differ by host.
 FIELDS = (("paddle", "version"), ("paddle commit", "commit"), ("CUDA", "cuda"),
-          ("cuDNN", "cudnn"), ("NCCL", "nccl"))
+          ("cuDNN", "cudnn"), ("NCCL", "nccl"), ("NCCL (loaded)", "nccl_runtime"),
+          ("cuDNN (loaded)", "cudnn_runtime"))
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

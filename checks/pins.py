@@ -17,7 +17,8 @@ NAME = "pins"
 
 
 def nccl_version(code: str) -> Optional[str]:
-    """Returns '2.25.1' for Paddle's NCCL code '22501' ('2804' -> '2.8.4'); None for '0'."""
+    """Returns '2.25.1' for Paddle's NCCL code '22501' ('2804' -> '2.8.4'); None for '0'.
+    cuDNN's codes are the same scheme ('8906' -> '8.9.6', '90501' -> '9.5.1')."""
     try:
         v = int(code)
     except ValueError:
@@ -46,8 +47,12 @@ def pinned_value(name: str, facts: HostFacts) -> Optional[str]:
         return None
     if name in ("cuda", "cudnn") and paddle.compiled_with_cuda is False:
         return None
+    # The library that runs, where the probe could tell it, else the one Paddle was built with.
     if name == "nccl":
-        return nccl_version(paddle.nccl) if paddle.nccl else None
+        code = paddle.nccl_runtime or paddle.nccl
+        return nccl_version(code) if code else None
+    if name == "cudnn" and paddle.cudnn_runtime:
+        return nccl_version(paddle.cudnn_runtime)
     return {"paddle": paddle.version, "cuda": paddle.cuda, "cudnn": paddle.cudnn,
             "python": paddle.python}.get(name)
 

@@ -266,7 +266,8 @@ def paddle(d: dict[str, Any]) -> F.PaddleFacts:
         if archs is not None else None,
         compiled_with_cuda=b(d, "compiled_with_cuda"),
         compiled_with_distribute=b(d, "compiled_with_distribute"),
-        ps_core=b(d, "ps_core"))
+        ps_core=b(d, "ps_core"), nccl_runtime=_text_or_none(d.get("nccl_runtime")),
+        cudnn_runtime=_text_or_none(d.get("cudnn_runtime")))
 
 
 def clock(d: dict[str, Any], received_at: float) -> F.ClockFacts:

@@ -63,6 +63,18 @@ else:
     # The PS core is absent from 3.1+ CPU wheels: PS mode then cannot run at all.
     out["ps_core"] = None if core is None else all(
         hasattr(core, n) for n in ("CommContext", "DistCommunicator", "DistFleetWrapper"))
+    # What is loaded, not what Paddle was built with: the NCCL of the nvidia-nccl-cu* wheel
+    # (2.6 has no paddle.version.nccl at all) and the cuDNN found at run time. GPU builds only.
+    def loaded(fn):
+        try:
+            r = fn()
+        except Exception:
+            return None
+        return str(r) if r else None
+    gpu_build = out.get("compiled_with_cuda")
+    out["nccl_runtime"] = loaded(core.nccl_version) if gpu_build and core is not None \
+        and hasattr(core, "nccl_version") else None
+    out["cudnn_runtime"] = loaded(paddle.device.get_cudnn_version) if gpu_build else None
 if WANT_NVML:
     try:
         import pynvml

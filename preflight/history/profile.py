@@ -25,7 +25,8 @@ SECTION = {"gpu_model": "gpu", "gpu_count": "gpu", "gpu_memory_mib": "gpu",
 def field_value(p: PaddleFacts, attr: str) -> str:
     """The field as compared: CPU builds report "no CUDA/NCCL" in several ways (None, 'False',
     '0'); they all mean the same, and a commit is shown short enough to read."""
-    if attr in ("cuda", "cudnn", "nccl") and p.compiled_with_cuda is False:
+    if attr in ("cuda", "cudnn", "nccl", "nccl_runtime", "cudnn_runtime") and \
+            p.compiled_with_cuda is False:
         return "CPU build"
     v = getattr(p, attr)
     if v is None:

@@ -215,6 +215,9 @@ class PaddleFacts:
     compiled_with_cuda: Optional[bool] = None
     compiled_with_distribute: Optional[bool] = None
     ps_core: Optional[bool] = None
+    # As loaded at run time (codes like 22103 and 90501), beside the build-time nccl/cudnn.
+    nccl_runtime: Optional[str] = None
+    cudnn_runtime: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from preflight.model.facts import PADDLE_NOT_REQUESTED
-from preflight.report.summary import job_interface
+from preflight.report.summary import as_list, job_interface
 
 _GIB = 1 << 30
 
@@ -68,7 +68,7 @@ def _gpus(facts: Mapping[str, Any]) -> str:
     g, err = _sec(facts, "gpu")
     if err:
         return err
-    devs = [d for d in g.get("devices") or [] if isinstance(d, dict)]
+    devs = [d for d in as_list(g.get("devices")) if isinstance(d, dict)]
     if not devs:
         return "none" + (" (no NVIDIA driver answered)" if g.get("source") == "none" else "")
     kinds = Counter(f"{d.get('name', '?')} ({d.get('memory_total_mib', '?')} MiB, compute "
@@ -99,7 +99,7 @@ def _network(facts: Mapping[str, Any], address: str) -> str:
     i = job_interface(facts, address)
     if i is None:
         return "no interface with an address and no default route"
-    addrs = [str(a) for a in i.get("addresses") or [] if not str(a).startswith("fe80:")]
+    addrs = [str(a) for a in as_list(i.get("addresses")) if not str(a).startswith("fe80:")]
     speed = f", {i['speed_mbps']} Mbit/s" if i.get("speed_mbps") else ""
     return f"{i.get('name')} {' '.join(addrs[:2]) or 'no address'}, MTU {i.get('mtu')}{speed}"
 

@@ -18,6 +18,11 @@ STATUS_WORDS = {"error": "check error", "fail": "fail", "could-not-check": "coul
 QUIET = ("pass", "skip")  # statuses shown folded, after what needs a look
 
 
+def as_list(v: Any) -> list[Any]:
+    """v if it is a list, else empty: a saved report's facts are read, never trusted."""
+    return v if isinstance(v, list) else []
+
+
 def _sec(facts: Mapping[str, Any], name: str) -> Optional[Mapping[str, Any]]:
     v = facts.get(name)
     return v if isinstance(v, dict) else None
@@ -53,10 +58,10 @@ def job_interface(facts: Mapping[str, Any], address: str) -> Optional[Mapping[st
     """Returns the interface the job uses, read from the JSON document: the twin of
     NetworkFacts.job_interface (reports read the document, never the model's facts)."""
     net = _sec(facts, "network") or {}
-    ifaces = [i for i in net.get("interfaces") or [] if isinstance(i, dict)]
+    ifaces = [i for i in as_list(net.get("interfaces")) if isinstance(i, dict)]
     for want in (address, net.get("reached_at")):
         for i in ifaces:
-            if want and any(str(a).split("/")[0] == want for a in i.get("addresses") or []):
+            if want and any(str(a).split("/")[0] == want for a in as_list(i.get("addresses"))):
                 return i
     route = net.get("default_route")
     return next((i for i in ifaces if route and i.get("name") == route), None)

@@ -110,3 +110,14 @@ def test_one_gpu_state_reads_the_same_through_nvml_and_nvidia_smi():
     one = GpuFacts("nvml", nvml.driver, nvml.cuda_driver, (a,))
     c = cluster(n1={"gpu": one}, n2={"gpu": smi})
     assert [f.message for f in gpu_homogeneous.check(c) if f.status is not Status.PASS] == []
+
+
+def test_the_loaded_nccl_and_cudnn_are_read_beside_the_build_time_ones():
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests" / "fixtures" / "fake_paddle_gpu"))
+    out = subprocess.run([sys.executable, str(ROOT / "preflight" / "collect" / "probe_script.py"),
+                          "--python", sys.executable, "--sample", "0.05"],
+                         capture_output=True, text=True, env=env, timeout=60, check=True)
+    p = parse_probe_output(out.stdout).paddle
+    assert not isinstance(p, SectionError) and p.available, p
+    assert (p.nccl, p.nccl_runtime) == ("22501", "22105")
+    assert (p.cudnn, p.cudnn_runtime) == ("9.5.0", "90100")

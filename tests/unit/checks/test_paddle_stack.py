@@ -48,3 +48,13 @@ def test_paddle_section_error_is_could_not_check():
         a={}, b={"paddle": SectionError("python3 did not finish importing paddle within 57 s")})))
     assert messages(fs, Status.COULD_NOT_CHECK) == [
         "b: could not read Paddle facts: python3 did not finish importing paddle within 57 s"]
+
+
+def test_the_loaded_nccl_is_compared_not_only_the_one_paddle_was_built_with():
+    # 3.x reports the NCCL it was built with, a constant of the wheel; the library that runs
+    # comes from the nvidia-nccl-cu* wheel and may differ by host.
+    c = cluster(a={"paddle": paddle(nccl_runtime="22103")},
+                b={"paddle": paddle(nccl_runtime="22103")},
+                c={"paddle": paddle(nccl_runtime="21803")})
+    msgs = [f.message for f in paddle_stack.check(c) if f.status is Status.FAIL]
+    assert msgs == ["c: NCCL (loaded) 21803 != 22103 (2 of 3 hosts)"]

@@ -51,3 +51,11 @@ def test_a_paddle_pin_under_no_paddle_is_not_requested_the_driver_pin_still_hold
     found = list(pins.check(c))
     assert messages(found, Status.SKIP) == ["a: paddle>=3 not requested (--no-paddle)"]
     assert messages(found, Status.FAIL) == ["a: driver 550.54.15 does not satisfy driver>=560"]
+
+
+def test_an_nccl_or_cudnn_pin_holds_the_loaded_library_where_the_probe_read_it():
+    c = replace(cluster(a={"paddle": paddle(nccl="22501", nccl_runtime="21803",
+                                            cudnn_runtime="8906")}),
+                policy=Policy(pins=(Pin("nccl", ">=2.20"), Pin("cudnn", ">=9"))))
+    assert messages(pins.check(c), Status.FAIL) == [
+        "a: nccl 2.18.3 does not satisfy nccl>=2.20", "a: cudnn 8.9.6 does not satisfy cudnn>=9"]

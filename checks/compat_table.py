@@ -31,3 +31,13 @@ TOOLKIT_DRIVER: dict[str, str] = {
     "12.9": "575.51.03",
     "13.0": "580.65.06", "13.1": "590.44.01", "13.2": "595.45.04",
 }
+
+
+# GPU architectures of Paddle wheels that do not report cuda_archs() (2.6 has no such call),
+# by (Paddle minor version, CUDA minor version): (sm codes, whether PTX is included). The
+# PyPI paddlepaddle-gpu 2.6.x wheels are built for CUDA 11.8 with cubins for sm_61/70/75/80/86
+# and no PTX: on Hopper (sm_90) and later every kernel fails ("no kernel image is available").
+# Source: issue 18's reading of the 2.6.2 cp311 wheel; ../shared/reference/paddle.md.
+WHEEL_ARCHS: dict[tuple[str, str], tuple[tuple[int, ...], bool]] = {
+    ("2.6", "11.8"): ((61, 70, 75, 80, 86), False),
+}

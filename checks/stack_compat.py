@@ -3,13 +3,13 @@ a CUDA build where there are GPUs, and the parameter-server core where the job n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Optional
 
 from packaging.version import InvalidVersion, Version
 
 from preflight.checks.common import passed
-from preflight.checks.compat_table import MVC_FLOOR, TOOLKIT_DRIVER
+from preflight.checks.compat_table import MVC_FLOOR, TOOLKIT_DRIVER, WHEEL_ARCHS
 from preflight.model.cluster import Cluster
 from preflight.model.facts import GpuFacts, PaddleFacts
 from preflight.model.findings import Finding, Status
@@ -45,24 +45,51 @@ def driver_findings(cuda: str, driver: str) -> Iterator[tuple[Status, str]]:
                             f"compatibility (full support from {full}): PTX JIT may fail")
 
 
+def _minor(text: Optional[str]) -> str:
+    v = _version(text)
+    return f"{v.major}.{v.minor}" if v is not None else ""
+
+
 def arch_findings(p: PaddleFacts, g: GpuFacts) -> Iterator[tuple[Status, str]]:
-    """Each GPU's compute capability needs a cubin of the same major, minor <= the device's."""
+    """Each GPU's compute capability needs a cubin of the same major, minor <= the device's.
+    Archs come from Paddle (3.1+), else from what preflight knows of the wheel (2.6)."""
     ccs = sorted({d.compute_capability for d in g.devices if d.compute_capability})
     if not ccs:
         return
-    if not p.cuda_archs:
-        yield Status.WARN, (f"Paddle {p.version} does not report cuda_archs: coverage of "
-                            f"compute capability {', '.join(ccs)} not verified")
+    archs, ptx, known = p.cuda_archs, True, ""
+    if not archs:
+        wheel = WHEEL_ARCHS.get((_minor(p.version), _minor(p.cuda)))
+        if wheel is None:
+            yield Status.WARN, (f"Paddle {p.version} does not report cuda_archs: coverage of "
+                                f"compute capability {', '.join(ccs)} not verified")
+            return
+        (archs, ptx), known = wheel, f"the Paddle {p.version} wheel for CUDA {p.cuda} "
+    if not ptx:  # no PTX to JIT from: an uncovered GPU runs no kernel at all
+        for cc in ccs:
+            if not _covered(cc, archs):
+                yield Status.FAIL, (f"compute capability {cc} is not among the "
+                                    f"architectures {known}carries ({_sm(archs)}) and it has "
+                                    "no PTX: every kernel fails (\"no kernel image is "
+                                    "available\"); install a CUDA 12 build for this GPU")
         return
     for cc in ccs:
-        try:
-            major, minor = (int(x) for x in cc.split(".")[:2])
-        except ValueError:
-            continue
-        if not any(a // 10 == major and a % 10 <= minor for a in p.cuda_archs):
+        if not _covered(cc, archs):
             yield Status.WARN, (f"compute capability {cc} is not covered by Paddle's "
-                                f"cuda_archs {list(p.cuda_archs)}: only PTX JIT can run it "
+                                f"cuda_archs {list(archs)}: only PTX JIT can run it "
                                 "(slow start, or failure); use a build for this GPU")
+
+
+def _covered(cc: str, archs: Sequence[int]) -> bool:
+    """A cubin of the same major and a minor <= the device's (an unreadable cc: assumed)."""
+    try:
+        major, minor = (int(x) for x in cc.split(".")[:2])
+    except ValueError:
+        return True
+    return any(a // 10 == major and a % 10 <= minor for a in archs)
+
+
+def _sm(archs: Sequence[int]) -> str:
+    return "/".join(f"sm_{a}" for a in archs)
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

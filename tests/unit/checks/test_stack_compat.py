@@ -51,3 +51,22 @@ def test_driver_table_edges():
     assert [s for s, _ in stack_compat.driver_findings("9.2", "396.26")] == [Status.WARN]
     assert [s for s, _ in stack_compat.driver_findings("12.6", "garbage")] == [
         Status.COULD_NOT_CHECK]
+
+
+def test_the_2_6_gpu_wheel_on_hopper_fails_though_it_reports_no_archs():
+    # 2.6 has no cuda_archs(); its PyPI GPU wheel (CUDA 11.8) carries sm_61..86 and no PTX.
+    p26 = paddle("2.6.2", cuda="11.8", cudnn="8.6.0", cuda_archs=None)
+    hopper = cluster(h={"paddle": p26, "gpu": gpu(n=8, cc="9.0", driver="550.54.15")})
+    fails = messages(stack_compat.check(hopper), Status.FAIL)
+    assert fails == ["h: compute capability 9.0 is not among the architectures the Paddle "
+                     "2.6.2 wheel for CUDA 11.8 carries (sm_61/sm_70/sm_75/sm_80/sm_86) and it "
+                     "has no PTX: every kernel fails (\"no kernel image is available\"); "
+                     "install a CUDA 12 build for this GPU"]
+    ampere = cluster(a={"paddle": p26, "gpu": gpu(n=8, name="NVIDIA A100-SXM4-80GB", cc="8.0",
+                                                  driver="550.54.15")})
+    assert messages(stack_compat.check(ampere), Status.FAIL) == []
+    # A build preflight knows nothing of still only warns.
+    other = cluster(o={"paddle": paddle("2.5.2", cuda="12.0", cuda_archs=None),
+                       "gpu": gpu(n=1, cc="9.0")})
+    assert [s for s, _ in [(f.status, f.message) for f in stack_compat.check(other)]
+            if s is not Status.PASS] == [Status.WARN]

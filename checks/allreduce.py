@@ -43,6 +43,14 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     if ar.error or not ar.sizes:
         yield from _failed(ar)
         return
+    if ar.expected and ar.backend != ar.expected:
+        # Figures of the wrong path pass nothing: gloo over TCP says nothing of NCCL's.
+        yield Finding(NAME, Status.FAIL, ar.hosts, (
+            f"the all-reduce over {hosts_text(list(ar.hosts))} ran {ar.backend} where "
+            f"{ar.expected} was expected: Paddle on the ranks sees no GPU (a container "
+            "started without the GPU's compute capability? CUDA_VISIBLE_DEVICES empty? a "
+            "CPU build?)"), {"backend": ar.backend, "expected": ar.expected})
+        return
     yield _judged(cluster, ar)
 
 

@@ -288,7 +288,7 @@ def _network(rec: dict[str, Any], links: list[LinkRun]) -> NetworkTests:
                               str(ar.get("outcome") or "done"),
                               None if ar.get("launch_s") is None else float(ar["launch_s"]),
                               {str(k): str(v) for k, v in (ar.get("progress") or {}).items()},
-                              ar.get("cut"))
+                              ar.get("cut"), ar.get("expected"))
     return NetworkTests(str(rec["schedule"]), tuple(rec["hosts"]), tuple(links), allreduce,
                         rec.get("allreduce_skipped"), dict(rec.get("skipped") or {}),
                         bool(rec.get("interrupted")), float(rec.get("wall_s") or 0.0),

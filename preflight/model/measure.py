@@ -76,7 +76,7 @@ class SizeResult:
 class AllReduce:
     """One all-reduce run across hosts; failed maps a host to what its log said."""
 
-    backend: str  # "nccl" or "gloo"
+    backend: str  # "nccl" or "gloo": what the ranks ran
     hosts: tuple[str, ...]
     ranks: int
     sizes: tuple[SizeResult, ...] = ()
@@ -98,6 +98,9 @@ class AllReduce:
     launch_s: Optional[float] = None  # launchers started -> every rank joined
     progress: Mapping[str, str] = field(default_factory=dict)  # per host, what its ranks did
     cut: Optional[str] = None  # why a run that kept its partial sizes was cut short
+    # What the facts called for (NCCL on GPU hosts): a GPU cluster whose ranks ran gloo had
+    # Paddle see no GPU, and its figures say nothing of the GPUs' path.
+    expected: Optional[str] = None
 
     @property
     def certified(self) -> bool:

@@ -355,9 +355,11 @@ def _summarise(members: Sequence[Member], backend: str, ranks: int, names: tuple
     r0 = P.rank0(progress)
     if r0 is not None and r0.world:
         ranks = r0.world
+    planned = backend
     backend = (r0.backend if r0 is not None and r0.backend else backend)
     base = AllReduce(backend, names, ranks, logs=hints, wall_s=wall, launch_s=watch.launch_s,
-                     progress={n: P.summary(progress.get(n), nproc[n]) for n in names})
+                     progress={n: P.summary(progress.get(n), nproc[n]) for n in names},
+                     expected=planned)
     failed_first = [n for n in ended if not results[n].ok and results[n].exit != 124]
     stopped = [n for n in names if n not in ended]
     kind = watch.kind

@@ -69,6 +69,7 @@ ALLREDUCE = Rec({
     "failed": MapOf(str), "log_hints": MapOf(opt(str)), "wall_s": opt(NUM),
     "budget_s": opt(NUM), "predicted_s": opt(NUM), "iters": opt(int), "dropped": STRS,
     "outcome": opt(str), "launch_s": opt(NUM), "progress": MapOf(str), "cut": opt(str),
+    "expected": opt(str),
     "sizes": ListOf(Rec({"bytes": int, "seconds": NUM, "algbw_bytes_s": NUM,
                          "busbw_bytes_s": NUM})),
 })

@@ -101,7 +101,7 @@ def network_doc(net: Optional[NetworkTests]) -> Optional[dict[str, Any]]:
             "predicted_s": None if ar.predicted_s is None else round(ar.predicted_s, 3),
             "iters": ar.iters, "dropped": list(ar.dropped), "outcome": ar.outcome,
             "launch_s": None if ar.launch_s is None else round(ar.launch_s, 3),
-            "progress": dict(ar.progress), "cut": ar.cut,
+            "progress": dict(ar.progress), "cut": ar.cut, "expected": ar.expected,
             "sizes": [{"bytes": s.nbytes, "seconds": s.seconds, "algbw_bytes_s": s.algbw,
                        "busbw_bytes_s": s.busbw} for s in ar.sizes]},
         "allreduce_skipped": net.allreduce_skipped,

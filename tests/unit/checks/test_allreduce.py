@@ -88,3 +88,13 @@ def test_the_pass_names_the_ranks_the_hosts_left_out_and_what_the_budget_dropped
     assert "; not ranks, left out by the plan: node05" in f.message
     assert "; within the 30 s budget, dropped: 32 MiB (~22 s" in f.message
     assert f.data["left_out"] == {"node05": "bandwidth: node05: slow host"}
+
+
+def test_gloo_where_nccl_was_expected_fails_and_its_figures_pass_nothing():
+    # GPU hosts whose Paddle sees no GPU fall back to gloo: a pass there would be a lie.
+    links = survey(NODES, lambda s, r: 10 * G)
+    [f] = allreduce.check(with_network(net_tests(links, ar("gloo", expected="nccl"))))
+    assert f.status is Status.FAIL and f.hosts == tuple(NODES)
+    assert "ran gloo where nccl was expected: Paddle on the ranks sees no GPU" in f.message
+    [ok] = allreduce.check(with_network(net_tests(links, ar("gloo", expected="gloo"))))
+    assert ok.status is Status.PASS

@@ -79,6 +79,32 @@ def arch_findings(p: PaddleFacts, g: GpuFacts) -> Iterator[tuple[Status, str]]:
                                 "(slow start, or failure); use a build for this GPU")
 
 
+# What a failed tiny op says, and what to do about it.
+OP_HINTS = (("no kernel image", "the build lacks this GPU's architecture: install a build "
+             "for it"),
+            ("fabric", "the NVSwitch fabric is not up: start nvidia-fabricmanager"),
+            ("out of memory", "the GPU's memory is taken: stop what holds it"),
+            ("cudaerrorinitializationerror", "CUDA cannot initialise: check the driver and "
+             "the device nodes"))
+
+
+def compute_findings(p: PaddleFacts, g: GpuFacts) -> Iterator[tuple[Status, str]]:
+    """What Paddle itself could do on the GPUs NVML lists: see them, and run a tiny op."""
+    if not p.compiled_with_cuda or p.gpu_visible is None:
+        return  # a CPU build is said below; an older probe did not try
+    if p.gpu_visible == 0:
+        why = f" ({p.gpu_error})" if p.gpu_error else ""
+        yield Status.FAIL, (f"Paddle sees no GPU of the {len(g.devices)} the driver lists"
+                            f"{why}: a container without the GPUs' compute capability, an "
+                            "empty CUDA_VISIBLE_DEVICES, or a CUDA that cannot start")
+        return
+    for index, error in p.gpu_ops or ():
+        if error:
+            hint = next((h for k, h in OP_HINTS if k in error.lower()), "")
+            yield Status.FAIL, (f"GPU{index}: Paddle cannot compute on it: {error}"
+                                + (f" ({hint})" if hint else ""))
+
+
 def _covered(cc: str, archs: Sequence[int]) -> bool:
     """A cubin of the same major and a minor <= the device's (an unreadable cc: assumed)."""
     try:
@@ -109,6 +135,7 @@ def check(cluster: Cluster) -> Iterator[Finding]:
                 problems.append((Status.COULD_NOT_CHECK,
                                  "could not tell whether Paddle carries the PS core"))
         if isinstance(g, GpuFacts) and g.devices:
+            problems.extend(compute_findings(p, g))
             if p.compiled_with_cuda is False:
                 problems.append((Status.FAIL, (
                     f"a CPU build of Paddle ({p.version}) on a host with {len(g.devices)} "

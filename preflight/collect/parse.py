@@ -267,7 +267,19 @@ def paddle(d: dict[str, Any]) -> F.PaddleFacts:
         compiled_with_cuda=b(d, "compiled_with_cuda"),
         compiled_with_distribute=b(d, "compiled_with_distribute"),
         ps_core=b(d, "ps_core"), nccl_runtime=_text_or_none(d.get("nccl_runtime")),
-        cudnn_runtime=_text_or_none(d.get("cudnn_runtime")))
+        cudnn_runtime=_text_or_none(d.get("cudnn_runtime")),
+        gpu_visible=i(d, "gpu_visible", False), gpu_error=s(d, "gpu_error", False),
+        gpu_ops=_gpu_ops(d.get("gpu_ops")))
+
+
+def _gpu_ops(v: Any) -> Optional[tuple[tuple[int, Optional[str]], ...]]:
+    if v is None:
+        return None
+    out = []
+    for n, raw in enumerate(items(v, "gpu_ops")):
+        x = obj(raw, f"gpu_ops[{n}]")
+        out.append((req(i(x, "index")), s(x, "error", False)))
+    return tuple(out)
 
 
 def clock(d: dict[str, Any], received_at: float) -> F.ClockFacts:

@@ -75,6 +75,28 @@ else:
     out["nccl_runtime"] = loaded(core.nccl_version) if gpu_build and core is not None \
         and hasattr(core, "nccl_version") else None
     out["cudnn_runtime"] = loaded(paddle.device.get_cudnn_version) if gpu_build else None
+    if gpu_build:
+        # A tiny op on every GPU Paddle sees: allocate, compute, bring back. What a build
+        # without this GPU's architecture ("no kernel image is available"), a failed CUDA
+        # init or a Fabric Manager that is down does, it does here, not in the job.
+        try:
+            visible = int(paddle.device.cuda.device_count())
+        except Exception as e:
+            visible = 0
+            out["gpu_error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
+        out["gpu_visible"] = visible
+        ops = []
+        for i in range(min(visible, 64)):
+            try:
+                paddle.set_device("gpu:%d" % i)
+                n = 1 << 20
+                got = float((paddle.ones([n], dtype="float32") * 2).sum())
+                ops.append({"index": i, "error": None if got == 2.0 * n else
+                            "computed %r instead of %r" % (got, 2.0 * n)})
+            except Exception as e:
+                ops.append({"index": i, "error": "%s: %s" % (type(e).__name__,
+                                                             str(e).strip()[:300])})
+        out["gpu_ops"] = ops
 if WANT_NVML:
     try:
         import pynvml

@@ -218,6 +218,11 @@ class PaddleFacts:
     # As loaded at run time (codes like 22103 and 90501), beside the build-time nccl/cudnn.
     nccl_runtime: Optional[str] = None
     cudnn_runtime: Optional[str] = None
+    # GPU builds: the GPUs Paddle sees, and what a tiny op on each gave ((index, error or
+    # None), ...); None where not tried (CPU builds, older probes).
+    gpu_visible: Optional[int] = None
+    gpu_ops: Optional[tuple[tuple[int, Optional[str]], ...]] = None
+    gpu_error: Optional[str] = None  # why Paddle could not count its GPUs
 
 
 @dataclass(frozen=True)

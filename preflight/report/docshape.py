@@ -18,9 +18,11 @@ NONE = type(None)
 
 @dataclass(frozen=True)
 class Rec:
-    """A mapping with these keys, each optional; other keys are let through."""
+    """A mapping with these keys, each optional unless required; other keys are let
+    through."""
 
     keys: Mapping[str, Any]
+    required: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,8 @@ PLAN = Rec({
 })
 LINK = Rec({"sender": str, "receiver": str, "phase": opt(str), "received_bps": opt(NUM),
             "sent_bps": opt(NUM), "retransmits": opt(int), "loss_pct": opt(NUM),
-            "seconds": opt(NUM), "streams": opt(int), "error": opt(str)})
+            "seconds": opt(NUM), "streams": opt(int), "error": opt(str)},
+           required=("sender", "receiver"))
 ALLREDUCE = Rec({
     "backend": opt(str), "hosts": STRS, "ranks": opt(int), "error": opt(str),
     "failed": MapOf(str), "log_hints": MapOf(opt(str)), "wall_s": opt(NUM),
@@ -71,7 +74,8 @@ ALLREDUCE = Rec({
     "outcome": opt(str), "launch_s": opt(NUM), "progress": MapOf(str), "cut": opt(str),
     "expected": opt(str),
     "sizes": ListOf(Rec({"bytes": int, "seconds": NUM, "algbw_bytes_s": NUM,
-                         "busbw_bytes_s": NUM})),
+                         "busbw_bytes_s": NUM},
+                        required=("bytes", "seconds", "algbw_bytes_s", "busbw_bytes_s"))),
 })
 NETWORK = Rec({
     "schedule": opt(str), "hosts": STRS, "skipped": MapOf(str), "interrupted": opt(bool),
@@ -116,6 +120,9 @@ def problem(value: Any, spec: Any, where: str = "") -> tuple[str, str] | None:
     if isinstance(spec, Rec):
         if not isinstance(value, dict):
             return where, f"expected a mapping, got {_got(value)}"
+        for key in spec.required:
+            if key not in value:
+                return f"{where}.{key}" if where else key, "missing"
         for key, sub in spec.keys.items():
             if key in value:
                 found = problem(value[key], sub, f"{where}.{key}" if where else key)

@@ -11,7 +11,7 @@ from support import cluster
 
 from preflight.checks import gpu_health
 from preflight.collect.parse import parse_probe_output
-from preflight.model.facts import GpuFacts, SectionError
+from preflight.model.facts import GpuFacts, PaddleFacts, SectionError
 from preflight.model.findings import Status
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -112,12 +112,47 @@ def test_one_gpu_state_reads_the_same_through_nvml_and_nvidia_smi():
     assert [f.message for f in gpu_homogeneous.check(c) if f.status is not Status.PASS] == []
 
 
-def test_the_loaded_nccl_and_cudnn_are_read_beside_the_build_time_ones():
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests" / "fixtures" / "fake_paddle_gpu"))
+def probe_paddle(scenario: str = "ok") -> PaddleFacts:
+    """The probe's Paddle section with the stand-in GPU build of Paddle in a scenario."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "tests" / "fixtures" / "fake_paddle_gpu"),
+               FAKE_PADDLE=scenario)
     out = subprocess.run([sys.executable, str(ROOT / "preflight" / "collect" / "probe_script.py"),
                           "--python", sys.executable, "--sample", "0.05"],
                          capture_output=True, text=True, env=env, timeout=60, check=True)
     p = parse_probe_output(out.stdout).paddle
-    assert not isinstance(p, SectionError) and p.available, p
+    assert isinstance(p, PaddleFacts) and p.available, p
+    return p
+
+
+def test_the_loaded_nccl_and_cudnn_are_read_beside_the_build_time_ones():
+    p = probe_paddle()
     assert (p.nccl, p.nccl_runtime) == ("22501", "22105")
     assert (p.cudnn, p.cudnn_runtime) == ("9.5.0", "90100")
+
+
+def compat(p: PaddleFacts) -> list[tuple[Status, str]]:
+    from support import gpu
+
+    from preflight.checks import stack_compat
+    c = cluster(h={"paddle": p, "gpu": gpu(n=2, driver="570.86.15")})  # new enough for 12.6
+    return [(f.status, f.message) for f in stack_compat.check(c) if f.status is not Status.PASS]
+
+
+def test_a_tiny_op_on_every_gpu_tells_a_gpu_paddle_cannot_run_on():
+    fine = probe_paddle()
+    assert (fine.gpu_visible, fine.gpu_ops) == (2, ((0, None), (1, None)))
+    assert compat(fine) == []
+    broken = probe_paddle("no-kernel")
+    assert broken.gpu_ops is not None and broken.gpu_ops[0] == (0, None)
+    [(status, message)] = compat(broken)
+    assert status is Status.FAIL and message.startswith(
+        "h: GPU1: Paddle cannot compute on it: RuntimeError: (PreconditionNotMet)")
+    assert message.endswith("(the build lacks this GPU's architecture: install a build for it)")
+
+
+def test_paddle_that_sees_no_gpu_on_a_gpu_host_fails():
+    unseen = probe_paddle("unseen")
+    assert (unseen.gpu_visible, unseen.gpu_ops) == (0, ())
+    assert compat(unseen) == [(Status.FAIL, "h: Paddle sees no GPU of the 2 the driver lists: "
+                               "a container without the GPUs' compute capability, an empty "
+                               "CUDA_VISIBLE_DEVICES, or a CUDA that cannot start")]

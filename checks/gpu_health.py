@@ -34,6 +34,13 @@ def _problems(d: GpuDevice) -> Iterator[tuple[Status, str]]:
         yield Status.FAIL, (f"NVML cannot read it ({d.error}): a lost GPU (see the kernel "
                             "log for an Xid); drain the host, reset or replace the GPU")
         return
+    if d.mig_mode and d.mig_mode.startswith("enabled"):
+        # NCCL cannot span MIG instances, and CUDA then counts instances, not GPUs.
+        yield Status.FAIL, ("MIG is enabled: NCCL cannot span MIG instances and CUDA counts "
+                            "instances, not GPUs; disable it for distributed training "
+                            "(nvidia-smi -i N -mig 0, then reset the GPU)")
+    elif d.mig_mode and "pending enabled" in d.mig_mode:
+        yield Status.WARN, "MIG becomes enabled at the next GPU reset"
     if d.ecc_uncorrected_volatile:
         yield Status.FAIL, (f"{d.ecc_uncorrected_volatile} uncorrectable ECC errors since boot "
                             "(drain the host, reset or replace the GPU)")

@@ -49,3 +49,13 @@ def test_gpu_health_unreported_is_a_warning():
     fs = list(gpu_health.check(cluster(a={"gpu": gpu()})))
     assert messages(fs, Status.WARN) == ["a: GPU health not reported by nvml; install nvidia-ml-py "
                                      "for the probe's or the training python"]
+
+
+def test_mig_enabled_fails_and_pending_warns():
+    g = devices(gpu(n=2), mig_mode="enabled")
+    msgs = messages(gpu_health.check(cluster(a={"gpu": g})), Status.FAIL)
+    assert len(msgs) == 1 and msgs[0].startswith("a: GPU0 (NVIDIA H100 80GB HBM3): MIG is "
+                                                 "enabled: NCCL cannot span MIG instances")
+    soon = devices(gpu(n=1), mig_mode="disabled (pending enabled)", processes=0)
+    assert messages(gpu_health.check(cluster(a={"gpu": soon})), Status.WARN) == [
+        "a: GPU0 (NVIDIA H100 80GB HBM3): MIG becomes enabled at the next GPU reset"]

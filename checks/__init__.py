@@ -20,6 +20,7 @@ from preflight.checks import (
     files,
     gpu_health,
     gpu_homogeneous,
+    ib_ports,
     mtu,
     nic_speed,
     nofile,
@@ -61,6 +62,8 @@ ALL_CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(files.NAME, files.check, "training script and configs identical on every host",
               across=True),
     CheckSpec(mtu.NAME, mtu.check, "one MTU on the interfaces the job uses", across=True),
+    CheckSpec(ib_ports.NAME, ib_ports.check, "on RDMA hosts some InfiniBand/RoCE port is "
+              "ACTIVE, at the rate most hosts have"),
     CheckSpec(nic_speed.NAME, nic_speed.check, "one negotiated speed on the interfaces the "
               "job uses", across=True),
     CheckSpec(clock.NAME, clock.check, "host clocks agree within the policy's bounds", across=True),

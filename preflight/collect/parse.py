@@ -154,7 +154,24 @@ def network(d: dict[str, Any]) -> F.NetworkFacts:
         default_route=route[:64] if isinstance(route, str) else None,
         infiniband=tuple(x[:64] for x in items(ib, "infiniband") if isinstance(x, str))
         if isinstance(ib, list) else (),
-        reached_at=_ip(d.get("reached_at")))
+        reached_at=_ip(d.get("reached_at")), ib_ports=_ib_ports(d.get("ib_ports")))
+
+
+def _ib_ports(v: Any) -> tuple[F.IbPort, ...]:
+    """A section error or an older probe's absence: no ports known."""
+    if not isinstance(v, list):
+        return ()
+    out = []
+    for n, raw in enumerate(items(v, "ib_ports")):
+        x = obj(raw, f"ib_ports[{n}]")
+        rate = s(x, "rate", False)
+        try:  # "200 Gb/sec (4X HDR)"
+            gbps: Optional[float] = float(rate.split()[0]) if rate else None
+        except ValueError:
+            gbps = None
+        out.append(F.IbPort(req(s(x, "device"))[:64], i(x, "port", False) or 0,
+                            s(x, "state", False), gbps, s(x, "link_layer", False)))
+    return tuple(out)
 
 
 def _ip(v: Any) -> Optional[str]:

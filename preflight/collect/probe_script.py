@@ -533,7 +533,8 @@ def network_facts():
             and "error" not in addrs else [],
         })
     return {"interfaces": interfaces, "default_route": section(default_route_interface),
-            "infiniband": section(infiniband_devices), "reached_at": reached_at()}
+            "infiniband": section(infiniband_devices), "ib_ports": section(infiniband_ports),
+            "reached_at": reached_at()}
 
 
 def reached_at():
@@ -571,6 +572,35 @@ def infiniband_devices():
         return sorted(os.listdir("/sys/class/infiniband"))
     except OSError:
         return []
+
+
+def infiniband_ports(root="/sys/class/infiniband"):
+    """Every RDMA port: its state ("4: ACTIVE"), rate ("200 Gb/sec (4X HDR)") and link layer
+    (InfiniBand, or Ethernet for RoCE), as the kernel shows them to any user."""
+    def attr(path):
+        try:
+            return read(path, 256).strip() or None
+        except OSError:
+            return None
+    out = []
+    try:
+        devices = sorted(os.listdir(root))
+    except OSError:
+        return out
+    for dev in devices[:64]:
+        try:
+            ports = sorted(os.listdir(os.path.join(root, dev, "ports")),
+                           key=lambda p: int(p) if p.isdigit() else 0)
+        except OSError:
+            continue
+        for port in ports[:16]:
+            base = os.path.join(root, dev, "ports", port)
+            state = attr(os.path.join(base, "state"))
+            out.append({"device": dev, "port": int(port) if port.isdigit() else 0,
+                        "state": state.split(":", 1)[-1].strip() if state else None,
+                        "rate": attr(os.path.join(base, "rate")),
+                        "link_layer": attr(os.path.join(base, "link_layer"))})
+    return out
 
 
 # ---------------------------------------------------------------- files

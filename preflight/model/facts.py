@@ -108,11 +108,23 @@ class Interface:
 
 
 @dataclass(frozen=True)
+class IbPort:
+    """One RDMA port as /sys/class/infiniband shows it."""
+
+    device: str
+    port: int
+    state: Optional[str]  # ACTIVE, DOWN, INIT, ARMED, ...
+    rate_gbps: Optional[float]
+    link_layer: Optional[str] = None  # InfiniBand, or Ethernet (RoCE)
+
+
+@dataclass(frozen=True)
 class NetworkFacts:
     interfaces: tuple[Interface, ...]
     default_route: Optional[str] = None  # interface of the default route
     infiniband: tuple[str, ...] = ()  # RDMA devices in /sys/class/infiniband
     reached_at: Optional[str] = None  # the IP SSH reached the host at (SSH_CONNECTION)
+    ib_ports: tuple[IbPort, ...] = ()
 
     def interface_with(self, address: str) -> Optional[Interface]:
         """Returns the interface that holds address (an inventory IP), if any."""

@@ -156,3 +156,25 @@ def test_paddle_that_sees_no_gpu_on_a_gpu_host_fails():
     assert compat(unseen) == [(Status.FAIL, "h: Paddle sees no GPU of the 2 the driver lists: "
                                "a container without the GPUs' compute capability, an empty "
                                "CUDA_VISIBLE_DEVICES, or a CUDA that cannot start")]
+
+
+def test_the_probe_reads_infiniband_ports_as_sysfs_shows_them(tmp_path):
+    from preflight.collect import probe_script
+    for dev, port, state, rate, layer in (
+            ("mlx5_0", "1", "4: ACTIVE", "200 Gb/sec (4X HDR)", "InfiniBand"),
+            ("mlx5_1", "1", "1: DOWN", "10 Gb/sec (4X SDR)", "InfiniBand"),
+            ("mlx5_2", "1", "4: ACTIVE", "100 Gb/sec (2X EDR)", "Ethernet")):
+        base = tmp_path / dev / "ports" / port
+        base.mkdir(parents=True)
+        (base / "state").write_text(state + "\n")
+        (base / "rate").write_text(rate + "\n")
+        (base / "link_layer").write_text(layer + "\n")
+    raw = probe_script.infiniband_ports(str(tmp_path))
+    assert raw[1] == {"device": "mlx5_1", "port": 1, "state": "DOWN",
+                      "rate": "10 Gb/sec (4X SDR)", "link_layer": "InfiniBand"}
+    from preflight.collect.parse import network
+    net = network({"interfaces": [], "ib_ports": raw})
+    assert [(p.device, p.state, p.rate_gbps, p.link_layer) for p in net.ib_ports] == [
+        ("mlx5_0", "ACTIVE", 200.0, "InfiniBand"), ("mlx5_1", "DOWN", 10.0, "InfiniBand"),
+        ("mlx5_2", "ACTIVE", 100.0, "Ethernet")]
+    assert probe_script.infiniband_ports(str(tmp_path / "none")) == []

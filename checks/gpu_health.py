@@ -25,6 +25,13 @@ SW_SLOWDOWN_BITS = {
     0x4: "software power cap",
     0x20: "software thermal slowdown",
 }
+# Xid codes since boot that mean the hardware is failing or was (NVIDIA's Xid catalogue):
+# the GPU fell off the bus, double-bit ECC, row remapping failures, NVLink errors, contained
+# and uncontained ECC, GSP errors. Other Xids (13, 31, 43: a program's own faults) warn.
+XID_FAILS = {48: "double-bit ECC error", 63: "row remapping event", 64: "row remapping "
+             "failure", 74: "NVLink error", 79: "GPU fell off the bus", 92: "high single-bit "
+             "ECC rate", 94: "contained ECC error", 95: "uncontained ECC error",
+             119: "GSP RPC timeout", 120: "GSP error"}
 HEALTH_FIELDS = ("ecc_uncorrected_volatile", "retired_pages_pending", "remapped_rows_pending",
                  "remapped_rows_failure", "clock_event_reasons", "processes")
 
@@ -62,6 +69,25 @@ def _problems(d: GpuDevice) -> Iterator[tuple[Status, str]]:
                             "reseat the GPU or check the riser")
 
 
+def _xids(g: GpuFacts) -> Iterator[tuple[Status, str]]:
+    """Xid events of the kernel log since boot, grouped by code; a log the user may not read
+    is said, and blocks nothing (dmesg_restrict: every unprivileged run would be NO-GO)."""
+    if g.xid_error:
+        yield Status.SKIP, (f"Xid history not checked: {g.xid_error} (root, or "
+                            "kernel.dmesg_restrict=0, reads it)")
+        return
+    by_code: dict[int, list[str]] = {}
+    for pci, code, _ in g.xid or ():
+        by_code.setdefault(code, []).append(pci)
+    for code, where in sorted(by_code.items()):
+        gpus = ", ".join(dict.fromkeys(where))
+        if code in XID_FAILS:
+            yield Status.FAIL, (f"Xid {code} ({XID_FAILS[code]}) {len(where)}x since boot on "
+                                f"{gpus}: drain the host, reset or replace the GPU")
+        else:
+            yield Status.WARN, f"Xid {code} {len(where)}x since boot on {gpus}"
+
+
 def check(cluster: Cluster) -> Iterator[Finding]:
     gpus, missing = sections(cluster, lambda f: f.gpu, GpuFacts)
     yield from could_not_check(NAME, "GPU facts", missing)
@@ -82,6 +108,9 @@ def check(cluster: Cluster) -> Iterator[Finding]:
                 found = True
                 yield Finding(NAME, status, (host,), f"{host}: GPU{d.index} ({d.name}): {text}",
                               {"gpu": d.index, "uuid": d.uuid})
+        for status, text in _xids(g):
+            found = found or status is not Status.SKIP
+            yield Finding(NAME, status, (host,), f"{host}: {text}", {})
         if reported and not found:
             healthy.append(host)
     if healthy:

@@ -6,6 +6,7 @@ import ipaddress
 import json
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Optional, TypeVar, Union
 
 from preflight.collect.remote import MAX_OUTPUT
@@ -220,7 +221,28 @@ def env(d: dict[str, Any]) -> F.EnvFacts:
     return F.EnvFacts(vars=tuple(pairs))
 
 
+def _xid(d: dict[str, Any]) -> tuple[Optional[tuple[tuple[str, int, str], ...]],
+                                     Optional[str]]:
+    x = d.get("xid")
+    if not isinstance(x, dict):
+        return None, None
+    if "error" in x:
+        return None, s(x, "error", False)
+    out = []
+    for n, raw in enumerate(items(x.get("events", []), "xid.events")):
+        if not (isinstance(raw, list) and len(raw) == 3 and isinstance(raw[1], int)):
+            raise Malformed(f"xid.events[{n}]: expected [pci, code, text]")
+        out.append((str(raw[0])[:64], raw[1], str(raw[2])[:MAX_STR]))
+    return tuple(out), None
+
+
 def gpu(d: dict[str, Any]) -> F.GpuFacts:
+    facts = _gpu(d)
+    xid, why = _xid(d)
+    return replace(facts, xid=xid, xid_error=why)
+
+
+def _gpu(d: dict[str, Any]) -> F.GpuFacts:
     source = s(d, "source")
     if source == "nvidia-smi":
         return parse_smi_csv(req(s(d, "csv_fields")), d.get("csv", "")[:65536]

@@ -776,7 +776,43 @@ def local_pynvml():
     return pynvml
 
 
+XID_LINE = r"NVRM: Xid \(([^)]*)\): (\d+),\s*(.*)"
+
+
+def xid_events(text=None):
+    """The NVRM Xid lines of the kernel log since boot, [pci, code, text] each; or why the log
+    could not be read (dmesg_restrict keeps it from users other than root)."""
+    import re  # only on GPU hosts (see the imports above)
+    pattern = re.compile(XID_LINE)
+    if text is None:
+        import subprocess
+        try:
+            p = subprocess.run(["dmesg"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               timeout=5)
+        except Exception as e:
+            return {"error": "dmesg: %s" % e}
+        if p.returncode != 0:
+            why = p.stderr.decode("utf-8", "replace").strip().splitlines()
+            return {"error": "kernel log not readable: %s" % (why[-1][:200] if why else
+                                                            "exit %d" % p.returncode)}
+        text = p.stdout.decode("utf-8", "replace")
+    events = []
+    for line in text.splitlines():
+        m = pattern.search(line)
+        if m:
+            events.append([m.group(1)[:64], int(m.group(2)), m.group(3).strip()[:160]])
+    return {"events": events[-200:]}
+
+
 def gpu_facts(pynvml, paddle):
+    """GPUs (see gpu_source), and on a host with GPUs the Xid events of its kernel log."""
+    facts = gpu_source(pynvml, paddle)
+    if facts.get("devices") or facts.get("csv"):
+        facts["xid"] = xid_events()
+    return facts
+
+
+def gpu_source(pynvml, paddle):
     """GPUs by NVML (here or in the training env's child), else nvidia-smi, else none."""
     errors = []
     if pynvml is not None:

@@ -200,6 +200,10 @@ class GpuFacts:
     driver: Optional[str] = None
     cuda_driver: Optional[str] = None
     devices: tuple[GpuDevice, ...] = ()
+    # Xid events of the kernel log since boot: (PCI address, code, text); None when the log
+    # was not read (xid_error says why: dmesg_restrict for users other than root).
+    xid: Optional[tuple[tuple[str, int, str], ...]] = None
+    xid_error: Optional[str] = None
 
 
 # The probe's answer in place of the Paddle section under --no-paddle (probe_script.py writes

@@ -178,3 +178,20 @@ def test_the_probe_reads_infiniband_ports_as_sysfs_shows_them(tmp_path):
         ("mlx5_0", "ACTIVE", 200.0, "InfiniBand"), ("mlx5_1", "DOWN", 10.0, "InfiniBand"),
         ("mlx5_2", "ACTIVE", 100.0, "Ethernet")]
     assert probe_script.infiniband_ports(str(tmp_path / "none")) == []
+
+
+def test_xid_lines_of_the_kernel_log_are_read_and_parsed():
+    from preflight.collect import probe_script
+    from preflight.collect.parse import gpu as parse_gpu
+    log = ("[  12.3] nvidia: module loaded\n"
+           "[ 812.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen "
+           "off the bus.\n"
+           "[ 900.1] NVRM: Xid (PCI:0000:86:00): 13, Graphics SM Warp Exception\n")
+    raw = probe_script.xid_events(log)
+    assert raw == {"events": [["PCI:0000:3b:00", 79, "pid=1234, name=python, GPU has fallen "
+                               "off the bus."],
+                              ["PCI:0000:86:00", 13, "Graphics SM Warp Exception"]]}
+    g = parse_gpu({"source": "none", "devices": [], "xid": raw})
+    assert [c for _, c, _ in g.xid or ()] == [79, 13]
+    g = parse_gpu({"source": "none", "devices": [], "xid": {"error": "kernel log not readable"}})
+    assert (g.xid, g.xid_error) == (None, "kernel log not readable")

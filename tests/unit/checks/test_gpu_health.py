@@ -59,3 +59,21 @@ def test_mig_enabled_fails_and_pending_warns():
     soon = devices(gpu(n=1), mig_mode="disabled (pending enabled)", processes=0)
     assert messages(gpu_health.check(cluster(a={"gpu": soon})), Status.WARN) == [
         "a: GPU0 (NVIDIA H100 80GB HBM3): MIG becomes enabled at the next GPU reset"]
+
+
+def test_xid_events_since_boot_fail_by_code_and_an_unreadable_log_blocks_nothing():
+    g = replace(gpu(n=2), xid=(("PCI:0000:3b:00", 79, "GPU has fallen off the bus."),
+                               ("PCI:0000:3b:00", 13, "Graphics Exception"),
+                               ("PCI:0000:3b:00", 13, "Graphics Exception")))
+    g = devices(g, processes=0)
+    found = list(gpu_health.check(cluster(a={"gpu": g})))
+    assert messages(found, Status.FAIL) == [
+        "a: Xid 79 (GPU fell off the bus) 1x since boot on PCI:0000:3b:00: drain the host, "
+        "reset or replace the GPU"]
+    assert messages(found, Status.WARN) == ["a: Xid 13 2x since boot on PCI:0000:3b:00"]
+    hidden = replace(devices(gpu(n=1), processes=0),
+                     xid_error="kernel log not readable: dmesg: read kernel buffer failed: "
+                     "Operation not permitted")
+    found = list(gpu_health.check(cluster(a={"gpu": hidden})))
+    assert [f.status for f in found] == [Status.SKIP, Status.PASS]
+    assert found[0].message.startswith("a: Xid history not checked: kernel log not readable")

@@ -12,6 +12,7 @@ from preflight.checks import ALL_CHECKS
 from preflight.inventory import FORMATS
 from preflight.judge import FAIL_ON
 from preflight.model.baseline import DEFAULT_MAX_AGE_S, DEFAULT_TOLERANCE
+from preflight.network.allreduce import DEFAULT_SIZES_MIB
 from preflight.report.terminal import COLOR_CHOICES
 
 CHECK_NAMES = tuple(c.name for c in ALL_CHECKS)
@@ -172,8 +173,9 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
     n.add_argument("--allreduce-port", type=port, default=36000, metavar="PORT",
                    help="the launcher's master port; gloo uses PORT+1, the ranks PORT+2.. "
                    "(default: 36000)")
-    n.add_argument("--allreduce-sizes", type=sizes, default=(1.0, 8.0, 32.0), metavar="MIB",
-                   help="all-reduce message sizes in MiB, e.g. '1,8,32' (the default)")
+    n.add_argument("--allreduce-sizes", type=sizes, default=DEFAULT_SIZES_MIB, metavar="MIB",
+                   help="all-reduce message sizes in MiB, e.g. '1,8,32' (the default; NCCL "
+                   "runs add 256 when the budget allows)")
     n.add_argument("--allreduce-budget", type=positive(float), default=30.0, metavar="S",
                    help="time the collectives may take: sizes and iterations that the "
                    "slowest link among the ranks cannot carry within it are dropped, and the "

@@ -267,6 +267,32 @@ class HostFacts:
     probe_elapsed_s: float = 0.0
     tmp: Union[TmpFacts, SectionError, None] = None  # None: a probe from before it reported it
 
+    def nccl_interface(self, ip: str) -> Optional[str]:
+        """The interface NCCL's bootstrap must be told (NCCL_SOCKET_IFNAME) for the job to
+        reach this host at ip; None where the host's environment sets it already."""
+        env = dict(self.env.vars) if isinstance(self.env, EnvFacts) else {}
+        if "NCCL_SOCKET_IFNAME" in env or not isinstance(self.network, NetworkFacts):
+            return None
+        iface = self.network.interface_with(ip)
+        return iface.name if iface else None
+
+    def visible_gpus(self) -> int:
+        """The GPUs a job started from the host's environment can use: those of
+        CUDA_VISIBLE_DEVICES where the login environment sets it (indices or UUIDs; empty or
+        -1: none), never more than NVML lists; else all NVML lists."""
+        listed = len(self.gpu.devices) if isinstance(self.gpu, GpuFacts) else 0
+        env = dict(self.env.vars) if isinstance(self.env, EnvFacts) else {}
+        visible = env.get("CUDA_VISIBLE_DEVICES")
+        if visible is None:
+            return listed
+        ids = []
+        for part in visible.split(","):
+            part = part.strip()
+            if not part or part.startswith("-"):
+                break  # CUDA stops at the first invalid entry
+            ids.append(part)
+        return min(listed, len(ids))
+
     def gloo_interface(self, ip: str) -> Optional[str]:
         """Returns the interface gloo must be told to bind (GLOO_SOCKET_IFNAME) for the job to
         reach this host at ip: the one holding ip. None when the host's own environment

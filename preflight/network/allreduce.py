@@ -43,10 +43,16 @@ _WHY = re.compile(r"(Error|Exception|error:|refused|timed out|Timeout|Killed|Abo
 _SECRET = re.compile(r"(?i)\b(\w*(?:passw|secret|token|api_?key|credential)\w*)=\S+")
 
 
+DEFAULT_SIZES_MIB = (1.0, 8.0, 32.0)
+# NVLink and multi-rail fabrics show their bandwidth only past ~256 MB (nccl-tests): NCCL runs
+# get this size too, when the user kept the defaults and the budget allows it.
+NCCL_LARGE_MIB = 256.0
+
+
 @dataclass(frozen=True)
 class AllReduceOptions:
     port: int = 36000  # the launcher's master; gloo gets port+1, the ranks port+2..port+2+nproc
-    sizes_mib: tuple[float, ...] = (1.0, 8.0, 32.0)
+    sizes_mib: tuple[float, ...] = DEFAULT_SIZES_MIB
     iters: int = 5
     timeout: float = 120.0  # launchers started -> results, at most (--allreduce-timeout)
     budget_s: float = 30.0  # what the collectives may take, predicted from the slowest link

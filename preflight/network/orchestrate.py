@@ -15,7 +15,6 @@ from typing import Optional
 
 from preflight.collect.remote import Remote, in_parallel
 from preflight.model.facts import (
-    GpuFacts,
     HostFacts,
     NetworkFacts,
     PaddleFacts,
@@ -25,7 +24,14 @@ from preflight.model.host import HostOutcome
 from preflight.model.measure import RETEST, SURVEY, LinkRun, NetworkTests, NicCounters
 from preflight.model.policy import Limits
 from preflight.network import localise, nic
-from preflight.network.allreduce import AllReduceOptions, Member, OnProgress, run_allreduce
+from preflight.network.allreduce import (
+    DEFAULT_SIZES_MIB,
+    NCCL_LARGE_MIB,
+    AllReduceOptions,
+    Member,
+    OnProgress,
+    run_allreduce,
+)
 from preflight.network.budget import plan_sizes
 from preflight.network.iperf import IperfOptions, Servers, run_rounds
 from preflight.network.schedule import Pair, matrix_rounds, ring_rounds
@@ -139,8 +145,7 @@ def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
             left_out[o.host.name] = "Paddle was built without distributed support"
         else:
             cands.append((o, facts, paddle))
-    gpus = {o.host.name: len(f.gpu.devices) if isinstance(f.gpu, GpuFacts) else 0
-            for o, f, _ in cands}
+    gpus = {o.host.name: f.visible_gpus() for o, f, _ in cands}
     backend, nproc = "gloo", 1
     if any(gpus.values()):
         # A GPU job runs on GPU hosts only: CPU-only hosts among them are left out, not mixed in.
@@ -271,6 +276,8 @@ def run_allreduce_stage(net: NetworkTests, outcomes: Sequence[HostOutcome],
         return replace(net, allreduce_skipped=why)
     ranks = sum(m.nproc for m in members)
     ar = opts.allreduce
+    if backend == "nccl" and ar.sizes_mib == DEFAULT_SIZES_MIB:
+        ar = replace(ar, sizes_mib=(*ar.sizes_mib, NCCL_LARGE_MIB))
     sizing = plan_sizes(ar.sizes_mib, ar.iters, ranks,
                         net.slowest_between([m.name for m in members]), ar.budget_s, ar.timeout)
     label = f"all-reduce ({backend}) over {len(members)} hosts"

@@ -22,24 +22,27 @@ from preflight.placement import sbatch
 _SAFE = re.compile(r"^[A-Za-z0-9_.:,/+@%=-]*$")
 
 
-def _extra_env(gloo_ifname: Optional[str], port_range: Optional[str]) -> list[tuple[str, str]]:
+def _extra_env(gloo_ifname: Optional[str], port_range: Optional[str],
+               nccl_ifname: Optional[str] = None) -> list[tuple[str, str]]:
     env = []
     if port_range:
         env.append(("PORT_RANGE", port_range))
     if gloo_ifname:
         env.append(("GLOO_SOCKET_IFNAME", gloo_ifname))
+    if nccl_ifname:  # else NCCL's bootstrap picks by its own heuristic (docker0, a BMC NIC)
+        env.append(("NCCL_SOCKET_IFNAME", nccl_ifname))
     return env
 
 
 def collective_node(host: str, ip: str, python: str, rank: int, nnodes: int, nproc: int,
                     master: str, block: Sequence[int], ports: tuple[int, ...],
-                    gloo_ifname: Optional[str]) -> Node:
+                    gloo_ifname: Optional[str], nccl_ifname: Optional[str] = None) -> Node:
     """Returns a collective host: `--master --nnodes --rank --nproc_per_node --host`."""
     argv = (python, *LAUNCHER, "--master", master, "--nnodes", str(nnodes), "--rank", str(rank),
             "--nproc_per_node", str(nproc), "--host", ip)
     env = [("POD_IP", ip), ("PADDLE_MASTER", master), ("PADDLE_NNODES", str(nnodes)),
            ("PADDLE_RANK", str(rank)), ("PADDLE_NPROC_PER_NODE", str(nproc)),
-           *_extra_env(gloo_ifname, f"{block[0]}:{block[-1]}")]
+           *_extra_env(gloo_ifname, f"{block[0]}:{block[-1]}", nccl_ifname)]
     return Node(host, ip, python, rank, nproc, ports, argv, tuple(env))
 
 

@@ -143,7 +143,7 @@ def candidates(cluster: Cluster, excluded: Mapping[str, Sequence[str]],
             effective, free = cpu.effective, cpu.free_cores
             over = cpu.effective <= 0 or (cpu.effective - free) / cpu.effective >= busy
         python = f.paddle.interpreter if isinstance(f.paddle, PaddleFacts) else o.host.python
-        gpus = len(f.gpu.devices) if isinstance(f.gpu, GpuFacts) else 0
+        gpus = f.visible_gpus()  # CUDA_VISIBLE_DEVICES decides, where it is set
         out.append(Candidate(name, ip, python, i, o.host.roles, f, gpus, _kind(f),
                              effective, round(free, 2), over, links.get(name), f.gloo_interface(ip),
                              frozenset(f.ports.tcp), slots=o.host.slots))
@@ -254,7 +254,7 @@ def _collective(cluster: Cluster, cands: list[Candidate], excluded: dict[str, li
     master = f"{chosen[0].ip}:{master_port}" if chosen else None
     nodes = tuple(collective_node(c.name, c.ip, c.python, rank, len(chosen), nproc,
                                   master or "", blocks[c.name], tuple(sorted(c.ports)),
-                                  c.gloo_ifname)
+                                  c.gloo_ifname, c.facts.nccl_interface(c.ip) if c.gpus else None)
                   for rank, c in enumerate(chosen))
     return Plan("collective", shape, nodes,
                 workers=tuple(Endpoint(c.name, c.ip, blocks[c.name][0]) for c in chosen),

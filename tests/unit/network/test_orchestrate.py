@@ -99,3 +99,20 @@ def test_the_all_reduce_stage_keeps_out_of_the_way_when_turned_off_or_interrupte
         is off
     stopped = NetworkTests("ring", ("node01", "node02"), interrupted=True)
     assert run_allreduce_stage(stopped, c.outcomes, remotes, NetworkOptions()) is stopped
+
+
+def test_nccl_runs_add_a_256_mib_size_to_the_defaults(monkeypatch):
+    from preflight.network import orchestrate
+    seen = []
+
+    def fake(members, backend, opts, on_progress=None):
+        seen.append((backend, opts.sizes_mib))
+        from preflight.model.measure import AllReduce
+        return AllReduce(backend, tuple(m.name for m in members), len(members))
+
+    monkeypatch.setattr(orchestrate, "run_allreduce", fake)
+    c = cluster(**same(2, gpu=gpu(n=1)))
+    remotes = {o.host.name: LocalRemote(o.host.name) for o in c.outcomes}
+    net = NetworkTests("ring", ("node01", "node02"))
+    run_allreduce_stage(net, c.outcomes, remotes, NetworkOptions())
+    assert seen and seen[0][0] == "nccl" and 256.0 in seen[0][1]

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any, Optional
 
 import pytest
-from support import G, cpu, gpu, host_facts, link, slow_host, survey
+from support import G, cluster, cpu, gpu, host_facts, link, same, slow_host, survey
 
 from preflight.checks import bandwidth
 from preflight.judge import judge
@@ -308,3 +308,23 @@ def test_hostfile_slots_are_the_ranks_of_cpu_hosts_unless_asked():
     assert p.nproc_per_node == 1
     _, p = make([node("a", "10.0.0.1", **cpu_only()), hosts[0]])  # no slots: one rank each
     assert p.nproc_per_node == 1
+
+
+def test_cuda_visible_devices_decides_the_ranks_of_a_gpu_host():
+    # 8 GPUs listed by NVML, the login environment exposing 4: 4 ranks, as the job will see.
+    from preflight.judge import run_checks
+    from preflight.model import facts as F
+    from preflight.placement.planner import plan as make_plan
+    env = F.EnvFacts((("CUDA_VISIBLE_DEVICES", "0,1,2,3"),))
+    c = cluster(**same(2, gpu=gpu(n=8), env=env))
+    p = make_plan(c, run_checks(c), {h: f"10.0.0.{i}" for i, h in enumerate(["node01",
+                                                                            "node02"], 1)})
+    assert p.nproc_per_node == 4
+    # A GPU plan tells NCCL's bootstrap the interface holding each host's address.
+    assert ("NCCL_SOCKET_IFNAME", "eth0") in p.nodes[0].env
+    odd = F.HostFacts(**{**c.outcomes[0].facts.__dict__, "env": F.EnvFacts(
+        (("CUDA_VISIBLE_DEVICES", "GPU-a,,GPU-b"),))})
+    assert odd.visible_gpus() == 1  # CUDA stops at the first empty entry
+    none = F.HostFacts(**{**c.outcomes[0].facts.__dict__, "env": F.EnvFacts(
+        (("CUDA_VISIBLE_DEVICES", "-1"),))})
+    assert none.visible_gpus() == 0

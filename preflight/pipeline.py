@@ -221,8 +221,7 @@ def _collect_slurm(hosts: Sequence[Host], opts: CollectOptions,
             for i, o in enumerate(outcomes, 1):
                 answered(o, i, len(outcomes))
             return outcomes, None
-    outcomes = slurm.collect(hosts, opts, job, states) if job is not None else \
-        slurm.collect(hosts, opts, slurm.Allocation("none"), states)
+    outcomes = slurm.collect(hosts, opts, job, states)
     for i, o in enumerate(outcomes, 1):
         answered(o, i, len(outcomes))
     return outcomes, job

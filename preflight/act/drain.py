@@ -66,7 +66,7 @@ def reason(text: str) -> str:
 
 
 def _drained(node: Node) -> bool:
-    return node.state.rstrip("*~#!%$@^-").lower().startswith(("drain", "drained", "draining"))
+    return node.base_state.startswith("drain")  # drain, drained, draining
 
 
 def drain_actions(failed: Mapping[str, str], states: Mapping[str, Node]) -> list[Action]:

@@ -55,9 +55,14 @@ class Node:
     reason: str = ""
 
     @property
+    def base_state(self) -> str:
+        """The state without sinfo's flag suffixes ("*" not responding, "~" powered off...)."""
+        return self.state.rstrip("*~#!%$@^-").lower()
+
+    @property
     def usable(self) -> Optional[str]:
         """Why the node cannot run a step now, or None when it can."""
-        base = self.state.rstrip("*~#!%$@^-").lower()
+        base = self.base_state
         if self.state.endswith("*"):
             return f"node {self.state}: slurmd not responding" + (
                 f" ({self.reason})" if self.reason and self.reason != "none" else "")
@@ -214,10 +219,11 @@ def probe_step(hosts: Sequence[Host], job: Allocation, opts: CollectOptions
     return outcomes
 
 
-def collect(hosts: Sequence[Host], opts: CollectOptions, job: Allocation,
+def collect(hosts: Sequence[Host], opts: CollectOptions, job: Optional[Allocation],
             states: Mapping[str, Node]) -> list[HostOutcome]:
     """Outcomes of every host, in order: the nodes Slurm says cannot run a step are
-    findings with its reason; the rest are probed in one step per interpreter."""
+    findings with its reason; the rest are probed in one step per interpreter (job is None
+    only when no node can run one)."""
     done: dict[str, HostOutcome] = {}
     runnable: dict[tuple[str, str], list[Host]] = {}
     for h in hosts:
@@ -228,6 +234,7 @@ def collect(hosts: Sequence[Host], opts: CollectOptions, job: Allocation,
         else:
             runnable.setdefault((h.probe_python, h.python), []).append(h)
     for group in runnable.values():
+        assert job is not None, "a node that can run a step, and no job to run it in"
         for o in probe_step(group, job, opts):
             done[o.host.name] = o
         # A step that cannot start on one node (its slurmd gone) is ended on all of them:

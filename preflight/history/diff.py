@@ -119,7 +119,7 @@ def _hosts(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Sequence[str]
             yield Change("fact", h, _fact_change(path, fa.get(path), fb.get(path)), h)
 
 
-_RANK = {"pass": 0, "skip": 0, "not-requested": 0, "warn": 1, "could-not-check": 2,
+_RANK = {"pass": 0, "skip": 0, "warn": 1, "could-not-check": 2,
          "fail": 3}
 
 

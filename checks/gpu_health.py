@@ -1,4 +1,5 @@
-"""GPU health: memory errors, pending retirement/remapping, slowdown reasons, busy GPUs, PCIe."""
+"""GPU health: memory errors, pending retirement/remapping, slowdown reasons, busy GPUs, PCIe,
+MIG, the NVSwitch fabric and Xid history."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ XID_FAILS = {48: "double-bit ECC error", 63: "row remapping event", 64: "row rem
              "ECC rate", 94: "contained ECC error", 95: "uncontained ECC error",
              119: "GSP RPC timeout", 120: "GSP error"}
 HEALTH_FIELDS = ("ecc_uncorrected_volatile", "retired_pages_pending", "remapped_rows_pending",
-                 "remapped_rows_failure", "clock_event_reasons", "processes")
+                 "remapped_rows_failure", "clock_event_reasons", "processes", "fabric_state")
 
 
 def _problems(d: GpuDevice) -> Iterator[tuple[Status, str]]:
@@ -62,6 +63,15 @@ def _problems(d: GpuDevice) -> Iterator[tuple[Status, str]]:
             slow = [text for bit, text in bits.items() if d.clock_event_reasons & bit]
             if slow:
                 yield status, f"clocks slowed by {', '.join(slow)}"
+    if d.fabric_state in ("not started", "in progress"):
+        # CUDA init fails (cudaErrorSystemNotReady) until the GPU has joined the fabric.
+        yield Status.FAIL, (f"NVSwitch fabric {d.fabric_state}: the GPU has not joined the "
+                            "NVLink fabric (is nvidia-fabricmanager running, at the "
+                            "driver's version?); CUDA cannot start on it until it has")
+    for problem in d.fabric_problems:
+        yield (Status.FAIL if problem.startswith(("registration", "incorrect", "route "
+                                                  "unhealthy")) else Status.WARN,
+               f"NVSwitch fabric: {problem} (see the Fabric Manager log)")
     if d.processes:
         yield Status.FAIL, f"already busy: {d.processes} compute process(es) running"
     if d.pcie_width and d.pcie_width_max and d.pcie_width < d.pcie_width_max:

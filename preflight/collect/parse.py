@@ -12,7 +12,7 @@ from typing import Any, Optional, TypeVar, Union
 from preflight.collect.remote import MAX_OUTPUT
 from preflight.collect.smi import parse_smi_csv
 from preflight.model import facts as F
-from preflight.model.gpumode import mode
+from preflight.model.gpumode import fabric, mode
 
 SCHEMA = 1
 MAX_STR = 4096
@@ -267,6 +267,7 @@ def _gpu(d: dict[str, Any]) -> F.GpuFacts:
             power_limit_w=f(x, "power_limit_w", False),
             pcie_width=i(x, "pcie_width", False), pcie_width_max=i(x, "pcie_width_max", False),
             nvlink_up=i(x, "nvlink_up", False),
+            **_fabric(x.get("fabric")),
             ecc_uncorrected_volatile=i(x, "ecc_uncorrected_volatile", False),
             retired_pages_pending=_flag(x.get("retired_pages_pending")),
             remapped_rows_pending=b(x, "remapped_rows_pending"),
@@ -275,6 +276,17 @@ def _gpu(d: dict[str, Any]) -> F.GpuFacts:
             processes=i(x, "processes", False)))
     return F.GpuFacts(source=req(source), driver=s(d, "driver", False),
                       cuda_driver=s(d, "cuda_driver", False), devices=tuple(devices))
+
+
+def _fabric(v: Any) -> dict[str, Any]:
+    """NVML's [state, status, health mask] as the fabric's words (model/gpumode.py)."""
+    if v is None:
+        return {}
+    if not (isinstance(v, list) and len(v) == 3
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in v)):
+        raise Malformed("fabric: expected [state, status, health mask]")
+    state, problems = fabric(*v)
+    return {"fabric_state": state, "fabric_problems": problems}
 
 
 def _flag(v: Any) -> Optional[bool]:

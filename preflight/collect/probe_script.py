@@ -665,6 +665,25 @@ def nvml_facts(pynvml):
                 continue
         return None
 
+    def fabric(h):
+        # NVSwitch systems (HGX Hopper on): each GPU joins the NVLink fabric that Fabric
+        # Manager sets up. [state, status, health mask]; None where there is no fabric
+        # (NotSupported: PCIe cards, older GPUs, drivers without the call). The versioned
+        # call carries the health mask; the older one is tried when it is missing.
+        import ctypes
+        for call, struct in (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
+                             ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t")):
+            fn, cls = getattr(pynvml, call, None), getattr(pynvml, struct, None)
+            if fn is None or cls is None:
+                continue
+            info = cls()
+            try:
+                fn(h, ctypes.byref(info))
+            except Exception:
+                continue
+            return [int(info.state), int(info.status), int(getattr(info, "healthMask", 0))]
+        return None
+
     def device(i):
         h = pynvml.nvmlDeviceGetHandleByIndex(i)
         cc = opt(pynvml.nvmlDeviceGetCudaComputeCapability, h)
@@ -690,6 +709,7 @@ def nvml_facts(pynvml):
             "clock_event_reasons": reasons,
             "processes": len(procs) if procs is not None else None,
             "nvlink_up": links,
+            "fabric": fabric(h),
             "index": i,
             "name": text(pynvml.nvmlDeviceGetName(h)),
             "uuid": text(opt(pynvml.nvmlDeviceGetUUID, h) or ""),

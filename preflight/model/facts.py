@@ -184,6 +184,10 @@ class GpuDevice:
     pcie_width: Optional[int] = None
     pcie_width_max: Optional[int] = None
     nvlink_up: Optional[int] = None  # NVLink links in the up state
+    # NVSwitch fabric (model/gpumode.py): "completed", "in progress", "not started"; None
+    # where the GPU has none or the source cannot tell (nvidia-smi, older drivers).
+    fabric_state: Optional[str] = None
+    fabric_problems: tuple[str, ...] = ()
     # Health (None: not reported, e.g. by nvidia-smi, or not supported by the GPU)
     ecc_uncorrected_volatile: Optional[int] = None
     retired_pages_pending: Optional[bool] = None

@@ -38,3 +38,33 @@ def mode(v: Any) -> Optional[str]:
             return f"{current} (pending {pending})"
         return current
     return word(v)
+
+
+# NVSwitch fabric (nvmlDeviceGetGpuFabricInfo[V]): its state, the status Fabric Manager gave
+# the GPU, and the health mask of the versioned call (nvml.h's NVML_GPU_FABRIC_* values).
+FABRIC_STATES = {1: "not started", 2: "in progress", 3: "completed"}  # 0: no fabric
+NVML_RETURNS = {3: "not supported", 4: "no permission", 6: "not found", 10: "timeout",
+                15: "GPU is lost", 16: "reset required", 999: "unknown error"}
+# (shift, what it means when that 2-bit field reads 1 = true). nvml.h gives the field widths
+# as 0x11, which would mix in the next field's bits: each field holds 0-2, so 0x3 masks it.
+FABRIC_HEALTH = ((0, "bandwidth degraded"), (2, "route recovery in progress"),
+                 (4, "route unhealthy"), (6, "access timeout recovery in progress"))
+FABRIC_CONFIG = {2: "incorrect system GUID", 3: "incorrect chassis serial number",
+                 4: "no partition", 5: "insufficient NVLinks", 6: "incompatible GPU firmware",
+                 7: "invalid location"}
+
+
+def fabric(state: int, status: int, health: int) -> tuple[Optional[str], tuple[str, ...]]:
+    """The fabric's state as words (None: the GPU has no fabric) and what is wrong with it."""
+    word = FABRIC_STATES.get(state)
+    if word is None:
+        return None, ()
+    problems = []
+    if word == "completed" and status != 0:
+        problems.append(f"registration failed: {NVML_RETURNS.get(status, 'NVML error')} "
+                        f"({status})")
+    problems += [text for shift, text in FABRIC_HEALTH if (health >> shift) & 0x3 == 1]
+    config = FABRIC_CONFIG.get((health >> 8) & 0xF)
+    if config:
+        problems.append(f"incorrect configuration: {config}")
+    return word, tuple(problems)

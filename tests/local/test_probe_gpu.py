@@ -76,6 +76,39 @@ def test_no_driver_loaded_is_said_not_taken_for_no_gpu():
     assert isinstance(g, GpuFacts) and g.source == "none"
 
 
+def test_an_nvswitch_fabric_that_never_came_up_fails_every_gpu():
+    up = probe_gpus()
+    assert isinstance(up, GpuFacts)
+    assert {(d.fabric_state, d.fabric_problems) for d in up.devices} == {("completed", ())}
+    down = probe_gpus("fabric-down")
+    assert isinstance(down, GpuFacts)
+    fabric = [m for s, m in health(down) if "fabric" in m]
+    assert len(fabric) == 2 and fabric[0].startswith(
+        "n1: GPU0 (NVIDIA H100 80GB HBM3): NVSwitch fabric not started: the GPU has not "
+        "joined the NVLink fabric (is nvidia-fabricmanager running")
+    assert all(s is Status.FAIL for s, m in health(down) if "fabric" in m)
+
+
+def test_a_degraded_fabric_is_named_per_gpu_and_pcie_cards_have_none():
+    g = probe_gpus("fabric-degraded")
+    assert isinstance(g, GpuFacts)
+    assert g.devices[1].fabric_problems == ("bandwidth degraded", "route unhealthy")
+    fabric = [(s, m) for s, m in health(g) if "fabric" in m]
+    assert fabric == [
+        (Status.WARN, "n1: GPU1 (NVIDIA H100 80GB HBM3): NVSwitch fabric: bandwidth degraded "
+         "(see the Fabric Manager log)"),
+        (Status.FAIL, "n1: GPU1 (NVIDIA H100 80GB HBM3): NVSwitch fabric: route unhealthy "
+         "(see the Fabric Manager log)")]
+    pcie = probe_gpus("pcie")  # NotSupported: no fabric, nothing to say of it
+    assert isinstance(pcie, GpuFacts)
+    assert {d.fabric_state for d in pcie.devices} == {None}
+    assert not [m for _, m in health(pcie) if "fabric" in m]
+    # An older driver lacks the versioned call: the plain one still tells the state.
+    old = probe_gpus("old-driver")
+    assert isinstance(old, GpuFacts)
+    assert {d.fabric_state for d in old.devices} == {"completed"}
+
+
 def test_counters_a_container_may_not_read_are_unknown_not_zero():
     g = probe_gpus("no-permission")
     assert isinstance(g, GpuFacts)

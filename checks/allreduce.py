@@ -2,17 +2,22 @@
 policy asks for. A busbw that a slow host already explains is not blamed on every host; a
 host that kept the others waiting (failed, never joined, stopped) is named alone; a stall
 with nobody to blame is one finding for the cluster; a run cut at its deadline while still
-progressing is a warning with the sizes that finished."""
+progressing is a warning with the sizes that finished. Across hosts on an RDMA fabric, NCCL's
+own log must show it used the fabric (not TCP sockets), and its busbw is held to the fabric's
+rate too, not only to the TCP link on the inventory address (often a management network)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Optional
 
+from preflight.checks.common import sections
 from preflight.model.cluster import Cluster
+from preflight.model.facts import HostFacts, IbPort, NetworkFacts
 from preflight.model.findings import Finding, Status
 from preflight.model.measure import AllReduce, SizeResult
-from preflight.network import localise
+from preflight.network import localise, nccllog
 from preflight.report.units import gbytes, hosts_text
 
 NAME = "allreduce"
@@ -51,7 +56,52 @@ def check(cluster: Cluster) -> Iterator[Finding]:
             "started without the GPU's compute capability? CUDA_VISIBLE_DEVICES empty? a "
             "CPU build?)"), {"backend": ar.backend, "expected": ar.expected})
         return
-    yield _judged(cluster, ar)
+    fell_back = list(_socket_fallbacks(cluster, ar))
+    yield from fell_back
+    yield _judged(cluster, ar, fabric=not fell_back)
+
+
+def _active_ports(cluster: Cluster) -> dict[str, list[IbPort]]:
+    nets, _ = sections(cluster, lambda f: f.network, NetworkFacts)
+    return {h: [p for p in n.ib_ports if (p.state or "").upper() == "ACTIVE"]
+            for h, n in nets.items()}
+
+
+def _socket_fallbacks(cluster: Cluster, ar: AllReduce) -> Iterator[Finding]:
+    """NCCL across hosts that chose TCP sockets on a host with an ACTIVE RDMA port."""
+    if ar.backend != "nccl" or len(ar.hosts) < 2:
+        return  # within one host NCCL crosses no network
+    active = _active_ports(cluster)
+    for host in ar.hosts:
+        ports = active.get(host)
+        if ports and nccllog.is_socket(nccllog.transport(ar.logs.get(host))):
+            names = ", ".join(f"{p.device}/{p.port}" for p in ports)
+            yield Finding(NAME, Status.FAIL, (host,), (
+                f"{host}: NCCL fell back to TCP sockets (NET/Socket) although {names} "
+                f"{'is' if len(ports) == 1 else 'are'} ACTIVE: its collectives crossed TCP, "
+                "not the RDMA fabric (NCCL_IB_DISABLE or NCCL_NET=Socket set? no "
+                "libibverbs/rdma-core in the training environment, or /dev/infiniband not "
+                "in the container?)"), {"transport": nccllog.SOCKET, "ports": names})
+
+
+def _fabric_bps(cluster: Cluster, ar: AllReduce) -> Optional[float]:
+    """The slowest host's RDMA rate in bits/s: each GPU rank drives its nearest port, so a
+    host counts as many of its fastest ACTIVE ports as it has ranks. None unless every host
+    has ACTIVE ports with a known rate."""
+    active = _active_ports(cluster)
+    facts = dict(cluster.probed())
+    rates = []
+    for host in ar.hosts:
+        known = sorted((p.rate_gbps for p in active.get(host, ()) if p.rate_gbps),
+                       reverse=True)
+        if not known:
+            return None
+        rates.append(sum(known[:max(1, _ranks(facts.get(host)))]) * 1e9)
+    return min(rates) if rates else None
+
+
+def _ranks(facts: Optional[HostFacts]) -> int:
+    return facts.visible_gpus() if facts is not None else 1
 
 
 def _failed(ar: AllReduce) -> Iterator[Finding]:
@@ -85,7 +135,8 @@ def _cut(cluster: Cluster, ar: AllReduce) -> Finding:
                     "outcome": ar.outcome, "progress": dict(ar.progress)})
 
 
-def _judged(cluster: Cluster, ar: AllReduce) -> Finding:
+def _judged(cluster: Cluster, ar: AllReduce, fabric: bool = False) -> Finding:
+    """fabric: also hold NCCL to the RDMA fabric's rate (NCCL did not fall back to TCP)."""
     limits = cluster.policy.limits
     big = max(ar.sizes, key=lambda s: s.nbytes)  # the bandwidth-bound figure
     busbw_bits = big.busbw * 8
@@ -115,6 +166,18 @@ def _judged(cluster: Cluster, ar: AllReduce) -> Finding:
         return Finding(NAME, Status.FAIL, ar.hosts, head + f"; far below the slowest link "
                        f"({slowest / 8e9:.3g} GB/s): something beyond the links is wrong"
                        + _hints(ar), data)
+    rdma = _fabric_bps(cluster, ar) if fabric and ar.backend == "nccl" \
+        and len(ar.hosts) > 1 else None
+    if rdma is not None and busbw_bits < limits.busbw_link_ratio * rdma:
+        data["fabric_bps"] = rdma
+        # Small messages do not show a fabric's bandwidth: only a run that reached the size
+        # large fabrics need is held to it; a shorter one warns.
+        large = big.nbytes >= nccllog.LARGE_MIB * (1 << 20)
+        return Finding(NAME, Status.FAIL if large else Status.WARN, ar.hosts, head + (
+            f"; far below the RDMA fabric ({rdma / 8e9:.3g} GB/s on the slowest host)"
+            + ("" if large else f", measured up to {big.nbytes / (1 << 20):g} MiB only")
+            + ": NCCL is not using the fabric at its rate (a rail down, GPUDirect RDMA off, "
+            "a PCIe or NUMA placement?)") + _hints(ar), data)
     floor = limits.busbw_min_gbytes * 1e9
     if floor and big.busbw < floor and not culprits:
         return Finding(NAME, Status.FAIL, ar.hosts, head + f"; below the policy floor "

@@ -27,6 +27,7 @@ from typing import Optional
 
 from preflight.collect.remote import Done, Remote, in_parallel
 from preflight.model.measure import AllReduce, SizeResult
+from preflight.network import nccllog
 from preflight.network import progress as P
 from preflight.network.budget import LAUNCH_ALLOWANCE_S
 
@@ -44,9 +45,7 @@ _SECRET = re.compile(r"(?i)\b(\w*(?:passw|secret|token|api_?key|credential)\w*)=
 
 
 DEFAULT_SIZES_MIB = (1.0, 8.0, 32.0)
-# NVLink and multi-rail fabrics show their bandwidth only past ~256 MB (nccl-tests): NCCL runs
-# get this size too, when the user kept the defaults and the budget allows it.
-NCCL_LARGE_MIB = 256.0
+NCCL_LARGE_MIB = nccllog.LARGE_MIB
 
 
 @dataclass(frozen=True)
@@ -115,13 +114,22 @@ def host_command(m: Member, rank: int, members: Sequence[Member], opts: AllReduc
         f"else {run} > {d}/launch.log 2>&1; fi",
         "rc=$?",
         P.status_script(run_dir),
-        f"grep -h -E 'NET/(IB|Socket|Plugin)|via NET' {d}/log/workerlog.* 2>/dev/null "
-        f"| head -n 8 | sed 's/^/{HINT}/'",
+        hints_script(run_dir),
         f"if [ $rc -ne 0 ]; then tail -q -n {LOG_LINES} {d}/log/workerlog.0 {d}/launch.log "
         f"2>/dev/null | sed 's/^/{LOG}/'; fi",
         "exit $rc",
     ])
     return "sh -c " + q(script)
+
+
+def hints_script(run_dir: str) -> str:
+    """Prints NCCL's lines on the network it chose, once each whatever the number of ranks
+    (the "host:pid:tid [rank] NCCL INFO " prefix dropped), as hints."""
+    lines = f"sed -n 's/^.*NCCL INFO //p' {shlex.quote(run_dir)}/log/workerlog.* 2>/dev/null"
+    # The choice first, so that a long list of plugin attempts cannot push it out.
+    return (f"{{ {lines} | grep -E {shlex.quote(nccllog.CHOSEN)} | sort -u | head -n 2; "
+            f"{lines} | grep -E {shlex.quote(nccllog.TRIED)} | awk '!seen[$0]++' "
+            f"| head -n 6; }} | sed 's/^/{HINT}/'")
 
 
 def kill_pattern(run_dir: str) -> str:

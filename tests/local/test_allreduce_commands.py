@@ -4,6 +4,7 @@ command kills the run's processes and not itself."""
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from support import HOSTILE
 
 from preflight.network import allreduce as AR
 from preflight.network.allreduce import AllReduceOptions, Member, run_allreduce
+from preflight.network.nccllog import transport
 from preflight.testing import testbed
 from preflight.testing.local import LocalRemote
 
@@ -64,3 +66,24 @@ def test_a_one_rank_all_reduce_runs_and_says_nothing_crossed_a_link(version):
                                                          iters=2, timeout=120))
     assert r.error is None, (r.error, dict(r.failed))
     assert r.ranks == 1 and [s.nbytes for s in r.sizes] == [1 << 20]
+
+
+def test_the_host_prints_nccls_choice_of_network_once_whatever_the_ranks(tmp_path):
+    # Worker logs as NCCL 2.x writes them with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET:
+    # every rank repeats the same lines behind its own host:pid:tid [rank] prefix.
+    run_dir = tmp_path / ".preflight-ar-feedbeef"
+    (run_dir / "log").mkdir(parents=True)
+    for rank in range(8):
+        p = f"gpu01:{4100 + rank}:{4100 + rank} [{rank}] NCCL INFO "
+        lines = [f"{p}Bootstrap : Using eth0:10.0.0.1<0>"]
+        lines += [f"{p}NET/Plugin : Plugin load (libnccl-net.so) returned 2 : try {n}"
+                  for n in range(8)]  # a long list of attempts must not push out the choice
+        lines += [f"{p}NET/IB : No device found.", f"{p}NET/Socket : Using [0]eth0:10.0.0.1<0>",
+                  f"{p}Using network Socket", f"{p}comm 0x55 rank {rank} nranks 8 - Init COMPLETE"]
+        (run_dir / "log" / f"workerlog.{rank}").write_text("\n".join(lines) + "\n")
+    done = LocalRemote("n").run("sh -c " + shlex.quote(AR.hints_script(str(run_dir))),
+                                timeout=10)
+    hints = [ln[len(AR.HINT):] for ln in done.stdout.splitlines()]
+    assert hints[0] == "Using network Socket"
+    assert len(hints) == len(set(hints)) <= 8 and not any("Bootstrap" in h for h in hints)
+    assert transport("; ".join(hints)) == "Socket"

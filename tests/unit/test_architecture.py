@@ -88,10 +88,12 @@ def closure(name: str) -> set[str]:
 # Stage -> the modules it may load (prefixes). `preflight` itself holds only __version__.
 ALLOWED = {
     "preflight.model": ("preflight.model",),
-    # A check judges facts: the model, its fellow checks and three pure helpers. Localisation
-    # is shared with the measuring (which suspects to retest), profiles with the baselines.
+    # A check judges facts: the model, its fellow checks and four pure helpers. Localisation
+    # is shared with the measuring (which suspects to retest), profiles with the baselines,
+    # the reading of NCCL's log with the all-reduce that collects it.
     "preflight.checks": ("preflight.model", "preflight.checks", "preflight.report.units",
-                         "preflight.network.localise", "preflight.history.profile"),
+                         "preflight.network.localise", "preflight.history.profile",
+                         "preflight.network.nccllog"),
     # Reports read the model and the JSON document, never a live connection.
     "preflight.report": ("preflight.model", "preflight.report", "preflight.config.errors"),
     "preflight.config": ("preflight.model", "preflight.config"),
@@ -111,7 +113,8 @@ ALLOWED = {
     # The verdict's reasons are the grouped findings, as every report shows them.
     "preflight.judge": ("preflight.model", "preflight.checks", "preflight.judge",
                         "preflight.report.units", "preflight.report.grouping",
-                        "preflight.network.localise", "preflight.history.profile"),
+                        "preflight.network.localise", "preflight.history.profile",
+                        "preflight.network.nccllog"),
 }
 
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 from support import NODES, G, net_tests, slow_host, survey, with_network
 
 from preflight.checks import allreduce
+from preflight.model.facts import IbPort, NetworkFacts
 from preflight.model.findings import Status
 from preflight.model.measure import (
     AllReduce,
@@ -98,3 +99,63 @@ def test_gloo_where_nccl_was_expected_fails_and_its_figures_pass_nothing():
     assert "ran gloo where nccl was expected: Paddle on the ranks sees no GPU" in f.message
     [ok] = allreduce.check(with_network(net_tests(links, ar("gloo", expected="gloo"))))
     assert ok.status is Status.PASS
+
+
+def rdma_cluster(run: AllReduce, ports=(("mlx5_0", "ACTIVE"), ("mlx5_1", "ACTIVE")),
+                 rate=200.0):
+    """Four 8-GPU hosts with RDMA ports at rate Gb/s, 10 Gbit/s TCP links between them."""
+    c = with_network(net_tests(survey(NODES, lambda s, r: 10 * G), run))
+    ib = tuple(IbPort(dev, 1, state, rate, "InfiniBand") for dev, state in ports)
+    outcomes = []
+    for o in c.outcomes:
+        assert o.facts is not None and isinstance(o.facts.network, NetworkFacts)
+        net = replace(o.facts.network, ib_ports=ib, infiniband=tuple(d for d, _ in ports))
+        outcomes.append(replace(o, facts=replace(o.facts, network=net)))
+    return replace(c, outcomes=tuple(outcomes))
+
+
+IB_LOG = ("Using network IB; NET/Plugin : No plugin found (libnccl-net.so); "
+          "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:10.0.0.1<0>")
+SOCKET_LOG = ("Using network Socket; NET/IB : No device found.; "
+              "NET/Socket : Using [0]eth0:10.0.0.1<0>")
+
+
+def test_nccl_on_sockets_where_rdma_ports_are_active_fails_naming_the_host():
+    logs = {"node01": IB_LOG, "node02": SOCKET_LOG, "node03": IB_LOG, "node04": IB_LOG}
+    fs = list(allreduce.check(rdma_cluster(ar("nccl", 20.0, logs=logs))))
+    [fell] = [f for f in fs if f.status is Status.FAIL]
+    assert fell.hosts == ("node02",) and fell.message.startswith(
+        "node02: NCCL fell back to TCP sockets (NET/Socket) although mlx5_0/1, mlx5_1/1 are "
+        "ACTIVE: its collectives crossed TCP, not the RDMA fabric")
+    # The same sockets on hosts without RDMA ports are the only way NCCL has: no finding.
+    [ok] = allreduce.check(with_network(net_tests(survey(NODES, lambda s, r: 10 * G), ar(
+        "nccl", 20.0, logs={n: SOCKET_LOG for n in NODES}))))
+    assert ok.status is Status.PASS
+    # And one host crosses no network at all.
+    one = ar("nccl", 20.0, logs={"node01": SOCKET_LOG})
+    one = replace(one, hosts=("node01",))
+    assert [f.status for f in allreduce.check(rdma_cluster(one))] == [Status.PASS]
+
+
+def big_ar(busbw_gbytes: float, mib: int, **kw) -> AllReduce:
+    ranks = 32
+    nbytes = mib << 20
+    seconds = nbytes * 2 * (ranks - 1) / ranks / (busbw_gbytes * 1e9)
+    return AllReduce("nccl", tuple(NODES), ranks, (SizeResult(nbytes, seconds, ranks),), **kw)
+
+
+def test_nccl_on_the_fabric_is_held_to_the_fabrics_rate_not_only_the_tcp_links():
+    logs = {n: IB_LOG for n in NODES}
+    # Two ACTIVE 200 Gb/s ports a host (the 8 ranks use both): 50 GB/s; a quarter is 12.5.
+    # 5 GB/s is four times the 10 Gbit/s TCP links, and far below the fabric.
+    [f] = allreduce.check(rdma_cluster(big_ar(5.0, 256, logs=logs)))
+    assert f.status is Status.FAIL and f.data["fabric_bps"] == 400e9
+    assert "far below the RDMA fabric (50 GB/s on the slowest host)" in f.message
+    # Without the large size the fabric's rate is not shown: a warning that says so.
+    [w] = allreduce.check(rdma_cluster(big_ar(5.0, 32, logs=logs)))
+    assert w.status is Status.WARN and "measured up to 32 MiB only" in w.message
+    [ok] = allreduce.check(rdma_cluster(big_ar(40.0, 256, logs=logs)))
+    assert ok.status is Status.PASS
+    # A host whose ports are all down has no fabric rate: held to the TCP links only.
+    down = rdma_cluster(big_ar(5.0, 256, logs=logs), ports=(("mlx5_0", "DOWN"),))
+    assert [f.status for f in allreduce.check(down)] == [Status.PASS]

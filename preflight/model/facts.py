@@ -284,18 +284,24 @@ class HostFacts:
         """The GPUs a job started from the host's environment can use: those of
         CUDA_VISIBLE_DEVICES where the login environment sets it (indices or UUIDs; empty or
         -1: none), never more than NVML lists; else all NVML lists."""
+        return len(self.gpu_labels())
+
+    def gpu_labels(self) -> tuple[str, ...]:
+        """The visible GPUs as Paddle's launcher names them for --devices: the entries of
+        CUDA_VISIBLE_DEVICES where it is set (indices or UUIDs, up to the first invalid one,
+        where CUDA stops), else 0..n-1 of the GPUs NVML lists."""
         listed = len(self.gpu.devices) if isinstance(self.gpu, GpuFacts) else 0
         env = dict(self.env.vars) if isinstance(self.env, EnvFacts) else {}
         visible = env.get("CUDA_VISIBLE_DEVICES")
         if visible is None:
-            return listed
+            return tuple(str(i) for i in range(listed))
         ids = []
         for part in visible.split(","):
             part = part.strip()
             if not part or part.startswith("-"):
                 break  # CUDA stops at the first invalid entry
             ids.append(part)
-        return min(listed, len(ids))
+        return tuple(ids[:listed])
 
     def gloo_interface(self, ip: str) -> Optional[str]:
         """Returns the interface gloo must be told to bind (GLOO_SOCKET_IFNAME) for the job to

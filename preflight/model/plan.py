@@ -10,9 +10,11 @@ from typing import Optional
 from preflight.model.policy import JobShape
 
 LAUNCHER = ("-m", "paddle.distributed.launch")
-# The launcher's variables that no flag carries: where it looks for rank ports, and which
-# interface gloo binds (otherwise where the hostname resolves, often 127.0.0.1).
-FLAG_ENV = ("PORT_RANGE", "GLOO_SOCKET_IFNAME")
+# The launcher's variables that no flag carries: where it looks for rank ports, which
+# interface gloo binds (otherwise where the hostname resolves, often 127.0.0.1), and which one
+# NCCL's bootstrap takes (otherwise its own pick: docker0, a BMC's NIC).
+FLAG_ENV = ("PORT_RANGE", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+DEVICES_ENV = "PADDLE_DEVICES"  # the launcher's variable for --devices
 
 
 @dataclass(frozen=True)

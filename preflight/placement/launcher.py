@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Optional
 
-from preflight.model.plan import LAUNCHER, Endpoint, Node, Plan
+from preflight.model.plan import DEVICES_ENV, LAUNCHER, Endpoint, Node, Plan
 from preflight.placement import sbatch
 
 # Values written into env files and scripts: endpoints, numbers, interface names, paths.
@@ -36,14 +36,20 @@ def _extra_env(gloo_ifname: Optional[str], port_range: Optional[str],
 
 def collective_node(host: str, ip: str, python: str, rank: int, nnodes: int, nproc: int,
                     master: str, block: Sequence[int], ports: tuple[int, ...],
-                    gloo_ifname: Optional[str], nccl_ifname: Optional[str] = None) -> Node:
-    """Returns a collective host: `--master --nnodes --rank --nproc_per_node --host`."""
-    argv = (python, *LAUNCHER, "--master", master, "--nnodes", str(nnodes), "--rank", str(rank),
-            "--nproc_per_node", str(nproc), "--host", ip)
+                    gloo_ifname: Optional[str], nccl_ifname: Optional[str] = None,
+                    devices: Sequence[str] = ()) -> Node:
+    """Returns a collective host: `--master --nnodes --rank --nproc_per_node --host`, and
+    `--devices` on GPU hosts: the GPUs its ranks take, as the launcher labels them (the
+    entries of the host's CUDA_VISIBLE_DEVICES, else 0..n-1), one a rank."""
+    argv = [python, *LAUNCHER, "--master", master, "--nnodes", str(nnodes), "--rank", str(rank),
+            "--nproc_per_node", str(nproc), "--host", ip]
     env = [("POD_IP", ip), ("PADDLE_MASTER", master), ("PADDLE_NNODES", str(nnodes)),
-           ("PADDLE_RANK", str(rank)), ("PADDLE_NPROC_PER_NODE", str(nproc)),
-           *_extra_env(gloo_ifname, f"{block[0]}:{block[-1]}", nccl_ifname)]
-    return Node(host, ip, python, rank, nproc, ports, argv, tuple(env))
+           ("PADDLE_RANK", str(rank)), ("PADDLE_NPROC_PER_NODE", str(nproc))]
+    if devices:
+        argv += ["--devices", ",".join(devices)]
+        env.append((DEVICES_ENV, ",".join(devices)))
+    env += _extra_env(gloo_ifname, f"{block[0]}:{block[-1]}", nccl_ifname)
+    return Node(host, ip, python, rank, nproc, ports, tuple(argv), tuple(env))
 
 
 def ps_node(host: str, ip: str, python: str, rank: int, servers: Sequence[Endpoint],

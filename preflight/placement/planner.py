@@ -254,7 +254,8 @@ def _collective(cluster: Cluster, cands: list[Candidate], excluded: dict[str, li
     master = f"{chosen[0].ip}:{master_port}" if chosen else None
     nodes = tuple(collective_node(c.name, c.ip, c.python, rank, len(chosen), nproc,
                                   master or "", blocks[c.name], tuple(sorted(c.ports)),
-                                  c.gloo_ifname, c.facts.nccl_interface(c.ip) if c.gpus else None)
+                                  c.gloo_ifname, c.facts.nccl_interface(c.ip) if c.gpus else None,
+                                  c.facts.gpu_labels()[:nproc] if c.gpus and nproc else ())
                   for rank, c in enumerate(chosen))
     return Plan("collective", shape, nodes,
                 workers=tuple(Endpoint(c.name, c.ip, blocks[c.name][0]) for c in chosen),

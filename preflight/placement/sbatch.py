@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from preflight.model.plan import Node
+from preflight.model.plan import DEVICES_ENV, Node
 
 NAME = "preflight.sbatch"
 END = "PREFLIGHT_PLAN"
@@ -25,8 +25,9 @@ def batch_script(nodes: Sequence[Node], mode: str, job_name: str = "preflight-pl
     names = ",".join(n.host for n in nodes)
     cases = []
     for n in nodes:
-        env = " ".join(q(f"{k}={v}") for k, v in n.env)
-        cases.append(f"  {q(n.host)}) exec env {env} {shlex.join(n.argv)} \"$@\" ;;")
+        env = " ".join(q(f"{k}={v}") for k, v in n.env if k != DEVICES_ENV)
+        cases.append(f"  {q(n.host)}) exec env {env} {shlex.join(_no_devices(n.argv))} "
+                     "\"$@\" ;;")
     body = "\n".join([
         'case "$SLURMD_NODENAME" in',
         *cases,
@@ -52,3 +53,13 @@ plan=$(cat <<'{END}'
 exec srun --nodes={len(nodes)} --ntasks-per-node=1 --nodelist={q(names)} --kill-on-bad-exit=1 \\
     sh -c "$plan" preflight "$@"
 """
+
+
+def _no_devices(argv: Sequence[str]) -> list[str]:
+    """The launcher command less --devices: in a batch job Slurm's GPU allocation sets
+    CUDA_VISIBLE_DEVICES, and the labels the login environment gave may not be in it."""
+    out = list(argv)
+    if "--devices" in out:
+        at = out.index("--devices")
+        del out[at:at + 2]
+    return out

@@ -62,8 +62,9 @@ def test_collective_plan_on_alike_gpu_hosts():
     assert n2 is not None
     assert n2.argv[1:] == ("-m", "paddle.distributed.launch", "--master", "10.0.0.1:6767",
                            "--nnodes", "3", "--rank", "1", "--nproc_per_node", "8",
-                           "--host", "10.0.0.2")
+                           "--host", "10.0.0.2", "--devices", "0,1,2,3,4,5,6,7")
     env = dict(n2.env)
+    assert env["PADDLE_DEVICES"] == "0,1,2,3,4,5,6,7"
     # The launcher picks its rank ports (and rank 0's store) inside PORT_RANGE: nproc + 1.
     assert env["PORT_RANGE"] == "6070:6078" and env["GLOO_SOCKET_IFNAME"] == "eth0"
     assert env["PADDLE_MASTER"] == "10.0.0.1:6767" and env["PADDLE_RANK"] == "1"
@@ -320,11 +321,41 @@ def test_cuda_visible_devices_decides_the_ranks_of_a_gpu_host():
     p = make_plan(c, run_checks(c), {h: f"10.0.0.{i}" for i, h in enumerate(["node01",
                                                                             "node02"], 1)})
     assert p.nproc_per_node == 4
-    # A GPU plan tells NCCL's bootstrap the interface holding each host's address.
+    # A GPU plan tells NCCL's bootstrap the interface holding each host's address, also in
+    # the command `preflight launch` and the report give.
     assert ("NCCL_SOCKET_IFNAME", "eth0") in p.nodes[0].env
+    assert p.nodes[0].command().startswith("PORT_RANGE=")
+    assert "NCCL_SOCKET_IFNAME=eth0" in p.nodes[0].command()
     odd = F.HostFacts(**{**c.outcomes[0].facts.__dict__, "env": F.EnvFacts(
         (("CUDA_VISIBLE_DEVICES", "GPU-a,,GPU-b"),))})
     assert odd.visible_gpus() == 1  # CUDA stops at the first empty entry
+    assert odd.gpu_labels() == ("GPU-a",)
     none = F.HostFacts(**{**c.outcomes[0].facts.__dict__, "env": F.EnvFacts(
         (("CUDA_VISIBLE_DEVICES", "-1"),))})
     assert none.visible_gpus() == 0
+
+
+def test_the_launcher_is_given_the_gpus_its_ranks_take_as_it_labels_them():
+    # Paddle's launcher maps --devices through the entries of CUDA_VISIBLE_DEVICES (its
+    # labels), so a host exposing GPUs 4-7 gets --devices 4,5,6,7, and a job of 2 ranks a
+    # host the first two of them.
+    from preflight.judge import run_checks
+    from preflight.model import facts as F
+    from preflight.placement.planner import plan as make_plan
+    from preflight.placement.sbatch import batch_script
+    env = F.EnvFacts((("CUDA_VISIBLE_DEVICES", "4,5,6,7"),))
+    c = cluster(**same(2, gpu=gpu(n=8), env=env))
+    ips = {"node01": "10.0.0.1", "node02": "10.0.0.2"}
+    p = make_plan(c, run_checks(c), ips)
+    assert p.nodes[1].argv[-2:] == ("--devices", "4,5,6,7")
+    two = replace(c, policy=replace(c.policy, job=JobShape(nproc_per_node=2)))
+    p2 = make_plan(two, run_checks(two), ips)
+    assert p2.nodes[0].argv[-2:] == ("--devices", "4,5")
+    assert ("PADDLE_DEVICES", "4,5") in p2.nodes[0].env
+    # A Slurm batch job gets its GPUs from the allocation: no labels of the login shell.
+    script = batch_script(p2.nodes, "collective")
+    assert "--devices" not in script and "PADDLE_DEVICES" not in script
+    # CPU hosts name no devices.
+    cpus = cluster(**same(2, gpu=F.GpuFacts(source="none")))
+    cpu_plan = make_plan(cpus, run_checks(cpus), ips)
+    assert all("--devices" not in n.argv for n in cpu_plan.nodes)

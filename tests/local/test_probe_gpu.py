@@ -7,6 +7,7 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
 from support import cluster
 
 from preflight.checks import gpu_health
@@ -107,6 +108,48 @@ def test_a_degraded_fabric_is_named_per_gpu_and_pcie_cards_have_none():
     old = probe_gpus("old-driver")
     assert isinstance(old, GpuFacts)
     assert {d.fabric_state for d in old.devices} == {"completed"}
+
+
+def fake_nvml(monkeypatch, scenario: str):
+    """The stand-in pynvml loaded in this process, in a scenario."""
+    import importlib.util
+    monkeypatch.setenv("FAKE_NVML", scenario)
+    path = ROOT / "tests" / "fixtures" / "fake_pynvml" / "pynvml.py"
+    spec = importlib.util.spec_from_file_location(f"fake_pynvml_{scenario}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("scenario, error", [
+    ("no-driver", "NVMLError_DriverNotLoaded: Driver Not Loaded"),
+    ("no-library", "NVMLError_LibraryNotFound: NVML Shared Library Not Found")])
+def test_a_driver_whose_nvml_cannot_start_is_a_finding_not_no_gpu(monkeypatch, scenario, error):
+    from preflight.collect import probe_script
+    from preflight.collect.parse import parse_probe_output
+    # A host with the driver's device node, NVML failing and no nvidia-smi on the PATH.
+    monkeypatch.setattr(probe_script.os.path, "exists", lambda p: p == "/dev/nvidiactl")
+    monkeypatch.setattr(probe_script, "which", lambda name: None)
+    pynvml = fake_nvml(monkeypatch, scenario)
+    with pytest.raises(RuntimeError) as e:
+        probe_script.gpu_source(pynvml, None)
+    assert str(e.value) == ("NVIDIA driver present but no usable NVML or nvidia-smi (NVML: "
+                            f"{error})")
+    # As the probe reports it: the GPU section is missing with that reason, and every GPU
+    # check says it could not check, never a pass on "no GPU".
+    section = probe_script.section(probe_script.gpu_facts, pynvml, None)
+    doc = {"schema": 1, "gpu": section}
+    g = parse_probe_output(probe_script.to_json(doc)).gpu
+    assert isinstance(g, SectionError) and error in g.message
+    fs = list(gpu_health.check(cluster(n1={"gpu": g})))
+    assert [f.status for f in fs] == [Status.COULD_NOT_CHECK]
+
+
+def test_without_the_driver_nvml_failing_to_load_is_no_gpu():
+    # The same failure on a host without NVIDIA's device nodes (this one): a CPU host.
+    g = probe_gpus("no-library")
+    assert isinstance(g, GpuFacts) and g.source == "none" and not g.devices
 
 
 def test_counters_a_container_may_not_read_are_unknown_not_zero():

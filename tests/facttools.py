@@ -48,3 +48,21 @@ def write_case(case: str, origin: dict[str, Any], output: str) -> None:
 def _write(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+# What NVML and nvidia-smi both report of a GPU (tests/fixtures/capture_gpu.py's captures).
+SMI_SHARED = ("name", "uuid", "memory_total_mib", "compute_capability", "vbios", "ecc_mode",
+              "mig_mode", "persistence_mode", "power_limit_w", "pcie_width", "pcie_width_max")
+
+
+def gpu_sources_agree(doc: dict[str, Any]) -> tuple[Any, Any]:
+    """Parses a GPU capture's NVML and nvidia-smi sections and asserts that they read the
+    same GPUs alike; returns both GpuFacts."""
+    from preflight.collect.parse import gpu
+    nvml, smi = gpu(doc["nvml"]), gpu(doc["smi"])
+    assert (nvml.source, smi.source) == ("nvml", "nvidia-smi")
+    assert nvml.driver == smi.driver and len(nvml.devices) == len(smi.devices) > 0
+    for a, b in zip(nvml.devices, smi.devices):
+        for field in SMI_SHARED:
+            assert getattr(a, field) == getattr(b, field), (a.index, field)
+    return nvml, smi

@@ -281,3 +281,25 @@ def test_the_local_audit_reads_as_a_check_of_this_machine(tmp_path):
     # No plan: one machine audited alone is not a cluster to place a job on.
     assert doc["plan"] is None and doc["local"] is True and "PLAN" not in p.stdout
     assert p.returncode == (0 if doc["verdict"] == "go" else 1)
+
+
+def test_the_local_audit_of_a_gpu_machine_whose_paddle_lacks_its_architecture_is_no_go(tmp_path):
+    # This machine as an H100 host (the stand-in NVML) with the PyPI paddlepaddle-gpu 2.6.2
+    # wheel for CUDA 11.8 (the stand-in Paddle): sm_61..86, no PTX, no cuda_archs() to ask.
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures")
+    env = dict(os.environ, PYTHONSAFEPATH="1", FAKE_NVML="sw-cap", FAKE_PADDLE="2.6-cu118",
+               PYTHONPATH=os.pathsep.join(os.path.abspath(os.path.join(fixtures, d))
+                                          for d in ("fake_pynvml", "fake_paddle_gpu")))
+    p = subprocess.run([sys.executable, "-m", "preflight", "check", "--python", sys.executable,
+                        "--cpu-sample", "0.1", "--json", "r.json", "--no-log"],
+                       capture_output=True, text=True, timeout=120, cwd=str(tmp_path), env=env)
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert p.returncode == 1 and doc["verdict"] == "no-go", p.stdout
+    fails = [f["message"] for f in doc["findings"]
+             if f["check"] == "stack-compat" and f["status"] == "fail"]
+    assert any("compute capability 9.0 is not among the architectures the Paddle 2.6.2 wheel "
+               "for CUDA 11.8 carries (sm_61/sm_70/sm_75/sm_80/sm_86)" in m for m in fails), fails
+    # The tiny op on each GPU says the same from Paddle itself, naming the GPU.
+    assert any("GPU0: Paddle cannot compute on it" in m and "no kernel image" in m
+               for m in fails), fails
+    assert "\nNO-GO: 3 failed: " in p.stdout

@@ -129,7 +129,7 @@ def test_a_driver_whose_nvml_cannot_start_is_a_finding_not_no_gpu(monkeypatch, s
     from preflight.collect import probe_script
     from preflight.collect.parse import parse_probe_output
     # A host with the driver's device node, NVML failing and no nvidia-smi on the PATH.
-    monkeypatch.setattr(probe_script.os.path, "exists", lambda p: p == "/dev/nvidiactl")
+    monkeypatch.setattr(os.path, "exists", lambda p: p == "/dev/nvidiactl")
     monkeypatch.setattr(probe_script, "which", lambda name: None)
     pynvml = fake_nvml(monkeypatch, scenario)
     with pytest.raises(RuntimeError) as e:
@@ -271,3 +271,46 @@ def test_xid_lines_of_the_kernel_log_are_read_and_parsed():
     assert [c for _, c, _ in g.xid or ()] == [79, 13]
     g = parse_gpu({"source": "none", "devices": [], "xid": {"error": "kernel log not readable"}})
     assert (g.xid, g.xid_error) == (None, "kernel log not readable")
+
+
+FAKE_SMI = r"""#!/bin/sh
+# nvidia-smi as it answers for the stand-in's two GPUs (its documented CSV and XML shapes).
+case "$1" in
+  --query-gpu=*)
+    for i in 0 1; do
+      printf '%s, %s, %s, %s\n' "$i" "NVIDIA H100 80GB HBM3" \
+        "GPU-0000000$i-aaaa-bbbb-cccc-dddddddddddd" \
+        "81559, 9.0, 550.54.15, 96.00.89.00.01, Enabled, Disabled, Enabled, 700.00, 16, 16"
+    done ;;
+  -q) printf '<?xml version="1.0" ?>\n<nvidia_smi_log>%s%s</nvidia_smi_log>\n' \
+        "<driver_version>550.54.15</driver_version>" "<attached_gpus>2</attached_gpus>" ;;
+  *) exit 2 ;;
+esac
+"""
+
+
+def test_the_gpu_capture_tool_writes_what_the_capture_test_reads(tmp_path):
+    # The tool a GPU machine runs (tests/fixtures/capture_gpu.py), run here on the stand-ins,
+    # and its output read by the test that checks real captures.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", FAKE_NVML="h100",
+               PYTHONPATH=os.pathsep.join([str(ROOT / "tests" / "fixtures" / "fake_pynvml"),
+                                           str(ROOT / "tests")]))
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "fixtures" / "capture_gpu.py"),
+                          "--out", str(tmp_path / "gpu")], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    [path] = (tmp_path / "gpu").glob("*.json")
+    assert path.name == "nvidia-h100-80gb-hbm3.json"
+    assert out.stdout.startswith(f"{path}: 2 GPUs (NVIDIA H100 80GB HBM3), driver 550.54.15")
+    import json
+
+    from facttools import gpu_sources_agree
+    doc = json.loads(path.read_text())
+    assert "<attached_gpus>2</attached_gpus>" in doc["smi_xml"]
+    nvml, _ = gpu_sources_agree(doc)
+    assert [d.fabric_state for d in nvml.devices] == ["completed", "completed"]

@@ -56,22 +56,17 @@ def check(cluster: Cluster) -> Iterator[Finding]:
             "started without the GPU's compute capability? CUDA_VISIBLE_DEVICES empty? a "
             "CPU build?)"), {"backend": ar.backend, "expected": ar.expected})
         return
-    fell_back = list(_socket_fallbacks(cluster, ar))
-    yield from fell_back
-    yield _judged(cluster, ar, fabric=not fell_back)
-
-
-def _active_ports(cluster: Cluster) -> dict[str, list[IbPort]]:
     nets, _ = sections(cluster, lambda f: f.network, NetworkFacts)
-    return {h: [p for p in n.ib_ports if (p.state or "").upper() == "ACTIVE"]
-            for h, n in nets.items()}
+    active = {h: n.active_ib_ports() for h, n in nets.items()}
+    fell_back = list(_socket_fallbacks(ar, active))
+    yield from fell_back
+    yield _judged(cluster, ar, None if fell_back else active)
 
 
-def _socket_fallbacks(cluster: Cluster, ar: AllReduce) -> Iterator[Finding]:
+def _socket_fallbacks(ar: AllReduce, active: dict[str, list[IbPort]]) -> Iterator[Finding]:
     """NCCL across hosts that chose TCP sockets on a host with an ACTIVE RDMA port."""
     if ar.backend != "nccl" or len(ar.hosts) < 2:
         return  # within one host NCCL crosses no network
-    active = _active_ports(cluster)
     for host in ar.hosts:
         ports = active.get(host)
         if ports and nccllog.is_socket(nccllog.transport(ar.logs.get(host))):
@@ -84,11 +79,11 @@ def _socket_fallbacks(cluster: Cluster, ar: AllReduce) -> Iterator[Finding]:
                 "in the container?)"), {"transport": nccllog.SOCKET, "ports": names})
 
 
-def _fabric_bps(cluster: Cluster, ar: AllReduce) -> Optional[float]:
+def _fabric_bps(cluster: Cluster, ar: AllReduce,
+                active: dict[str, list[IbPort]]) -> Optional[float]:
     """The slowest host's RDMA rate in bits/s: each GPU rank drives its nearest port, so a
     host counts as many of its fastest ACTIVE ports as it has ranks. None unless every host
     has ACTIVE ports with a known rate."""
-    active = _active_ports(cluster)
     facts = dict(cluster.probed())
     rates = []
     for host in ar.hosts:
@@ -135,8 +130,10 @@ def _cut(cluster: Cluster, ar: AllReduce) -> Finding:
                     "outcome": ar.outcome, "progress": dict(ar.progress)})
 
 
-def _judged(cluster: Cluster, ar: AllReduce, fabric: bool = False) -> Finding:
-    """fabric: also hold NCCL to the RDMA fabric's rate (NCCL did not fall back to TCP)."""
+def _judged(cluster: Cluster, ar: AllReduce,
+            active: Optional[dict[str, list[IbPort]]] = None) -> Finding:
+    """active: each host's ACTIVE RDMA ports, to hold NCCL to the fabric's rate too (None:
+    not, as where NCCL fell back to TCP)."""
     limits = cluster.policy.limits
     big = max(ar.sizes, key=lambda s: s.nbytes)  # the bandwidth-bound figure
     busbw_bits = big.busbw * 8
@@ -166,8 +163,8 @@ def _judged(cluster: Cluster, ar: AllReduce, fabric: bool = False) -> Finding:
         return Finding(NAME, Status.FAIL, ar.hosts, head + f"; far below the slowest link "
                        f"({slowest / 8e9:.3g} GB/s): something beyond the links is wrong"
                        + _hints(ar), data)
-    rdma = _fabric_bps(cluster, ar) if fabric and ar.backend == "nccl" \
-        and len(ar.hosts) > 1 else None
+    rdma = _fabric_bps(cluster, ar, active) if active is not None \
+        and ar.backend == "nccl" and len(ar.hosts) > 1 else None
     if rdma is not None and busbw_bits < limits.busbw_link_ratio * rdma:
         data["fabric_bps"] = rdma
         # Small messages do not show a fabric's bandwidth: only a run that reached the size

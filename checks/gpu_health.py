@@ -9,6 +9,7 @@ from preflight.checks.common import could_not_check, passed, sections
 from preflight.model.cluster import Cluster
 from preflight.model.facts import GpuDevice, GpuFacts
 from preflight.model.findings import Finding, Status
+from preflight.model.gpumode import FABRIC_WARNINGS
 
 NAME = "gpu-health"
 
@@ -69,8 +70,7 @@ def _problems(d: GpuDevice) -> Iterator[tuple[Status, str]]:
                             "NVLink fabric (is nvidia-fabricmanager running, at the "
                             "driver's version?); CUDA cannot start on it until it has")
     for problem in d.fabric_problems:
-        yield (Status.FAIL if problem.startswith(("registration", "incorrect", "route "
-                                                  "unhealthy")) else Status.WARN,
+        yield (Status.WARN if problem in FABRIC_WARNINGS else Status.FAIL,
                f"NVSwitch fabric: {problem} (see the Fabric Manager log)")
     if d.processes:
         yield Status.FAIL, f"already busy: {d.processes} compute process(es) running"

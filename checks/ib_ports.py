@@ -21,7 +21,7 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     for host, net in nets.items():
         if not net.ib_ports:
             continue
-        active = [p for p in net.ib_ports if (p.state or "").upper() == "ACTIVE"]
+        active = net.active_ib_ports()
         down = [p for p in net.ib_ports if p not in active]
         if not active:
             yield Finding(NAME, Status.FAIL, (host,), (

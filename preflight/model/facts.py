@@ -126,6 +126,10 @@ class NetworkFacts:
     reached_at: Optional[str] = None  # the IP SSH reached the host at (SSH_CONNECTION)
     ib_ports: tuple[IbPort, ...] = ()
 
+    def active_ib_ports(self) -> list[IbPort]:
+        """The RDMA ports in the ACTIVE state: those NCCL can use."""
+        return [p for p in self.ib_ports if (p.state or "").upper() == "ACTIVE"]
+
     def interface_with(self, address: str) -> Optional[Interface]:
         """Returns the interface that holds address (an inventory IP), if any."""
         for i in self.interfaces:

@@ -45,10 +45,13 @@ def mode(v: Any) -> Optional[str]:
 FABRIC_STATES = {1: "not started", 2: "in progress", 3: "completed"}  # 0: no fabric
 NVML_RETURNS = {3: "not supported", 4: "no permission", 6: "not found", 10: "timeout",
                 15: "GPU is lost", 16: "reset required", 999: "unknown error"}
-# (shift, what it means when that 2-bit field reads 1 = true). nvml.h gives the field widths
-# as 0x11, which would mix in the next field's bits: each field holds 0-2, so 0x3 masks it.
-FABRIC_HEALTH = ((0, "bandwidth degraded"), (2, "route recovery in progress"),
-                 (4, "route unhealthy"), (6, "access timeout recovery in progress"))
+# (shift, what it means when that 2-bit field reads 1 = true, whether it fails). nvml.h gives
+# the field widths as 0x11, which would mix in the next field's bits: each field holds 0-2, so
+# 0x3 masks it. A fabric that still carries traffic, only slower or recovering, warns; an
+# unhealthy route fails, as do a failed registration and a wrong configuration (below).
+FABRIC_HEALTH = ((0, "bandwidth degraded", False), (2, "route recovery in progress", False),
+                 (4, "route unhealthy", True), (6, "access timeout recovery in progress", False))
+FABRIC_WARNINGS = frozenset(text for _, text, fails in FABRIC_HEALTH if not fails)
 FABRIC_CONFIG = {2: "incorrect system GUID", 3: "incorrect chassis serial number",
                  4: "no partition", 5: "insufficient NVLinks", 6: "incompatible GPU firmware",
                  7: "invalid location"}
@@ -63,7 +66,7 @@ def fabric(state: int, status: int, health: int) -> tuple[Optional[str], tuple[s
     if word == "completed" and status != 0:
         problems.append(f"registration failed: {NVML_RETURNS.get(status, 'NVML error')} "
                         f"({status})")
-    problems += [text for shift, text in FABRIC_HEALTH if (health >> shift) & 0x3 == 1]
+    problems += [text for shift, text, _ in FABRIC_HEALTH if (health >> shift) & 0x3 == 1]
     config = FABRIC_CONFIG.get((health >> 8) & 0xF)
     if config:
         problems.append(f"incorrect configuration: {config}")

@@ -2,7 +2,8 @@
 policy asks for. A busbw that a slow host already explains is not blamed on every host; a
 host that kept the others waiting (failed, never joined, stopped) is named alone; a stall
 with nobody to blame is one finding for the cluster; a run cut at its deadline while still
-progressing is a warning with the sizes that finished. Across hosts on an RDMA fabric, NCCL's
+progressing is a warning with the sizes that finished; one that ran out of its own time limit
+before every rank joined could not check, blaming nobody. Across hosts on an RDMA fabric, NCCL's
 own log must show it used the fabric (not TCP sockets), and its busbw is held to the fabric's
 rate too, not only to the TCP link on the inventory address (often a management network)."""
 
@@ -44,6 +45,14 @@ def check(cluster: Cluster) -> Iterator[Finding]:
         return
     if ar.outcome == "slow":
         yield _cut(cluster, ar)
+        return
+    if ar.outcome == "out-of-time":
+        # Its own time limit ended a run that still progressed: not certified, and nothing
+        # to blame on a host or the cluster (a large cluster's rendezvous takes minutes).
+        yield Finding(NAME, Status.COULD_NOT_CHECK, ar.hosts, f"{ar.backend} all-reduce over "
+                      f"{hosts_text(list(ar.hosts))}: {ar.error}",
+                      {"backend": ar.backend, "hosts": list(ar.hosts), "error": ar.error,
+                       "outcome": ar.outcome, "progress": dict(ar.progress)})
         return
     if ar.error or not ar.sizes:
         yield from _failed(ar)

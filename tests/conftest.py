@@ -67,6 +67,14 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"simulated cluster unavailable: {reason}")
 
 
+def require_testbed() -> None:
+    """For a test module that builds a testbed of its own: fails in CI, skips elsewhere,
+    when this machine cannot build one."""
+    why = testbed.can_run()
+    if why:
+        _unavailable(why)
+
+
 @dataclass
 class Run:
     rc: int

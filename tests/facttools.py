@@ -51,8 +51,12 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 
 
 # What NVML and nvidia-smi both report of a GPU (tests/fixtures/capture_gpu.py's captures).
+# Health counters that do not move between two reads a second apart are compared too (clock
+# event reasons and processes may).
 SMI_SHARED = ("name", "uuid", "memory_total_mib", "compute_capability", "vbios", "ecc_mode",
-              "mig_mode", "persistence_mode", "power_limit_w", "pcie_width", "pcie_width_max")
+              "mig_mode", "persistence_mode", "power_limit_w", "pcie_width", "pcie_width_max",
+              "ecc_uncorrected_volatile", "retired_pages_pending", "remapped_rows_pending",
+              "remapped_rows_failure")
 
 
 def gpu_sources_agree(doc: dict[str, Any]) -> tuple[Any, Any]:

@@ -180,9 +180,10 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
                    help="time the collectives may take: sizes and iterations that the "
                    "slowest link among the ranks cannot carry within it are dropped, and the "
                    "report says so (default: 30)")
-    n.add_argument("--allreduce-timeout", type=positive(float), default=120.0, metavar="S",
-                   help="the most the all-reduce may take on each host, launch included; "
-                   "the budget sets a shorter limit when it can (default: 120)")
+    n.add_argument("--allreduce-timeout", type=positive(float), default=600.0, metavar="S",
+                   help="the most the all-reduce may take on each host, launch included "
+                   "(default: 600); a launch that stops progressing, or collectives past "
+                   "what the budget predicted, are cut sooner")
     c.add_argument("--log", metavar="FILE", help="results log (JSON lines, appended as hosts "
                    "answer; `preflight report FILE` judges it even if the run was killed). "
                    "Default: a new file in $XDG_STATE_HOME/preflight/runs (~/.local/state), "

@@ -246,7 +246,8 @@ def _gpu(d: dict[str, Any]) -> F.GpuFacts:
     source = s(d, "source")
     if source == "nvidia-smi":
         return parse_smi_csv(req(s(d, "csv_fields")), d.get("csv", "")[:65536]
-                             if isinstance(d.get("csv"), str) else "")
+                             if isinstance(d.get("csv"), str) else "",
+                             d["apps"][:65536] if isinstance(d.get("apps"), str) else None)
     if source not in ("nvml", "none"):
         raise Malformed(f"source: unknown GPU source {source!r:.40}")
     devices = []
@@ -320,7 +321,7 @@ def paddle(d: dict[str, Any]) -> F.PaddleFacts:
         ps_core=b(d, "ps_core"), nccl_runtime=_text_or_none(d.get("nccl_runtime")),
         cudnn_runtime=_text_or_none(d.get("cudnn_runtime")),
         gpu_visible=i(d, "gpu_visible", False), gpu_error=s(d, "gpu_error", False),
-        gpu_ops=_gpu_ops(d.get("gpu_ops")))
+        gpu_ops=_gpu_ops(d.get("gpu_ops")), import_s=f(d, "import_s", False))
 
 
 def _gpu_ops(v: Any) -> Optional[tuple[tuple[int, Optional[str]], ...]]:

@@ -23,14 +23,18 @@ PADDLE_MARK = "PREFLIGHT-PADDLE-JSON:"
 # Runs in a child process with the training environment's python: importing Paddle can
 # take seconds, print noise, or crash, and must not take the probe down with it.
 PADDLE_CHILD = r"""
-import json, sys
+import json, sys, time
 out = {"python": "%d.%d.%d" % tuple(sys.version_info[:3]), "executable": sys.executable}
+started = time.time()
 try:
     import paddle
 except BaseException as e:
     out["available"] = False
     out["reason"] = "%s: %s" % (type(e).__name__, str(e)[:300])
 else:
+    # How long the import took here, every host importing at once as the job's ranks do:
+    # the all-reduce sizes the patience of its launch from it.
+    out["import_s"] = round(time.time() - started, 3)
     out["available"] = True
     v = paddle.version
     def call(name):
@@ -751,26 +755,63 @@ exec(NVML_SRC)
 SMI_FIELDS = ("index,name,uuid,memory.total,compute_cap,driver_version,vbios_version,"
               "ecc.mode.current,mig.mode.current,persistence_mode,power.limit,"
               "pcie.link.width.current,pcie.link.width.max")
-
-
+# GPU health as nvidia-smi reports it, in the same terms as NVML's (collect/smi.py reads both):
+# where the training environment lacks nvidia-ml-py, nvidia-smi is the only way to see a GPU
+# with uncorrectable ECC errors, a pending page retirement or row remapping, or a slowdown.
+SMI_HEALTH = ("ecc.errors.uncorrected.volatile.total,retired_pages.pending,"
+              "remapped_rows.pending,remapped_rows.failure,clocks_event_reasons.active")
+# A field the driver's nvidia-smi does not know fails the whole query ('Field "F" is not a
+# valid field to query.'): its older name is tried (r535 renamed clocks_throttle_reasons),
+# else it is left out, one field at a time.
+SMI_OLDER = {"clocks_event_reasons.active": "clocks_throttle_reasons.active"}
 # Older nvidia-smi releases reject unknown fields (compute_cap came in 11.6-era drivers).
 SMI_FIELDS_BASIC = "index,name,uuid,memory.total,driver_version"
+SMI_REJECTED = ('Field "', '" is not a valid field to query')
+
+
+def smi_query(smi, query, fmt):
+    import subprocess
+    p = subprocess.Popen([smi, query, "--format=" + fmt], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        return None, "nvidia-smi %s did not answer within 20 s" % query.split("=")[0]
+    if p.returncode != 0:
+        # stderr apart: a warning there (a GPU nvidia-smi cannot reach) is not a CSV row.
+        return None, (err + out).decode("utf-8", "replace").strip()[:300]
+    return out.decode("utf-8", "replace"), None
+
+
+def rejected_field(text):
+    start = text.find(SMI_REJECTED[0])
+    end = text.find(SMI_REJECTED[1], start + 1)
+    return text[start + len(SMI_REJECTED[0]):end] if start >= 0 and end > start else None
 
 
 def smi_facts(smi):
-    import subprocess
+    fields = (SMI_FIELDS + "," + SMI_HEALTH).split(",")
+    basic = SMI_FIELDS_BASIC.split(",")
     last = ""
-    for fields in (SMI_FIELDS, SMI_FIELDS_BASIC):
-        try:
-            # stderr apart: a warning there (a GPU nvidia-smi cannot reach) is not a CSV row.
-            out = subprocess.check_output(
-                [smi, "--query-gpu=" + fields, "--format=csv,noheader,nounits"],
-                stderr=subprocess.PIPE, timeout=20).decode("utf-8", "replace")
-        except subprocess.CalledProcessError as e:
-            last = ((e.stderr or b"") + (e.output or b"")).decode("utf-8", "replace")
-            last = last.strip()[:300]
-            continue
-        return {"source": "nvidia-smi", "csv_fields": fields, "csv": out[:65536]}
+    for _ in range(len(fields) + 2):  # bounded: each failure drops a field or ends
+        out, last = smi_query(smi, "--query-gpu=" + ",".join(fields), "csv,noheader,nounits")
+        if out is not None:
+            facts = {"source": "nvidia-smi", "csv_fields": ",".join(fields),
+                     "csv": out[:65536]}
+            apps, _ = smi_query(smi, "--query-compute-apps=gpu_uuid", "csv,noheader")
+            facts["apps"] = None if apps is None else apps[:65536]
+            return facts
+        bad = rejected_field(last)
+        if bad in SMI_OLDER:
+            fields[fields.index(bad)] = SMI_OLDER[bad]
+        elif bad in fields and bad not in basic:
+            fields.remove(bad)
+        elif fields != basic:
+            fields = list(basic)
+        else:
+            break
     raise RuntimeError("nvidia-smi failed: %s" % last)
 
 

@@ -24,8 +24,8 @@ ENDPOINTS_SHOWN = 8  # a plan's endpoints named in a change; the rest counted
 # compared; the rest come and go with every SSH session and daemon.
 VOLATILE = re.compile(r"^(cpu\.(utilization|loadavg|pressure_avg\d+|other_work\..*)"
                       r"|memory\.available_bytes|(shm|tmp)\.free_bytes|ports\.tcp"
-                      r"|clock\..*|probe_elapsed_s|gpu\.devices\[[^]]*\]\.(processes"
-                      r"|clock_event_reasons))$")
+                      r"|clock\..*|probe_elapsed_s|paddle\.import_s"
+                      r"|gpu\.devices\[[^]]*\]\.(processes|clock_event_reasons))$")
 # Absent and zero or empty say the same thing (paddle.nccl 0 from one build, absent from
 # another), and so does false: nothing to report.
 _EMPTY: tuple[Any, ...] = (None, 0, "", "0", (), [], {}, False)

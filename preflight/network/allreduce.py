@@ -3,12 +3,17 @@
 Every host gets one command: unpack the benchmark into a fresh private directory, run
 `python -m paddle.distributed.launch` under the host's `timeout`, then print the ranks'
 progress and, on failure, the log's tail. While it runs the controller polls each host's
-progress (network/progress.py) and decides from what the ranks did, not from a guess: every
-rank must join within the launch allowance, then the collectives get the time the budget
-predicted counted from that measured join. A rank that fails, never joins or stops beating
-stops the run and is named; a run still progressing at its deadline is cut with its finished
-sizes kept; a stall with nobody to blame is the cluster's. On stopping, the launcher's
-processes are killed on every host, found by the run's unique directory name."""
+progress (network/progress.py) and decides from what the ranks did, not from a guess: the
+launch goes on while it progresses (a host reaching the next stage, the rendezvous connecting
+more of its mesh) and is cut when nothing progressed for its idle window, sized from how long
+the probe saw Paddle's import take; then the collectives get the time the budget predicted,
+counted from the measured join. A rank that fails, never joins or stops beating stops the run
+and is named; a run still progressing at its deadline is cut with its finished sizes kept; a
+stall with nobody to blame is the cluster's; a run that reaches its own time limit while still
+progressing says so (out of time), blaming nobody. On stopping, the launcher's
+processes are killed on every host, found by that host's unique run directory name: one per
+host and run, so that hosts sharing a /tmp (several slurmd on one machine, a shared scratch)
+neither collide nor stop or remove each other's."""
 
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ from preflight.collect.remote import Done, Remote, in_parallel
 from preflight.model.measure import AllReduce, SizeResult
 from preflight.network import nccllog
 from preflight.network import progress as P
-from preflight.network.budget import LAUNCH_ALLOWANCE_S
+from preflight.network.budget import LAUNCH_IDLE_S
 
 LOG, HINT = "PREFLIGHT-LOG ", "PREFLIGHT-HINT "
 GRACE_S = 5.0  # after one rank fails, how long the others get to report their own failure
@@ -53,13 +58,15 @@ class AllReduceOptions:
     port: int = 36000  # the launcher's master; gloo gets port+1, the ranks port+2..port+2+nproc
     sizes_mib: tuple[float, ...] = DEFAULT_SIZES_MIB
     iters: int = 5
-    timeout: float = 120.0  # launchers started -> results, at most (--allreduce-timeout)
+    timeout: float = 600.0  # launchers started -> results, at most (--allreduce-timeout)
     budget_s: float = 30.0  # what the collectives may take, predicted from the slowest link
     # From network/budget.py: the time the collectives get once every rank joined (None: up
     # to the timeout) and the predicted time of the largest single collective.
     collective_s: Optional[float] = None
     op_s: float = 0.0
-    launch_s: float = LAUNCH_ALLOWANCE_S  # every rank joins within this (or the timeout)
+    # Before every rank joined, the run is cut when nothing progressed for this long
+    # (network/budget.py sizes it from the Paddle import the probe measured).
+    launch_idle_s: float = LAUNCH_IDLE_S
     poll_s: float = 2.0  # how often the controller reads every host's progress
 
 
@@ -178,11 +185,22 @@ class Watch:
     the last progress of every host (None: no status from it yet)."""
 
     progress: dict[str, Optional[P.HostProgress]]
-    kind: str = "ended"  # ended, failed, never-joined, stalled, slow, stall, timeout
+    # ended, failed, never-joined, stalled, slow, stall, out-of-time, timeout
+    kind: str = "ended"
     named: dict[str, str] = field(default_factory=dict)
     launch_s: Optional[float] = None
     idle_s: Optional[float] = None
     deadline_s: Optional[float] = None  # the deadline that cut the run, from the launch
+    best: dict[tuple[str, ...], int] = field(default_factory=dict)  # P.marks' highest
+    moved_at: float = 0.0  # seconds from the launch when a mark last rose
+    joined: int = 0  # hosts whose every rank joined, when the run was decided
+
+    def moved(self, nproc: Mapping[str, int], elapsed: float) -> None:
+        """Notes the time when any of the run's counts rose above its highest so far."""
+        for key, value in P.marks(self.progress, nproc).items():
+            if value > self.best.get(key, -1):
+                self.best[key] = value
+                self.moved_at = elapsed
 
 
 # (what, done, total): how far a long phase got, for a progress bar.
@@ -202,11 +220,18 @@ def progress_of(progress: Mapping[str, Optional[P.HostProgress]], nproc: Mapping
     return "message sizes done", min(done, n_sizes), n_sizes
 
 
+def run_dirs(members: Sequence[Member]) -> dict[str, str]:
+    """Returns each host's run directory: the run's random name plus the host's rank, so that
+    hosts sharing a /tmp each make, stop and remove only their own."""
+    run = f"/tmp/.preflight-ar-{secrets.token_hex(8)}"
+    return {m.name: f"{run}-{rank}" for rank, m in enumerate(members)}
+
+
 def run_allreduce(members: Sequence[Member], backend: str, opts: AllReduceOptions,
                   on_progress: Optional[OnProgress] = None) -> AllReduce:
     """Returns the all-reduce's figures, or which hosts kept it from finishing and why."""
     started = time.monotonic()
-    run_dir = f"/tmp/.preflight-ar-{secrets.token_hex(8)}"
+    dirs = run_dirs(members)
     ranks = sum(m.nproc for m in members)
     names = tuple(m.name for m in members)
     results: dict[str, Done] = {}
@@ -215,7 +240,7 @@ def run_allreduce(members: Sequence[Member], backend: str, opts: AllReduceOption
 
     def one(rank: int, m: Member) -> None:
         try:
-            done = m.remote.run(host_command(m, rank, members, opts, run_dir),
+            done = m.remote.run(host_command(m, rank, members, opts, dirs[m.name]),
                                 timeout=opts.timeout + HOST_EXTRA_S + 15)
         except Exception as e:
             done = Done(-1, "", f"{type(e).__name__}: {e}")
@@ -229,29 +254,28 @@ def run_allreduce(members: Sequence[Member], backend: str, opts: AllReduceOption
     try:
         for t in threads:
             t.start()
-        _watch(members, threads, results, lock, opts, run_dir, started, watch, on_progress)
+        _watch(members, threads, results, lock, opts, dirs, started, watch, on_progress)
         with lock:
             ended = list(order)  # what ended by itself; the rest is stopped below
         if watch.kind != "ended" or len(ended) < len(members):
-            _stop_all(members, run_dir)
+            _stop_all(members, dirs)
             end = time.monotonic() + 8.0  # the stopped commands still print their logs
             for t in threads:
                 t.join(max(0.0, end - time.monotonic()))
     finally:
-        _cleanup(members, run_dir)
+        _cleanup(members, dirs)
     wall = time.monotonic() - started
     with lock:
         results = dict(results)
     return _summarise(members, backend, ranks, names, results, ended, opts, wall, watch)
 
 
-def _poll(members: Sequence[Member], run_dir: str, watch: Watch) -> None:
+def _poll(members: Sequence[Member], dirs: Mapping[str, str], watch: Watch) -> None:
     """Reads every host's progress; a host that does not answer keeps its last status."""
-    command = status_command(run_dir)
 
     def one(m: Member) -> None:
         try:
-            done = m.remote.run(command, timeout=8.0)
+            done = m.remote.run(status_command(dirs[m.name]), timeout=8.0)
         except Exception:
             return  # no news from it this time; its command's own end will tell
         status = P.parse_status(done.stdout)
@@ -263,12 +287,11 @@ def _poll(members: Sequence[Member], run_dir: str, watch: Watch) -> None:
 
 def _watch(members: Sequence[Member], threads: Sequence[threading.Thread],
            results: Mapping[str, Done], lock: threading.Lock, opts: AllReduceOptions,
-           run_dir: str, started: float, watch: Watch,
+           dirs: Mapping[str, str], started: float, watch: Watch,
            on_progress: Optional[OnProgress] = None) -> None:
     """Waits for every host's command, polling progress, until the run ends by itself or
     one of its deadlines decides how it stopped (watch.kind)."""
     nproc = {m.name: m.nproc for m in members}
-    launch_deadline = min(opts.launch_s, opts.timeout)
     hard = started + opts.timeout + HOST_EXTRA_S + 20
     joined_at: Optional[float] = None
     failed_at: Optional[float] = None
@@ -284,12 +307,13 @@ def _watch(members: Sequence[Member], threads: Sequence[threading.Thread],
                 watch.kind = "failed"
                 return
         elif now >= next_poll:
-            _poll(members, run_dir, watch)
+            _poll(members, dirs, watch)
             if on_progress:
                 on_progress(*progress_of(watch.progress, nproc, len(opts.sizes_mib)))
             now = time.monotonic()
             next_poll = now + opts.poll_s
-            if _decide(watch, nproc, opts, now - started, joined_at, launch_deadline):
+            watch.moved(nproc, now - started)
+            if _decide(watch, nproc, opts, now - started, joined_at):
                 return
             if joined_at is None and P.all_joined(watch.progress, nproc):
                 joined_at = now - started
@@ -300,7 +324,7 @@ def _watch(members: Sequence[Member], threads: Sequence[threading.Thread],
 
 
 def _decide(watch: Watch, nproc: Mapping[str, int], opts: AllReduceOptions, elapsed: float,
-            joined_at: Optional[float], launch_deadline: float) -> bool:
+            joined_at: Optional[float]) -> bool:
     """Sets how the run stops from the latest progress; False: let it go on."""
     progress = watch.progress
     stopped = P.stale(progress)
@@ -308,9 +332,17 @@ def _decide(watch: Watch, nproc: Mapping[str, int], opts: AllReduceOptions, elap
         watch.kind, watch.named = "stalled", stopped
         return True
     if joined_at is None and not P.all_joined(progress, nproc):
-        if elapsed < launch_deadline:
+        idle = elapsed - watch.moved_at
+        if idle < opts.launch_idle_s and elapsed < opts.timeout:
             return False
-        watch.deadline_s = launch_deadline
+        watch.deadline_s = elapsed
+        watch.joined = sum(1 for h, p in progress.items()
+                           if p is not None and p.stage(nproc[h]) == P.JOINED)
+        if idle < opts.launch_idle_s:
+            # Its own time limit, not the cluster: the ranks still moved on a moment ago.
+            watch.kind, watch.idle_s = "out-of-time", idle
+            return True
+        watch.idle_s = idle
         watch.named = P.behind(progress, nproc)
         watch.kind = "never-joined" if watch.named else "stall"
         return True
@@ -328,9 +360,9 @@ def _decide(watch: Watch, nproc: Mapping[str, int], opts: AllReduceOptions, elap
     return True
 
 
-def _on_all(members: Sequence[Member], command: str) -> None:
-    in_parallel([functools.partial(_quiet_run, m.remote, command) for m in members], 10.0,
-                "ar-stop")
+def _on_all(members: Sequence[Member], commands: Mapping[str, str]) -> None:
+    in_parallel([functools.partial(_quiet_run, m.remote, commands[m.name]) for m in members],
+                10.0, "ar-stop")
 
 
 def _quiet_run(remote: Remote, command: str) -> None:
@@ -340,12 +372,12 @@ def _quiet_run(remote: Remote, command: str) -> None:
         pass  # a host that is gone has nothing left to stop
 
 
-def _stop_all(members: Sequence[Member], run_dir: str) -> None:
-    _on_all(members, stop_command(run_dir))
+def _stop_all(members: Sequence[Member], dirs: Mapping[str, str]) -> None:
+    _on_all(members, {h: stop_command(d) for h, d in dirs.items()})
 
 
-def _cleanup(members: Sequence[Member], run_dir: str) -> None:
-    _on_all(members, cleanup_command(run_dir))
+def _cleanup(members: Sequence[Member], dirs: Mapping[str, str]) -> None:
+    _on_all(members, {h: cleanup_command(d) for h, d in dirs.items()})
 
 
 def _sizes(r: Optional[P.RankProgress], ranks: int) -> tuple[SizeResult, ...]:
@@ -386,11 +418,18 @@ def _summarise(members: Sequence[Member], backend: str, ranks: int, names: tuple
             f"the rank on {culprit} failed first" + (
                 f"; stopped the launcher on {', '.join(stopped)}" if stopped else "")),
             failed={n: log_reason(results[n]) for n in failed_first}, outcome="failed")
+    if kind == "out-of-time":
+        return replace(base, error=(
+            f"ran out of its {opts.timeout:.0f} s time limit while the ranks still progressed "
+            f"({watch.joined} of {len(names)} hosts had joined the rendezvous, the last "
+            f"progress {watch.idle_s or 0:.0f} s before): nothing to blame on the cluster; "
+            "give it more time with --allreduce-timeout"), outcome="out-of-time")
     if kind == "never-joined":
         waited = [n for n in names if n not in watch.named]
         return replace(base, error=(
-            f"{', '.join(watch.named)} never joined the rendezvous within "
-            f"{watch.deadline_s:.0f} s; {', '.join(waited)} waited for it: stopped"),
+            f"{', '.join(watch.named)} never joined the rendezvous: nothing progressed for "
+            f"{watch.idle_s or 0:.0f} s ({watch.deadline_s:.0f} s after the launch); "
+            f"{', '.join(waited)} waited for it: stopped"),
             failed={n: f"never joined the rendezvous: {why}" + _log_of(results.get(n))
                     for n, why in watch.named.items()}, outcome="never-joined")
     if kind == "stalled":
@@ -406,8 +445,10 @@ def _summarise(members: Sequence[Member], backend: str, ranks: int, names: tuple
             "measured links predict"))
     if kind in ("stall", "timeout"):
         at = f"{watch.deadline_s:.0f} s" if watch.deadline_s else f"{opts.timeout:.0f} s"
-        idle = (f"no collective completed in the last {watch.idle_s:.0f} s"
-                if watch.idle_s is not None else "no progress")
+        idle = ("no progress" if watch.idle_s is None else
+                f"no collective completed in the last {watch.idle_s:.0f} s" if joined_all(
+                    watch, nproc) else
+                f"no rank progressed towards the rendezvous for {watch.idle_s:.0f} s")
         return replace(base, error=(
             f"stalled at its {at} deadline: {idle}, and no rank stopped or fell behind the "
             "others: nothing to blame on one host (a path between hosts, a firewall, the "
@@ -417,6 +458,10 @@ def _summarise(members: Sequence[Member], backend: str, ranks: int, names: tuple
         return replace(base, error="every rank exited 0 but rank 0 reported no result",
                        outcome="failed")
     return replace(base, sizes=sizes)
+
+
+def joined_all(watch: Watch, nproc: Mapping[str, int]) -> bool:
+    return watch.launch_s is not None or P.all_joined(watch.progress, nproc)
 
 
 def _log_of(done: Optional[Done]) -> str:

@@ -8,10 +8,15 @@ keeps the sizes that finished when a run is cut short (network/progress.py reads
   progress.<local rank>  one JSON object a line: start (the script runs), init (Paddle is
                          imported: at the rendezvous), join (the rendezvous is done: rank,
                          world), op (collectives done so far), size (a size's median), done
-  beat.<local rank>      the time, rewritten every second by a thread. A rank blocked in a
-                         collective waiting for a peer still beats (Paddle releases the GIL
-                         there, seen with gloo on 2.6.2 and 3.3.1); a stopped or frozen one
-                         does not.
+  beat.<local rank>      the time, rewritten every second by a thread, and at the rendezvous
+                         the rank's connected sockets. A rank blocked in a collective waiting
+                         for a peer still beats (Paddle releases the GIL there, seen with gloo
+                         on 2.6.2 and 3.3.1); a stopped or frozen one does not. The connected
+                         sockets show the rendezvous at work: gloo opens a socket for every
+                         peer at once, then connects them pair by pair, each rank waiting on
+                         rank 0's store for its peers' addresses (seen with py-spy on 3.3.1),
+                         so the count of open sockets stays flat while that of connected ones
+                         grows.
 
 Prints nothing besides Paddle's own noise; a failure is a traceback in the log."""
 
@@ -43,11 +48,41 @@ def main():
     event("start", pid=os.getpid())
     beat_path = os.path.join(args.dir, "beat." + local)
 
+    stage = ["start"]  # the main thread's; the beat reads it
+
+    def connected():
+        """The rank's TCP sockets in state ESTABLISHED; -1 where /proc cannot tell."""
+        try:
+            mine = set()
+            for fd in os.listdir("/proc/self/fd"):
+                try:
+                    link = os.readlink("/proc/self/fd/" + fd)
+                except OSError:
+                    continue  # closed meanwhile
+                if link.startswith("socket:["):
+                    mine.add(link[8:-1])
+            n = 0
+            for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+                try:
+                    with open(table) as fh:
+                        next(fh, None)  # the header
+                        for line in fh:
+                            f = line.split()
+                            n += len(f) > 9 and f[3] == "01" and f[9] in mine
+                except OSError:
+                    continue  # no IPv6
+            return n
+        except OSError:
+            return -1
+
     def beat():
         while True:
+            # Only at the rendezvous: a host's TCP table may be long, and only there is the
+            # count news.
+            socks = " %d" % connected() if stage[0] == "init" else ""
             try:
                 with open(beat_path + ".tmp", "w") as fh:
-                    fh.write("%.3f" % time.time())
+                    fh.write("%.3f%s" % (time.time(), socks))
                 os.replace(beat_path + ".tmp", beat_path)
             except OSError:
                 return  # the run directory is gone: the run is over
@@ -64,7 +99,9 @@ def main():
     else:
         paddle.set_device("cpu")
     event("init")
+    stage[0] = "init"
     dist.init_parallel_env()
+    stage[0] = "joined"
     rank, world = dist.get_rank(), dist.get_world_size()
     event("join", rank=rank, world=world, backend="nccl" if gpu else "gloo")
 

@@ -15,9 +15,15 @@ from typing import Optional
 from preflight.model.measure import ring_seconds
 
 MIB = 1 << 20
-# From starting the launchers to the first collective: Paddle's import and the rendezvous,
-# measured at 5-15 s on the 2-core test machine with four hosts importing Paddle at once.
-LAUNCH_ALLOWANCE_S = 60.0
+# Before every rank joined, the longest stretch in which a healthy run shows no progress is
+# one Paddle import (the launcher's, then the worker's: each only says it is done), which the
+# probe measured on every host, all importing at once as the ranks do. The launch is cut when
+# nothing progressed for twice the slowest host's import, and never sooner than this. There is
+# no fixed allowance for the whole launch: it grows with the hosts (from the launch to every
+# rank joined took 9.5 s for 8 hosts, 21 s for 16, 45 s for 32 and 86 s for 64 on the 2-core
+# test machine), so a fixed figure is either too short for large clusters or too long to
+# notice a hung one.
+LAUNCH_IDLE_S = 30.0
 MARGIN = 2.0  # the collectives get twice the predicted transfer: the model ignores latency
 SLACK_S = 10.0  # and this on top, for warm-ups, barriers and a busy host's scheduling
 
@@ -27,7 +33,7 @@ class SizePlan:
     """What the all-reduce runs: sizes, iterations per size (after one warm-up), the time
     predicted for them, the sizes left out and why, the time the collectives get once every
     rank joined (counted from the measured join, not from the launch), the predicted time of
-    the largest single collective, and the per-host hard limit."""
+    the largest single collective, and the per-host hard limit (launch included)."""
 
     sizes_mib: tuple[float, ...]
     iters: int
@@ -69,6 +75,11 @@ def plan_sizes(sizes_mib: Sequence[float], iters: int, ranks: int,
         dropped.append(f"{kept[0]:g} MiB needs ~{spent:.0f} s even with {n_iters} iteration(s): "
                        f"over the {budget_s:g} s budget, run anyway (the smallest size)")
     collective = MARGIN * spent + SLACK_S
-    timeout = min(timeout_cap_s, LAUNCH_ALLOWANCE_S + collective)
-    return SizePlan(tuple(kept), n_iters, spent, tuple(dropped), timeout, collective,
+    return SizePlan(tuple(kept), n_iters, spent, tuple(dropped), timeout_cap_s, collective,
                     ring_seconds(kept[-1] * MIB, ranks, slowest_bps))
+
+
+def launch_idle_s(import_s: Sequence[float]) -> float:
+    """Returns how long the launch may show no progress before it is cut: twice the slowest
+    Paddle import the probe measured, and never less than LAUNCH_IDLE_S."""
+    return max(LAUNCH_IDLE_S, 2 * max(import_s, default=0.0))

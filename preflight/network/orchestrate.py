@@ -32,14 +32,20 @@ from preflight.network.allreduce import (
     OnProgress,
     run_allreduce,
 )
-from preflight.network.budget import plan_sizes
+from preflight.network.budget import launch_idle_s, plan_sizes
 from preflight.network.iperf import IperfOptions, Servers, run_rounds
-from preflight.network.schedule import Pair, matrix_rounds, ring_rounds
+from preflight.network.schedule import Pair, matrix_rounds, retest_rounds, ring_rounds
 
-MAX_RETESTS = 8  # suspects beyond these stay unconfirmed; a run must stay bounded
+MAX_RETESTS = 32  # suspects beyond these stay unconfirmed; a run must stay bounded
 # Each suspect is measured alone this many times, spread over the retest phase: a real
 # deficit repeats, a moment of contention rarely does (the check keeps each pair's best).
 RETEST_REPEATS = 2
+# Up to this many suspects are retested one at a time. More (a survey whose many pairs at once
+# contended for something they share: a switch's uplink, the hosts of a virtualised rig) run
+# in rounds of at most RETEST_WIDTH pairs that share no host, so that retesting them all stays
+# bounded: 32 suspects take 16 rounds, not 64.
+RETEST_ONE_BY_ONE = 8
+RETEST_WIDTH = 4
 
 
 @dataclass(frozen=True)
@@ -93,8 +99,9 @@ def job_nics(outcomes: Sequence[HostOutcome]) -> tuple[dict[str, str], dict[str,
 
 def retest_pairs(survey: Sequence[LinkRun], limits: Limits,
                  line_bps: Optional[Mapping[str, float]] = None) -> list[Pair]:
-    """Returns the pairs to measure again, alone: each suspect host against the best host
-    that passed, and each slow path itself."""
+    """Returns the pairs to measure again, alone: each suspect host against one of the best
+    hosts that passed (the best for the first, then in turn among the RETEST_WIDTH best, so
+    that many suspects can be retested side by side), and each slow path itself."""
     runs = localise.measured(survey)
     threshold = localise.suspect_threshold(runs, limits.link_warn_ratio,
                                               limits.link_min_gbps * 1e9, line_bps)
@@ -106,9 +113,10 @@ def retest_pairs(survey: Sequence[LinkRun], limits: Limits,
     healthy = sorted((h for h in set(out) | set(into) if h not in blamed),
                      key=lambda h: (-max(out.get(h, 0.0), into.get(h, 0.0)), h))
     pairs: list[Pair] = []
-    if healthy:
-        ref = healthy[0]
-        for host, directions in loc.slow_hosts.items():
+    refs = healthy[:RETEST_WIDTH]
+    if refs:
+        for i, (host, directions) in enumerate(loc.slow_hosts.items()):
+            ref = refs[i % len(refs)]
             if localise.SEND in directions:
                 pairs.append((host, ref))
             if localise.RECEIVE in directions:
@@ -234,9 +242,10 @@ def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote
         run_rounds(rounds, remotes, addresses, opts.iperf, SURVEY, servers, measured, speeds)
         retests = retest_pairs(links, limits, line)
         if retests:
-            # One pair a round (alone: nothing shares its links), each pair again after the
-            # others rather than twice in a row.
-            again = [[p] for p in retests] * RETEST_REPEATS
+            # No host in two pairs of a round (nothing shares a link's NICs), each pair again
+            # after the others rather than twice in a row.
+            width = 1 if len(retests) <= RETEST_ONE_BY_ONE else RETEST_WIDTH
+            again = retest_rounds(retests, RETEST_REPEATS, width)
             step(f"iperf3 retest of {len(retests)} suspect link(s): runs", len(again))
             n_rounds += len(again)
             run_rounds(again, remotes, addresses, opts.iperf, RETEST,
@@ -250,6 +259,16 @@ def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote
                         None if opts.run_allreduce else "turned off", skipped, interrupted,
                         time.monotonic() - started, n_rounds, nic_mbps=speeds,
                         nic_counters=counters)
+
+
+def _import_s(outcomes: Sequence[HostOutcome], names: set[str]) -> list[float]:
+    """The time `import paddle` took in the probe on each of the named hosts that says."""
+    out = []
+    for o in outcomes:
+        paddle = o.facts.paddle if o.facts is not None else None
+        if o.host.name in names and isinstance(paddle, PaddleFacts) and paddle.import_s:
+            out.append(paddle.import_s)
+    return out
 
 
 def run_allreduce_stage(net: NetworkTests, outcomes: Sequence[HostOutcome],
@@ -286,7 +305,8 @@ def run_allreduce_stage(net: NetworkTests, outcomes: Sequence[HostOutcome],
     try:
         result = run_allreduce(members, backend, replace(
             ar, sizes_mib=sizing.sizes_mib, iters=sizing.iters, timeout=sizing.timeout_s,
-            collective_s=sizing.collective_s, op_s=sizing.op_s),
+            collective_s=sizing.collective_s, op_s=sizing.op_s,
+            launch_idle_s=launch_idle_s(_import_s(answered, {m.name for m in members}))),
             on_progress=(lambda what, done, total: on_step(f"{label}: {what}", done, total))
             if on_step else None)
     except KeyboardInterrupt:

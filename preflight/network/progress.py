@@ -8,11 +8,14 @@ taken on the host's own clock, so clock skew between hosts and the controller do
 
 A run that did not end by itself is one of:
 - never-joined: some hosts are behind the others on the way to the rendezvous (no launcher,
-  no worker, Paddle still importing) when the launch deadline passes: those are named;
+  no worker, Paddle still importing) when nothing has progressed for the launch's idle window:
+  those are named;
 - stalled: after the rendezvous, a rank's heartbeat stopped while the others' go on: that
   rank's host is named (the others are waiting for it inside the collective);
 - slow: at the deadline collectives still complete, only slower than the links predicted;
-- stall: nothing completes and nobody can be blamed: one finding for the cluster."""
+- stall: nothing completes and nobody can be blamed: one finding for the cluster;
+- out of time: the run reached its own time limit while it still progressed (imports, a large
+  rendezvous): the limit's finding, not the cluster's."""
 
 from __future__ import annotations
 
@@ -68,6 +71,7 @@ class RankProgress:
     sizes: tuple[tuple[int, float], ...] = ()  # (bytes, median seconds), as they finished
     done: bool = False
     beat: Optional[float] = None
+    sockets: Optional[int] = None  # connected at its last beat, at the rendezvous (None: unknown)
 
     @property
     def stage(self) -> int:
@@ -104,9 +108,9 @@ def _num(v: Any) -> Optional[float]:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _rank(local: str, events: Sequence[Mapping[str, Any]], beat: Optional[float]
-          ) -> RankProgress:
-    r: dict[str, Any] = {"local": local, "beat": beat}
+def _rank(local: str, events: Sequence[Mapping[str, Any]],
+          beat: tuple[Optional[float], Optional[int]]) -> RankProgress:
+    r: dict[str, Any] = {"local": local, "beat": beat[0], "sockets": beat[1]}
     sizes: list[tuple[int, float]] = []
     for ev in events:
         t = _num(ev.get("t"))
@@ -139,7 +143,7 @@ def parse_status(text: str) -> Optional[HostProgress]:
     now: Optional[float] = None
     waiting = False
     events: dict[str, list[Mapping[str, Any]]] = {}
-    beats: dict[str, float] = {}
+    beats: dict[str, tuple[Optional[float], Optional[int]]] = {}
     for ln in text.splitlines():
         if ln.startswith(NOW):
             now = _num(_float(ln[len(NOW):]))
@@ -154,13 +158,15 @@ def parse_status(text: str) -> Optional[HostProgress]:
             if isinstance(ev, dict):
                 events.setdefault(local, []).append(ev)
         elif ln.startswith(BEAT):
-            local, _, t = ln[len(BEAT):].partition(" ")
+            local, _, rest = ln[len(BEAT):].partition(" ")
+            t, _, socks = rest.strip().partition(" ")
             b = _float(t)
             if b is not None:
-                beats[local] = b
+                n = _float(socks) if socks else None
+                beats[local] = (b, int(n) if n is not None and n >= 0 else None)
     if now is None:
         return None
-    ranks = tuple(_rank(k, events.get(k, []), beats.get(k))
+    ranks = tuple(_rank(k, events.get(k, []), beats.get(k, (None, None)))
                   for k in sorted(set(events) | set(beats)))
     return HostProgress(now, waiting, ranks)
 
@@ -218,6 +224,25 @@ def stale(progress: Mapping[str, Optional[HostProgress]]) -> dict[str, str]:
             old.setdefault(h, f"{name} stopped: no heartbeat for {age:.0f} s {where}, while "
                               "the other ranks waited for it")
     return old if fresh else {}
+
+
+def marks(progress: Mapping[str, Optional[HostProgress]], nproc: Mapping[str, int]
+          ) -> dict[tuple[str, ...], int]:
+    """Returns how far the run got, as counts that only grow while it moves on: each host's
+    stage, and each rank's collectives and connected sockets (the rendezvous connecting its
+    mesh).
+    The controller keeps the highest of each: a count that rises is progress, one that only
+    comes and goes (a connection retried) is not."""
+    out: dict[tuple[str, ...], int] = {}
+    for h, p in progress.items():
+        if p is None:
+            continue
+        out[(h,)] = p.stage(nproc.get(h, 1))
+        for r in p.ranks:
+            out[(h, r.local, "ops")] = r.ops
+            if r.sockets is not None:
+                out[(h, r.local, "sockets")] = r.sockets
+    return out
 
 
 def idle_s(progress: Mapping[str, Optional[HostProgress]]) -> Optional[float]:

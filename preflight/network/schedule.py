@@ -51,3 +51,23 @@ def matrix_rounds(hosts: Sequence[str]) -> list[Round]:
         rounds.append([(b, a) for a, b in forward])
         players = [players[0], players[-1], *players[1:-1]]  # rotate all but the first
     return rounds
+
+
+def retest_rounds(pairs: Sequence[Pair], repeats: int, width: int) -> list[Round]:
+    """Returns rounds measuring each pair `repeats` times, every pair once before any pair
+    again (a moment of contention then rarely hits both runs of a pair), with at most `width`
+    pairs a round and no host in two pairs of a round: each link is alone on its hosts' NICs
+    while it is measured again."""
+    rounds: list[Round] = []
+    for _ in range(repeats):
+        left = list(dict.fromkeys(pairs))
+        while left:
+            busy: set[str] = set()
+            rnd: Round = []
+            for pair in list(left):
+                if len(rnd) < width and not busy & set(pair):
+                    rnd.append(pair)
+                    busy.update(pair)
+                    left.remove(pair)
+            rounds.append(rnd)
+    return rounds

@@ -67,7 +67,7 @@ mount --rbind /sys/fs/cgroup {dir}/cgroup-hold
 mount -t sysfs sysfs /sys
 mount --move {dir}/cgroup-hold /sys/fs/cgroup
 mount --bind {dir}/root /root
-mount --bind {dir}/tmp /tmp
+mount --bind {tmp} /tmp
 mount --bind {etc_hosts} /etc/hosts
 hostname {name}
 exec {sshd} -D -e -f {dir}/sshd_config
@@ -92,6 +92,31 @@ while time.time() < end:
 
 class TestbedError(RuntimeError):
     pass
+
+
+# The kernel's ARP table is one for all network namespaces, with one limit (gc_thresh3, 1024
+# by default): 64 simulated hosts that all talk to each other (a gloo all-reduce's full mesh)
+# need 64 * 63 entries, and past the limit connections fail "No route to host" (the kernel
+# logs "neighbor table overflow"). Real hosts each have their own table. The testbed raises
+# the limits to fit its hosts and puts them back on close.
+NEIGH = "/proc/sys/net/ipv4/neigh/default/gc_thresh{}"
+
+
+def neigh_limits() -> dict[int, int]:
+    out = {}
+    for i in (1, 2, 3):
+        try:
+            with open(NEIGH.format(i)) as fh:
+                out[i] = int(fh.read())
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def set_neigh_limits(limits: dict[int, int]) -> None:
+    for i, value in limits.items():
+        with open(NEIGH.format(i), "w") as fh:
+            fh.write(str(value))
 
 
 def run(cmd: Sequence[str], check: bool = True, timeout: float = 30.0,
@@ -166,18 +191,20 @@ class SimHost:
     cgroups: list[str] = field(default_factory=list)  # every hierarchy it was put in
     ports: list[int] = field(default_factory=lambda: [22])  # where its sshd listens
     certificate: Optional[str] = None  # its host certificate (HostCertificate), if signed
+    shared_tmp: Optional[str] = None  # a /tmp it shares with other hosts (shared scratch)
 
     @property
     def tmp(self) -> str:
-        """The host's private /tmp, as seen from this machine."""
-        return os.path.join(self.dir, "tmp")
+        """The host's /tmp, as seen from this machine: its own, or the one it shares."""
+        return self.shared_tmp or os.path.join(self.dir, "tmp")
 
 
 class Testbed:
     """N simulated hosts; use as a context manager so close() always runs."""
 
     def __init__(self, n_hosts: int, base_dir: Optional[str] = None,
-                 names: Optional[Sequence[str]] = None, root_login: bool = True) -> None:
+                 names: Optional[Sequence[str]] = None, root_login: bool = True,
+                 shared_tmp: bool = False) -> None:
         why = can_run()
         if why:
             raise TestbedError(f"cannot build a simulated cluster: {why}")
@@ -192,9 +219,13 @@ class Testbed:
         self.namespaces: list[str] = []
         self.cgroups: list[str] = []
         self.users: list[str] = []
+        self.neigh_before: dict[int, int] = {}  # the ARP limits it raised, as they were
         # False: sshd refuses root (a real cluster's shape: only users log in).
         self.root_login = "prohibit-password" if root_login else "no"
         self.hosts: dict[str, SimHost] = {}
+        # True: every host's /tmp is one directory, as on a shared scratch filesystem or
+        # with several slurmd on one machine (the real shape where names in /tmp collide).
+        self.shared_tmp = os.path.join(self.base, "shared-tmp") if shared_tmp else None
         names = list(names or [f"h{i + 1}" for i in range(n_hosts)])
         self._closed = False
         try:
@@ -218,7 +249,19 @@ class Testbed:
         run(["ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0"])
         run(["ip", "-n", ns, "link", "set", "eth0", "up"])
 
+    def _fit_neighbours(self, n_hosts: int) -> None:
+        """Raises the machine's ARP table limits so that every host (and the client) can
+        hold an entry for every other, with room to spare; records what they were."""
+        need = 2 * (n_hosts + 2) ** 2
+        before = neigh_limits()
+        if before.get(3, need) >= need:
+            return
+        self.neigh_before = before
+        set_neigh_limits({1: max(before.get(1, 0), need // 4),
+                           2: max(before.get(2, 0), need // 2), 3: need})
+
     def _build(self, names: Sequence[str]) -> None:
+        self._fit_neighbours(len(names))
         self.client_dir = os.path.join(self.base, "client")
         os.makedirs(self.client_dir)
         self.identity = os.path.join(self.client_dir, "id_ed25519")
@@ -235,9 +278,11 @@ class Testbed:
         os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege-separation directory
         for i, name in enumerate(names):
             host = SimHost(name=name, ns=f"pf{self.id}-{i}", address=f"{self.subnet}.{10 + i}",
-                           dir=os.path.join(self.base, "hosts", name))
+                           dir=os.path.join(self.base, "hosts", name),
+                           shared_tmp=self.shared_tmp)
             for sub in ("root", "tmp", "cgroup-hold"):
                 os.makedirs(os.path.join(host.dir, sub))
+            os.makedirs(host.tmp, exist_ok=True)
             os.chmod(host.tmp, 0o1777)
             self._netns(host.ns)
             self._plug(host.ns, f"v{i}", host.address)
@@ -323,6 +368,7 @@ class Testbed:
     def start_sshd(self, name: str) -> None:
         host = self.hosts[name]
         script = HOST_INIT.format(dir=shlex.quote(host.dir), name=shlex.quote(name), sshd=SSHD,
+                                  tmp=shlex.quote(host.tmp),
                                   etc_hosts=shlex.quote(self.etc_hosts))
         log = open(os.path.join(host.dir, "sshd.log"), "ab")
         # nsenter and unshare exec (no fork), so the Popen pid ends up being sshd itself.
@@ -462,11 +508,11 @@ class Testbed:
             fh.writelines(line + "\n" for line in lines)
 
     def write_file(self, name: str, path: str, data: str, mode: int = 0o644) -> str:
-        """Writes data at path under the host's private /root or /tmp; returns the path."""
+        """Writes data at path under the host's private /root or its /tmp; returns the path."""
         host = self.hosts[name]
-        for private in ("/root/", "/tmp/"):
-            if path.startswith(private):
-                local = os.path.join(host.dir, private.strip("/"), path[len(private):])
+        for top, where in (("/root/", os.path.join(host.dir, "root")), ("/tmp/", host.tmp)):
+            if path.startswith(top):
+                local = os.path.join(where, path[len(top):])
                 os.makedirs(os.path.dirname(local), exist_ok=True)
                 with open(local, "w") as fh:
                     fh.write(data)
@@ -639,6 +685,11 @@ class Testbed:
             run(["ip", "netns", "del", ns], check=False)
         for user in self.users:  # its processes died with the namespaces above
             run(["userdel", "-r", user], check=False)
+        if self.neigh_before:
+            try:
+                set_neigh_limits(self.neigh_before)
+            except OSError:
+                pass  # another testbed may hold them raised: they stay as they are
         shutil.rmtree(self.base, ignore_errors=True)
 
     def __enter__(self) -> Testbed:

@@ -169,18 +169,19 @@ def good3_named_alone(cluster, run, outcome):
 
 def test_a_rank_that_never_joins_is_named_alone_and_every_host_cleaned(cluster):
     # good3's interpreter starts Paddle's launcher as a process that never does anything:
-    # the other launchers wait for it at the rendezvous until the launch deadline.
+    # the other launchers wait for it at the rendezvous until the launch stops progressing.
     hang = launcher_wrapper(cluster, "good3", "hang-python",
                             '  exec python3 -c "import time; time.sleep(600)" "$@"\n')
     inv = cluster.inventory("hang.yaml", GOOD, overrides={"good3": {"python": hang}})
     start = time.monotonic()
-    run = cluster.preflight("check", "-i", inv, *FAST, "--allreduce-timeout", "40",
-                            network=True)
+    run = cluster.preflight("check", "-i", inv, *FAST, network=True)
     ar, message = good3_named_alone(cluster, run, "never-joined")
     assert "never joined the rendezvous: its launcher never reached" in message
-    assert "good1, good2 waited for it" in message
+    assert "nothing progressed for" in message and "good1, good2 waited for it" in message
     assert ar["progress"]["good1"] == "launcher waited for peers but started no worker"
-    assert time.monotonic() - start < 100  # the 40 s launch deadline, not a 120 s guess
+    # Cut once nothing progressed for its idle window (30 s or twice the measured import),
+    # not at the 600 s time limit.
+    assert time.monotonic() - start < 150
 
 
 def test_a_rank_that_stops_after_joining_is_named_alone(cluster):

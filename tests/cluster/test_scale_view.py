@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from conftest import require_testbed
 
 from preflight.testing import testbed
 
@@ -18,11 +19,7 @@ NAMES = [f"gpu{i:02d}" for i in range(1, N_HOSTS + 1)]
 
 @pytest.fixture(scope="module")
 def wide() -> Iterator[testbed.Testbed]:
-    why = testbed.can_run()
-    if why:
-        if os.environ.get("CI"):
-            pytest.fail(f"simulated cluster unavailable in CI: {why}")
-        pytest.skip(f"simulated cluster unavailable: {why}")
+    require_testbed()
     tb = testbed.Testbed(N_HOSTS, names=NAMES)
     try:
         yield tb

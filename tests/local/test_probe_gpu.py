@@ -28,6 +28,21 @@ def probe_gpus(scenario: str = "h100") -> GpuFacts | SectionError:
     return parse_probe_output(out.stdout).gpu
 
 
+SMI_BIN = ROOT / "tests" / "fixtures" / "fake_nvidia_smi"
+
+
+def probe_gpus_smi(scenario: str = "h100") -> GpuFacts | SectionError:
+    """The probe's GPU section on a host without nvidia-ml-py (neither the probe's python nor
+    the training one has it), through the stand-in nvidia-smi in the given scenario."""
+    env = dict(os.environ, PATH=f"{SMI_BIN}{os.pathsep}{os.environ['PATH']}",
+               FAKE_NVML=scenario)
+    env.pop("PYTHONPATH", None)
+    out = subprocess.run([sys.executable, str(ROOT / "preflight" / "collect" / "probe_script.py"),
+                          "--python", "/nonexistent", "--sample", "0.05"],
+                         capture_output=True, text=True, env=env, timeout=60, check=True)
+    return parse_probe_output(out.stdout).gpu
+
+
 def health(g: GpuFacts) -> list[tuple[Status, str]]:
     return [(f.status, f.message) for f in gpu_health.check(cluster(n1={"gpu": g}))
             if f.status is not Status.PASS]
@@ -273,31 +288,10 @@ def test_xid_lines_of_the_kernel_log_are_read_and_parsed():
     assert (g.xid, g.xid_error) == (None, "kernel log not readable")
 
 
-FAKE_SMI = r"""#!/bin/sh
-# nvidia-smi as it answers for the stand-in's two GPUs (its documented CSV and XML shapes).
-case "$1" in
-  --query-gpu=*)
-    for i in 0 1; do
-      printf '%s, %s, %s, %s\n' "$i" "NVIDIA H100 80GB HBM3" \
-        "GPU-0000000$i-aaaa-bbbb-cccc-dddddddddddd" \
-        "81559, 9.0, 550.54.15, 96.00.89.00.01, Enabled, Disabled, Enabled, 700.00, 16, 16"
-    done ;;
-  -q) printf '<?xml version="1.0" ?>\n<nvidia_smi_log>%s%s</nvidia_smi_log>\n' \
-        "<driver_version>550.54.15</driver_version>" "<attached_gpus>2</attached_gpus>" ;;
-  *) exit 2 ;;
-esac
-"""
-
-
 def test_the_gpu_capture_tool_writes_what_the_capture_test_reads(tmp_path):
     # The tool a GPU machine runs (tests/fixtures/capture_gpu.py), run here on the stand-ins,
     # and its output read by the test that checks real captures.
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text(FAKE_SMI)
-    smi.chmod(0o755)
-    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", FAKE_NVML="h100",
+    env = dict(os.environ, PATH=f"{SMI_BIN}:{os.environ['PATH']}", FAKE_NVML="h100",
                PYTHONPATH=os.pathsep.join([str(ROOT / "tests" / "fixtures" / "fake_pynvml"),
                                            str(ROOT / "tests")]))
     out = subprocess.run([sys.executable, str(ROOT / "tests" / "fixtures" / "capture_gpu.py"),
@@ -314,3 +308,48 @@ def test_the_gpu_capture_tool_writes_what_the_capture_test_reads(tmp_path):
     assert "<attached_gpus>2</attached_gpus>" in doc["smi_xml"]
     nvml, _ = gpu_sources_agree(doc)
     assert [d.fabric_state for d in nvml.devices] == ["completed", "completed"]
+
+
+def test_nvidia_smi_fails_a_gpu_with_uncorrectable_ecc_errors():
+    # Without nvidia-ml-py the probe read identity only: this GPU passed with a warning.
+    g = probe_gpus_smi("ecc")
+    assert isinstance(g, GpuFacts) and g.source == "nvidia-smi", g
+    assert health(g) == [
+        (Status.FAIL, "n1: GPU0 (NVIDIA H100 80GB HBM3): 3 uncorrectable ECC errors since boot "
+                      "(drain the host, reset or replace the GPU)"),
+        (Status.FAIL, "n1: GPU0 (NVIDIA H100 80GB HBM3): row remapping pending: the GPU needs "
+                      "a reset"),
+        (Status.FAIL, "n1: GPU1 (NVIDIA H100 80GB HBM3): retired pages pending: the GPU needs "
+                      "a reset to retire them")]
+
+
+HEALTH = ("ecc_uncorrected_volatile", "retired_pages_pending", "remapped_rows_pending",
+          "remapped_rows_failure", "clock_event_reasons", "processes")
+
+
+@pytest.mark.parametrize("scenario", ["h100", "old-driver", "no-permission", "sw-cap", "ecc"])
+def test_one_gpu_state_is_judged_alike_through_nvml_and_nvidia_smi(scenario):
+    nvml, smi = probe_gpus(scenario), probe_gpus_smi(scenario)
+    assert isinstance(nvml, GpuFacts) and isinstance(smi, GpuFacts), (nvml, smi)
+    assert (nvml.source, smi.source) == ("nvml", "nvidia-smi")
+    assert len(nvml.devices) == len(smi.devices) == 2
+    for a, b in zip(nvml.devices, smi.devices):
+        assert {f: getattr(a, f) for f in HEALTH} == {f: getattr(b, f) for f in HEALTH}
+    assert health(nvml) == health(smi)
+
+
+def test_an_old_nvidia_smi_reports_slowdowns_under_the_older_field_name():
+    # Before r535 nvidia-smi rejects clocks_event_reasons.active, failing the whole query:
+    # the probe asks again with clocks_throttle_reasons.active, keeping the other fields.
+    g = probe_gpus_smi("old-driver")
+    assert isinstance(g, GpuFacts) and g.driver == "525.147.05"
+    assert [d.clock_event_reasons for d in g.devices] == [0x1, 0x41]
+    assert [d.compute_capability for d in g.devices] == ["9.0", "9.0"]
+    assert (Status.FAIL, "n1: GPU1 (NVIDIA H100 80GB HBM3): clocks slowed by hardware thermal "
+            "slowdown") in health(g)
+
+
+def test_nvidia_smi_without_a_driver_is_a_section_error_with_its_words():
+    g = probe_gpus_smi("no-driver")
+    assert isinstance(g, SectionError), g
+    assert "couldn't communicate with the NVIDIA driver" in g.message

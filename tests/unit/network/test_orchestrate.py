@@ -26,6 +26,21 @@ def test_retests_put_each_suspect_against_the_best_healthy_host():
     assert retest_pairs(links, Limits()) == [("c", "a"), ("a", "c")]
 
 
+def test_many_suspect_hosts_are_retested_against_several_healthy_hosts():
+    # A survey whose many pairs at once contended for what they share (a switch uplink, the
+    # CPUs of a virtualised rig) leaves many suspects: every one is retested, spread over the
+    # best healthy hosts so that their retests can run side by side.
+    hosts = [f"h{i:02d}" for i in range(30)]
+    slow = set(hosts[::3])  # 10 hosts (no healthy one between two): more than are retested
+    # one at a time
+    links = survey(hosts, lambda s, r: 1 * G if s in slow or r in slow else 10 * G)
+    pairs = retest_pairs(links, Limits())
+    assert {h for p in pairs for h in p} >= slow
+    refs = {h for p in pairs for h in p} - slow
+    assert len(refs) == 4 and not refs & slow
+    assert len(pairs) == 2 * len(slow) <= 32
+
+
 def test_retests_repeat_a_slow_path_itself():
     hosts = ["a", "b", "c", "d"]
     links = survey(hosts, lambda s, r: 1 * G if (s, r) == ("a", "c") else 10 * G,

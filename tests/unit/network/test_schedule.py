@@ -6,7 +6,7 @@ from itertools import permutations
 
 import pytest
 
-from preflight.network.schedule import matrix_rounds, ring_rounds
+from preflight.network.schedule import matrix_rounds, retest_rounds, ring_rounds
 
 
 def hosts(n: int) -> list[str]:
@@ -45,3 +45,22 @@ def test_matrix_covers_every_ordered_pair_once(n):
 
 def test_fewer_than_two_hosts_need_no_rounds():
     assert ring_rounds(["a"]) == matrix_rounds(["a"]) == []
+
+
+@pytest.mark.parametrize("width", [1, 2, 4])
+def test_retest_rounds_repeat_every_pair_with_no_host_twice_in_a_round(width):
+    pairs = [("s1", "r1"), ("s2", "r1"), ("s3", "r2"), ("s4", "r3"), ("s5", "r4"), ("r1", "s1")]
+    rounds = retest_rounds(pairs, 2, width)
+    flat = [p for rnd in rounds for p in rnd]
+    assert sorted(flat) == sorted(pairs * 2)
+    for rnd in rounds:
+        hosts = [h for p in rnd for h in p]
+        assert len(rnd) <= width and len(hosts) == len(set(hosts)), rnd
+    # Every pair once before any pair again.
+    half = len(pairs)
+    assert sorted(flat[:half]) == sorted(pairs) == sorted(flat[half:])
+
+
+def test_retest_rounds_one_by_one_keep_the_given_order():
+    pairs = [("a", "b"), ("c", "d")]
+    assert retest_rounds(pairs, 2, 1) == [[("a", "b")], [("c", "d")], [("a", "b")], [("c", "d")]]

@@ -1,0 +1,59 @@
+"""32 healthy simulated hosts are GO with every network test: iperf3 (whose survey of 16 pairs
+at once on two CPUs leaves more suspects than were retested) and a gloo all-reduce over 32
+ranks, which needs every host to know every other (the rig's one ARP table overflowed) and
+more time to join than the fixed launch allowance that called such runs a stall."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from conftest import LINK_RATE, PADDLE_A, require_testbed
+
+from preflight.testing import testbed
+
+pytestmark = pytest.mark.cluster
+
+N_HOSTS = 32
+
+
+@pytest.fixture(scope="module")
+def large() -> Iterator[testbed.Testbed]:
+    require_testbed()
+    before = testbed.neigh_limits()
+    tb = testbed.Testbed(N_HOSTS)
+    try:
+        for name in tb.hosts:
+            tb.throttle(name, LINK_RATE)
+        yield tb
+    finally:
+        tb.close()
+    assert testbed.neigh_limits() == before  # the ARP limits it raised are back
+
+
+def test_the_rig_makes_room_for_every_host_to_know_every_other(large):
+    # One ARP table for all namespaces: 32 hosts in a full mesh need 992 entries, near the
+    # kernel's default limit of 1024 (64 hosts need 4,032: "No route to host" past it).
+    assert testbed.neigh_limits()[3] >= 2 * (N_HOSTS + 2) ** 2
+
+
+def test_32_healthy_hosts_are_go_with_every_network_test(large):
+    inv = large.inventory(os.path.join(large.base, "large.yaml"), python=PADDLE_A)
+    report = os.path.join(large.base, "report.json")
+    p = subprocess.run(large.client_cmd([sys.executable, "-m", "preflight", "check", "-i", inv,
+                                         "--no-progress", "--json", report]),
+                       capture_output=True, text=True, timeout=900, cwd=large.base,
+                       env=dict(os.environ, PYTHONSAFEPATH="1"))
+    with open(report) as fh:
+        doc = json.load(fh)
+    ar = doc["network"]["allreduce"]
+    assert ar["error"] is None and ar["outcome"] == "done", (ar["error"], ar["progress"])
+    assert ar["ranks"] == N_HOSTS and len(ar["sizes"]) == 3
+    blocking = [f["message"] for f in doc["findings"]
+                if f["status"] in ("fail", "could-not-check", "error")]
+    assert blocking == [] and p.returncode == 0, p.stdout
+    assert large.leftovers() == {}

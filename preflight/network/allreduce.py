@@ -10,10 +10,10 @@ the probe saw Paddle's import take; then the collectives get the time the budget
 counted from the measured join. A rank that fails, never joins or stops beating stops the run
 and is named; a run still progressing at its deadline is cut with its finished sizes kept; a
 stall with nobody to blame is the cluster's; a run that reaches its own time limit while still
-progressing says so (out of time), blaming nobody. On stopping, the launcher's
-processes are killed on every host, found by that host's unique run directory name: one per
-host and run, so that hosts sharing a /tmp (several slurmd on one machine, a shared scratch)
-neither collide nor stop or remove each other's."""
+progressing says so (out of time), blaming nobody. On stopping, the launcher's processes are
+killed on every host, found by that host's unique run directory name: one per host and run,
+so that hosts sharing a /tmp (several slurmd on one machine, a shared scratch) neither collide
+nor stop or remove each other's."""
 
 from __future__ import annotations
 
@@ -193,7 +193,6 @@ class Watch:
     deadline_s: Optional[float] = None  # the deadline that cut the run, from the launch
     best: dict[tuple[str, ...], int] = field(default_factory=dict)  # P.marks' highest
     moved_at: float = 0.0  # seconds from the launch when a mark last rose
-    joined: int = 0  # hosts whose every rank joined, when the run was decided
 
     def moved(self, nproc: Mapping[str, int], elapsed: float) -> None:
         """Notes the time when any of the run's counts rose above its highest so far."""
@@ -336,8 +335,6 @@ def _decide(watch: Watch, nproc: Mapping[str, int], opts: AllReduceOptions, elap
         if idle < opts.launch_idle_s and elapsed < opts.timeout:
             return False
         watch.deadline_s = elapsed
-        watch.joined = sum(1 for h, p in progress.items()
-                           if p is not None and p.stage(nproc[h]) == P.JOINED)
         if idle < opts.launch_idle_s:
             # Its own time limit, not the cluster: the ranks still moved on a moment ago.
             watch.kind, watch.idle_s = "out-of-time", idle
@@ -419,9 +416,11 @@ def _summarise(members: Sequence[Member], backend: str, ranks: int, names: tuple
                 f"; stopped the launcher on {', '.join(stopped)}" if stopped else "")),
             failed={n: log_reason(results[n]) for n in failed_first}, outcome="failed")
     if kind == "out-of-time":
+        joined = sum(1 for n, p in progress.items() if p is not None
+                     and p.stage(nproc[n]) == P.JOINED)
         return replace(base, error=(
             f"ran out of its {opts.timeout:.0f} s time limit while the ranks still progressed "
-            f"({watch.joined} of {len(names)} hosts had joined the rendezvous, the last "
+            f"({joined} of {len(names)} hosts had joined the rendezvous, the last "
             f"progress {watch.idle_s or 0:.0f} s before): nothing to blame on the cluster; "
             "give it more time with --allreduce-timeout"), outcome="out-of-time")
     if kind == "never-joined":
@@ -446,7 +445,7 @@ def _summarise(members: Sequence[Member], backend: str, ranks: int, names: tuple
     if kind in ("stall", "timeout"):
         at = f"{watch.deadline_s:.0f} s" if watch.deadline_s else f"{opts.timeout:.0f} s"
         idle = ("no progress" if watch.idle_s is None else
-                f"no collective completed in the last {watch.idle_s:.0f} s" if joined_all(
+                f"no collective completed in the last {watch.idle_s:.0f} s" if _joined_all(
                     watch, nproc) else
                 f"no rank progressed towards the rendezvous for {watch.idle_s:.0f} s")
         return replace(base, error=(
@@ -460,7 +459,8 @@ def _summarise(members: Sequence[Member], backend: str, ranks: int, names: tuple
     return replace(base, sizes=sizes)
 
 
-def joined_all(watch: Watch, nproc: Mapping[str, int]) -> bool:
+def _joined_all(watch: Watch, nproc: Mapping[str, int]) -> bool:
+    """Whether every rank had joined: the stall was in the collectives, not the launch."""
     return watch.launch_s is not None or P.all_joined(watch.progress, nproc)
 
 

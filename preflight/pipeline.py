@@ -158,12 +158,17 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
 
     job: Optional[slurm.Allocation] = None
     remotes: dict[str, Remote] = {}
+    rechecked: dict[str, str] = {}
     try:
         if opts.transport == "slurm":
-            outcomes, job = _collect_slurm(hosts, collect_opts, answered)
+            outcomes, job, rechecked = _collect_slurm(hosts, collect_opts, answered,
+                                                      connections)
             if job is not None:
                 remotes = {o.host.name: slurm.SlurmRemote(o.host.name, job)
-                           for o in outcomes if o.ok}
+                           for o in outcomes if o.ok and o.host.name not in rechecked}
+            # The nodes re-checked over SSH take part in the active tests over SSH.
+            remotes.update({name: SshRemote(name, conn, collect_opts.connect_timeout)
+                            for name, conn in connections.items()})
         else:
             outcomes = collect(hosts, collect_opts, on_result=answered, connections=connections)
             remotes = {name: SshRemote(name, conn, collect_opts.connect_timeout)
@@ -194,15 +199,22 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
             job.close()
     interrupted = collect_interrupted or bool(network and network.interrupted)
     return judged(opts, command, audit, hosts, outcomes, network, started,
-                  round(time.time() - started, 3), interrupted, log, ips)
+                  round(time.time() - started, 3), interrupted, log, ips, rechecked)
 
 
 def _collect_slurm(hosts: Sequence[Host], opts: CollectOptions,
                    answered: Callable[[HostOutcome, int, int], None],
-                   ) -> tuple[list[HostOutcome], Optional[slurm.Allocation]]:
-    """The hosts' outcomes through Slurm, and the job their steps ran in: the user's
-    allocation, else one asked for the nodes that can run a step (given back by the caller).
-    A node Slurm will not run a step on is a finding with Slurm's reason."""
+                   connections: dict[str, Any],
+                   ) -> tuple[list[HostOutcome], Optional[slurm.Allocation], dict[str, str]]:
+    """The hosts' outcomes through Slurm, the job their steps ran in (the user's
+    allocation, else one asked for the nodes that can run a step, given back by the caller),
+    and {node: its drain reason} for the nodes re-checked over SSH.
+
+    A node Slurm will not run a step on is a finding with Slurm's reason, except one that
+    preflight drained: Slurm runs no step there, so the fix would never be seen and `resume`
+    could never return it. Such a node is re-checked over SSH, as the operator who drains
+    and resumes nodes reaches it (pam_slurm_adopt lets administrators in), and it stays
+    drained throughout: no job can land on it before it has passed."""
     try:
         states = slurm.nodes([h.name for h in hosts])
     except slurm.SlurmError as e:
@@ -210,21 +222,30 @@ def _collect_slurm(hosts: Sequence[Host], opts: CollectOptions,
     # Peers reach a node at its NodeAddr (no SSH_CONNECTION tells it here).
     hosts = [replace(h, address=states[h.name].address) if h.name in states else h
              for h in hosts]
-    usable = [h.name for h in hosts if h.name in states and not states[h.name].usable]
+    recheck = {h.name: states[h.name].reason for h in hosts
+               if h.name in states and states[h.name].drained_by_preflight}
+    through_slurm = [h for h in hosts if h.name not in recheck]
+    usable = [h.name for h in through_slurm if h.name in states and not states[h.name].usable]
+    done: dict[str, HostOutcome] = {}
     job = slurm.Allocation.current()
     if job is None and usable:
         try:
             job = slurm.Allocation.request(usable, opts.connect_timeout)
         except slurm.SlurmError as e:
-            why = str(e)
-            outcomes = [HostOutcome(h, failure=HostFailure(Stage.SLURM, why)) for h in hosts]
-            for i, o in enumerate(outcomes, 1):
-                answered(o, i, len(outcomes))
-            return outcomes, None
-    outcomes = slurm.collect(hosts, opts, job, states)
+            done = {h.name: HostOutcome(h, failure=HostFailure(Stage.SLURM, str(e)))
+                    for h in through_slurm}
+    if through_slurm and not done:
+        done = {o.host.name: o for o in slurm.collect(through_slurm, opts, job, states)}
+    over_ssh = [h for h in hosts if h.name in recheck]
+    for o in collect(over_ssh, opts, connections=connections) if over_ssh else ():
+        done[o.host.name] = o if o.ok or o.failure is None else HostOutcome(
+            o.host, failure=HostFailure(Stage.SLURM, (
+                f"node drained ({recheck[o.host.name]}); its re-check over SSH failed "
+                f"({o.failure.stage.value}): {o.failure.reason}")), elapsed_s=o.elapsed_s)
+    outcomes = [done[h.name] for h in hosts]
     for i, o in enumerate(outcomes, 1):
         answered(o, i, len(outcomes))
-    return outcomes, job
+    return outcomes, job, recheck
 
 
 def left_out_so_far(policy: Policy, audit: Optional[Audit], ips: Mapping[str, str],
@@ -249,9 +270,11 @@ def judged(opts: CheckOptions, command: str, audit: Optional[Audit], hosts: Sequ
            outcomes: Sequence[HostOutcome], network: Optional[NetworkTests], started: float,
            duration: Optional[float], interrupted: bool,
            log: Optional[runlog.RunLog] = None,
-           ips: Optional[Mapping[str, str]] = None) -> CheckRun:
+           ips: Optional[Mapping[str, str]] = None,
+           rechecked: Optional[Mapping[str, str]] = None) -> CheckRun:
     """Checks, plan, verdict and report document of what a run learned (live or logged);
-    ips: the hosts' addresses as the run resolved them (resolved here when not given)."""
+    ips: the hosts' addresses as the run resolved them (resolved here when not given);
+    rechecked: the Slurm nodes preflight had drained, re-checked over SSH, and why drained."""
     cluster = Cluster(tuple(outcomes), opts.policy, network, audit)
     findings = run_checks(cluster, checks_to_run(opts.skip))
     plan = make_plan(cluster, findings, _ips(outcomes) if ips is None else ips)
@@ -265,6 +288,8 @@ def judged(opts: CheckOptions, command: str, audit: Optional[Audit], hosts: Sequ
         "inventory": _inventory_path(opts), "inventory_format": opts.inventory_format,
         "ssh_config": opts.ssh_config, "limit": opts.limit, "interrupted": interrupted,
         "fail_on": opts.fail_on}
+    if rechecked:
+        meta["rechecked_over_ssh"] = dict(rechecked)
     if audit is not None:
         b = audit.baseline
         meta["audit"] = {"baseline": os.path.abspath(b.path), "taken_at": b.taken_at,

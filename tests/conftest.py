@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,32 @@ def _results_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         del os.environ["XDG_STATE_HOME"]
     else:
         os.environ["XDG_STATE_HOME"] = before
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A cluster test that fails gets the machine's state beside it: what the kernel said
+    (the OOM killer, a full table), memory and disk. A signal from outside the test leaves
+    no other trace, and CI shows only the failure's text."""
+    report = yield
+    if report.failed and call.when == "call" and item.get_closest_marker("cluster"):
+        report.sections.append(("machine state when it failed", _machine_state()))
+    return report
+
+
+def _machine_state() -> str:
+    out = []
+    for argv in (["sh", "-c", "dmesg 2>/dev/null | tail -n 15"], ["free", "-m"],
+                 ["df", "-h", "/tmp", "/var/tmp"], ["cat", "/proc/loadavg"],
+                 ["sh", "-c", "ps -eo pid,ppid,etimes,stat,args --sort=-etimes | "
+                  "grep -E 'paddle|preflight-ar|iperf3' | grep -v grep | head -n 30"]):
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            out.append(f"$ {' '.join(argv)}\n{p.stdout}{p.stderr}")
+        except (OSError, subprocess.TimeoutExpired) as e:
+            out.append(f"$ {' '.join(argv)}: {e}")
+    return "\n".join(out)
 
 
 def _unavailable(reason: str) -> None:

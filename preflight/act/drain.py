@@ -1,25 +1,31 @@
 """Acting on a verdict where Slurm can: drain the nodes a report failed, with the finding as
 Slurm's reason ("preflight: cpu-cores: 0.25 effective cores ..."), and resume the nodes a
-later report passes, but only those whose drain reason preflight wrote: a node an operator
-drained for maintenance is never touched. Both are idempotent (a node already in the wanted
-state is left as it is) and print the scontrol command lines they run, or would run.
+later report passes, but only those whose drain reason preflight wrote (a node an operator
+drained for maintenance is never touched) and only once the check the reason names ran again
+on the node and passed: a report that never measured bandwidth does not return a node drained
+for a slow link. Both are idempotent (a node already in the wanted state is left as it is)
+and print the scontrol command lines they run, or would run.
 
 Commands are argument lists, never a shell line: a finding's text cannot reach a shell."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from preflight.collect.slurm import Node, SlurmError, nodes
+from preflight.collect.slurm import PREFLIGHT_REASON, Node, SlurmError, nodes
 from preflight.report.grouping import what_of
 
-PREFIX = "preflight: "  # how a drain reason says preflight wrote it
+PREFIX = PREFLIGHT_REASON  # how a drain reason says preflight wrote it
 REASON_MAX = 200  # characters of a reason (sinfo -R shows it on one line)
 BLOCKING = ("fail", "could-not-check", "error")
+PASSING = ("pass", "warn")
+# A check's name where a reason (or one of its "; "-separated parts) starts: "cpu-cores: ".
+_CHECK_AT = re.compile(r"(?:^|; )([a-z][a-z0-9_-]*): ")
 
 
 @dataclass(frozen=True)
@@ -50,12 +56,33 @@ def failed_nodes(doc: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def passed_nodes(doc: Mapping[str, Any]) -> list[str]:
-    """The hosts the report checked and found nothing blocking on."""
+def passed_nodes(doc: Mapping[str, Any]) -> dict[str, frozenset[str]]:
+    """{host: the checks that ran on it and passed} for the hosts the report checked and
+    found nothing blocking on (a warning passes; a skip, such as --no-paddle's, did not run)."""
     bad = {h for f in doc.get("findings") or [] if f.get("status") in BLOCKING
            for h in f.get("hosts") or []}
-    return [str(h) for h, info in (doc.get("hosts") or {}).items()
-            if isinstance(info, dict) and info.get("status") == "ok" and h not in bad]
+    ran: dict[str, set[str]] = {}
+    for f in doc.get("findings") or []:
+        if f.get("status") in PASSING:
+            for h in f.get("hosts") or []:
+                ran.setdefault(str(h), set()).add(str(f.get("check")))
+    return {str(h): frozenset(ran.get(str(h), ())) for h, info in (doc.get("hosts") or {}).items()
+            if isinstance(info, dict) and info.get("status") == "ok" and h not in bad}
+
+
+def checks_of(doc: Mapping[str, Any]) -> frozenset[str]:
+    """The checks a report has findings of (every check that it ran or skipped)."""
+    return frozenset(str(f.get("check")) for f in doc.get("findings") or [])
+
+
+def drained_for(why: str, checks: Collection[str]) -> tuple[str, ...]:
+    """The checks a preflight drain reason names: "preflight: CHECK: what", and more parts
+    "; CHECK: what" as `preflight health` writes them, where CHECK is one of checks (a
+    message's own "; host: ..." is not a check)."""
+    if not why.startswith(PREFIX):
+        return ()
+    found = [m.group(1) for m in _CHECK_AT.finditer(why[len(PREFIX):])]
+    return tuple(dict.fromkeys(c for i, c in enumerate(found) if i == 0 or c in checks))
 
 
 def reason(text: str) -> str:
@@ -86,15 +113,23 @@ def drain_actions(failed: Mapping[str, str], states: Mapping[str, Node]) -> list
     return out
 
 
-def resume_actions(passed: Sequence[str], states: Mapping[str, Node]) -> list[Action]:
+def resume_actions(passed: Mapping[str, frozenset[str]], states: Mapping[str, Node],
+                   checks: Collection[str] = ()) -> list[Action]:
+    """passed: passed_nodes' {node: the checks that ran on it and passed}; checks: every
+    check the report knows (checks_of)."""
     out = []
-    for name in passed:
+    for name, ran in passed.items():
         node = states.get(name)
         if node is None or not _drained(node):
             continue  # nothing to resume
         if not node.reason.startswith(PREFIX):
             out.append(Action(name, None, f"drained by someone else ({node.reason}): left "
                                           "alone"))
+            continue
+        unchecked = [c for c in drained_for(node.reason, checks) if c not in ran]
+        if unchecked:
+            out.append(Action(name, None, f"drained for {', '.join(unchecked)}, which this "
+                              f"report did not pass on it: left drained ({node.reason})"))
         else:
             out.append(Action(name, ("scontrol", "update", f"nodename={name}",
                                      "state=resume"), f"passes again (was: {node.reason})"))
@@ -107,7 +142,7 @@ def plan(doc: Mapping[str, Any], resume: bool) -> list[Action]:
     names = [str(h) for h in doc.get("hosts") or {}]
     states = nodes(names) if names else {}
     if resume:
-        return resume_actions(passed_nodes(doc), states)
+        return resume_actions(passed_nodes(doc), states, checks_of(doc))
     return drain_actions(failed_nodes(doc), states)
 
 

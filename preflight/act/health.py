@@ -14,7 +14,14 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from preflight.act.drain import Action, drain_actions, reason, resume_actions
+from preflight.act.drain import (
+    Action,
+    checks_of,
+    drain_actions,
+    passed_nodes,
+    reason,
+    resume_actions,
+)
 from preflight.collect.slurm import nodes
 from preflight.report.grouping import group
 
@@ -44,11 +51,15 @@ def this_node(given: str | None = None) -> str:
     return given or os.environ.get("SLURMD_NODENAME") or os.uname().nodename
 
 
-def drain_or_resume(node: str, healthy: bool, line: str) -> Action | None:
-    """The scontrol action that makes Slurm agree with the verdict (None: nothing to do)."""
+def drain_or_resume(node: str, doc: Mapping[str, Any], line: str) -> Action | None:
+    """The scontrol action that makes Slurm agree with the health verdict in doc (None:
+    nothing to do). A node preflight drained for what health cannot judge alone (a slow
+    link, a failed all-reduce) is left drained: a cluster check has to pass it."""
     states = nodes([node])
+    healthy = doc.get("verdict") == "go"
     if healthy:
-        acts = resume_actions([node], states)
+        ran = next(iter(passed_nodes(doc).values()), frozenset())
+        acts = resume_actions({node: ran}, states, checks_of(doc))
     else:
         why = reason(line.split("preflight health: ", 1)[-1])
         acts = drain_actions({node: why}, states)

@@ -253,11 +253,13 @@ def cmd_health(args: argparse.Namespace) -> int:
     if args.drain:
         node = health.this_node(args.node)
         try:
-            action = health.drain_or_resume(node, healthy, line)
+            action = health.drain_or_resume(node, run.doc, line)
             if action is not None:
                 drain.apply([action])
                 if action.command is not None:
                     print(("resumed" if healthy else "drained") + f" {node}: {action.why}")
+                elif healthy:  # left drained: say why, under the verdict's line
+                    print(f"{node}: {action.why}")
         except slurm.SlurmError as e:
             raise UsageError(f"health --drain: {e}") from None
     return EXIT_GO if healthy else EXIT_NO_GO

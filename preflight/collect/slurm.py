@@ -39,6 +39,9 @@ echo "{exit}$rc"
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
 # Node states (sinfo %T, lower case) in which a node runs no new step; "*" marks one whose
 # slurmd does not answer.
+# How a drain reason says preflight wrote it (act/drain.py writes them): such a node is
+# re-checked over SSH, since Slurm runs no step on a drained node.
+PREFLIGHT_REASON = "preflight: "
 UNUSABLE = ("down", "drain", "drained", "draining", "fail", "failing", "maint", "future",
             "powered_down", "power_down", "powering_down", "reboot", "inval", "unknown")
 
@@ -58,6 +61,12 @@ class Node:
     def base_state(self) -> str:
         """The state without sinfo's flag suffixes ("*" not responding, "~" powered off...)."""
         return self.state.rstrip("*~#!%$@^-").lower()
+
+    @property
+    def drained_by_preflight(self) -> bool:
+        """Drained (or draining) with a reason preflight wrote, its slurmd answering."""
+        return (self.base_state.startswith("drain") and not self.state.endswith("*")
+                and self.reason.startswith(PREFLIGHT_REASON))
 
     @property
     def usable(self) -> Optional[str]:

@@ -156,8 +156,10 @@ class Servers:
 
 
 def _kill(remote: Remote, proc: Started, pid: Optional[int]) -> None:
+    """Kills a server still running. One whose command has ended is left alone: its PID is
+    free, and the host may already have given it to another process (the user's own)."""
     try:
-        if pid is not None:
+        if pid is not None and proc.wait(0).exit is None:
             remote.run(kill_command(pid), timeout=5.0)
     except Exception:
         pass  # the host may be gone; its `timeout` still ends the server

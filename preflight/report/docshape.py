@@ -91,6 +91,7 @@ REPORT = Rec({
     "limit": opt((str, list)), "interrupted": opt(bool), "fail_on": opt(str),
     "hosts": MapOf(HOST), "network": opt(NETWORK), "plan": opt(PLAN),
     "findings": ListOf(FINDING), "audit": opt(dict), "baseline": opt(dict),
+    "rechecked_over_ssh": MapOf(str),
 })
 
 _WORDS = {dict: "a mapping", list: "a list", str: "a string", int: "a whole number",

@@ -152,6 +152,10 @@ def render(doc: Mapping[str, Any], color: bool = False, width: int | None = None
     waived = waived_checks(doc)
     if waived:
         lines.append(fit(f"WAIVED (not run, --skip): {', '.join(waived)}", width))
+    rechecked = doc.get("rechecked_over_ssh")
+    if isinstance(rechecked, dict) and rechecked:
+        lines.append(fit("RE-CHECKED OVER SSH (drained by preflight: Slurm runs no step "
+                         f"there): {', '.join(map(str, rechecked))}", width))
     if detail:
         lines += ["", "DETAILS (every finding in full)"]
         lines += [f"  {f.get('status')}  {f.get('check')}  {f.get('message')}"

@@ -46,6 +46,14 @@ class Rig:
                 doc = json.load(fh)
         return p.returncode, p.stdout + p.stderr, doc
 
+    def resume(self, doc: dict[str, Any], name: str) -> tuple[int, str]:
+        """Writes the report doc as name and runs `preflight resume` on it, applied."""
+        report = os.path.join(self.tb.base, name)
+        with open(report, "w") as fh:
+            json.dump(doc, fh)
+        rc, out, _ = self.preflight("resume", report, "--apply")
+        return rc, out
+
     def policy(self) -> str:
         path = os.path.join(self.tb.base, "policy.yaml")
         with open(path, "w") as fh:
@@ -177,25 +185,63 @@ def test_a_starved_node_is_drained_then_resumed_when_it_passes_again(rig):
         assert rig.slurm.reason("node2").startswith("preflight:")
         rc, out, _ = rig.preflight("drain", report, "--apply")
         assert "# node2: already drained for this reason" in out, out
-        # A drained node runs no step: a check through Slurm names it and waits on nothing.
+        # Slurm runs no step on a drained node: the check through Slurm re-checks the node
+        # preflight drained over SSH, and finds it still starved; it stays drained.
         rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
                                      "--no-network-tests", "--policy", rig.policy())
-        assert doc["hosts"]["node2"]["failure"]["stage"] == "slurm", out
+        assert rc == 1, out
+        assert list(doc["rechecked_over_ssh"]) == ["node2"], out
+        assert "RE-CHECKED OVER SSH (drained by preflight" in out and "node2" in out, out
+        assert statuses(doc)["node2"] == "ok", out  # its facts, over SSH
+        assert any(f["check"] == "cpu-cores" and f["hosts"] == ["node2"]
+                   for f in doc["findings"] if f["status"] == "fail"), out
+        assert rig.slurm.states()["node2"].startswith("drain")
     finally:
         rig.tb.limit_cpu("node2", float(os.cpu_count() or 1))
-    # The fault lifted: a check over SSH (an operator reaches a drained node) passes it,
-    # and resume returns it to Slurm.
-    rc, out, doc = rig.preflight("check", "-i", inv, "--no-network-tests",
-                                 "--policy", rig.policy())
+    # The fault lifted: the same check through Slurm re-checks node2 over SSH and passes it,
+    # and resume returns it to Slurm; the other nodes were checked through srun meanwhile.
+    rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
+                                 "--no-network-tests", "--policy", rig.policy())
     assert rc == 0, out
-    report = os.path.join(rig.tb.base, "lifted.json")
-    with open(report, "w") as fh:
-        json.dump(doc, fh)
-    rc, out, _ = rig.preflight("resume", report, "--apply")
+    assert list(doc["rechecked_over_ssh"]) == ["node2"] and statuses(doc) == {
+        n: "ok" for n in NODES[:3]}, out
+    assert rig.jobs() == ""  # the allocation for node1 and node3 was given back
+    rc, out = rig.resume(doc, "lifted.json")
     assert rc == 0 and out.startswith("resumed node2: passes again (was: preflight: "), out
     rig.slurm.wait_idle(["node2"])
-    rc, out, _ = rig.preflight("resume", report, "--apply")
+    rc, out = rig.resume(doc, "lifted.json")
     assert rc == 0 and "nothing to resume" in out, out
+
+
+def test_a_node_drained_for_a_slow_link_returns_only_once_the_link_is_measured(rig):
+    # preflight drained node2 for its link. A check without the network tests cannot tell
+    # whether the link was fixed: resume leaves node2 drained, saying why. A check with them
+    # measures node2 over SSH beside node1 and node3 through srun, and returns it.
+    inv = rig.inventory(NODES[:3], "link.yaml")
+    rig.slurm.drain("node2", "preflight: bandwidth: slow host: sends at most 95 Mbit/s")
+    try:
+        rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
+                                     "--no-network-tests")
+        assert rc == 0 and list(doc["rechecked_over_ssh"]) == ["node2"], out
+        rc, out = rig.resume(doc, "facts-only.json")
+        assert rc == 0 and out.startswith("# node2: drained for bandwidth, which this report "
+                                          "did not pass on it: left drained"), out
+        assert rig.slurm.states()["node2"].startswith("drain")
+
+        rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
+                                     "--iperf-seconds", "1", "--allreduce-sizes", "1")
+        assert rc == 0, out
+        links = doc["network"]["links"]
+        assert any("node2" in (x["sender"], x["receiver"]) for x in links), links
+        assert doc["network"]["allreduce"]["hosts"] == NODES[:3], doc["network"]["allreduce"]
+        assert rig.jobs() == ""
+        rc, out = rig.resume(doc, "measured.json")
+        assert rc == 0 and out.startswith("resumed node2: passes again"), out
+        rig.slurm.wait_idle(["node2"])
+    finally:
+        if rig.slurm.states().get("node2", "").startswith("drain"):
+            rig.slurm.run("scontrol", "update", "nodename=node2", "state=resume")
+            rig.slurm.wait_idle(["node2"])
 
 
 def test_health_check_mode_drains_its_node_and_resumes_it_when_healthy(rig):
@@ -231,9 +277,18 @@ def test_health_check_mode_drains_its_node_and_resumes_it_when_healthy(rig):
         assert well.stdout.splitlines()[0].startswith("OK: preflight health: ")
         assert well.stdout.splitlines()[1].startswith("resumed node3: passes again")
         rig.slurm.wait_idle(["node3"])
+        # Drained for its link, which one node cannot measure alone: health leaves it.
+        rig.slurm.drain("node3", "preflight: bandwidth: slow host: sends at most 95 Mbit/s")
+        link = health(65536 if hard == resource.RLIM_INFINITY else hard)
+        assert link.returncode == 0, link.stdout + link.stderr
+        assert link.stdout.splitlines()[1].startswith(
+            "node3: drained for bandwidth, which this report did not pass on it: left "
+            "drained"), link.stdout
+        assert rig.slurm.states()["node3"].startswith("drain")
     finally:
         if rig.slurm.states().get("node3", "").startswith("drain"):
             rig.slurm.run("scontrol", "update", "nodename=node3", "state=resume")
+            rig.slurm.wait_idle(["node3"])
 
 
 # A real gloo all-reduce over the plan's ranks; each rank leaves a marker in its node's /root.

@@ -52,6 +52,29 @@ def test_one_pair_over_loopback_measures_and_leaves_no_server():
     assert servers.live == {} and not listening(opts.port)
 
 
+class Recording(LocalRemote):
+    """A LocalRemote that notes each command it runs."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.ran: list[str] = []
+
+    def run(self, command: str, timeout: float):
+        self.ran.append(command)
+        return super().run(command, timeout)
+
+
+def test_a_server_that_ended_with_its_pair_is_not_signalled():
+    # Its PID is free once it ended: the host may give it to any process meanwhile (on a
+    # busy host it wraps around within minutes), and a kill would hit that one.
+    need_iperf3()
+    receiver = Recording("b")
+    result = measure_pair(LocalRemote("a"), receiver, "127.0.0.1",
+                          IperfOptions(port=free_port(), seconds=1), Servers())
+    assert result.error is None
+    assert not [c for c in receiver.ran if "kill" in c], receiver.ran
+
+
 def test_parallel_streams_are_summed_and_recorded():
     need_iperf3()
     opts = IperfOptions(port=free_port(), seconds=1, streams=3)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from preflight.act.drain import (
     PREFIX,
     REASON_MAX,
+    checks_of,
     drain_actions,
+    drained_for,
     failed_nodes,
     passed_nodes,
     reason,
@@ -36,7 +40,8 @@ def test_the_nodes_a_report_failed_and_why():
     assert failed_nodes(DOC) == {
         "n2": "preflight: cpu-cores: 0.25 effective cores, far below the median 2",
         "n3": "preflight: reachable: could not check (probe): probe exited 1"}
-    assert passed_nodes(DOC) == ["n1"]
+    # n1 passed only what the report has a passing finding of it for (the warning counts).
+    assert passed_nodes(DOC) == {"n1": frozenset({"env"})}
 
 
 def test_a_reason_is_one_bounded_line():
@@ -63,9 +68,36 @@ def test_resume_only_what_preflight_drained():
     states = {"n1": Node("n1", "a", "drained", "preflight: cpu-cores: slow"),
               "n2": Node("n2", "a", "drained*", "maintenance"),
               "n3": Node("n3", "a", "idle")}
-    acts = resume_actions(["n1", "n2", "n3"], states)
+    ran = frozenset({"cpu-cores"})
+    acts = resume_actions({"n1": ran, "n2": ran, "n3": ran}, states)
     assert [(a.node, a.command) for a in acts] == [
         ("n1", ("scontrol", "update", "nodename=n1", "state=resume")), ("n2", None)]
+
+
+def test_resume_only_once_the_check_that_drained_it_passed_again():
+    states = {"n1": Node("n1", "a", "drained", "preflight: bandwidth: slow host: 95 Mbit/s"),
+              "n2": Node("n2", "a", "drained", "preflight: cpu-cores: 0.25 effective cores")}
+    findings: list[dict[str, Any]] = [
+        {"check": "cpu-cores", "status": "pass", "hosts": ["n1", "n2"]},
+        {"check": "bandwidth", "status": "skip", "hosts": ["n1", "n2"]}]
+    doc = {"hosts": {"n1": {"status": "ok"}, "n2": {"status": "ok"}}, "findings": findings}
+    acts = {a.node: a for a in resume_actions(passed_nodes(doc), states, checks_of(doc))}
+    assert acts["n2"].command == ("scontrol", "update", "nodename=n2", "state=resume")
+    assert acts["n1"].command is None  # --no-network-tests: bandwidth never ran
+    assert acts["n1"].why.startswith("drained for bandwidth, which this report did not pass "
+                                     "on it: left drained (preflight: bandwidth: slow host")
+    findings[1]["status"] = "warn"  # measured, and only a warning: it passes
+    acts = {a.node: a for a in resume_actions(passed_nodes(doc), states, checks_of(doc))}
+    assert acts["n1"].command is not None
+
+
+def test_the_checks_a_drain_reason_names():
+    checks = {"nofile", "shm", "cpu-cores"}
+    assert drained_for("preflight: cpu-cores: 0.25 effective cores", checks) == ("cpu-cores",)
+    # preflight health writes several; a message's own "; host: ..." is not a check.
+    assert drained_for("preflight: nofile: limit 1024; shm: 64 MiB; good2: x", checks) == \
+        ("nofile", "shm")
+    assert drained_for("disk swap: soon", checks) == ()  # not preflight's
 
 
 def test_node_states_that_run_no_step():

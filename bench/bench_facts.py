@@ -107,6 +107,10 @@ class Bench:
                                        "server.Os", "--parallel", n, "-y"],
             "pyinfra exec true": [f"{v}/bin/pyinfra", p["pyinfra_inv.py"], "exec",
                                   "--parallel", n, "-y", "--", "true"],
+            # The issue's floor: a Python started on every host by a real fan-out tool.
+            "pyinfra exec python3 -S -c pass": [
+                f"{v}/bin/pyinfra", p["pyinfra_inv.py"], "exec", "--parallel", n, "-y", "--",
+                "python3", "-S", "-c", "pass"],
             "pdsh -R ssh probe": ["pdsh", "-R", "ssh", "-f", n, "-w", f"^{p['pdsh.hosts']}",
                                   "python3 /tmp/pf-probe.py --no-paddle --sample 0.1"],
             "ansible -m setup": [f"{v}/bin/ansible", "all", "-i", p["ansible.ini"], "-m",
@@ -140,6 +144,17 @@ class Bench:
                 (p.stderr or p.stdout)[-300:])
 
 
+def precompile() -> None:
+    """Writes preflight's bytecode, as pip does when it installs a package (the other tools
+    run from an installed venv): a development checkout run with PYTHONDONTWRITEBYTECODE
+    would compile every module on every run and measure that instead."""
+    import compileall
+
+    import preflight
+    for path in preflight.__path__:
+        compileall.compile_dir(path, quiet=2)
+
+
 def machine_busy_s() -> float:
     """CPU seconds this machine has spent busy since boot (all cores; /proc/stat)."""
     with open("/proc/stat") as fh:
@@ -165,6 +180,7 @@ def main() -> int:
         print("pdsh missing: apt-get install pdsh", file=sys.stderr)
         return 2
     results: dict[str, dict[str, Any]] = {}
+    precompile()
     with testbed.Testbed(max(sizes)) as tb:
         bench = Bench(tb, args.tools_venv)
         names = list(tb.hosts)
@@ -212,6 +228,8 @@ def _ratios(results: dict[str, dict[str, Any]]) -> dict[str, float]:
     if pf in big:
         m = big[pf]["median_s"]
         for other, key in (("pyinfra fact server.Os", "preflight / pyinfra fact"),
+                           ("pyinfra exec python3 -S -c pass",
+                            "preflight / pyinfra python floor"),
                            ("ansible -m setup", "ansible setup / preflight"),
                            ("ssh floor (paramiko, true)", "preflight / ssh floor"),
                            ("ssh + python3 -S -c pass", "preflight / python floor")):

@@ -41,6 +41,13 @@ def _is_ansible_yaml(doc: dict[object, object]) -> bool:
         isinstance(v, dict) and ANSIBLE_GROUP_KEYS & set(v) for v in doc.values()))
 
 
+def _yaml_mapping(path: str, text: str) -> bool:
+    try:
+        return isinstance(parse_yaml(path, text, InventoryError), dict)
+    except InventoryError:
+        return False
+
+
 def _from_yaml(path: str, text: str, fmt: str) -> Inventory:
     doc = parse_yaml(path, text, InventoryError)
     ours = isinstance(doc, dict) and set(doc) <= TOP_KEYS
@@ -78,10 +85,13 @@ def read(source: Optional[str], fmt: str = "auto") -> Inventory:
         return hostfile.load(source, text)
     if fmt in ("yaml", "ansible-yaml"):
         return _from_yaml(source, text, fmt)
-    if ansible.has_sections(text):
-        return ansible.load_ini(source, text)
-    if hostfile.looks_like(text):
-        return hostfile.load(source, text)
+    # A YAML mapping is YAML, whatever its quoted strings hold: a value spanning lines can
+    # hold a "[group]" line, and only then does the INI reader get its turn.
+    if not _yaml_mapping(source, text):
+        if ansible.has_sections(text):
+            return ansible.load_ini(source, text)
+        if hostfile.looks_like(text):
+            return hostfile.load(source, text)
     try:
         return _from_yaml(source, text, fmt)
     except InventoryError as e:

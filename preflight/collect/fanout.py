@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
+import marshal
 import os
 import queue
 import resource
@@ -45,16 +47,31 @@ def probe_source() -> bytes:
     return resources.files("preflight.collect").joinpath("probe_script.py").read_bytes()
 
 
+@functools.lru_cache(maxsize=1)
+def probe_payload() -> bytes:
+    """What travels on the probe's stdin (BOOTSTRAP reads it): this interpreter's bytecode
+    magic, the probe compiled here (marshal), then its source. A host whose Python has the
+    same magic runs the bytecode, sparing the compile that was a third of the probe's CPU
+    (4 ms of 13); any other compiles the source, as before."""
+    source = probe_source()
+    code = marshal.dumps(compile(source, "preflight-probe", "exec", dont_inherit=True))
+    return importlib.util.MAGIC_NUMBER + b"%08d" % len(code) + code + source
+
+
 def probe_args(host: Host, opts: CollectOptions, budget: float) -> list[str]:
     files = [a for path in opts.files for a in ("--file", path)]
     return ["--python", host.python, "--sample", f"{opts.cpu_sample_s:g}",
             "--budget", f"{budget:.0f}", *files, *([] if opts.paddle else ["--no-paddle"])]
 
 
-# The probe arrives on stdin and is compiled from memory: nothing is written on the host,
-# so a full or read-only /tmp cannot stop a check. -S skips site (the probe needs only the
+# The probe arrives on stdin (probe_payload) and runs from memory: nothing is written on
+# the host, so a full or read-only /tmp cannot stop a check. -S skips site (the probe needs only the
 # standard library; it adds site-packages itself where there is a GPU driver for pynvml).
-BOOTSTRAP = 'import sys; exec(compile(sys.stdin.buffer.read(), "preflight-probe", "exec"))'
+# The magic is read where every CPython keeps it loaded (3.6 onwards), at no import cost.
+BOOTSTRAP = (
+    'import sys,marshal;d=sys.stdin.buffer.read();n=int(d[4:12]);m=getattr(sys.modules.get('
+    '"_frozen_importlib_external"),"MAGIC_NUMBER",b"");exec(marshal.loads(d[12:12+n]) if '
+    'd[:4]==m else compile(d[12+n:],"preflight-probe","exec"))')
 
 
 def remote_command(host: Host, opts: CollectOptions, budget: float) -> str:
@@ -142,7 +159,7 @@ class _Job:
             self.budget = max(1.0, self._remaining() - PROBE_MARGIN_S)
             done = run_with_input(self.conn.client.get_transport(),
                                   remote_command(self.host, self.opts, self.budget),
-                                  probe_source(), timeout=max(0.1, self._remaining()),
+                                  probe_payload(), timeout=max(0.1, self._remaining()),
                                   on_sent=self._probing)
             outcome = self._finish_done(done)
             if outcome.ok and self.opts.keep_connections:

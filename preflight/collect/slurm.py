@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from preflight.collect.fanout import CollectOptions, probe_script, probe_source
+from preflight.collect.fanout import CollectOptions, probe_payload, probe_script
 from preflight.collect.local import LocalProcess
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
 from preflight.collect.remote import Done, Started, in_parallel
@@ -184,7 +184,7 @@ def probe_step(hosts: Sequence[Host], job: Allocation, opts: CollectOptions
                                 probe=probe_script(first, opts, budget))
     argv = job.srun([h.name for h in hosts], "sh", "-c", script, label=True)
     try:
-        p = subprocess.run(argv, input=probe_source(), capture_output=True,
+        p = subprocess.run(argv, input=probe_payload(), capture_output=True,
                            timeout=opts.deadline + IMMEDIATE_S)
         stdout, stderr = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
     except subprocess.TimeoutExpired as e:

@@ -13,7 +13,7 @@ from importlib import resources
 import pytest
 from support import HOSTILE
 
-from preflight.collect.fanout import CollectOptions, probe_args, remote_command
+from preflight.collect.fanout import CollectOptions, probe_args, probe_payload, remote_command
 from preflight.model.host import Host
 
 
@@ -41,7 +41,7 @@ def test_the_probe_runs_from_stdin_as_hosts_run_it(tmp_path):
     host = Host(name="n", address="10.0.0.1", probe_python=sys.executable)
     cmd = remote_command(host, CollectOptions(paddle=False, cpu_sample_s=0.1), budget=20)
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    out = subprocess.run(["/bin/bash", "-c", cmd], input=probe_path().read_bytes(),
+    out = subprocess.run(["/bin/bash", "-c", cmd], input=probe_payload(),
                          capture_output=True, timeout=30, check=True, cwd=tmp_path, env=env)
     doc = json.loads(out.stdout)
     assert doc["schema"] == 1 and doc["cpu"]["sample_s"] == 0.1
@@ -104,7 +104,7 @@ def test_the_probe_needs_no_root(tmp_path):
     host = Host(name="n", address="10.0.0.1", probe_python="/usr/bin/python3")
     cmd = remote_command(host, CollectOptions(paddle=False, cpu_sample_s=0.1), budget=20)
     out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                          "/bin/sh", "-c", cmd], input=probe_path().read_bytes(),
+                          "/bin/sh", "-c", cmd], input=probe_payload(),
                          capture_output=True, timeout=30, check=True, cwd="/")
     doc = json.loads(out.stdout)
     errors = {k: v for k, v in doc.items() if isinstance(v, dict) and "error" in v}

@@ -87,6 +87,10 @@ def test_content_decides_the_format_whatever_the_name(tmp_path):
     assert read(write(tmp_path, "hosts: {n1: {}}\n", "x.cfg")).fmt == "yaml"
     assert read(write(tmp_path, "all:\n  hosts:\n    n1:\n", "x")).fmt == "ansible-yaml"
     assert read(write(tmp_path, "n1 ansible_host=10.0.0.1\n", "y")).fmt == "ansible-ini"
+    # A YAML mapping with a "[group]" line inside a quoted value is still YAML: its reader
+    # names the field the value is bad for (the INI reader would misread the file).
+    with pytest.raises(InventoryError, match="host 'n1': field 'address'"):
+        read(write(tmp_path, "hosts:\n  n1:\n    address: '\n\n  [g]\n\n  '\n", "z"))
 
 
 HOSTS = [Host(name=n, address=n, groups=g) for n, g in [

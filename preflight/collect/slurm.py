@@ -37,11 +37,11 @@ printf '%s\\n' "$out" | base64 -w 76
 echo "{exit}$rc"
 """
 _LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
-# Node states (sinfo %T, lower case) in which a node runs no new step; "*" marks one whose
-# slurmd does not answer.
 # How a drain reason says preflight wrote it (act/drain.py writes them): such a node is
 # re-checked over SSH, since Slurm runs no step on a drained node.
 PREFLIGHT_REASON = "preflight: "
+# Node states (sinfo %T, lower case) in which a node runs no new step; "*" marks one whose
+# slurmd does not answer.
 UNUSABLE = ("down", "drain", "drained", "draining", "fail", "failing", "maint", "future",
             "powered_down", "power_down", "powering_down", "reboot", "inval", "unknown")
 

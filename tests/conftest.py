@@ -69,12 +69,35 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     report = yield
     if report.failed and call.when == "call" and item.get_closest_marker("cluster"):
         report.sections.append(("machine state when it failed", _machine_state()))
+        logs = _sshd_logs(item)
+        if logs:
+            report.sections.append(("what the simulated hosts' sshd logged", logs))
     return report
+
+
+def _sshd_logs(item: pytest.Item) -> str:
+    """The tail of every sshd log of the testbeds the test used that is not empty (sshd runs
+    with LogLevel ERROR: a session it ended, a fatal error)."""
+    beds = [getattr(v, "tb", v) for v in getattr(item, "funcargs", {}).values()]
+    out = []
+    for tb in beds:
+        if isinstance(tb, testbed.Testbed):
+            for host in tb.hosts.values():
+                try:
+                    with open(os.path.join(host.dir, "sshd.log"), errors="replace") as fh:
+                        tail = fh.read()[-1500:]
+                except OSError:
+                    continue
+                if tail.strip():
+                    out.append(f"--- {host.name}\n{tail}")
+    return "\n".join(out)
 
 
 def _machine_state() -> str:
     out = []
-    for argv in (["sh", "-c", "dmesg 2>/dev/null | tail -n 15"], ["free", "-m"],
+    # Not the bridges' and veths' lines: testbeds made later bury everything else.
+    for argv in (["sh", "-c", "dmesg 2>/dev/null | grep -vE 'br0|veth|unregistering|"
+                  "entered|: port [0-9]' | tail -n 15"], ["free", "-m"],
                  ["df", "-h", "/tmp", "/var/tmp"], ["cat", "/proc/loadavg"],
                  ["sh", "-c", "ps -eo pid,ppid,etimes,stat,args --sort=-etimes | "
                   "grep -E 'paddle|preflight-ar|iperf3' | grep -v grep | head -n 30"]):

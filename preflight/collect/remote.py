@@ -163,7 +163,7 @@ class _Channel:
             transport = self.ch.get_transport()
             alive = transport is not None and transport.is_active()
             err += ("\n(ended with no exit status: killed by a signal?)" if alive else
-                    "\n(the SSH connection to the host was lost)")
+                    f"\n(the SSH connection to the host was lost{lost_why(transport)})")
         return Done(exit, self.out.decode("utf-8", "replace"), err, self.overflow)
 
     def close(self) -> None:
@@ -171,6 +171,17 @@ class _Channel:
             self.ch.close()
         except Exception:
             pass
+
+
+def lost_why(transport: Any) -> str:
+    """How paramiko's transport thread ended, as a suffix: the host closed the connection
+    (EOF: its sshd session ended), the socket failed, or the protocol did."""
+    why = getattr(transport, "saved_exception", None)
+    if why is None:
+        return ""
+    if isinstance(why, EOFError):
+        return ": the host closed it"
+    return f": {type(why).__name__}: {why}"[:200]
 
 
 class SshRemote:

@@ -189,12 +189,26 @@ class SshRemote:
 
     def __init__(self, name: str, conn: Any, open_timeout: float = 10.0) -> None:
         self.name, self.conn, self.open_timeout = name, conn, open_timeout
+        self._lock = threading.Lock()
+
+    def _transport(self) -> Any:
+        """The connection's transport, connected again once it was lost: a connection that
+        dropped mid-run must not keep the later commands (stopping, cleaning up) from the
+        host. A host that is gone fails here as any command to it would (connect timeout);
+        a connection closed on purpose (no transport left) is not opened again."""
+        with self._lock:
+            transport = self.conn.client.get_transport()
+            if transport is not None and not transport.is_active():
+                self.conn.close()
+                self.conn.open()
+                transport = self.conn.client.get_transport()
+            return transport
 
     def start(self, command: str) -> Started:
-        return _Channel(self.conn.client.get_transport(), command, self.open_timeout)
+        return _Channel(self._transport(), command, self.open_timeout)
 
     def run(self, command: str, timeout: float) -> Done:
-        ch = _Channel(self.conn.client.get_transport(), command, self.open_timeout)
+        ch = _Channel(self._transport(), command, self.open_timeout)
         try:
             return ch.wait(timeout)
         finally:

@@ -299,7 +299,8 @@ def _watch(members: Sequence[Member], threads: Sequence[threading.Thread],
         now = time.monotonic()
         with lock:
             # The host's `timeout` (exit 124) ending a launcher is a deadline, not a failure.
-            failed = any(not d.ok and d.exit != 124 for d in results.values())
+            failed = any(not d.ok and d.exit != 124 and not finished_anyway(
+                d, watch.progress.get(n), nproc[n]) for n, d in results.items())
         if failed:
             failed_at = now if failed_at is None else failed_at
             if now - failed_at > GRACE_S:
@@ -377,6 +378,14 @@ def _cleanup(members: Sequence[Member], dirs: Mapping[str, str]) -> None:
     _on_all(members, {h: cleanup_command(d) for h, d in dirs.items()})
 
 
+def finished_anyway(done: Done, progress: Optional[P.HostProgress], nproc: int) -> bool:
+    """A command that ended with no exit status (its SSH connection or session went) after
+    the progress read from its host showed every local rank finished: the measurement is
+    whole, and a connection lost at the end is no fault of the collective path."""
+    return (done.exit == -1 and progress is not None and len(progress.ranks) >= nproc
+            and all(r.done for r in progress.ranks))
+
+
 def _sizes(r: Optional[P.RankProgress], ranks: int) -> tuple[SizeResult, ...]:
     return () if r is None else tuple(SizeResult(b, s, ranks) for b, s in r.sizes)
 
@@ -395,6 +404,11 @@ def _summarise(members: Sequence[Member], backend: str, ranks: int, names: tuple
         if final is not None:
             progress[n] = final
     nproc = {m.name: m.nproc for m in members}
+    lost = [n for n, d in results.items() if finished_anyway(d, progress.get(n), nproc[n])]
+    for n in lost:  # ended well; said so beside its hints
+        results = {**results, n: replace(results[n], exit=0)}
+        hints[n] = "; ".join(filter(None, [hints.get(n), "its ranks finished; the SSH "
+                                           "connection went before the exit status came"]))
     r0 = P.rank0(progress)
     if r0 is not None and r0.world:
         ranks = r0.world

@@ -29,6 +29,8 @@ out["signal"] = [d.exit, d.tail(), d.stdout]
 threading.Timer(1.0, conn.client.get_transport().close).start()
 d = remote.run("sleep 10; echo never", timeout=20)
 out["lost"] = [d.exit, d.tail(), d.stdout]
+# The next command connects again: stopping and cleaning up still reach the host.
+out["again"] = remote.run("echo again", timeout=20).stdout
 # The host's side of the connection ends (its sshd session process dies): EOF, said so.
 conn = ssh.connection(host, 10.0, False)
 conn.open()
@@ -49,5 +51,6 @@ def test_a_command_without_exit_status_says_killed_or_connection_lost(cluster):
     assert exit == -1 and "killed by a signal" in tail and stdout == "half\n", out
     exit, tail, stdout = out["lost"]
     assert exit == -1 and "connection to the host was lost" in tail and stdout == "", out
+    assert out["again"] == "again\n", out
     exit, tail, stdout = out["closed"]
     assert exit == -1 and "connection to the host was lost: the host closed it" in tail, out

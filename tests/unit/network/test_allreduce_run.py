@@ -76,6 +76,24 @@ def test_results_come_from_rank_zero_and_every_host_says_what_it_did():
                           "b": "joined; 6 collective(s) done; finished"}
 
 
+def test_a_finished_host_whose_connection_went_before_its_exit_status_passes():
+    # b's ranks had finished by the last progress read from it; then its SSH connection
+    # went (paramiko's -1). The measurement is whole: no failure, and the hint says so.
+    one = [(MIB, 0.01)]
+    out_a = status(130, ("0", joined(0, ops=6, sizes=one, done=True), 129.5))
+    b_seen = P.parse_status(status(129, ("0", joined(1, ops=6, sizes=one, done=True), 128.5)))
+    lost = Done(-1, "", "\n(the SSH connection to the host was lost: the host closed it)")
+    r = summarise("ab", {"a": Done(0, out_a, ""), "b": lost}, ["a", "b"],
+                  watch=AR.Watch({"a": None, "b": b_seen}))
+    assert r.error is None and r.outcome == "done" and r.sizes, r
+    assert "the SSH connection went before the exit status came" in r.logs["b"]
+    # Before its ranks finished, the same loss is the host's failure.
+    b_seen = P.parse_status(status(129, ("0", joined(1, ops=3, sizes=()), 128.5)))
+    r = summarise("ab", {"a": Done(0, out_a, ""), "b": lost}, ["a", "b"],
+                  watch=AR.Watch({"a": None, "b": b_seen}))
+    assert r.outcome == "failed" and "connection to the host was lost" in r.failed["b"], r
+
+
 def test_a_host_behind_the_others_when_the_launch_stops_progressing_never_joined():
     # b's launcher never printed that it waits for peers; a's did: b kept a waiting.
     progress = {"a": P.parse_status(status(50)), "b": P.parse_status(status(50, waiting=False))}

@@ -405,8 +405,8 @@ def _summarise(members: Sequence[Member], backend: str, ranks: int, names: tuple
             progress[n] = final
     nproc = {m.name: m.nproc for m in members}
     lost = [n for n, d in results.items() if finished_anyway(d, progress.get(n), nproc[n])]
+    results = {n: replace(d, exit=0) if n in lost else d for n, d in results.items()}
     for n in lost:  # ended well; said so beside its hints
-        results = {**results, n: replace(results[n], exit=0)}
         hints[n] = "; ".join(filter(None, [hints.get(n), "its ranks finished; the SSH "
                                            "connection went before the exit status came"]))
     r0 = P.rank0(progress)

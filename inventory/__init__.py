@@ -26,6 +26,7 @@ from preflight.inventory.yaml_loader import TOP_KEYS, load_yaml
 from preflight.model.host import Host
 
 FORMATS = ("auto", "yaml", "ansible-ini", "ansible-yaml", "hostfile", "list", "slurm")
+SELF_LISTED = ("slurm",)  # formats that list hosts with no source given (the allocation's)
 ACCEPTED = ("accepted: preflight YAML (defaults, hosts), an Ansible inventory (INI or YAML), "
             "a hostfile (one host per line, 'host slots=N' or 'host:N'), hosts on the command "
             "line (-i 'node[01-16]' or -i a,b,c) or the Slurm allocation (--inventory-format "
@@ -113,4 +114,5 @@ def load(source: Optional[str], fmt: str = "auto", ssh_config: Optional[str] = N
     return limit.apply(hosts, limit_to) if limit_to else hosts
 
 
-__all__ = ["ACCEPTED", "FORMATS", "Entry", "Inventory", "InventoryError", "load", "read"]
+__all__ = ["ACCEPTED", "FORMATS", "SELF_LISTED", "Entry", "Inventory", "InventoryError", "load",
+           "read"]

@@ -15,7 +15,7 @@ from preflight.inventory import validate as V
 from preflight.inventory.entry import Entry, Inventory
 from preflight.inventory.errors import InventoryError
 from preflight.inventory.sshconfig import SshConfig
-from preflight.model.host import Host, local_user
+from preflight.model.host import Host, SshTarget, local_user
 
 USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
@@ -122,22 +122,24 @@ class Resolver:
             if i == 0 and opts.get("proxyjump") and not _to_itself(opts["proxyjump"], hop_name):
                 chain += self._chain(str(opts["proxyjump"]), hop_name, depth + 1)
             chain.append(Host(name=hop_name, address=self._address(hop_name, opts),
-                              **self._ssh(hop_name, opts, Entry(hop_name, user=user,
-                                                                port=port))))
+                              ssh=self._ssh(hop_name, opts, Entry(hop_name, user=user,
+                                                                  port=port))))
         return tuple(chain)
 
-    def _ssh(self, name: str, opts: dict[str, Any], e: Entry) -> dict[str, Any]:
+    def _ssh(self, name: str, opts: dict[str, Any], e: Entry,
+             jump: tuple[Host, ...] = ()) -> SshTarget:
         """How SSH reaches a host or a hop: the inventory's values, else the config's, else
         OpenSSH's defaults."""
-        return {
-            "user": e.user or str(opts.get("user") or local_user()),
-            "port": e.port or self._int(opts, "port", name, "Port") or 22,
-            "identity_files": (e.identity_file,) if e.identity_file else
+        return SshTarget(
+            user=e.user or str(opts.get("user") or local_user()),
+            port=e.port or self._int(opts, "port", name, "Port") or 22,
+            identity_files=(e.identity_file,) if e.identity_file else
             tuple(opts.get("identityfile") or ()),
-            "known_hosts": self._known_hosts(opts, e.known_hosts),
-            "host_key_alias": opts.get("hostkeyalias"),
-            "hash_known_hosts": str(opts.get("hashknownhosts", "no")).lower() == "yes",
-            "connect_timeout": self._int(opts, "connecttimeout", name, "ConnectTimeout")}
+            known_hosts=self._known_hosts(opts, e.known_hosts),
+            jump=jump,
+            host_key_alias=opts.get("hostkeyalias"),
+            hash_known_hosts=str(opts.get("hashknownhosts", "no")).lower() == "yes",
+            connect_timeout=self._int(opts, "connecttimeout", name, "ConnectTimeout"))
 
     def host(self, e: Entry) -> Host:
         if e.identity_file and not os.path.exists(e.identity_file):
@@ -168,8 +170,8 @@ class Resolver:
                                  "ProxyCommand")
         jump = self._chain(str(jump_spec), e.name, 0) if jump_spec else ()
         return Host(name=e.name, address=address, python=e.python,
-                    probe_python=e.probe_python, roles=e.roles, jump=jump, groups=e.groups,
-                    slots=e.slots, **self._ssh(e.name, opts, e))
+                    probe_python=e.probe_python, roles=e.roles, groups=e.groups,
+                    slots=e.slots, ssh=self._ssh(e.name, opts, e, jump))
 
 
 def _to_itself(spec: Any, name: str) -> bool:

@@ -1,6 +1,6 @@
-"""`preflight launch`: runs a report's plan on its hosts over SSH, streams every host's output
-under its name, and stops every process of the job on every host when one host fails, when
-the time limit passes, or on Ctrl-C.
+"""`preflight launch`: runs a report's plan on its hosts (a Remote each, from the transport),
+streams every host's output under its name, and stops every process of the job on every host
+when one host fails, when the time limit passes, or on Ctrl-C.
 
 Every process of the job carries PREFLIGHT_LAUNCH=<token> in its environment (the launcher
 passes its environment on to the ranks and servers it starts, also those it puts in their own
@@ -9,25 +9,18 @@ session), so the stop finds them all through /proc/*/environ without touching an
 from __future__ import annotations
 
 import functools
-import math
-import os
 import secrets
 import shlex
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, TextIO
 
-from preflight.collect import ssh
 from preflight.collect.remote import Remote, Started, in_parallel
 from preflight.config.document import Fields
-from preflight.model.host import Host, Stage
 from preflight.model.plan import Node
-from preflight.placement import sbatch
 from preflight.report import jsonreport
 
 POLL_S = 0.05
@@ -47,8 +40,9 @@ class LaunchOptions:
 
 @dataclass(frozen=True)
 class Source:
-    """The inventory a report was made from, and how it was read."""
+    """The report a plan was read from, and the inventory it was made from."""
 
+    path: str = ""  # the report
     inventory: Optional[str] = None
     fmt: str = "auto"
     ssh_config: Optional[str] = None
@@ -75,7 +69,7 @@ def load_plan(path: str, ignore_verdict: bool = False) -> tuple[list[Node], Sour
         value = doc.data.get(key)
         return value if isinstance(value, str) else None
 
-    return nodes, Source(text("inventory"), text("inventory_format") or "auto",
+    return nodes, Source(path, text("inventory"), text("inventory_format") or "auto",
                          text("ssh_config"), str(plan.data.get("mode") or "collective"))
 
 
@@ -96,40 +90,6 @@ def _node(f: Fields, i: int, n: Any) -> Node:
     nproc = f.count("nproc") if f.has("nproc") else 1
     return Node(host, str(n.get("address", "")), argv[0], rank, nproc, (), tuple(argv),
                 tuple(env.items()))
-
-
-def submit(nodes: Sequence[Node], source: Source, opts: LaunchOptions) -> int:
-    """Runs the plan as one Slurm batch job (sbatch --wait) and returns its exit code; the
-    batch script goes to Slurm from a temporary file here, nothing needs sharing but the
-    training script. The job's output is Slurm's (slurm-JOBID.out in its directory)."""
-    text = sbatch.batch_script(nodes, source.mode)
-    with tempfile.NamedTemporaryFile("w", prefix="preflight-", suffix=".sbatch",
-                                     delete=False) as fh:
-        fh.write(text)
-    argv = ["sbatch", "--wait", "--parsable"]
-    if opts.chdir:
-        argv.append(f"--chdir={opts.chdir}")
-    if opts.timeout:
-        argv.append(f"--time={max(1, math.ceil(opts.timeout / 60))}")
-    try:
-        p = subprocess.run([*argv, fh.name, *opts.script], capture_output=True, text=True,
-                           timeout=None if opts.timeout is None else opts.timeout + 120)
-    except FileNotFoundError:
-        print("preflight launch: sbatch not found (is this a Slurm login node?)",
-              file=sys.stderr)
-        return EXIT_FAILED
-    except subprocess.TimeoutExpired:
-        print("preflight launch: the job did not end within its time limit", file=sys.stderr)
-        return EXIT_TIMEOUT
-    finally:
-        os.unlink(fh.name)
-    job = p.stdout.strip().split(";")[0]
-    where = opts.chdir or "the submit directory"
-    print(f"preflight launch: Slurm job {job or '?'} on {','.join(n.host for n in nodes)} "
-          f"ended with exit {p.returncode} (output: slurm-{job}.out in {where})"
-          + (f": {p.stderr.strip().splitlines()[-1]}" if p.returncode and p.stderr.strip()
-             else ""), file=sys.stderr)
-    return EXIT_OK if p.returncode == 0 else EXIT_FAILED
 
 
 def host_command(node: Node, opts: LaunchOptions, token: str) -> str:
@@ -177,31 +137,6 @@ class _Prefixer:
             with self.lock:
                 self.out.write("".join(self.prefix + t + "\n" for t in text))
                 self.out.flush()
-
-
-def connect(nodes: Sequence[Node], hosts: Mapping[str, Host], opts: LaunchOptions,
-            ) -> tuple[dict[str, Any], dict[str, str]]:
-    """Returns ({host: open connection}, {host: why not}) for every plan host, in parallel."""
-    conns: dict[str, Any] = {}
-    failed: dict[str, str] = {}
-    ssh.quiet_paramiko()
-
-    def one(node: Node) -> None:
-        host = hosts[node.host]
-        conn = ssh.connection(host, opts.connect_timeout, opts.accept_new_host_keys)
-        try:
-            conn.open()
-            conns[node.host] = conn
-        except Exception as e:
-            failed[node.host] = ssh.classify(e, Stage.CONNECT, host,
-                                             opts.connect_timeout).reason
-            conn.close()
-
-    in_parallel([functools.partial(one, n) for n in nodes], opts.connect_timeout * 3 + 5, "connect")
-    for n in nodes:
-        if n.host not in conns and n.host not in failed:
-            failed[n.host] = f"no connection within {opts.connect_timeout * 3 + 5:.0f} s"
-    return conns, failed
 
 
 def run(nodes: Sequence[Node], remotes: Mapping[str, Remote], opts: LaunchOptions,

@@ -6,23 +6,19 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 from preflight import runlog
 from preflight.checks import ALL_CHECKS, CheckSpec, allreduce
-from preflight.collect import slurm
-from preflight.collect.fanout import CollectOptions, collect, local_host
-from preflight.collect.remote import Remote, SshRemote
-from preflight.collect.ssh import close_gateways
+from preflight.collect.fanout import CollectOptions
 from preflight.config.errors import UsageError
-from preflight.inventory import load
 from preflight.judge import judge, run_checks
 from preflight.model.baseline import Audit
 from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Judgement
-from preflight.model.host import Host, HostFailure, HostOutcome, Stage
+from preflight.model.host import Host, HostFailure, HostOutcome, Stage, Via
 from preflight.model.measure import NetworkTests
 from preflight.model.plan import Plan
 from preflight.model.policy import Policy
@@ -35,6 +31,8 @@ from preflight.network.orchestrate import (
 from preflight.placement.planner import plan as make_plan
 from preflight.report import jsonreport, terminal
 from preflight.report.jsonreport import STDOUT
+from preflight.transport import table
+from preflight.transport.base import HostQuery, Transport
 
 
 @dataclass(frozen=True)
@@ -56,7 +54,7 @@ class CheckOptions:
     log: Optional[str] = None  # the results log; None: a new one in the default directory
     write_log: bool = True
     progress: bool = True  # the live count, when stderr is a terminal
-    transport: str = "ssh"  # or "slurm": job steps through srun (collect/slurm.py)
+    transport: Via = Via.SSH  # as named (--transport); transport.table.pick decides
 
 
 @dataclass(frozen=True)
@@ -110,24 +108,19 @@ def _inventory_path(opts: CheckOptions) -> Optional[str]:
     return opts.inventory
 
 
+def transport_of(opts: CheckOptions) -> type[Transport]:
+    """The transport the run's options choose (the table decides)."""
+    return table.pick(opts.transport, opts.inventory, opts.inventory_format)
+
+
 def is_local(opts: CheckOptions) -> bool:
     """Whether the run audits this machine alone (no inventory): no SSH, no peers, no plan."""
-    return not opts.inventory and opts.inventory_format != "slurm"
+    return transport_of(opts).alone
 
 
-def load_hosts(opts: CheckOptions) -> list[Host]:
-    """The hosts of the run: the inventory's as SSH reaches them, or this machine."""
-    if is_local(opts):
-        return [local_host(python=opts.python)]
-    hosts = load(opts.inventory, opts.inventory_format, opts.ssh_config, opts.limit)
-    return cli_timeout_wins(hosts) if opts.connect_timeout_given else hosts
-
-
-def cli_timeout_wins(hosts: Sequence[Host]) -> list[Host]:
-    """The hosts with their config's ConnectTimeout dropped, their hops' too: a
-    --connect-timeout given on the command line wins over the OpenSSH config."""
-    return [replace(h, connect_timeout=None, jump=tuple(
-        replace(j, connect_timeout=None) for j in h.jump)) for h in hosts]
+def host_query(opts: CheckOptions) -> HostQuery:
+    return HostQuery(opts.inventory, opts.inventory_format, opts.ssh_config, opts.limit,
+                     opts.python, opts.connect_timeout_given)
 
 
 def checks_to_run(skip: Sequence[str]) -> list[CheckSpec]:
@@ -138,7 +131,8 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
         argv: Sequence[str] = ()) -> CheckRun:
     """Runs one check; returns everything it learned. Each host's answer and each
     measurement goes to the results log as it arrives."""
-    hosts = load_hosts(opts)
+    transport = transport_of(opts)()
+    hosts = transport.hosts(host_query(opts))
     check_outputs(opts.outputs)
     # The active tests need peers: a local audit of one machine has none.
     active = opts.network is not None and len(hosts) > 1
@@ -147,7 +141,6 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
     started = time.time()
     log = (runlog.open_for_run(opts.log, command, argv, hosts, started, _inventory_path(opts))
            if opts.write_log else None)
-    connections: dict[str, Any] = {}
     network: Optional[NetworkTests] = None
     ips: dict[str, str] = {}  # resolved once, after collection: the plan is made twice
 
@@ -156,23 +149,9 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
             log.host(outcome)
         progress(outcome, done, total)
 
-    job: Optional[slurm.Allocation] = None
-    remotes: dict[str, Remote] = {}
-    rechecked: dict[str, str] = {}
     try:
-        if opts.transport == "slurm":
-            outcomes, job, rechecked = _collect_slurm(hosts, collect_opts, answered,
-                                                      connections)
-            if job is not None:
-                remotes = {o.host.name: slurm.SlurmRemote(o.host.name, job)
-                           for o in outcomes if o.ok and o.host.name not in rechecked}
-            # The nodes re-checked over SSH take part in the active tests over SSH.
-            remotes.update({name: SshRemote(name, conn, collect_opts.connect_timeout)
-                            for name, conn in connections.items()})
-        else:
-            outcomes = collect(hosts, collect_opts, on_result=answered, connections=connections)
-            remotes = {name: SshRemote(name, conn, collect_opts.connect_timeout)
-                       for name, conn in connections.items()}
+        outcomes = transport.collect(hosts, collect_opts, answered)
+        remotes = transport.remotes()
         collect_interrupted = any(o.failure and o.failure.stage is Stage.INTERRUPTED
                                   for o in outcomes)
         ips = _ips(outcomes)
@@ -192,60 +171,10 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
                 log.network(network)
     finally:
         progress.close()
-        for conn in connections.values():
-            conn.close()
-        close_gateways()
-        if job is not None:
-            job.close()
+        transport.close()
     interrupted = collect_interrupted or bool(network and network.interrupted)
     return judged(opts, command, audit, hosts, outcomes, network, started,
-                  round(time.time() - started, 3), interrupted, log, ips, rechecked)
-
-
-def _collect_slurm(hosts: Sequence[Host], opts: CollectOptions,
-                   answered: Callable[[HostOutcome, int, int], None],
-                   connections: dict[str, Any],
-                   ) -> tuple[list[HostOutcome], Optional[slurm.Allocation], dict[str, str]]:
-    """The hosts' outcomes through Slurm, the job their steps ran in (the user's
-    allocation, else one asked for the nodes that can run a step, given back by the caller),
-    and {node: its drain reason} for the nodes re-checked over SSH.
-
-    A node Slurm will not run a step on is a finding with Slurm's reason, except one that
-    preflight drained: Slurm runs no step there, so the fix would never be seen and `resume`
-    could never return it. Such a node is re-checked over SSH, as the operator who drains
-    and resumes nodes reaches it (pam_slurm_adopt lets administrators in), and it stays
-    drained throughout: no job can land on it before it has passed."""
-    try:
-        states = slurm.nodes([h.name for h in hosts])
-    except slurm.SlurmError as e:
-        raise UsageError(f"--transport slurm: {e}") from None
-    # Peers reach a node at its NodeAddr (no SSH_CONNECTION tells it here).
-    hosts = [replace(h, address=states[h.name].address) if h.name in states else h
-             for h in hosts]
-    recheck = {h.name: states[h.name].reason for h in hosts
-               if h.name in states and states[h.name].drained_by_preflight}
-    through_slurm = [h for h in hosts if h.name not in recheck]
-    usable = [h.name for h in through_slurm if h.name in states and not states[h.name].usable]
-    done: dict[str, HostOutcome] = {}
-    job = slurm.Allocation.current()
-    if job is None and usable:
-        try:
-            job = slurm.Allocation.request(usable, opts.connect_timeout)
-        except slurm.SlurmError as e:
-            done = {h.name: HostOutcome(h, failure=HostFailure(Stage.SLURM, str(e)))
-                    for h in through_slurm}
-    if through_slurm and not done:
-        done = {o.host.name: o for o in slurm.collect(through_slurm, opts, job, states)}
-    over_ssh = [h for h in hosts if h.name in recheck]
-    for o in collect(over_ssh, opts, connections=connections) if over_ssh else ():
-        done[o.host.name] = o if o.ok or o.failure is None else HostOutcome(
-            o.host, failure=HostFailure(Stage.SLURM, (
-                f"node drained ({recheck[o.host.name]}); its re-check over SSH failed "
-                f"({o.failure.stage.value}): {o.failure.reason}")), elapsed_s=o.elapsed_s)
-    outcomes = [done[h.name] for h in hosts]
-    for i, o in enumerate(outcomes, 1):
-        answered(o, i, len(outcomes))
-    return outcomes, job, recheck
+                  round(time.time() - started, 3), interrupted, log, ips, transport.notes())
 
 
 def left_out_so_far(policy: Policy, audit: Optional[Audit], ips: Mapping[str, str],
@@ -271,10 +200,10 @@ def judged(opts: CheckOptions, command: str, audit: Optional[Audit], hosts: Sequ
            duration: Optional[float], interrupted: bool,
            log: Optional[runlog.RunLog] = None,
            ips: Optional[Mapping[str, str]] = None,
-           rechecked: Optional[Mapping[str, str]] = None) -> CheckRun:
+           notes: Optional[Mapping[str, Any]] = None) -> CheckRun:
     """Checks, plan, verdict and report document of what a run learned (live or logged);
     ips: the hosts' addresses as the run resolved them (resolved here when not given);
-    rechecked: the Slurm nodes preflight had drained, re-checked over SSH, and why drained."""
+    notes: what the transport records of how it reached the hosts (Transport.notes)."""
     cluster = Cluster(tuple(outcomes), opts.policy, network, audit)
     findings = run_checks(cluster, checks_to_run(opts.skip))
     plan = make_plan(cluster, findings, _ips(outcomes) if ips is None else ips)
@@ -287,9 +216,7 @@ def judged(opts: CheckOptions, command: str, audit: Optional[Audit], hosts: Sequ
         "command": command, "local": local, "started_at": started, "duration_s": duration,
         "inventory": _inventory_path(opts), "inventory_format": opts.inventory_format,
         "ssh_config": opts.ssh_config, "limit": opts.limit, "interrupted": interrupted,
-        "fail_on": opts.fail_on}
-    if rechecked:
-        meta["rechecked_over_ssh"] = dict(rechecked)
+        "fail_on": opts.fail_on, **(notes or {})}
     if audit is not None:
         b = audit.baseline
         meta["audit"] = {"baseline": os.path.abspath(b.path), "taken_at": b.taken_at,

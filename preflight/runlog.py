@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
 from preflight.config.errors import InputError
-from preflight.model.host import Host, HostFailure, HostOutcome, Stage
+from preflight.model.host import Host, HostFailure, HostOutcome, SshTarget, Stage, Via
 from preflight.model.measure import (
     AllReduce,
     IperfResult,
@@ -241,19 +241,29 @@ def _typed(path: str, records: list[tuple[int, dict[str, Any]]]) -> LoggedRun:
 
 
 def _host(d: dict[str, Any]) -> Host:
-    """A host as a log recorded it (logs of earlier versions had one identity_file and one
-    known_hosts file)."""
+    """A host as a log recorded it. Logs of earlier releases kept the SSH fields beside the
+    others and a `local` flag (and, earlier still, one identity_file and one known_hosts
+    file): they read the same."""
     d = dict(d)
-    if "identity_file" in d:
-        one = d.pop("identity_file")
-        d.setdefault("identity_files", [one] if one else [])
-    if isinstance(d.get("known_hosts"), str):
-        d["known_hosts"] = [d["known_hosts"]]
-    for key in ("roles", "identity_files", "known_hosts", "groups"):
+    ssh = dict(d.pop("ssh", None) or {k: d[k] for k in _SSH_FIELDS_OF_OLD if k in d})
+    if "identity_file" in ssh:
+        one = ssh.pop("identity_file")
+        ssh.setdefault("identity_files", [one] if one else [])
+    if isinstance(ssh.get("known_hosts"), str):
+        ssh["known_hosts"] = [ssh["known_hosts"]]
+    for key in ("identity_files", "known_hosts"):
+        ssh[key] = tuple(ssh.get(key) or ())
+    ssh["jump"] = tuple(_host(j) for j in ssh.get("jump") or ())
+    for key in ("roles", "groups"):
         d[key] = tuple(d.get(key) or ())
-    d["jump"] = tuple(_host(j) for j in d.get("jump") or ())
+    d["via"] = Via.LOCAL if d.pop("local", False) else Via(d.get("via") or Via.SSH)
+    d["ssh"] = SshTarget(**{k: v for k, v in ssh.items() if k in SshTarget.__dataclass_fields__})
     known = set(Host.__dataclass_fields__)
     return Host(**{k: v for k, v in d.items() if k in known})
+
+
+_SSH_FIELDS_OF_OLD = ("user", "port", "identity_file", "identity_files", "known_hosts", "jump",
+                      "host_key_alias", "hash_known_hosts", "connect_timeout")
 
 
 def _outcome(host: Host, rec: dict[str, Any]) -> HostOutcome:

@@ -12,6 +12,7 @@ from preflight.checks import ALL_CHECKS
 from preflight.inventory import FORMATS
 from preflight.judge import FAIL_ON
 from preflight.model.baseline import DEFAULT_MAX_AGE_S, DEFAULT_TOLERANCE
+from preflight.model.host import Via
 from preflight.network.allreduce import DEFAULT_SIZES_MIB
 from preflight.report.terminal import COLOR_CHOICES
 
@@ -101,11 +102,11 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
     """The options of a check run, shared by check, baseline and audit."""
     _inventory_options(c, INVENTORY_HELP + ("" if inventory_required else "; without it, "
                        "this machine is audited locally, without SSH"), inventory_required)
-    c.add_argument("--transport", choices=("ssh", "slurm"), default="ssh",
-                   help="how hosts are reached: ssh (default) or slurm: job steps through "
+    c.add_argument("--transport", choices=[v.value for v in Via], default=Via.SSH.value,
+                   help="how hosts are reached: ssh (default); slurm: job steps through "
                    "srun, in the current allocation ($SLURM_JOB_ID) or in one preflight asks "
-                   "for (salloc --immediate) and gives back; the nodes are -i's, else "
-                   "$SLURM_JOB_NODELIST's")
+                   "for (salloc --immediate) and gives back, the nodes -i's, else "
+                   "$SLURM_JOB_NODELIST's; local: this machine alone, as with no -i")
     c.add_argument("--limit", metavar="PATTERN",
                    help="check only these hosts: names, groups, wildcards or ranges, "
                    "comma-separated; !PAT leaves out, &PAT intersects (as Ansible's --limit)")
@@ -307,7 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="stop the job on every host after S seconds (default: no limit)")
     la.add_argument("--connect-timeout", type=positive(float), default=None, metavar="S")
     la.add_argument("--accept-new-host-keys", action="store_true")
-    la.add_argument("--transport", choices=("ssh", "slurm"), default="ssh",
+    la.add_argument("--transport", choices=[v.value for v in Via],
+                    default=Via.SSH.value,
                     help="ssh (default): the launchers over SSH; slurm: the plan as one batch "
                     "job (sbatch --wait), srun starting each node's launcher")
     la.add_argument("--ignore-verdict", action="store_true",

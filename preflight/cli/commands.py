@@ -15,26 +15,22 @@ from preflight.act import drain, health
 from preflight.cli.args import build_parser
 from preflight.collect import slurm
 from preflight.collect.fanout import CollectOptions
-from preflight.collect.remote import SshRemote
-from preflight.collect.ssh import close_gateways
 from preflight.config.errors import InputError, UsageError
 from preflight.config.policy import build as build_policy
 from preflight.history import baseline, diff, profile
-from preflight.inventory import load
 from preflight.launch import LaunchOptions, load_plan
-from preflight.launch import connect as launch_connect
-from preflight.launch import run as launch_run
-from preflight.launch import submit as launch_submit
 from preflight.model.baseline import Audit
 from preflight.model.findings import Verdict
+from preflight.model.host import Via
 from preflight.network.allreduce import AllReduceOptions
 from preflight.network.iperf import IperfOptions
 from preflight.network.orchestrate import NetworkOptions
 from preflight.pipeline import CheckOptions, CheckRun
-from preflight.placement import launcher, sbatch
 from preflight.report import files, jsonreport, terminal
 from preflight.report.jsonreport import STDOUT
 from preflight.report.units import rate
+from preflight.transport import table
+from preflight.transport.base import HostQuery
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 EXIT_GO, EXIT_NO_GO, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -71,10 +67,10 @@ def check_options(args: argparse.Namespace) -> CheckOptions:
         run_allreduce=not args.no_allreduce)
     outputs = report_files(args).outputs()
     outputs["--emit-launch"] = getattr(args, "emit_launch", None)
-    slurm_nodes = args.transport == "slurm" and not args.inventory
+    via = Via(args.transport)
     return CheckOptions(
-        policy=policy, inventory=args.inventory, python=args.python, transport=args.transport,
-        inventory_format="slurm" if slurm_nodes else args.inventory_format,
+        policy=policy, inventory=args.inventory, python=args.python, transport=via,
+        inventory_format=table.inventory_format(via, args.inventory, args.inventory_format),
         ssh_config=args.ssh_config, limit=args.limit,
         skip=tuple(dict.fromkeys(args.skip)),
         connect_timeout_given=args.connect_timeout is not None,
@@ -116,16 +112,14 @@ def _show(doc: Mapping[str, Any], args: argparse.Namespace) -> None:
 
 
 def cmd_check(args: argparse.Namespace, audit: Optional[Audit] = None) -> int:
-    run = pipeline.run(check_options(args), "audit" if audit else "check", audit, args.argv)
+    opts = check_options(args)
+    run = pipeline.run(opts, "audit" if audit else "check", audit, args.argv)
     files.write(report_files(args), run.doc)
     _show(run.doc, args)
     if args.emit_launch and run.plan.nodes:
-        batch = args.transport == "slurm"
-        launcher.emit(run.plan, args.emit_launch, batch=batch)
+        wrote = pipeline.transport_of(opts)().emit(run.plan, args.emit_launch)
         if not args.quiet:
-            print(f"launch scripts: {len(run.plan.nodes)} hosts in {args.emit_launch}"
-                  + (f" (and {sbatch.NAME}: sbatch it with the training script)" if batch
-                     else ""), file=human_stream(args))
+            print(wrote, file=human_stream(args))
     code = _exit_code(run)
     run.close_log(code)
     return code
@@ -271,37 +265,20 @@ def cmd_launch(args: argparse.Namespace) -> int:
         raise UsageError("launch: give the training script after --, e.g. "
                          "preflight launch --plan report.json -- train.py --epochs 1")
     nodes, source = load_plan(args.plan, args.ignore_verdict)
-    if args.transport == "slurm":
-        return launch_submit(nodes, source, LaunchOptions(tuple(script), args.chdir,
-                                                          args.timeout))
+    via = Via(args.transport)
     inventory = args.inventory or source.inventory
     fmt = args.inventory_format if args.inventory or args.inventory_format != "auto" \
         else source.fmt
-    if not inventory and fmt != "slurm":
-        raise UsageError(f"--plan {args.plan}: the report names no inventory (a local audit?); "
-                         "pass -i INVENTORY")
-    hosts = {h.name: h for h in load(inventory, fmt, args.ssh_config or source.ssh_config)}
-    missing = [n.host for n in nodes if n.host not in hosts]
-    if missing:
-        raise UsageError(f"--plan {args.plan}: host {missing[0]} is not in {inventory}")
-    if args.connect_timeout is not None:
-        hosts = {h.name: h for h in pipeline.cli_timeout_wins(list(hosts.values()))}
-    connect_timeout = args.connect_timeout or DEFAULT_CONNECT_TIMEOUT
-    opts = LaunchOptions(tuple(script), args.chdir, args.timeout, connect_timeout,
+    query = HostQuery(inventory, fmt, args.ssh_config or source.ssh_config,
+                      cli_timeout=args.connect_timeout is not None)
+    opts = LaunchOptions(tuple(script), args.chdir, args.timeout,
+                         args.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
                          args.accept_new_host_keys)
-    conns, failed = launch_connect(nodes, hosts, opts)
+    transport = table.new(via, inventory, fmt)
     try:
-        if failed:
-            for host, why in failed.items():
-                print(f"preflight launch: {host}: {why}", file=sys.stderr)
-            print("preflight launch: nothing started", file=sys.stderr)
-            return EXIT_NO_GO
-        remotes = {n: SshRemote(n, c, connect_timeout) for n, c in conns.items()}
-        return launch_run(nodes, remotes, opts)
+        return transport.launch(nodes, source, query, opts)
     finally:
-        for conn in conns.values():
-            conn.close()
-        close_gateways()
+        transport.close()
 
 
 COMMANDS = {"check": cmd_check, "audit": cmd_audit, "baseline": cmd_baseline,

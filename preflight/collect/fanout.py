@@ -6,11 +6,9 @@ import functools
 import importlib.util
 import logging
 import marshal
-import os
 import queue
 import resource
 import shlex
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -94,17 +92,17 @@ def probe_script(host: Host, opts: CollectOptions, budget: float) -> str:
             f"exec {run}")
 
 
-class _Job:
-    """One host's collection in its own thread; the dispatcher may abort it at its deadline."""
+class Job:
+    """One host's collection in its own thread; the dispatcher may abort it at its deadline.
+    A transport's kind of job says how the probe reaches the host (_collect, abort)."""
 
     def __init__(self, host: Host, opts: CollectOptions, results: queue.Queue[Any],
                  go: threading.Event) -> None:
         self.host, self.opts, self.results, self.go = host, opts, results, go
         self.stage = Stage.CONNECT
         self.started = time.monotonic()
-        self.conn: Any = None
+        self.conn: Any = None  # an open connection collect() hands on (keep)
         self.keep = False
-        self.proc: Optional[subprocess.Popen[bytes]] = None
         self.budget = opts.deadline  # what the probe may spend on the host; set before it runs
         self.thread = threading.Thread(target=self._run, name=f"probe-{host.name}", daemon=True)
 
@@ -118,10 +116,16 @@ class _Job:
             outcome = HostOutcome(self.host, failure=failure)
         self.results.put((self, outcome))
 
-    def _remaining(self) -> float:
+    def _collect(self) -> HostOutcome:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        """Cuts the host off, unblocking whatever the job's thread waits on."""
+
+    def remaining(self) -> float:
         return self.opts.deadline - (time.monotonic() - self.started)
 
-    def _finish(self, stdout: str, exited: int, stderr: str) -> HostOutcome:
+    def finish(self, stdout: str, exited: int, stderr: str) -> HostOutcome:
         received = time.time()
         elapsed = time.monotonic() - self.started
         if exited != 0:
@@ -146,9 +150,15 @@ class _Job:
         return HostOutcome(self.host, facts=facts, elapsed_s=elapsed, received_at=received,
                            probe_output=stdout)
 
+    def deadline_outcome(self) -> HostOutcome:
+        return HostOutcome(self.host, failure=deadline_failure(self),
+                           elapsed_s=time.monotonic() - self.started)
+
+
+class SshJob(Job):
+    """The probe over SSH: one connection, the probe on the command's stdin."""
+
     def _collect(self) -> HostOutcome:
-        if self.host.local:
-            return self._collect_local()
         early = ssh.preflight_failure(self.host)
         if early:
             return HostOutcome(self.host, failure=early)
@@ -157,10 +167,10 @@ class _Job:
         try:
             self.conn.open()
             self.stage = Stage.UPLOAD  # the probe travels on the command's stdin
-            self.budget = max(1.0, self._remaining() - PROBE_MARGIN_S)
+            self.budget = max(1.0, self.remaining() - PROBE_MARGIN_S)
             done = run_with_input(self.conn.client.get_transport(),
                                   remote_command(self.host, self.opts, self.budget),
-                                  probe_payload(), timeout=max(0.1, self._remaining()),
+                                  probe_payload(), timeout=max(0.1, self.remaining()),
                                   on_sent=self._probing)
             outcome = self._finish_done(done)
             if outcome.ok and self.opts.keep_connections:
@@ -179,35 +189,14 @@ class _Job:
                 Stage.PROBE, f"probe printed more than {MAX_OUTPUT >> 20} MiB; cut off"),
                 elapsed_s=time.monotonic() - self.started)
         if done.exit is None:  # the same event as the dispatcher's deadline, met first
-            return HostOutcome(self.host, failure=deadline_failure(self),
-                               elapsed_s=time.monotonic() - self.started)
-        return self._finish(done.stdout, done.exit, done.stderr)
-
-    def _collect_local(self) -> HostOutcome:
-        path = str(resources.files("preflight.collect").joinpath("probe_script.py"))
-        self.budget = max(1.0, self._remaining() - PROBE_MARGIN_S)
-        self.stage = Stage.PROBE
-        self.proc = subprocess.Popen([self.host.probe_python, path,
-                                      *probe_args(self.host, self.opts, self.budget)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        try:
-            out, err = self.proc.communicate(timeout=max(0.1, self._remaining()))
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.communicate()
-            return HostOutcome(self.host, failure=deadline_failure(self),
-                               elapsed_s=time.monotonic() - self.started)
-        code = self.proc.returncode
-        return self._finish(out.decode("utf-8", "replace"), 128 - code if code < 0 else code,
-                            err.decode("utf-8", "replace"))  # -N: killed by signal N
+            return self.deadline_outcome()
+        return self.finish(done.stdout, done.exit, done.stderr)
 
     def abort(self) -> None:
-        """Cuts the host off: closing its transport unblocks whatever the thread waits on."""
+        """Closing its transport unblocks whatever the thread waits on."""
         try:
             if self.conn is not None:
                 self.conn.client.close()
-            if self.proc is not None and self.proc.poll() is None:
-                self.proc.kill()
         except Exception:
             pass
 
@@ -221,7 +210,7 @@ def _close_quietly(conn: Any) -> None:
         log.debug("closing %s: %s: %s", getattr(conn, "host", "?"), type(e).__name__, e)
 
 
-def deadline_failure(job: _Job) -> HostFailure:
+def deadline_failure(job: Job) -> HostFailure:
     return HostFailure(Stage.TIMEOUT, f"no answer within the {job.opts.deadline:.0f} s deadline "
                        f"(stopped during {job.stage.value})")
 
@@ -252,9 +241,11 @@ def raise_fd_limit(needed: int) -> int:
 
 def collect(hosts: Sequence[Host], opts: CollectOptions,
             on_result: Optional[Progress] = None,
-            connections: Optional[dict[str, Any]] = None) -> list[HostOutcome]:
+            connections: Optional[dict[str, Any]] = None,
+            job: type[Job] = SshJob) -> list[HostOutcome]:
     """Returns one outcome per host, in inventory order, within about
-    ceil(len(hosts) / forks) * deadline seconds whatever the hosts do.
+    ceil(len(hosts) / forks) * deadline seconds whatever the hosts do; job: how the probe
+    reaches a host (over SSH unless a transport says otherwise).
 
     With opts.keep_connections, the open connections of answered hosts are put in
     `connections` by host name; the caller closes them."""
@@ -264,7 +255,7 @@ def collect(hosts: Sequence[Host], opts: CollectOptions,
     results: queue.Queue[Any] = queue.Queue()
     pending = list(hosts)
     pending.reverse()
-    running: dict[str, _Job] = {}
+    running: dict[str, Job] = {}
     outcomes: dict[str, HostOutcome] = {}
 
     def record(outcome: HostOutcome) -> None:
@@ -273,19 +264,19 @@ def collect(hosts: Sequence[Host], opts: CollectOptions,
             on_result(outcome, len(outcomes), len(hosts))
 
     try:
-        _dispatch(hosts, opts, pending, running, results, record, kept)
+        _dispatch(job, opts, pending, running, results, record, kept)
     except KeyboardInterrupt:
         # Keep what was learned: answered hosts stay, the rest are marked, none is dropped.
-        for job in running.values():
-            job.abort()
+        for j in running.values():
+            j.abort()
         for host in [j.host for j in running.values()] + pending[::-1]:
             record(HostOutcome(host, failure=HostFailure(
                 Stage.INTERRUPTED, "run interrupted before this host answered")))
     return [outcomes[h.name] for h in hosts]
 
 
-def _dispatch(hosts: Sequence[Host], opts: CollectOptions, pending: list[Host],
-              running: dict[str, _Job], results: queue.Queue[Any],
+def _dispatch(kind: type[Job], opts: CollectOptions, pending: list[Host],
+              running: dict[str, Job], results: queue.Queue[Any],
               record: Callable[[HostOutcome], None], kept: dict[str, Any]) -> None:
     # Thread.start() waits until the new thread holds the GIL; with the first hosts already
     # deep in their handshakes that took ~5 ms a thread (64 hosts: the last began 0.3 s
@@ -293,7 +284,7 @@ def _dispatch(hosts: Sequence[Host], opts: CollectOptions, pending: list[Host],
     go = threading.Event()
     while pending or running:
         while pending and len(running) < max(1, opts.forks):
-            job = _Job(pending.pop(), opts, results, go)
+            job = kind(pending.pop(), opts, results, go)
             running[job.host.name] = job
             job.thread.start()
         go.set()
@@ -316,10 +307,6 @@ def _dispatch(hosts: Sequence[Host], opts: CollectOptions, pending: list[Host],
             if now - job.started >= opts.deadline:
                 del running[name]
                 job.abort()
-                record(HostOutcome(job.host, failure=deadline_failure(job),
-                                   elapsed_s=now - job.started))
+                record(job.deadline_outcome())
 
 
-def local_host(python: str = "python3") -> Host:
-    """Returns the Host that stands for this machine in a local audit."""
-    return Host(name=os.uname().nodename, address="localhost", python=python, local=True)

@@ -4,12 +4,16 @@ commands an SSH host would, without SSH), and Slurm's, whose steps are local sru
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 import time
+from importlib import resources
 from typing import Any, Optional
 
+from preflight.collect.fanout import PROBE_MARGIN_S, Job, probe_args
 from preflight.collect.remote import MAX_OUTPUT, POLL_S, Done, Started
+from preflight.model.host import Host, HostOutcome, Stage, Via
 
 CLOSE_S = 3.0  # what a process stopped with TERM gets before KILL
 
@@ -85,3 +89,38 @@ class LocalRemote:
             return proc.wait(timeout)
         finally:
             proc.close()
+
+
+def local_host(python: str = "python3") -> Host:
+    """Returns the Host that stands for this machine in a local audit."""
+    return Host(name=os.uname().nodename, address="localhost", python=python, via=Via.LOCAL)
+
+
+class LocalJob(Job):
+    """The probe on this machine, as a subprocess of the file itself (no SSH, no stdin)."""
+
+    proc: Optional[subprocess.Popen[bytes]] = None
+
+    def _collect(self) -> HostOutcome:
+        path = str(resources.files("preflight.collect").joinpath("probe_script.py"))
+        self.budget = max(1.0, self.remaining() - PROBE_MARGIN_S)
+        self.stage = Stage.PROBE
+        self.proc = subprocess.Popen([self.host.probe_python, path,
+                                      *probe_args(self.host, self.opts, self.budget)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            out, err = self.proc.communicate(timeout=max(0.1, self.remaining()))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            return self.deadline_outcome()
+        code = self.proc.returncode
+        return self.finish(out.decode("utf-8", "replace"), 128 - code if code < 0 else code,
+                           err.decode("utf-8", "replace"))  # -N: killed by signal N
+
+    def abort(self) -> None:
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+        except Exception:
+            pass

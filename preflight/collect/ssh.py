@@ -84,7 +84,7 @@ class HostKeyPolicy(paramiko.MissingHostKeyPolicy):
         cert = getattr(key, "public_blob", None)
         cert_problem = ""
         if cert is not None and cert.key_type in hostcert.CERT_TYPES:
-            principals = [self.host.host_key_alias or self.host.address, self.host.name]
+            principals = [self.host.ssh.host_key_alias or self.host.address, self.host.name]
             why = hostcert.verify(self.known, names, principals, cert.key_blob, blob)
             if why is None:
                 log.debug("%s: host certificate accepted", self.host.name)
@@ -102,9 +102,9 @@ class HostKeyPolicy(paramiko.MissingHostKeyPolicy):
             raise paramiko.BadHostKeyException(hostname, key, old)
         if cert_problem:
             raise RefusedHostKey(hostname, cert_problem)
-        if self.accept_new and self.host.known_hosts:
-            knownhosts.append(self.host.known_hosts[0], knownhosts.line_for(
-                names[:1], key_type, key.get_base64(), self.host.hash_known_hosts))
+        if self.accept_new and self.host.ssh.known_hosts:
+            knownhosts.append(self.host.ssh.known_hosts[0], knownhosts.line_for(
+                names[:1], key_type, key.get_base64(), self.host.ssh.hash_known_hosts))
             log.info("accepted new host key %s for %s", fingerprint(key), names[0])
             return
         hint = ""
@@ -113,7 +113,7 @@ class HostKeyPolicy(paramiko.MissingHostKeyPolicy):
             hint = f" (known_hosts has a {', '.join(other)} key for it)"
         elif self.known.for_names(names, "cert-authority"):
             hint = " (a @cert-authority line covers it, but the host offered no certificate)"
-        raise UnknownHostKey(hostname, key, self.host.known_hosts, hint)
+        raise UnknownHostKey(hostname, key, self.host.ssh.known_hosts, hint)
 
 
 class _KeyOrder(paramiko.Transport):
@@ -273,15 +273,15 @@ def close_gateways() -> None:
 def connection(host: Host, connect_timeout: float, accept_new: bool) -> Connection:
     """Returns an unopened Fabric Connection whose client verifies host keys, through the
     host's ProxyJump hops if it has any."""
-    gateway = _gateway(host.jump, connect_timeout, accept_new) if host.jump else None
+    gateway = _gateway(host.ssh.jump, connect_timeout, accept_new) if host.ssh.jump else None
     return _connection(host, connect_timeout, accept_new, gateway,
                        _Behind if gateway is not None else Connection)
 
 
 def _connection(host: Host, connect_timeout: float, accept_new: bool,
                 gateway: Optional[Connection], kind: type[Connection]) -> Connection:
-    timeout = max(1, int(round(host.connect_timeout or connect_timeout)))
-    known = knownhosts.load(host.known_hosts)
+    timeout = max(1, int(round(host.ssh.connect_timeout or connect_timeout)))
+    known = knownhosts.load(host.ssh.known_hosts)
     for warning in known.warnings:
         _warn_once(warning)
     kwargs: dict[str, object] = {
@@ -289,12 +289,12 @@ def _connection(host: Host, connect_timeout: float, accept_new: bool,
         "auth_timeout": timeout,
         "channel_timeout": timeout,
         "allow_agent": bool(os.environ.get("SSH_AUTH_SOCK")),
-        "look_for_keys": not host.identity_files,
+        "look_for_keys": not host.ssh.identity_files,
         "transport_factory": _transport_factory(key_order(host, known)),
     }
-    if host.identity_files:
-        kwargs["key_filename"] = [f for f in host.identity_files if os.path.exists(f)]
-    conn = kind(host=host.address, user=host.user, port=host.port, connect_timeout=timeout,
+    if host.ssh.identity_files:
+        kwargs["key_filename"] = [f for f in host.ssh.identity_files if os.path.exists(f)]
+    conn = kind(host=host.address, user=host.ssh.user, port=host.ssh.port, connect_timeout=timeout,
                 connect_kwargs=kwargs, config=_fabric_config(), gateway=gateway)
     client: paramiko.SSHClient = conn.client
     # Fabric installs AutoAddPolicy and loads no known_hosts: the policy decides every key.
@@ -317,22 +317,22 @@ def preflight_failure(host: Host) -> Optional[HostFailure]:
     left to offer, it could only fail)."""
     if os.environ.get("SSH_AUTH_SOCK"):
         return None
-    for hop in (*host.jump, host):
-        if hop.identity_files and not any(os.path.exists(f) for f in hop.identity_files):
+    for hop in (*host.ssh.jump, host):
+        if hop.ssh.identity_files and not any(os.path.exists(f) for f in hop.ssh.identity_files):
             where = "" if hop is host else f"jump host {hop.name}: "
             return HostFailure(Stage.AUTH, f"{where}identity file "
-                               f"{', '.join(hop.identity_files)} does not exist")
+                               f"{', '.join(hop.ssh.identity_files)} does not exist")
     return None
 
 
 def classify(exc: BaseException, stage: Stage, host: Host, connect_timeout: float) -> HostFailure:
     """Returns the failure an exception means at a stage, worded for an operator."""
-    where = f"{host.address}:{host.port}"
+    where = f"{host.address}:{host.ssh.port}"
     if isinstance(exc, JumpFailed):
         inner = classify(exc.error, Stage.CONNECT, exc.hop, connect_timeout)
         return HostFailure(inner.stage, f"through jump host {exc.hop.name}: {inner.reason}")
-    if isinstance(exc, paramiko.ChannelException) and host.jump:
-        return HostFailure(Stage.CONNECT, f"jump host {host.jump[-1].name} could not open a "
+    if isinstance(exc, paramiko.ChannelException) and host.ssh.jump:
+        return HostFailure(Stage.CONNECT, f"jump host {host.ssh.jump[-1].name} could not open a "
                            f"connection to {where}: {exc.text}")
     if isinstance(exc, RefusedHostKey):
         return HostFailure(Stage.HOST_KEY, f"host key refused for {where}: {exc.reason}")
@@ -348,7 +348,7 @@ def classify(exc: BaseException, stage: Stage, host: Host, connect_timeout: floa
             f"{', '.join(exc.files) or 'any known_hosts file'}; refused. Verify it and add it "
             f"to known_hosts (ssh-keyscan), or pass --accept-new-host-keys"))
     if isinstance(exc, paramiko.AuthenticationException):
-        return HostFailure(Stage.AUTH, f"authentication refused for user {host.user!r} at "
+        return HostFailure(Stage.AUTH, f"authentication refused for user {host.ssh.user!r} at "
                            f"{where}: {exc}")
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
         codes = {getattr(e, "errno", None) for e in exc.errors.values()}

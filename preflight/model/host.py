@@ -19,36 +19,59 @@ def local_user() -> str:
         return os.environ.get("USER") or str(os.getuid())
 
 
-@dataclass(frozen=True)
-class Host:
-    """One host to check, as SSH will reach it: the inventory's values, then the user's
-    OpenSSH config, then OpenSSH's defaults, already applied (see inventory.resolve)."""
+class Via(str, enum.Enum):
+    """The transport that reaches a host (preflight.transport has one module for each)."""
 
-    name: str  # as the inventory names it (an ssh_config alias is fine)
-    address: str  # what SSH connects to: HostName after the config, else the name
+    SSH = "ssh"
+    SLURM = "slurm"  # job steps through srun
+    LOCAL = "local"  # this machine, audited alone: no SSH at all
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """How SSH reaches a host: the inventory's values, then the user's OpenSSH config, then
+    OpenSSH's defaults, already applied (see inventory.resolve). A Slurm node has one too:
+    a node preflight drained is re-checked over SSH."""
+
     user: str = field(default_factory=lambda: local_user())
     port: int = 22
     identity_files: tuple[str, ...] = ()  # tried in order; none: ssh-agent and ~/.ssh/id_*
     # known_hosts files read, in order; the first is the one --accept-new-host-keys writes.
     known_hosts: tuple[str, ...] = ()
-    python: str = "python3"
-    probe_python: str = "python3"
-    local: bool = False  # audit of this machine: no SSH at all
-    roles: tuple[str, ...] = ("worker", "server")  # what the plan may make of it
     jump: tuple[Host, ...] = ()  # ProxyJump hops, first hop first; each resolved like a host
     host_key_alias: Optional[str] = None  # HostKeyAlias: the name keys are looked up by
     hash_known_hosts: bool = False  # HashKnownHosts: how a newly accepted key is written
     connect_timeout: Optional[float] = None  # ConnectTimeout of the config, if it sets one
+
+
+@dataclass(frozen=True)
+class Host:
+    """One host to check: what every transport needs of it, the transport that reaches it
+    (via), and how SSH would."""
+
+    name: str  # as the inventory names it (an ssh_config alias is fine)
+    address: str  # what its peers and SSH connect to: HostName after the config, else the name
+    python: str = "python3"
+    probe_python: str = "python3"
+    roles: tuple[str, ...] = ("worker", "server")  # what the plan may make of it
     groups: tuple[str, ...] = ()  # inventory groups it belongs to (for --limit)
     slots: Optional[int] = None  # ranks the inventory gives it (a hostfile's slots=N)
+    via: Via = Via.SSH
+    ssh: SshTarget = field(default_factory=SshTarget)
+
+    @property
+    def reached_over_ssh(self) -> Optional[SshTarget]:
+        """How SSH reached it, when SSH is what reached it."""
+        return self.ssh if self.via is Via.SSH else None
 
     @property
     def key_names(self) -> tuple[str, ...]:
         """The names its host key is looked up by, as OpenSSH writes them: HostKeyAlias
         alone if set, else the address (HostName) and the name typed; [name]:port off 22."""
-        names = [self.host_key_alias] if self.host_key_alias else \
+        t = self.ssh
+        names = [t.host_key_alias] if t.host_key_alias else \
             list(dict.fromkeys([self.address, self.name]))
-        return tuple(n if self.port == 22 else f"[{n}]:{self.port}" for n in names)
+        return tuple(n if t.port == 22 else f"[{n}]:{t.port}" for n in names)
 
 
 class Stage(str, enum.Enum):

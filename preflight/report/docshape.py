@@ -49,7 +49,7 @@ STRS = ListOf(str)
 FINDING = Rec({"check": str, "status": str, "hosts": STRS, "message": str, "data": opt(dict)})
 HOST = Rec({
     "address": opt(str), "status": opt(str), "elapsed_s": opt(NUM), "facts": opt(dict),
-    "ssh": opt(Rec({"user": opt(str), "port": opt(int), "via": STRS})),
+    "via": opt(str), "ssh": opt(Rec({"user": opt(str), "port": opt(int), "via": STRS})),
     "failure": opt(Rec({"stage": opt(str), "reason": opt(str)})),
 })
 ENDPOINT = Rec({"host": str, "endpoint": str})

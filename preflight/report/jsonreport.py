@@ -43,10 +43,11 @@ def document(cluster: Cluster, judgement: Judgement, meta: Optional[dict[str, An
     for o in cluster.outcomes:
         hosts[o.host.name] = {
             "address": o.host.address,
+            "via": o.host.via.value,  # the transport that reached it
             # How SSH reached it (no key paths: a report is shared; the log has them).
-            "ssh": None if o.host.local else {
-                "user": o.host.user, "port": o.host.port,
-                "via": [f"{j.user}@{j.address}:{j.port}" for j in o.host.jump]},
+            "ssh": None if (t := o.host.reached_over_ssh) is None else {
+                "user": t.user, "port": t.port,
+                "via": [f"{j.ssh.user}@{j.address}:{j.ssh.port}" for j in t.jump]},
             "status": "ok" if o.ok else "failed",
             "failure": jsonable(o.failure),
             "elapsed_s": round(o.elapsed_s, 3),

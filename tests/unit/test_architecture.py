@@ -110,6 +110,12 @@ ALLOWED = {
     # Acting on a verdict reads the report and asks the scheduler, through collect's Slurm.
     "preflight.act": ("preflight.model", "preflight.act", "preflight.collect",
                       "preflight.report.grouping", "preflight.report.units"),
+    # A transport composes the ways of collect with the inventory (its hosts), the plan's
+    # launch files and `preflight launch` (which reads the report through config).
+    "preflight.transport": ("preflight.model", "preflight.transport", "preflight.collect",
+                            "preflight.inventory", "preflight.config", "preflight.launch",
+                            "preflight.placement", "preflight.network.localise",
+                            "preflight.report.jsonreport", "preflight.report.docshape"),
     # The verdict's reasons are the grouped findings, as every report shows them.
     "preflight.judge": ("preflight.model", "preflight.checks", "preflight.judge",
                         "preflight.report.units", "preflight.report.grouping",

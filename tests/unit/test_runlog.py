@@ -11,7 +11,7 @@ from runlogtools import HOSTS, answered, write_partial
 
 from preflight import runlog
 from preflight.config.errors import InputError
-from preflight.model.host import HostFailure, Stage
+from preflight.model.host import HostFailure, Stage, Via
 from preflight.model.measure import AllReduce, IperfResult, LinkRun, NetworkTests, SizeResult
 
 
@@ -100,3 +100,25 @@ def test_is_log_tells_logs_from_reports(tmp_path):
     report.write_text(json.dumps({"report_version": 1}))
     assert runlog.is_log(str(log)) and not runlog.is_log(str(report))
     assert not runlog.is_log(str(tmp_path / "missing"))
+
+
+def test_hosts_of_logs_before_the_transports_read_the_same(tmp_path):
+    # Earlier releases logged the SSH fields beside the others, and `local` for an audit.
+    path = tmp_path / "old.jsonl"
+    hop = {"name": "login", "address": "10.0.0.254", "user": "ops", "port": 2222,
+           "identity_files": [], "known_hosts": ["/k"], "jump": [], "local": False}
+    start = {"kind": "start", "log_version": runlog.LOG_VERSION, "command": "check",
+             "argv": ["check"], "started_at": 1.0, "pid": 1, "controller": "c",
+             "inventory": None, "hosts": [
+                 {"name": "n1", "address": "10.0.0.1", "user": "alice", "port": 22,
+                  "identity_file": "/id", "known_hosts": "/kh", "jump": [hop],
+                  "roles": ["worker"], "local": False, "connect_timeout": 7},
+                 {"name": "me", "address": "localhost", "local": True}]}
+    path.write_text(json.dumps(start) + "\n")
+    n1, me = runlog.read(str(path)).hosts
+    assert (n1.via, n1.ssh.user, n1.ssh.identity_files, n1.ssh.known_hosts) == (
+        Via.SSH, "alice", ("/id",), ("/kh",))
+    assert n1.ssh.connect_timeout == 7 and n1.roles == ("worker",)
+    [login] = n1.ssh.jump
+    assert (login.address, login.ssh.user, login.ssh.port) == ("10.0.0.254", "ops", 2222)
+    assert me.via is Via.LOCAL and me.reached_over_ssh is None

@@ -133,7 +133,7 @@ def test_ini_example_1_groups_children_and_inline_port(tmp_path):
     assert inv.fmt == "ansible-ini"
     hosts = by_name(load(write(tmp_path, INI_EXAMPLE_1)))
     assert list(hosts) == ["host1", "host2", "tomcat1", "tomcat2", "tomcat3", "jenkins1"]
-    assert hosts["host2"].port == 222 and hosts["host1"].port == 22
+    assert hosts["host2"].ssh.port == 222 and hosts["host1"].ssh.port == 22
     # Children add their hosts to the parent group.
     assert set(hosts["tomcat1"].groups) == {"apache", "web"}
     assert set(hosts["jenkins1"].groups) == {"nginx", "web"}
@@ -141,8 +141,8 @@ def test_ini_example_1_groups_children_and_inline_port(tmp_path):
 
 def test_ini_example_2_ports_and_a_host_in_two_groups(tmp_path):
     hosts = by_name(load(write(tmp_path, INI_EXAMPLE_2)))
-    assert (hosts["host2"].address, hosts["host2"].port) == ("127.0.0.1", 44)
-    assert (hosts["host3"].address, hosts["host3"].port) == ("127.0.0.1", 45)
+    assert (hosts["host2"].address, hosts["host2"].ssh.port) == ("127.0.0.1", 44)
+    assert (hosts["host3"].address, hosts["host3"].ssh.port) == ("127.0.0.1", 45)
     assert set(hosts["host4"].groups) == {"g1", "g2"}
     assert hosts["host1"].groups == ("ungrouped",)
 
@@ -187,8 +187,8 @@ ansible_port=2222
 
 def test_variables_all_then_parent_then_child_then_host(tmp_path):
     hosts = by_name(load(write(tmp_path, PRECEDENCE)))
-    assert (hosts["n1"].user, hosts["n1"].port) == ("fromgpu", 2222)
-    assert hosts["n2"].user == "fromhost"
+    assert (hosts["n1"].ssh.user, hosts["n1"].ssh.port) == ("fromgpu", 2222)
+    assert hosts["n2"].ssh.user == "fromhost"
     assert hosts["n1"].python == hosts["n1"].probe_python == "/opt/gpu/bin/python"
 
 
@@ -208,12 +208,13 @@ def test_connection_variables_are_read(tmp_path, own_home):
     hosts = load(write(tmp_path, text))
     assert [h.name for h in hosts] == ["g01", "g02", "g03"]
     g = hosts[0]
-    assert g.user == "ops" and g.address == "10.0.0.5"
-    assert g.identity_files[0].endswith("/.ssh/cluster_key") and "~" not in g.identity_files[0]
+    assert g.ssh.user == "ops" and g.address == "10.0.0.5"
+    key = g.ssh.identity_files[0]
+    assert key.endswith("/.ssh/cluster_key") and "~" not in key
     assert g.python == "/opt/paddle/bin/python" and g.probe_python == "python3"
     assert g.roles == ("worker",)
-    assert [(j.user, j.address, j.port) for j in g.jump] == [("jumper", "login.example.com",
-                                                               2222)]
+    assert [(j.ssh.user, j.address, j.ssh.port) for j in g.ssh.jump] == [
+        ("jumper", "login.example.com", 2222)]
     (own_home / ".ssh" / "cluster_key").unlink()
     with pytest.raises(InventoryError, match=r"hosts:2: host 'g01': field "
                        r"'ansible_ssh_private_key_file': identity file .*/\.ssh/cluster_key "
@@ -230,7 +231,7 @@ def test_connection_variables_are_read(tmp_path, own_home):
 def test_proxy_jump_in_ssh_args(tmp_path, args, hop):
     text = f'n1 ansible_ssh_common_args="{args}"\n'
     hosts = load(write(tmp_path, text))
-    names = [j.name for j in hosts[0].jump]
+    names = [j.name for j in hosts[0].ssh.jump]
     assert names == [p.split("@")[-1] for p in hop.split(",")]
 
 

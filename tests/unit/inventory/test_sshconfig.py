@@ -63,20 +63,20 @@ def inventory(tmp_path, text: str) -> str:
 def test_aliases_resolve_through_the_config(tmp_path, own_home):
     config(own_home)
     (gpu01, gpu02) = load(inventory(tmp_path, "gpu01\ngpu02\n"))
-    assert (gpu01.name, gpu01.address, gpu01.user, gpu01.port) == \
+    assert (gpu01.name, gpu01.address, gpu01.ssh.user, gpu01.ssh.port) == \
         ("gpu01", "gpu01.internal", "trainer", 22)
-    assert gpu01.identity_files == (str(own_home / ".ssh" / "gpu_key"),)
-    assert gpu01.known_hosts[0] == str(own_home / ".ssh" / "cluster_known_hosts")
-    assert "/etc/ssh/ssh_known_hosts" in gpu01.known_hosts  # the global file is read too
-    assert gpu01.connect_timeout == 7 and gpu01.hash_known_hosts
-    assert gpu01.host_key_alias == "gpu01-key" and gpu01.key_names == ("gpu01-key",)
+    assert gpu01.ssh.identity_files == (str(own_home / ".ssh" / "gpu_key"),)
+    assert gpu01.ssh.known_hosts[0] == str(own_home / ".ssh" / "cluster_known_hosts")
+    assert "/etc/ssh/ssh_known_hosts" in gpu01.ssh.known_hosts  # the global file is read too
+    assert gpu01.ssh.connect_timeout == 7 and gpu01.ssh.hash_known_hosts
+    assert gpu01.ssh.host_key_alias == "gpu01-key" and gpu01.key_names == ("gpu01-key",)
     assert gpu02.key_names == ("gpu02.internal", "gpu02")
-    [hop] = gpu01.jump
-    assert (hop.name, hop.address, hop.user, hop.port) == \
+    [hop] = gpu01.ssh.jump
+    assert (hop.name, hop.address, hop.ssh.user, hop.ssh.port) == \
         ("login", "login.cluster.example.org", "ops", 2200)
-    assert hop.identity_files == (str(own_home / ".ssh" / "login_key"),)
+    assert hop.ssh.identity_files == (str(own_home / ".ssh" / "login_key"),)
     assert hop.key_names == ("[login.cluster.example.org]:2200", "[login]:2200")
-    assert hop.jump == ()
+    assert hop.ssh.jump == ()
 
 
 def test_the_inventory_wins_over_the_config(tmp_path, own_home):
@@ -85,22 +85,22 @@ def test_the_inventory_wins_over_the_config(tmp_path, own_home):
     path.write_text("hosts:\n  gpu01: {address: 10.1.1.1, user: alice, port: 2022, "
                     "jump: 'bob@other:23'}\n")
     [h] = load(str(path))
-    assert (h.address, h.user, h.port) == ("10.1.1.1", "alice", 2022)
-    assert [(j.user, j.name, j.port) for j in h.jump] == [("bob", "other", 23)]
+    assert (h.address, h.ssh.user, h.ssh.port) == ("10.1.1.1", "alice", 2022)
+    assert [(j.ssh.user, j.name, j.ssh.port) for j in h.ssh.jump] == [("bob", "other", 23)]
 
 
 def test_hops_in_order_each_resolved(tmp_path, own_home):
     config(own_home)
     [h] = load(inventory(tmp_path, "deep\n"))
     # login first, then gpu02 (reached through login, not through its own ProxyJump).
-    assert [(j.name, j.address, j.user) for j in h.jump] == [
+    assert [(j.name, j.address, j.ssh.user) for j in h.ssh.jump] == [
         ("login", "login.cluster.example.org", "ops"), ("gpu02", "gpu02.internal", "trainer")]
 
 
 def test_classic_proxycommand_is_a_jump(tmp_path, own_home):
     config(own_home)
     [h] = load(inventory(tmp_path, "old\n"))
-    assert [(j.user, j.address, j.port) for j in h.jump] == [
+    assert [(j.ssh.user, j.address, j.ssh.port) for j in h.ssh.jump] == [
         ("ops", "login.cluster.example.org", 2200)]
 
 
@@ -112,8 +112,8 @@ def test_other_proxycommands_are_refused_with_the_way_out(tmp_path, own_home):
 
 def test_no_config_the_current_user_and_port_22(tmp_path, own_home):
     [h] = load(inventory(tmp_path, "node07\n"), ssh_config="none")
-    assert (h.address, h.user, h.port, h.jump) == ("node07", local_user(), 22, ())
-    assert h.known_hosts[:2] == (str(own_home / ".ssh" / "known_hosts"),
+    assert (h.address, h.ssh.user, h.ssh.port, h.ssh.jump) == ("node07", local_user(), 22, ())
+    assert h.ssh.known_hosts[:2] == (str(own_home / ".ssh" / "known_hosts"),
                                  str(own_home / ".ssh" / "known_hosts2"))
 
 
@@ -125,9 +125,9 @@ def test_an_explicit_config_file_and_include(tmp_path, own_home):
     cfg.write_text("Include conf.d/*.conf\nHost *\n    User fallback\n")
     config(own_home, "Host *\n    User fromdefaultconfig\n")
     [h] = load(inventory(tmp_path, "n1\n"), ssh_config=str(cfg))
-    assert (h.user, h.port) == ("fromincluded", 2222)
+    assert (h.ssh.user, h.ssh.port) == ("fromincluded", 2222)
     [h] = load(inventory(tmp_path, "n1\n"))  # without -F: ~/.ssh/config
-    assert h.user == "fromdefaultconfig"
+    assert h.ssh.user == "fromdefaultconfig"
 
 
 def test_the_inventory_names_its_config(tmp_path, own_home):
@@ -141,7 +141,7 @@ def test_the_inventory_names_its_config(tmp_path, own_home):
 def test_a_bastion_matched_by_host_star_goes_direct(tmp_path, own_home):
     config(own_home, "Host bastion\n    HostName 10.0.0.1\nHost *\n    ProxyJump bastion\n")
     [n1, bastion] = load(inventory(tmp_path, "n1\nbastion\n"))
-    assert [j.name for j in n1.jump] == ["bastion"] and bastion.jump == ()
+    assert [j.name for j in n1.ssh.jump] == ["bastion"] and bastion.ssh.jump == ()
 
 
 BAD = [

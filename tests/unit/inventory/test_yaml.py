@@ -47,16 +47,16 @@ def test_documented_shape_loads_with_defaults_and_ranges(tmp_path, own_home):
     assert [h.address for h in hosts][2:] == [f"10.0.0.{i}" for i in range(13, 19)]
     node02 = hosts[1]
     assert node02.python == "/opt/paddle/bin/python" and hosts[0].python == "python3"
-    assert all(h.user == "root" and h.port == 22 for h in hosts)
-    assert hosts[0].identity_files == (os.path.expanduser("~/.ssh/id_ed25519"),)
-    assert hosts[0].known_hosts[0] == os.path.expanduser("~/.ssh/known_hosts")
+    assert all(h.ssh.user == "root" and h.ssh.port == 22 for h in hosts)
+    assert hosts[0].ssh.identity_files == (os.path.expanduser("~/.ssh/id_ed25519"),)
+    assert hosts[0].ssh.known_hosts[0] == os.path.expanduser("~/.ssh/known_hosts")
 
 
 def test_relative_paths_are_relative_to_the_inventory(tmp_path):
     (tmp_path / "keys").mkdir()
     (tmp_path / "keys" / "id").write_text("key")
     hosts = load(write(tmp_path, "defaults: {identity_file: keys/id}\nhosts: {a: {}}\n"))
-    assert hosts[0].identity_files == (str(tmp_path / "keys" / "id"),)
+    assert hosts[0].ssh.identity_files == (str(tmp_path / "keys" / "id"),)
     assert hosts[0].address == "a"  # the name is the address when none is given
 
 

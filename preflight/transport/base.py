@@ -1,0 +1,86 @@
+"""The Transport protocol, and what every transport is given to find its hosts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, Optional, Protocol, runtime_checkable
+
+from preflight.collect.fanout import CollectOptions
+from preflight.collect.remote import Remote
+from preflight.inventory import load
+from preflight.launch import LaunchOptions, Source
+from preflight.model.host import Host, HostOutcome, Via
+from preflight.model.plan import Node, Plan
+
+# Called as each host's outcome arrives: (outcome, hosts done, hosts in all).
+OnResult = Callable[[HostOutcome, int, int], None]
+
+
+@dataclass(frozen=True)
+class HostQuery:
+    """Where the hosts of a run are listed, and how their entries are read."""
+
+    inventory: Optional[str] = None  # a file, a hostlist, or None
+    fmt: str = "auto"  # inventory.FORMATS
+    ssh_config: Optional[str] = None  # -F: the OpenSSH config (None: the usual ones)
+    limit: Optional[str] = None  # --limit PATTERN
+    python: str = "python3"  # the training interpreter of a host audited locally
+    cli_timeout: bool = False  # --connect-timeout given: it beats the config's ConnectTimeout
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """One way of reaching hosts, for one run (it holds what it opens until close)."""
+
+    via: ClassVar[Via]
+    # Audits this machine alone: no peers, so no active tests and no plan of a cluster.
+    alone: ClassVar[bool]
+    # The inventory format when none is given (Slurm: the allocation's nodelist).
+    default_format: ClassVar[Optional[str]]
+
+    def hosts(self, query: HostQuery) -> list[Host]:
+        """The hosts to check, as this transport reaches them."""
+        ...
+
+    def collect(self, hosts: Sequence[Host], opts: CollectOptions,
+                on_result: Optional[OnResult] = None) -> list[HostOutcome]:
+        """One outcome per host, in order, each bounded by opts.deadline."""
+        ...
+
+    def remotes(self) -> dict[str, Remote]:
+        """{host: Remote} for the hosts collect() kept (opts.keep_connections)."""
+        ...
+
+    def notes(self) -> Mapping[str, Any]:
+        """What the report records of how this run reached its hosts (may be empty)."""
+        ...
+
+    def launch(self, nodes: Sequence[Node], source: Source, query: HostQuery,
+               opts: LaunchOptions) -> int:
+        """Runs a report's plan on its hosts; returns the exit code."""
+        ...
+
+    def emit(self, plan: Plan, directory: str) -> str:
+        """Writes the plan's launch files into directory; returns a line saying what."""
+        ...
+
+    def close(self) -> None:
+        """Closes what the run opened (connections, a job); safe to call twice."""
+        ...
+
+
+def inventory_hosts(query: HostQuery) -> list[Host]:
+    """The inventory's hosts as SSH reaches them (the OpenSSH config applied, --limit), with
+    the config's ConnectTimeout dropped when --connect-timeout was given."""
+    hosts = load(query.inventory, query.fmt, query.ssh_config, query.limit)
+    return cli_timeout_wins(hosts) if query.cli_timeout else hosts
+
+
+def cli_timeout_wins(hosts: Sequence[Host]) -> list[Host]:
+    """The hosts with their config's ConnectTimeout dropped, their hops' too: a
+    --connect-timeout given on the command line wins over the OpenSSH config."""
+    def dropped(h: Host) -> Host:
+        return replace(h, ssh=replace(h.ssh, connect_timeout=None,
+                                      jump=tuple(dropped(j) for j in h.ssh.jump)))
+    return [dropped(h) for h in hosts]

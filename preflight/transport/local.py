@@ -1,0 +1,57 @@
+"""This machine alone (check with no inventory): the probe as a local subprocess, no SSH, no
+peers and so no plan to launch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Optional
+
+from preflight.collect import fanout
+from preflight.collect.fanout import CollectOptions
+from preflight.collect.local import LocalJob, LocalRemote, local_host
+from preflight.collect.remote import Remote
+from preflight.config.errors import UsageError
+from preflight.launch import LaunchOptions, Source
+from preflight.model.host import Host, HostOutcome, Via
+from preflight.model.plan import Node, Plan
+from preflight.placement import launcher
+from preflight.transport.base import HostQuery, OnResult
+
+
+class LocalTransport:
+    via: ClassVar[Via] = Via.LOCAL
+    alone: ClassVar[bool] = True
+    default_format: ClassVar[Optional[str]] = None
+
+    def __init__(self) -> None:
+        self.answered: list[str] = []
+
+    def hosts(self, query: HostQuery) -> list[Host]:
+        if query.inventory:
+            raise UsageError(f"--transport local checks this machine alone; it reads no "
+                             f"inventory ({query.inventory})")
+        return [local_host(python=query.python)]
+
+    def collect(self, hosts: Sequence[Host], opts: CollectOptions,
+                on_result: Optional[OnResult] = None) -> list[HostOutcome]:
+        outcomes = fanout.collect(hosts, opts, on_result=on_result, job=LocalJob)
+        self.answered = [o.host.name for o in outcomes if o.ok]
+        return outcomes
+
+    def remotes(self) -> dict[str, Remote]:
+        return {name: LocalRemote(name) for name in self.answered}
+
+    def notes(self) -> Mapping[str, Any]:
+        return {}
+
+    def launch(self, nodes: Sequence[Node], source: Source, query: HostQuery,
+               opts: LaunchOptions) -> int:
+        raise UsageError(f"--plan {source.path}: the report names no inventory (a local "
+                         "audit?); pass -i INVENTORY")
+
+    def emit(self, plan: Plan, directory: str) -> str:
+        launcher.emit(plan, directory)
+        return f"launch scripts: {len(plan.nodes)} hosts in {directory}"
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,150 @@
+"""Slurm: the probe and the active tests as job steps through srun (collect/slurm.py), in the
+user's allocation or one asked for and given back; the plan as one batch job. A node that
+preflight drained is re-checked over SSH (SshTransport), since Slurm runs no step there."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, ClassVar, Optional
+
+from preflight.collect import slurm
+from preflight.collect.fanout import CollectOptions
+from preflight.collect.remote import Remote
+from preflight.config.errors import UsageError
+from preflight.launch import LaunchOptions, Source
+from preflight.model.host import Host, HostFailure, HostOutcome, Stage, Via
+from preflight.model.plan import Node, Plan
+from preflight.placement import launcher, sbatch
+from preflight.transport.base import HostQuery, OnResult, inventory_hosts
+from preflight.transport.ssh import SshTransport
+
+EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT = 0, 1, 124
+SBATCH_GRACE_S = 120  # past --time, what sbatch --wait gets to report the job's end
+
+
+class SlurmTransport:
+    via: ClassVar[Via] = Via.SLURM
+    alone: ClassVar[bool] = False
+    default_format: ClassVar[Optional[str]] = "slurm"  # $SLURM_JOB_NODELIST
+
+    def __init__(self) -> None:
+        self.job: Optional[slurm.Allocation] = None
+        self.over_ssh = SshTransport()  # the nodes preflight drained
+        self.rechecked: dict[str, str] = {}  # {node: its drain reason}
+        self.answered: list[str] = []
+
+    def hosts(self, query: HostQuery) -> list[Host]:
+        return [replace(h, via=Via.SLURM) for h in inventory_hosts(query)]
+
+    def collect(self, hosts: Sequence[Host], opts: CollectOptions,
+                on_result: Optional[OnResult] = None) -> list[HostOutcome]:
+        """The hosts' outcomes through Slurm, in the job their steps ran in (the user's
+        allocation, else one asked for the nodes that can run a step).
+
+        A node Slurm will not run a step on is a finding with Slurm's reason, except one that
+        preflight drained: Slurm runs no step there, so the fix would never be seen and
+        `resume` could never return it. Such a node is re-checked over SSH, as the operator
+        who drains and resumes nodes reaches it (pam_slurm_adopt lets administrators in), and
+        it stays drained throughout: no job can land on it before it has passed."""
+        try:
+            states = slurm.nodes([h.name for h in hosts])
+        except slurm.SlurmError as e:
+            raise UsageError(f"--transport slurm: {e}") from None
+        # Peers reach a node at its NodeAddr (no SSH_CONNECTION tells it here).
+        hosts = [replace(h, address=states[h.name].address) if h.name in states else h
+                 for h in hosts]
+        self.rechecked = {h.name: states[h.name].reason for h in hosts
+                          if h.name in states and states[h.name].drained_by_preflight}
+        through_slurm = [h for h in hosts if h.name not in self.rechecked]
+        usable = [h.name for h in through_slurm
+                  if h.name in states and not states[h.name].usable]
+        done: dict[str, HostOutcome] = {}
+        self.job = slurm.Allocation.current()
+        if self.job is None and usable:
+            try:
+                self.job = slurm.Allocation.request(usable, opts.connect_timeout)
+            except slurm.SlurmError as e:
+                done = {h.name: HostOutcome(h, failure=HostFailure(Stage.SLURM, str(e)))
+                        for h in through_slurm}
+        if through_slurm and not done:
+            done = {o.host.name: o for o in slurm.collect(through_slurm, opts, self.job,
+                                                          states)}
+        over_ssh = [replace(h, via=Via.SSH) for h in hosts if h.name in self.rechecked]
+        for o in self.over_ssh.collect(over_ssh, opts) if over_ssh else ():
+            done[o.host.name] = o if o.ok or o.failure is None else HostOutcome(
+                o.host, failure=HostFailure(Stage.SLURM, (
+                    f"node drained ({self.rechecked[o.host.name]}); its re-check over SSH "
+                    f"failed ({o.failure.stage.value}): {o.failure.reason}")),
+                elapsed_s=o.elapsed_s)
+        outcomes = [done[h.name] for h in hosts]
+        for i, o in enumerate(outcomes, 1):
+            if on_result is not None:
+                on_result(o, i, len(outcomes))
+        self.answered = [o.host.name for o in outcomes
+                         if o.ok and o.host.name not in self.rechecked]
+        return outcomes
+
+    def remotes(self) -> dict[str, Remote]:
+        """Job steps for the nodes that answered through Slurm; the nodes re-checked over
+        SSH take part in the active tests over SSH."""
+        out: dict[str, Remote] = {}
+        if self.job is not None:
+            out = {name: slurm.SlurmRemote(name, self.job) for name in self.answered}
+        out.update(self.over_ssh.remotes())
+        return out
+
+    def notes(self) -> Mapping[str, Any]:
+        return {"rechecked_over_ssh": dict(self.rechecked)} if self.rechecked else {}
+
+    def launch(self, nodes: Sequence[Node], source: Source, query: HostQuery,
+               opts: LaunchOptions) -> int:
+        """Runs the plan as one Slurm batch job (sbatch --wait) and returns its exit code;
+        the batch script goes to Slurm from a temporary file here, nothing needs sharing but
+        the training script. The job's output is Slurm's (slurm-JOBID.out in its directory)."""
+        text = sbatch.batch_script(nodes, source.mode)
+        with tempfile.NamedTemporaryFile("w", prefix="preflight-", suffix=".sbatch",
+                                         delete=False) as fh:
+            fh.write(text)
+        argv = ["sbatch", "--wait", "--parsable"]
+        if opts.chdir:
+            argv.append(f"--chdir={opts.chdir}")
+        if opts.timeout:
+            argv.append(f"--time={max(1, math.ceil(opts.timeout / 60))}")
+        try:
+            p = subprocess.run([*argv, fh.name, *opts.script], capture_output=True, text=True,
+                               timeout=None if opts.timeout is None
+                               else opts.timeout + SBATCH_GRACE_S)
+        except FileNotFoundError:
+            print("preflight launch: sbatch not found (is this a Slurm login node?)",
+                  file=sys.stderr)
+            return EXIT_FAILED
+        except subprocess.TimeoutExpired:
+            print("preflight launch: the job did not end within its time limit",
+                  file=sys.stderr)
+            return EXIT_TIMEOUT
+        finally:
+            os.unlink(fh.name)
+        job = p.stdout.strip().split(";")[0]
+        where = opts.chdir or "the submit directory"
+        print(f"preflight launch: Slurm job {job or '?'} on {','.join(n.host for n in nodes)} "
+              f"ended with exit {p.returncode} (output: slurm-{job}.out in {where})"
+              + (f": {p.stderr.strip().splitlines()[-1]}" if p.returncode and p.stderr.strip()
+                 else ""), file=sys.stderr)
+        return EXIT_OK if p.returncode == 0 else EXIT_FAILED
+
+    def emit(self, plan: Plan, directory: str) -> str:
+        launcher.emit(plan, directory, batch=True)
+        return (f"launch scripts: {len(plan.nodes)} hosts in {directory} (and {sbatch.NAME}: "
+                "sbatch it with the training script)")
+
+    def close(self) -> None:
+        self.over_ssh.close()
+        if self.job is not None:
+            self.job.close()
+            self.job = None

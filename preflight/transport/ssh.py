@@ -1,0 +1,97 @@
+"""SSH (the default): the probe over one Fabric connection per host, kept open for the active
+tests, and `preflight launch` over new connections."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Optional
+
+from preflight.collect import fanout, ssh
+from preflight.collect.fanout import CollectOptions
+from preflight.collect.remote import Remote, SshRemote, in_parallel
+from preflight.config.errors import UsageError
+from preflight.launch import LaunchOptions, Source
+from preflight.launch import run as run_plan
+from preflight.model.host import Host, HostOutcome, Stage, Via
+from preflight.model.plan import Node, Plan
+from preflight.placement import launcher
+from preflight.transport.base import HostQuery, OnResult, inventory_hosts
+
+EXIT_NOTHING_STARTED = 1
+
+
+class SshTransport:
+    via: ClassVar[Via] = Via.SSH
+    alone: ClassVar[bool] = False
+    default_format: ClassVar[Optional[str]] = None
+
+    def __init__(self) -> None:
+        self.connections: dict[str, Any] = {}
+        self.open_timeout = CollectOptions.connect_timeout
+
+    def hosts(self, query: HostQuery) -> list[Host]:
+        return inventory_hosts(query)
+
+    def collect(self, hosts: Sequence[Host], opts: CollectOptions,
+                on_result: Optional[OnResult] = None) -> list[HostOutcome]:
+        self.open_timeout = opts.connect_timeout
+        return fanout.collect(hosts, opts, on_result=on_result, connections=self.connections)
+
+    def remotes(self) -> dict[str, Remote]:
+        return {name: SshRemote(name, conn, self.open_timeout)
+                for name, conn in self.connections.items()}
+
+    def notes(self) -> Mapping[str, Any]:
+        return {}
+
+    def launch(self, nodes: Sequence[Node], source: Source, query: HostQuery,
+               opts: LaunchOptions) -> int:
+        hosts = {h.name: h for h in self.hosts(query)}
+        missing = [n.host for n in nodes if n.host not in hosts]
+        if missing:
+            raise UsageError(f"--plan {source.path}: host {missing[0]} is not in "
+                             f"{query.inventory}")
+        self.open_timeout = opts.connect_timeout
+        failed = self._connect(nodes, hosts, opts)
+        if failed:
+            for host, why in failed.items():
+                print(f"preflight launch: {host}: {why}", file=sys.stderr)
+            print("preflight launch: nothing started", file=sys.stderr)
+            return EXIT_NOTHING_STARTED
+        return run_plan(nodes, self.remotes(), opts)
+
+    def _connect(self, nodes: Sequence[Node], hosts: Mapping[str, Host],
+                 opts: LaunchOptions) -> dict[str, str]:
+        """Opens a connection to every plan host, in parallel; returns {host: why not}."""
+        failed: dict[str, str] = {}
+        ssh.quiet_paramiko()
+        limit = opts.connect_timeout * 3 + 5
+
+        def one(node: Node) -> None:
+            host = hosts[node.host]
+            conn = ssh.connection(host, opts.connect_timeout, opts.accept_new_host_keys)
+            try:
+                conn.open()
+                self.connections[node.host] = conn
+            except Exception as e:
+                failed[node.host] = ssh.classify(e, Stage.CONNECT, host,
+                                                 opts.connect_timeout).reason
+                conn.close()
+
+        in_parallel([functools.partial(one, n) for n in nodes], limit, "connect")
+        for n in nodes:
+            if n.host not in self.connections and n.host not in failed:
+                failed[n.host] = f"no connection within {limit:.0f} s"
+        return failed
+
+    def emit(self, plan: Plan, directory: str) -> str:
+        launcher.emit(plan, directory)
+        return f"launch scripts: {len(plan.nodes)} hosts in {directory}"
+
+    def close(self) -> None:
+        for conn in self.connections.values():
+            conn.close()
+        self.connections.clear()
+        ssh.close_gateways()

@@ -1,0 +1,41 @@
+"""The one table of transports: the name a user gives (--transport) -> its class."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from preflight.config.errors import UsageError
+from preflight.inventory import SELF_LISTED
+from preflight.model.host import Via
+from preflight.transport.base import Transport
+from preflight.transport.local import LocalTransport
+from preflight.transport.slurm import SlurmTransport
+from preflight.transport.ssh import SshTransport
+
+TRANSPORTS: dict[Via, type[Transport]] = {
+    Via.SSH: SshTransport,
+    Via.SLURM: SlurmTransport,
+    Via.LOCAL: LocalTransport,
+}
+NAMES = tuple(v.value for v in TRANSPORTS)
+
+
+def inventory_format(via: Via, inventory: Optional[str], fmt: str) -> str:
+    """How the hosts are read: as given, or the transport's own source when no inventory
+    is given (Slurm: the allocation's nodes)."""
+    default = TRANSPORTS[via].default_format
+    return default if default and not inventory else fmt
+
+
+def pick(via: Via, inventory: Optional[str], fmt: str) -> type[Transport]:
+    """The transport of a run: the one named, except that SSH with no hosts to reach (no
+    inventory, and no format that lists hosts by itself) audits this machine alone."""
+    if via is Via.SSH and not inventory and fmt not in SELF_LISTED:
+        return LocalTransport
+    if via not in TRANSPORTS:
+        raise UsageError(f"--transport {via}: not one of {', '.join(NAMES)}")
+    return TRANSPORTS[via]
+
+
+def new(via: Via, inventory: Optional[str], fmt: str) -> Transport:
+    return pick(via, inventory, fmt)()

@@ -14,12 +14,12 @@ from dataclasses import replace
 from typing import Optional
 
 from preflight.checks.common import sections
+from preflight.common import localise, nccllog
+from preflight.common.units import gbytes, hosts_text
 from preflight.model.cluster import Cluster
 from preflight.model.facts import HostFacts, IbPort, NetworkFacts
 from preflight.model.findings import Finding, Status
 from preflight.model.measure import AllReduce, SizeResult
-from preflight.network import localise, nccllog
-from preflight.report.units import gbytes, hosts_text
 
 NAME = "allreduce"
 

@@ -13,12 +13,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from preflight.checks.common import tier
+from preflight.common import localise
+from preflight.common.units import hosts_text, rate
 from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Status
 from preflight.model.measure import NIC_OVERRUN, NIC_PHYSICAL, RETEST, LinkRun, NetworkTests
 from preflight.model.policy import Limits
-from preflight.network import localise
-from preflight.report.units import hosts_text, rate
 
 NAME = "bandwidth"
 # More slow pairs than this between hosts that are fine elsewhere read as one shared

@@ -8,13 +8,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from preflight.history.profile import of_host, show, unknown_fields
+from preflight.common import localise
+from preflight.common.profile import of_host, show, unknown_fields
+from preflight.common.units import gbytes, hosts_text, rate
 from preflight.model.baseline import LABELS, Audit, Baseline
 from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Status
 from preflight.model.measure import NetworkTests
-from preflight.network import localise
-from preflight.report.units import gbytes, hosts_text, rate
 
 NAME = "baseline"
 

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, Optional, TypeVar
 
+from preflight.common.units import hosts_text
 from preflight.model.cluster import Cluster
 from preflight.model.facts import (
     PADDLE_NOT_REQUESTED,
@@ -16,7 +17,6 @@ from preflight.model.facts import (
     SectionError,
 )
 from preflight.model.findings import Finding, Status
-from preflight.report.units import hosts_text
 
 T = TypeVar("T")
 MIB = 1 << 20

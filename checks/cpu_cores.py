@@ -9,10 +9,10 @@ from collections.abc import Iterator, Mapping
 from typing import Optional
 
 from preflight.checks.common import could_not_check, passed, sections
+from preflight.common.units import hosts_text
 from preflight.model.cluster import Cluster
 from preflight.model.facts import CpuFacts
 from preflight.model.findings import Finding, Status
-from preflight.report.units import hosts_text
 
 NAME = "cpu-cores"
 # A synchronous job runs at the pace of its slowest host: half the median's cores means

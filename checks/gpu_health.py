@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from preflight.checks.common import could_not_check, passed, sections
+from preflight.common.gpumode import FABRIC_WARNINGS
 from preflight.model.cluster import Cluster
 from preflight.model.facts import GpuDevice, GpuFacts
 from preflight.model.findings import Finding, Status
-from preflight.model.gpumode import FABRIC_WARNINGS
 
 NAME = "gpu-health"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from preflight.checks.common import compare, could_not_check, passed, sections
+from preflight.common.units import hosts_text
 from preflight.model.cluster import Cluster
 from preflight.model.facts import GpuFacts
 from preflight.model.findings import Finding, Status
-from preflight.report.units import hosts_text
 
 NAME = "gpu-homogeneous"
 

@@ -8,9 +8,9 @@ import statistics
 from collections.abc import Iterator
 
 from preflight.checks.common import job_interfaces, passed
+from preflight.common.units import hosts_text
 from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Status
-from preflight.report.units import hosts_text
 
 NAME = "nic-speed"
 FAIL_BELOW = 0.5  # as cpu-cores: half the median's speed, the whole job at about half pace

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from preflight.checks.common import compare, could_not_check, passed, sections
-from preflight.history.profile import field_value, python_minor
+from preflight.common.profile import field_value, python_minor
 from preflight.model.cluster import Cluster
 from preflight.model.facts import PaddleFacts
 from preflight.model.findings import Finding, Status

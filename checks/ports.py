@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from preflight.checks.common import could_not_check, passed, sections
+from preflight.common.units import port_ranges
 from preflight.model.cluster import Cluster
 from preflight.model.facts import PortsFacts
 from preflight.model.findings import Finding, Status
 from preflight.model.policy import DEFAULT_PORTS
-from preflight.report.units import port_ranges
 
 NAME = "ports"
 

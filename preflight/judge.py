@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from preflight.checks import ALL_CHECKS, CheckSpec
+from preflight.common.grouping import group
+from preflight.common.units import hostlist
 from preflight.model.cluster import Cluster
 from preflight.model.findings import BLOCKING, Finding, Judgement, Status, Verdict
 from preflight.model.plan import Plan
-from preflight.report.grouping import group
-from preflight.report.units import hostlist
 
 FAIL_ON = ("fail", "warn")  # --fail-on: what stops the job (warn: warnings too)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from preflight.collect.slurm import PREFLIGHT_REASON, Node, SlurmError, nodes
-from preflight.report.grouping import what_of
+from preflight.common.grouping import what_of
 
 PREFIX = PREFLIGHT_REASON  # how a drain reason says preflight wrote it
 REASON_MAX = 200  # characters of a reason (sinfo -R shows it on one line)

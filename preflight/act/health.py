@@ -23,7 +23,7 @@ from preflight.act.drain import (
     resume_actions,
 )
 from preflight.collect.slurm import nodes
-from preflight.report.grouping import group
+from preflight.common.grouping import group
 
 DEFAULT_DEADLINE_S = 10.0
 LINE_MAX = 300  # what slurmd's log and sinfo -R show comfortably

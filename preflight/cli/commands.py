@@ -15,9 +15,11 @@ from preflight.act import drain, health
 from preflight.cli.args import build_parser
 from preflight.collect import slurm
 from preflight.collect.fanout import CollectOptions
+from preflight.common import profile
+from preflight.common.units import rate
 from preflight.config.errors import InputError, UsageError
 from preflight.config.policy import build as build_policy
-from preflight.history import baseline, diff, profile
+from preflight.history import baseline, diff
 from preflight.launch import LaunchOptions, load_plan
 from preflight.model.baseline import Audit
 from preflight.model.findings import Verdict
@@ -28,7 +30,6 @@ from preflight.network.orchestrate import NetworkOptions
 from preflight.pipeline import CheckOptions, CheckRun
 from preflight.report import files, jsonreport, terminal
 from preflight.report.jsonreport import STDOUT
-from preflight.report.units import rate
 from preflight.transport import table
 from preflight.transport.base import HostQuery
 

@@ -11,8 +11,8 @@ from typing import Any, Optional, TypeVar, Union
 
 from preflight.collect.remote import MAX_OUTPUT
 from preflight.collect.smi import parse_smi_csv
+from preflight.common.gpumode import fabric, mode
 from preflight.model import facts as F
-from preflight.model.gpumode import fabric, mode
 
 SCHEMA = 1
 MAX_STR = 4096

@@ -8,8 +8,8 @@ import csv
 import io
 from typing import Optional
 
+from preflight.common.gpumode import mode
 from preflight.model.facts import GpuDevice, GpuFacts
-from preflight.model.gpumode import mode
 
 # What nvidia-smi prints where it has no value: not reported, never zero or "No".
 MISSING = {"", "[n/a]", "n/a", "[not supported]", "[unknown error]", "[insufficient permissions]"}

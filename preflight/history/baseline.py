@@ -12,12 +12,11 @@ import statistics
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from preflight.common import localise, profile
 from preflight.config.document import Fields
 from preflight.config.errors import InputError
-from preflight.history import profile
 from preflight.model.baseline import AllReduceRef, Baseline, Profile
 from preflight.model.measure import NetworkTests
-from preflight.network import localise
 
 BASELINE_VERSION = 1
 

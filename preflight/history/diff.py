@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from preflight.report.grouping import what_of
-from preflight.report.summary import link_matrix
-from preflight.report.units import hostlist, rate
+from preflight.common.grouping import what_of
+from preflight.common.summary import link_matrix
+from preflight.common.units import hostlist, rate
 
 DEFAULT_TOLERANCE = 0.2
 ENDPOINTS_SHOWN = 8  # a plan's endpoints named in a change; the rest counted

@@ -31,8 +31,8 @@ from importlib import resources
 from typing import Optional
 
 from preflight.collect.remote import Done, Remote, in_parallel
+from preflight.common import nccllog
 from preflight.model.measure import AllReduce, SizeResult
-from preflight.network import nccllog
 from preflight.network import progress as P
 from preflight.network.budget import LAUNCH_IDLE_S
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from preflight.collect.remote import Remote, in_parallel
+from preflight.common import localise
 from preflight.model.facts import (
     HostFacts,
     NetworkFacts,
@@ -23,7 +24,7 @@ from preflight.model.facts import (
 from preflight.model.host import HostOutcome
 from preflight.model.measure import RETEST, SURVEY, LinkRun, NetworkTests, NicCounters
 from preflight.model.policy import Limits
-from preflight.network import localise, nic
+from preflight.network import nic
 from preflight.network.allreduce import (
     DEFAULT_SIZES_MIB,
     NCCL_LARGE_MIB,

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Optional
 
+from preflight.common import localise
 from preflight.model.measure import NetworkTests, ring_seconds
 from preflight.model.plan import Plan, StragglerCost
-from preflight.network import localise
 
 DEFAULT_NBYTES = 32 << 20  # the all-reduce's largest default size, when none was measured
 BASIS = "predicted from the iperf3 links"

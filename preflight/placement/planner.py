@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
+from preflight.common.localise import measured
 from preflight.model.cluster import Cluster
 from preflight.model.facts import (
     CpuFacts,
@@ -26,7 +27,6 @@ from preflight.model.findings import BLOCKING, Finding
 from preflight.model.measure import NetworkTests
 from preflight.model.plan import Endpoint, Plan
 from preflight.model.policy import MASTER_PORTS_FROM, RANK_PORTS_FROM, Policy
-from preflight.network.localise import measured
 from preflight.placement.cost import straggler_costs
 from preflight.placement.launcher import collective_node, ps_node
 

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from preflight import __version__
-from preflight.report.grouping import group, left_out
-from preflight.report.summary import (
+from preflight.common.grouping import group, left_out
+from preflight.common.summary import (
     QUIET,
     STATUS_WORDS,
     cost_of,
@@ -21,7 +21,7 @@ from preflight.report.summary import (
     verdict_text,
     waived_checks,
 )
-from preflight.report.units import hostlist, rate
+from preflight.common.units import hostlist, rate
 
 CELL = 72  # heatmap cell size in px
 HEATMAP_MAX = 32  # hosts up to which the sender x receiver grid is drawn; past it, per host

@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from preflight import __version__
-from preflight.report.grouping import group
-from preflight.report.summary import STATUS_ORDER, sorted_findings, waived_checks
-from preflight.report.units import hostlist
+from preflight.common.grouping import group
+from preflight.common.summary import STATUS_ORDER, sorted_findings, waived_checks
+from preflight.common.units import hostlist
 
 # XML 1.0 cannot carry most control characters, and a probe may report anything.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from preflight.common.summary import as_list, job_interface
 from preflight.model.facts import PADDLE_NOT_REQUESTED
-from preflight.report.summary import as_list, job_interface
 
 _GIB = 1 << 30
 

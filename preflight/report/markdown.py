@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from preflight.report.grouping import group, left_out
-from preflight.report.summary import (
+from preflight.common.grouping import group, left_out
+from preflight.common.summary import (
     QUIET,
     STATUS_WORDS,
     cost_of,
@@ -17,7 +17,7 @@ from preflight.report.summary import (
     verdict_text,
     waived_checks,
 )
-from preflight.report.units import hostlist, rate
+from preflight.common.units import hostlist, rate
 
 ICONS = {"error": "🛑", "fail": "❌", "could-not-check": "❓", "warn": "⚠️", "pass": "✅",
          "skip": "➖"}

@@ -11,12 +11,12 @@ import time
 from collections.abc import Mapping
 from typing import Any, Optional, TextIO
 
+from preflight.common.grouping import group, left_out
+from preflight.common.summary import cost_of, sorted_findings, waived_checks
+from preflight.common.units import hostlist, port_ranges
 from preflight.model.findings import Status
 from preflight.model.host import HostOutcome
-from preflight.report.grouping import group, left_out
 from preflight.report.machine import facts_lines
-from preflight.report.summary import cost_of, sorted_findings, waived_checks
-from preflight.report.units import hostlist, port_ranges
 
 ORDER = {Status.ERROR: 0, Status.FAIL: 1, Status.COULD_NOT_CHECK: 2, Status.WARN: 3,
          Status.PASS: 4, Status.SKIP: 5}

@@ -12,9 +12,9 @@ import sys
 import pytest
 from support import HOSTILE
 
+from preflight.common.nccllog import transport
 from preflight.network import allreduce as AR
 from preflight.network.allreduce import AllReduceOptions, Member, run_allreduce
-from preflight.network.nccllog import transport
 from preflight.testing import testbed
 from preflight.testing.local import LocalRemote
 

@@ -86,41 +86,33 @@ def closure(name: str) -> set[str]:
 
 
 # Stage -> the modules it may load (prefixes). `preflight` itself holds only __version__.
+# Every stage may load the model and common (pure helpers below the stages); beyond those,
+# the exceptions are named here with why.
+BELOW = ("preflight.model", "preflight.common")
 ALLOWED = {
     "preflight.model": ("preflight.model",),
-    # A check judges facts: the model, its fellow checks and four pure helpers. Localisation
-    # is shared with the measuring (which suspects to retest), profiles with the baselines,
-    # the reading of NCCL's log with the all-reduce that collects it.
-    "preflight.checks": ("preflight.model", "preflight.checks", "preflight.report.units",
-                         "preflight.network.localise", "preflight.history.profile",
-                         "preflight.network.nccllog"),
+    "preflight.common": BELOW,
+    # A check judges facts, with the model, its fellow checks and common's helpers.
+    "preflight.checks": (*BELOW, "preflight.checks"),
     # Reports read the model and the JSON document, never a live connection.
-    "preflight.report": ("preflight.model", "preflight.report", "preflight.config.errors"),
-    "preflight.config": ("preflight.model", "preflight.config"),
-    "preflight.inventory": ("preflight.model", "preflight.config", "preflight.inventory"),
-    "preflight.collect": ("preflight.model", "preflight.collect"),
-    "preflight.network": ("preflight.model", "preflight.network", "preflight.collect.remote"),
-    "preflight.placement": ("preflight.model", "preflight.placement",
-                            "preflight.network.localise"),
-    # Baselines are documents read back: through config's one reader. A diff names hosts
-    # as findings do (grouping's what_of).
-    "preflight.history": ("preflight.model", "preflight.history", "preflight.config",
-                          "preflight.network.localise", "preflight.report.summary",
-                          "preflight.report.units", "preflight.report.grouping"),
+    "preflight.report": (*BELOW, "preflight.report", "preflight.config.errors"),
+    "preflight.config": (*BELOW, "preflight.config"),
+    "preflight.inventory": (*BELOW, "preflight.config", "preflight.inventory"),
+    "preflight.collect": (*BELOW, "preflight.collect"),
+    "preflight.network": (*BELOW, "preflight.network", "preflight.collect.remote"),
+    "preflight.placement": (*BELOW, "preflight.placement"),
+    # Baselines are documents read back: through config's one reader.
+    "preflight.history": (*BELOW, "preflight.history", "preflight.config"),
     # Acting on a verdict reads the report and asks the scheduler, through collect's Slurm.
-    "preflight.act": ("preflight.model", "preflight.act", "preflight.collect",
-                      "preflight.report.grouping", "preflight.report.units"),
+    "preflight.act": (*BELOW, "preflight.act", "preflight.collect"),
     # A transport composes the ways of collect with the inventory (its hosts), the plan's
     # launch files and `preflight launch` (which reads the report through config).
-    "preflight.transport": ("preflight.model", "preflight.transport", "preflight.collect",
+    "preflight.transport": (*BELOW, "preflight.transport", "preflight.collect",
                             "preflight.inventory", "preflight.config", "preflight.launch",
-                            "preflight.placement", "preflight.network.localise",
-                            "preflight.report.jsonreport", "preflight.report.docshape"),
-    # The verdict's reasons are the grouped findings, as every report shows them.
-    "preflight.judge": ("preflight.model", "preflight.checks", "preflight.judge",
-                        "preflight.report.units", "preflight.report.grouping",
-                        "preflight.network.localise", "preflight.history.profile",
-                        "preflight.network.nccllog"),
+                            "preflight.placement", "preflight.report.jsonreport",
+                            "preflight.report.docshape"),
+    # The verdict runs the checks.
+    "preflight.judge": (*BELOW, "preflight.checks", "preflight.judge"),
 }
 
 

@@ -21,8 +21,8 @@ from support import (
 )
 
 from preflight.checks import baseline as check
+from preflight.common import profile
 from preflight.history import baseline as B
-from preflight.history import profile
 from preflight.judge import judge, run_checks
 from preflight.model.baseline import Audit, Baseline
 from preflight.model.cluster import Cluster

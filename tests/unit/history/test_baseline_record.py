@@ -7,9 +7,9 @@ import json
 import pytest
 from support import AUDIT_NOW, cluster, good_cluster
 
+from preflight.common import profile
 from preflight.config.errors import InputError
 from preflight.history import baseline as B
-from preflight.history import profile
 from preflight.model.facts import SectionError
 
 

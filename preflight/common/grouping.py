@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from preflight.report.units import hostlist, hosts_text
+from preflight.common.units import hostlist, hosts_text
 
 MAX_LINES = 3  # lines one check may take per status in a summary
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")

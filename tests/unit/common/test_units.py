@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.report.units import gbytes, hosts_text, port_ranges, rate
+from preflight.common.units import gbytes, hosts_text, port_ranges, rate
 
 
 @pytest.mark.parametrize("bps,text", [(941e6, "941 Mbit/s"), (9.41e9, "9.41 Gbit/s"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from support import G, link, slow_host, survey
 
+from preflight.common.localise import localise, measured, reference_bps, suspect_threshold
 from preflight.model.measure import RETEST
-from preflight.network.localise import localise, measured, reference_bps, suspect_threshold
 from preflight.network.schedule import matrix_rounds
 
 

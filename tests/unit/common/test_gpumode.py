@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from preflight.collect.parse import Malformed, gpu
-from preflight.model.gpumode import fabric, mode
+from preflight.common.gpumode import fabric, mode
 
 HEALTHY = 2 | 2 << 2 | 2 << 4 | 2 << 6 | 1 << 8
 

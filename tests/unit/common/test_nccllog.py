@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from preflight.network.nccllog import is_socket, transport
+from preflight.common.nccllog import is_socket, transport
 
 
 @pytest.mark.parametrize("log, expected", [

@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
-from preflight import runlog
 from preflight.checks import ALL_CHECKS, CheckSpec, allreduce
 from preflight.collect.fanout import CollectOptions
 from preflight.config.errors import UsageError
+from preflight.history import runlog
 from preflight.judge import judge, run_checks
 from preflight.model.baseline import Audit
 from preflight.model.cluster import Cluster

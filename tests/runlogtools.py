@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from facttools import probe_output
 
-from preflight import runlog
 from preflight.collect.parse import parse_probe_output
+from preflight.history import runlog
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
 from preflight.model.measure import IperfResult, LinkRun
 

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Optional, TextIO
 
-from preflight import judge, pipeline, runlog
+from preflight import judge, pipeline
 from preflight.act import drain, health
+from preflight.act.launch import LaunchOptions, load_plan
 from preflight.cli.args import build_parser
 from preflight.collect import slurm
 from preflight.collect.fanout import CollectOptions
@@ -19,8 +20,7 @@ from preflight.common import profile
 from preflight.common.units import rate
 from preflight.config.errors import InputError, UsageError
 from preflight.config.policy import build as build_policy
-from preflight.history import baseline, diff
-from preflight.launch import LaunchOptions, load_plan
+from preflight.history import baseline, diff, runlog
 from preflight.model.baseline import Audit
 from preflight.model.findings import Verdict
 from preflight.model.host import Via

@@ -6,10 +6,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Optional, Protocol, runtime_checkable
 
+from preflight.act.launch import LaunchOptions, Source
 from preflight.collect.fanout import CollectOptions
 from preflight.collect.remote import Remote
 from preflight.inventory import load
-from preflight.launch import LaunchOptions, Source
 from preflight.model.host import Host, HostOutcome, Via
 from preflight.model.plan import Node, Plan
 

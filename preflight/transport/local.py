@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Optional
 
+from preflight.act.launch import LaunchOptions, Source
 from preflight.collect import fanout
 from preflight.collect.fanout import CollectOptions
 from preflight.collect.local import LocalJob, LocalRemote, local_host
 from preflight.collect.remote import Remote
 from preflight.config.errors import UsageError
-from preflight.launch import LaunchOptions, Source
 from preflight.model.host import Host, HostOutcome, Via
 from preflight.model.plan import Node, Plan
 from preflight.placement import launcher

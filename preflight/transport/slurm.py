@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Optional
 
+from preflight.act.launch import LaunchOptions, Source
 from preflight.collect import slurm
 from preflight.collect.fanout import CollectOptions
 from preflight.collect.remote import Remote
 from preflight.config.errors import UsageError
-from preflight.launch import LaunchOptions, Source
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage, Via
 from preflight.model.plan import Node, Plan
 from preflight.placement import launcher, sbatch

@@ -8,12 +8,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Optional
 
+from preflight.act.launch import LaunchOptions, Source
+from preflight.act.launch import run as run_plan
 from preflight.collect import fanout, ssh
 from preflight.collect.fanout import CollectOptions
 from preflight.collect.remote import Remote, SshRemote, in_parallel
 from preflight.config.errors import UsageError
-from preflight.launch import LaunchOptions, Source
-from preflight.launch import run as run_plan
 from preflight.model.host import Host, HostOutcome, Stage, Via
 from preflight.model.plan import Node, Plan
 from preflight.placement import launcher

@@ -9,7 +9,7 @@ import signal
 import threading
 import time
 
-from preflight.launch import (
+from preflight.act.launch import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from runlogtools import HOSTS, write_partial
 
-from preflight import runlog
+from preflight.history import runlog
 
 
 def test_killed_runs_are_found_once_and_live_ones_are_not(tmp_path):

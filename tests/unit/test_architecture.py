@@ -101,14 +101,20 @@ ALLOWED = {
     "preflight.collect": (*BELOW, "preflight.collect"),
     "preflight.network": (*BELOW, "preflight.network", "preflight.collect.remote"),
     "preflight.placement": (*BELOW, "preflight.placement"),
-    # Baselines are documents read back: through config's one reader.
-    "preflight.history": (*BELOW, "preflight.history", "preflight.config"),
-    # Acting on a verdict reads the report and asks the scheduler, through collect's Slurm.
-    "preflight.act": (*BELOW, "preflight.act", "preflight.collect"),
+    # Baselines and results logs are documents read back: through config's one reader, and
+    # what the probe printed through collect's one parser (with nvidia-smi's, and the
+    # output limit it shares with the channels).
+    "preflight.history": (*BELOW, "preflight.history", "preflight.config",
+                          "preflight.collect.parse", "preflight.collect.smi",
+                          "preflight.collect.remote"),
+    # Acting on a verdict (drain, resume, launch) reads the report (config's reader) and
+    # reaches the hosts through collect (Slurm's scontrol, a Remote per host).
+    "preflight.act": (*BELOW, "preflight.act", "preflight.collect", "preflight.config",
+                      "preflight.report.jsonreport", "preflight.report.docshape"),
     # A transport composes the ways of collect with the inventory (its hosts), the plan's
     # launch files and `preflight launch` (which reads the report through config).
     "preflight.transport": (*BELOW, "preflight.transport", "preflight.collect",
-                            "preflight.inventory", "preflight.config", "preflight.launch",
+                            "preflight.inventory", "preflight.config", "preflight.act",
                             "preflight.placement", "preflight.report.jsonreport",
                             "preflight.report.docshape"),
     # The verdict runs the checks.
@@ -191,8 +197,7 @@ def test_subpackages_say_what_they_offer_and_load_nothing():
 
 def test_preflight_holds_only_entry_modules():
     top = sorted(p.name for p in (ROOT / "preflight").glob("*.py"))
-    assert top == ["__init__.py", "__main__.py", "judge.py", "launch.py", "pipeline.py",
-                   "runlog.py"]
+    assert top == ["__init__.py", "__main__.py", "judge.py", "pipeline.py"]
 
 
 # A check judges facts; it must not be able to open a connection, a process or a file.

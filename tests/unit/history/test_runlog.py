@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from runlogtools import HOSTS, answered, write_partial
 
-from preflight import runlog
 from preflight.config.errors import InputError
+from preflight.history import runlog
 from preflight.model.host import HostFailure, Stage, Via
 from preflight.model.measure import AllReduce, IperfResult, LinkRun, NetworkTests, SizeResult
 

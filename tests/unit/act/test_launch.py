@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from preflight.config.errors import InputError
-from preflight.launch import (
+from preflight.act.launch import (
     LaunchOptions,
     host_command,
     load_plan,
 )
+from preflight.config.errors import InputError
 from preflight.placement.launcher import collective_node
 
 

@@ -4,7 +4,7 @@ side by side in one run, at 8, 16 and 32 simulated nodes.
     sudo .venv/bin/python bench/bench_slurm.py [--sizes 8,16,32] [--reps 3]
         [--out bench/results/slurm-DATE.json]
 
-One testbed with a real Slurm on it (preflight/testing/slurm.py). For each size and rep, in
+One testbed with a real Slurm on it (tests/slurmrig.py). For each size and rep, in
 alternation: `preflight check` of that many nodes over SSH (forks = nodes), then the same
 with --transport slurm (sinfo, salloc --immediate, one srun step with the probe on stdin,
 scancel), both without network tests and without Paddle's import, so what is timed is the
@@ -22,8 +22,11 @@ import sys
 import time
 from typing import Any
 
-from preflight.testing import slurm as S
 from preflight.testing import testbed
+
+# The Slurm rig lives with the tests (it is not shipped).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import slurmrig as S  # noqa: E402
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, int, str]:

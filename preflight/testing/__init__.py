@@ -1,2 +1,3 @@
-"""Shipped for tests and the demo (as fabric.testing is): the simulated cluster of network
-namespaces (testbed), the demo that checks it, and a Remote for this machine (local)."""
+"""The simulated cluster of network namespaces (testbed) and the demo that checks it. Shipped
+because `preflight demo` is a command of the installed tool (the README's first); the tests
+use the same testbed, and keep their own rigs (Slurm's) in tests/."""

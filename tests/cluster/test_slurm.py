@@ -1,5 +1,5 @@
 """Slurm as the transport, against a real Slurm: slurmctld and one slurmd per simulated node
-(preflight/testing/slurm.py), the probe and the network tests as job steps through srun, and
+(tests/slurmrig.py), the probe and the network tests as job steps through srun, and
 drain/resume acting on the verdict."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import slurmrig as S
 from conftest import PADDLE_A, SHARED_CPU
 
-from preflight.testing import slurm as S
 from preflight.testing import testbed
 
 NODES = ["node1", "node2", "node3", "node4"]

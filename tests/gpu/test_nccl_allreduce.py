@@ -11,8 +11,8 @@ import subprocess
 
 import pytest
 
+from preflight.collect.local import LocalRemote
 from preflight.network.allreduce import AllReduceOptions, Member, run_allreduce
-from preflight.testing.local import LocalRemote
 
 pytestmark = pytest.mark.gpu
 

@@ -12,11 +12,11 @@ import sys
 import pytest
 from support import HOSTILE
 
+from preflight.collect.local import LocalRemote
 from preflight.common.nccllog import transport
 from preflight.network import allreduce as AR
 from preflight.network.allreduce import AllReduceOptions, Member, run_allreduce
 from preflight.testing import testbed
-from preflight.testing.local import LocalRemote
 
 
 def free_port() -> int:

@@ -12,6 +12,7 @@ import time
 import pytest
 from support import HOSTILE
 
+from preflight.collect.local import LocalRemote
 from preflight.network import nic
 from preflight.network.iperf import (
     IperfOptions,
@@ -21,7 +22,6 @@ from preflight.network.iperf import (
     server_command,
     streams_for,
 )
-from preflight.testing.local import LocalRemote
 
 
 def need_iperf3() -> None:

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
+from preflight.collect.local import LocalRemote
 from preflight.collect.remote import Done
 from preflight.network import allreduce as AR
 from preflight.network import progress as P
-from preflight.testing.local import LocalRemote
 
 MIB = 1 << 20
 

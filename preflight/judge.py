@@ -10,10 +10,8 @@ from preflight.checks import ALL_CHECKS, CheckSpec
 from preflight.common.grouping import group
 from preflight.common.units import hostlist
 from preflight.model.cluster import Cluster
-from preflight.model.findings import BLOCKING, Finding, Judgement, Status, Verdict
+from preflight.model.findings import BLOCKING, FailOn, Finding, Judgement, Status, Verdict
 from preflight.model.plan import Plan
-
-FAIL_ON = ("fail", "warn")  # --fail-on: what stops the job (warn: warnings too)
 
 
 def run_checks(cluster: Cluster, specs: Sequence[CheckSpec] = ALL_CHECKS) -> list[Finding]:
@@ -54,15 +52,16 @@ def finding_dict(f: Finding) -> dict[str, Any]:
             "message": f.message}
 
 
-def blocking_statuses(fail_on: str = "fail") -> tuple[Status, ...]:
+def blocking_statuses(fail_on: FailOn = "fail") -> tuple[Status, ...]:
     """Returns the statuses that make NO-GO under --fail-on (a CI gate may refuse warnings)."""
     return BLOCKING + ((Status.WARN,) if fail_on == "warn" else ())
 
 
-def rejudged(doc: Mapping[str, Any], fail_on: str) -> dict[str, Any]:
+def rejudged(doc: Mapping[str, Any], fail_on: FailOn) -> dict[str, Any]:
     """Returns a saved report judged again under fail_on (preflight report --fail-on): what
     blocks under the new rule and did not under the report's own adds to the reasons."""
-    before = {s.value for s in blocking_statuses(str(doc.get("fail_on") or "fail"))}
+    saved: FailOn = "warn" if doc.get("fail_on") == "warn" else "fail"
+    before = {s.value for s in blocking_statuses(saved)}
     now = {s.value for s in blocking_statuses(fail_on)}
     newly = [g.text() for g in group(f for f in doc.get("findings") or []
                                      if isinstance(f, dict) and f.get("status") in now - before)]
@@ -73,7 +72,7 @@ def rejudged(doc: Mapping[str, Any], fail_on: str) -> dict[str, Any]:
 
 
 def judge(cluster: Cluster, findings: Sequence[Finding], plan: Optional[Plan] = None,
-          fail_on: str = "fail", waived: Sequence[str] = ()) -> Judgement:
+          fail_on: FailOn = "fail", waived: Sequence[str] = ()) -> Judgement:
     """Returns GO only when no finding blocks and every host was checked.
 
     When the job is sized (--nnodes, --server-num, --trainer-num), the question is whether

@@ -17,7 +17,7 @@ from preflight.history import runlog
 from preflight.judge import judge, run_checks
 from preflight.model.baseline import Audit
 from preflight.model.cluster import Cluster
-from preflight.model.findings import Finding, Judgement
+from preflight.model.findings import FailOn, Finding, Judgement
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage, Via
 from preflight.model.measure import NetworkTests
 from preflight.model.plan import Plan
@@ -49,7 +49,7 @@ class CheckOptions:
     python: str = "python3"  # the local audit's training interpreter
     collect: CollectOptions = CollectOptions()
     network: Optional[NetworkOptions] = NetworkOptions()  # None: no active tests
-    fail_on: str = "fail"
+    fail_on: FailOn = "fail"
     outputs: Mapping[str, Optional[str]] = field(default_factory=dict)  # flag -> file to write
     log: Optional[str] = None  # the results log; None: a new one in the default directory
     write_log: bool = True

@@ -11,7 +11,7 @@ from preflight.model import facts as F
 from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Status
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
-from preflight.model.measure import SURVEY, AllReduce, IperfResult, LinkRun, NetworkTests
+from preflight.model.measure import SURVEY, AllReduce, IperfResult, LinkRun, NetworkTests, Phase
 from preflight.model.policy import Limits, Policy
 from preflight.network.schedule import ring_rounds
 
@@ -94,7 +94,7 @@ G = 1e9
 MSS = 1448
 
 
-def link(s: str, r: str, bps: Optional[float], phase: str = SURVEY, loss_pct: float = 0.0,
+def link(s: str, r: str, bps: Optional[float], phase: Phase = SURVEY, loss_pct: float = 0.0,
          ) -> LinkRun:
     """One 1 s iperf3 run from s to r retransmitting loss_pct of its segments; None bps
     stands for a failed run."""

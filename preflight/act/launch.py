@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Optional, TextIO
 
 from preflight.collect.remote import Remote, Started, in_parallel
+from preflight.common.literal import one_of
 from preflight.config.document import Fields
 from preflight.model.plan import Node
+from preflight.model.policy import MODES, Mode
 from preflight.report import jsonreport
 
 POLL_S = 0.05
@@ -46,7 +48,7 @@ class Source:
     inventory: Optional[str] = None
     fmt: str = "auto"
     ssh_config: Optional[str] = None
-    mode: str = "collective"  # the plan's
+    mode: Mode = "collective"  # the plan's
 
 
 def load_plan(path: str, ignore_verdict: bool = False) -> tuple[list[Node], Source]:
@@ -70,7 +72,14 @@ def load_plan(path: str, ignore_verdict: bool = False) -> tuple[list[Node], Sour
         return value if isinstance(value, str) else None
 
     return nodes, Source(path, text("inventory"), text("inventory_format") or "auto",
-                         text("ssh_config"), str(plan.data.get("mode") or "collective"))
+                         text("ssh_config"), _mode(plan))
+
+
+def _mode(plan: Fields) -> Mode:
+    try:
+        return one_of(plan.data.get("mode") or "collective", MODES)
+    except ValueError as e:
+        plan.fail(str(e), "mode")
 
 
 def _node(f: Fields, i: int, n: Any) -> Node:

@@ -10,8 +10,8 @@ from preflight import __version__
 from preflight.act.health import DEFAULT_DEADLINE_S as DEFAULT_HEALTH_S
 from preflight.checks import ALL_CHECKS
 from preflight.inventory import FORMATS
-from preflight.judge import FAIL_ON
 from preflight.model.baseline import DEFAULT_MAX_AGE_S, DEFAULT_TOLERANCE
+from preflight.model.findings import FAIL_ON
 from preflight.model.host import Via
 from preflight.network.allreduce import DEFAULT_SIZES_MIB
 from preflight.report.terminal import COLOR_CHOICES

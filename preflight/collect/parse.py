@@ -12,7 +12,9 @@ from typing import Any, Optional, TypeVar, Union
 from preflight.collect.remote import MAX_OUTPUT
 from preflight.collect.smi import parse_smi_csv
 from preflight.common.gpumode import fabric, mode
+from preflight.common.literal import one_of
 from preflight.model import facts as F
+from preflight.model.facts import GPU_SOURCES
 
 SCHEMA = 1
 MAX_STR = 4096
@@ -250,6 +252,7 @@ def _gpu(d: dict[str, Any]) -> F.GpuFacts:
                              d["apps"][:65536] if isinstance(d.get("apps"), str) else None)
     if source not in ("nvml", "none"):
         raise Malformed(f"source: unknown GPU source {source!r:.40}")
+    known = one_of(source, GPU_SOURCES)
     devices = []
     for n, raw in enumerate(items(d.get("devices", []), "devices")):
         x = obj(raw, f"devices[{n}]")
@@ -275,7 +278,7 @@ def _gpu(d: dict[str, Any]) -> F.GpuFacts:
             remapped_rows_failure=b(x, "remapped_rows_failure"),
             clock_event_reasons=i(x, "clock_event_reasons", False),
             processes=i(x, "processes", False)))
-    return F.GpuFacts(source=req(source), driver=s(d, "driver", False),
+    return F.GpuFacts(source=known, driver=s(d, "driver", False),
                       cuda_driver=s(d, "cuda_driver", False), devices=tuple(devices))
 
 

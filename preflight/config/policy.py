@@ -8,11 +8,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Optional
 
+from preflight.common.literal import one_of
 from preflight.config import yamlfile
 from preflight.config.document import Fields
 from preflight.config.errors import InputError
 from preflight.config.pinspec import contradiction, parse_pin
-from preflight.model.policy import MODES, SHAPE_KEYS, JobShape, Limits, Policy
+from preflight.model.policy import MODES, SHAPE_KEYS, JobShape, Limits, Mode, Policy
 
 # (warn, fail) pairs of Limits: more is better for these (a fail threshold above its warning
 # one would fail before it ever warned)...
@@ -117,11 +118,12 @@ def _check_shape(policy: Policy, path: Optional[str]) -> None:
                              "nnodes, nproc_per_node; ps: server_num, trainer_num)", field=key)
 
 
-def check_mode(mode: Any, where: str, line: Optional[int] = None) -> str:
-    if mode not in MODES:
+def check_mode(mode: Any, where: str, line: Optional[int] = None) -> Mode:
+    try:
+        return one_of(mode, MODES)
+    except ValueError:
         raise InputError(where, f"{mode!r} is not a mode ({', '.join(MODES)})", field="mode",
-                         line=line)
-    return str(mode)
+                         line=line) from None
 
 
 def build(path: Optional[str], mode: Optional[str], requires: list[str], files: list[str],

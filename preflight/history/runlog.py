@@ -19,14 +19,20 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
+from preflight.common.literal import one_of
 from preflight.config.errors import InputError
 from preflight.model.host import Host, HostFailure, HostOutcome, SshTarget, Stage, Via
 from preflight.model.measure import (
+    BACKENDS,
+    PHASES,
+    RUN_OUTCOMES,
+    SCHEDULES,
     AllReduce,
     IperfResult,
     LinkRun,
     NetworkTests,
     NicCounters,
+    Schedule,
     SizeResult,
 )
 
@@ -166,7 +172,7 @@ class LoggedRun:
             return None
         hosts = tuple(dict.fromkeys([r.sender for r in self.links] +
                                     [r.receiver for r in self.links]))
-        schedule = "matrix" if "--network-matrix" in self.argv else "ring"
+        schedule: Schedule = "matrix" if "--network-matrix" in self.argv else "ring"
         return NetworkTests(schedule, hosts, tuple(self.links), None,
                             "the run stopped before the all-reduce", {}, True)
 
@@ -278,7 +284,7 @@ def _outcome(host: Host, rec: dict[str, Any]) -> HostOutcome:
 
 
 def _link(rec: dict[str, Any]) -> LinkRun:
-    return LinkRun(str(rec["sender"]), str(rec["receiver"]), str(rec["phase"]),
+    return LinkRun(str(rec["sender"]), str(rec["receiver"]), one_of(rec["phase"], PHASES),
                    IperfResult(**rec["result"]))
 
 
@@ -287,7 +293,7 @@ def _network(rec: dict[str, Any], links: list[LinkRun]) -> NetworkTests:
     allreduce = None
     if ar is not None:
         budget, predicted = ar.get("budget_s"), ar.get("predicted_s")
-        allreduce = AllReduce(str(ar["backend"]), tuple(ar["hosts"]), int(ar["ranks"]),
+        allreduce = AllReduce(one_of(ar["backend"], BACKENDS), tuple(ar["hosts"]), int(ar["ranks"]),
                               tuple(SizeResult(**s) for s in ar["sizes"]), ar.get("error"),
                               dict(ar.get("failed") or {}), dict(ar.get("logs") or {}),
                               float(ar.get("wall_s") or 0.0),
@@ -295,12 +301,12 @@ def _network(rec: dict[str, Any], links: list[LinkRun]) -> NetworkTests:
                               None if predicted is None else float(predicted),
                               int(ar.get("iters") or 0),
                               tuple(str(d) for d in ar.get("dropped") or ()),
-                              str(ar.get("outcome") or "done"),
+                              one_of(ar.get("outcome") or "done", RUN_OUTCOMES),
                               None if ar.get("launch_s") is None else float(ar["launch_s"]),
                               {str(k): str(v) for k, v in (ar.get("progress") or {}).items()},
                               ar.get("cut"), ar.get("expected"))
-    return NetworkTests(str(rec["schedule"]), tuple(rec["hosts"]), tuple(links), allreduce,
-                        rec.get("allreduce_skipped"), dict(rec.get("skipped") or {}),
+    return NetworkTests(one_of(rec["schedule"], SCHEDULES), tuple(rec["hosts"]), tuple(links),
+                        allreduce, rec.get("allreduce_skipped"), dict(rec.get("skipped") or {}),
                         bool(rec.get("interrupted")), float(rec.get("wall_s") or 0.0),
                         int(rec.get("rounds") or 0),
                         {str(k): str(v) for k, v in (rec.get("allreduce_left_out") or {}).items()},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Literal, Optional, Union, get_args
 
 
 @dataclass(frozen=True)
@@ -202,9 +202,13 @@ class GpuDevice:
     error: Optional[str] = None  # NVML could not read this GPU (GPU_IS_LOST after an Xid 79)
 
 
+GpuSource = Literal["nvml", "nvidia-smi", "none"]  # where the GPU facts came from
+GPU_SOURCES: tuple[GpuSource, ...] = get_args(GpuSource)
+
+
 @dataclass(frozen=True)
 class GpuFacts:
-    source: str  # "nvml", "nvidia-smi" or "none"
+    source: GpuSource
     driver: Optional[str] = None
     cuda_driver: Optional[str] = None
     devices: tuple[GpuDevice, ...] = ()

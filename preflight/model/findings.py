@@ -5,7 +5,11 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
+
+# --fail-on: what stops the job (warn: warnings too).
+FailOn = Literal["fail", "warn"]
+FAIL_ON: tuple[FailOn, ...] = get_args(FailOn)
 
 
 class Status(str, enum.Enum):

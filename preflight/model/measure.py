@@ -4,9 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Final, Literal, Optional, get_args
 
-SURVEY, RETEST = "survey", "retest"
+Phase = Literal["survey", "retest"]  # a survey round's run, or a suspect's retest alone
+SURVEY: Final = "survey"
+RETEST: Final = "retest"
+Backend = Literal["nccl", "gloo"]
+Schedule = Literal["ring", "matrix"]  # which pairs iperf3 measures
+# How an all-reduce ended (network/progress.py): "done"; "failed" (a rank exited with an
+# error); "out-of-time" (the run's own allowance ran out, not the cluster's fault);
+# "never-joined", "stalled" (named hosts kept the others waiting); "slow" (cut at the
+# deadline while collectives still completed: sizes are what finished); "stall" (nothing
+# completed and nobody to blame: the cluster's finding, not every host's).
+RunOutcome = Literal["done", "failed", "out-of-time", "never-joined", "stalled", "slow",
+                     "stall"]
+PHASES: tuple[Phase, ...] = get_args(Phase)
+BACKENDS: tuple[Backend, ...] = get_args(Backend)
+SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
+RUN_OUTCOMES: tuple[RunOutcome, ...] = get_args(RunOutcome)
 
 
 @dataclass(frozen=True)
@@ -36,7 +51,7 @@ class LinkRun:
 
     sender: str
     receiver: str
-    phase: str  # SURVEY or RETEST
+    phase: Phase
     result: IperfResult
 
     @property
@@ -76,7 +91,7 @@ class SizeResult:
 class AllReduce:
     """One all-reduce run across hosts; failed maps a host to what its log said."""
 
-    backend: str  # "nccl" or "gloo": what the ranks ran
+    backend: Backend  # what the ranks ran
     hosts: tuple[str, ...]
     ranks: int
     sizes: tuple[SizeResult, ...] = ()
@@ -90,11 +105,7 @@ class AllReduce:
     predicted_s: Optional[float] = None
     iters: int = 0
     dropped: tuple[str, ...] = ()
-    # How it ended (network/progress.py): "done"; "failed" (a rank exited with an error);
-    # "never-joined", "stalled" (named hosts kept the others waiting); "slow" (cut at the
-    # deadline while collectives still completed: sizes are what finished); "stall" (nothing
-    # completed and nobody to blame: the cluster's finding, not every host's).
-    outcome: str = "done"
+    outcome: RunOutcome = "done"
     launch_s: Optional[float] = None  # launchers started -> every rank joined
     progress: Mapping[str, str] = field(default_factory=dict)  # per host, what its ranks did
     cut: Optional[str] = None  # why a run that kept its partial sizes was cut short
@@ -135,7 +146,7 @@ class NicCounters:
 class NetworkTests:
     """Everything the active tests learned; skipped maps a host to why it took no part."""
 
-    schedule: str  # "ring" or "matrix"
+    schedule: Schedule
     hosts: tuple[str, ...] = ()
     links: tuple[LinkRun, ...] = ()
     allreduce: Optional[AllReduce] = None

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
-from preflight.model.policy import JobShape
+from preflight.model.policy import JobShape, Mode
 
 LAUNCHER = ("-m", "paddle.distributed.launch")
 # The launcher's variables that no flag carries: where it looks for rank ports, which
@@ -73,7 +73,7 @@ class StragglerCost:
 class Plan:
     """A job that fits the hosts that passed; `lacks` says what the requested shape misses."""
 
-    mode: str
+    mode: Mode
     shape: JobShape
     nodes: tuple[Node, ...] = ()
     workers: tuple[Endpoint, ...] = ()  # trainers (ps) or worker hosts (collective)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Literal, Optional, get_args
+
+Mode = Literal["collective", "ps"]  # Paddle's collective training, or parameter servers
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 # What a pin may name, and where its value comes from (see checks/pins.py).
 PIN_NAMES = ("paddle", "driver", "cuda", "cudnn", "nccl", "python")
-MODES = ("collective", "ps")
 # Paddle's launcher: --start_port 6070 (one port per local rank; 8 GPUs a host at most here)
 # and gloo's 6767 (../shared/reference/paddle.md). Without --ports the plan picks free ports
 # from these ranges itself, and the ports check only warns when the defaults are taken.
@@ -72,7 +74,7 @@ class JobShape:
 
 @dataclass(frozen=True)
 class Policy:
-    mode: str = "collective"
+    mode: Mode = "collective"
     pins: tuple[Pin, ...] = ()
     files: tuple[str, ...] = ()  # training script and configs: must hash alike on all hosts
     ports: Optional[tuple[int, ...]] = None  # None: Paddle's defaults, the plan picks free ones

@@ -32,7 +32,7 @@ from typing import Optional
 
 from preflight.collect.remote import Done, Remote, in_parallel
 from preflight.common import nccllog
-from preflight.model.measure import AllReduce, SizeResult
+from preflight.model.measure import AllReduce, Backend, SizeResult
 from preflight.network import progress as P
 from preflight.network.budget import LAUNCH_IDLE_S
 
@@ -226,7 +226,7 @@ def run_dirs(members: Sequence[Member]) -> dict[str, str]:
     return {m.name: f"{run}-{rank}" for rank, m in enumerate(members)}
 
 
-def run_allreduce(members: Sequence[Member], backend: str, opts: AllReduceOptions,
+def run_allreduce(members: Sequence[Member], backend: Backend, opts: AllReduceOptions,
                   on_progress: Optional[OnProgress] = None) -> AllReduce:
     """Returns the all-reduce's figures, or which hosts kept it from finishing and why."""
     started = time.monotonic()
@@ -390,7 +390,7 @@ def _sizes(r: Optional[P.RankProgress], ranks: int) -> tuple[SizeResult, ...]:
     return () if r is None else tuple(SizeResult(b, s, ranks) for b, s in r.sizes)
 
 
-def _summarise(members: Sequence[Member], backend: str, ranks: int, names: tuple[str, ...],
+def _summarise(members: Sequence[Member], backend: Backend, ranks: int, names: tuple[str, ...],
                results: Mapping[str, Done], ended: Sequence[str], opts: AllReduceOptions,
                wall: float, watch: Watch) -> AllReduce:
     """ended: the hosts whose command ended by itself, in order; the others were stopped."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from preflight.collect.remote import MAX_OUTPUT, Remote, Started, in_parallel
-from preflight.model.measure import IperfResult, LinkRun
+from preflight.model.measure import IperfResult, LinkRun, Phase
 from preflight.network.schedule import Pair, Round
 
 LISTENING = "Server listening"
@@ -205,7 +205,7 @@ def measure_pair(sender: Remote, receiver: Remote, address: str, opts: IperfOpti
 
 
 def run_rounds(rounds: Sequence[Round], remotes: Mapping[str, Remote],
-               addresses: Mapping[str, str], opts: IperfOptions, phase: str,
+               addresses: Mapping[str, str], opts: IperfOptions, phase: Phase,
                servers: Servers, on_run: Optional[Callable[[LinkRun], None]] = None,
                nic_mbps: Optional[Mapping[str, int]] = None) -> list[LinkRun]:
     """Returns one LinkRun per pair, round after round; pairs of a round run at once.

@@ -22,7 +22,15 @@ from preflight.model.facts import (
     PortsFacts,
 )
 from preflight.model.host import HostOutcome
-from preflight.model.measure import RETEST, SURVEY, LinkRun, NetworkTests, NicCounters
+from preflight.model.measure import (
+    RETEST,
+    SURVEY,
+    Backend,
+    LinkRun,
+    NetworkTests,
+    NicCounters,
+    Schedule,
+)
 from preflight.model.policy import Limits
 from preflight.network import nic
 from preflight.network.allreduce import (
@@ -139,7 +147,7 @@ def resolve_ip(address: str) -> Optional[str]:
 
 def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote],
                       port: int = AllReduceOptions.port,
-                      ) -> tuple[list[Member], str, dict[str, str]]:
+                      ) -> tuple[list[Member], Backend, dict[str, str]]:
     """Returns (members, backend, {host: why it takes no part})."""
     left_out: dict[str, str] = {}
     cands: list[tuple[HostOutcome, HostFacts, PaddleFacts]] = []
@@ -155,7 +163,8 @@ def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
         else:
             cands.append((o, facts, paddle))
     gpus = {o.host.name: f.visible_gpus() for o, f, _ in cands}
-    backend, nproc = "gloo", 1
+    backend: Backend = "gloo"
+    nproc = 1
     if any(gpus.values()):
         # A GPU job runs on GPU hosts only: CPU-only hosts among them are left out, not mixed in.
         for o, _, _ in cands:
@@ -197,7 +206,7 @@ def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote
     """Returns what the iperf3 survey and the retests of suspects measured (no all-reduce
     yet: it runs on the hosts the plan keeps, see run_allreduce_stage)."""
     started = time.monotonic()
-    schedule = "matrix" if opts.matrix else "ring"
+    schedule: Schedule = "matrix" if opts.matrix else "ring"
     skipped: dict[str, str] = {}
     for o in outcomes:
         if o.facts is not None and o.host.name not in remotes:

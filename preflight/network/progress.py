@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from preflight.model.measure import BACKENDS, Backend
+
 NOW, LAUNCHER, PROGRESS, BEAT = ("PREFLIGHT-NOW ", "PREFLIGHT-LAUNCHER",
                                  "PREFLIGHT-PROGRESS ", "PREFLIGHT-BEAT ")
 # The launcher prints this when it starts waiting for its peers (Paddle 2.6 and 3.x).
@@ -65,7 +67,7 @@ class RankProgress:
     joined: Optional[float] = None
     rank: Optional[int] = None
     world: Optional[int] = None
-    backend: Optional[str] = None
+    backend: Optional[Backend] = None
     ops: int = 0
     last_event: Optional[float] = None
     sizes: tuple[tuple[int, float], ...] = ()  # (bytes, median seconds), as they finished
@@ -125,7 +127,7 @@ def _rank(local: str, events: Sequence[Mapping[str, Any]],
             r["joined"] = t
             r["rank"] = ev.get("rank") if isinstance(ev.get("rank"), int) else None
             r["world"] = ev.get("world") if isinstance(ev.get("world"), int) else None
-            r["backend"] = ev.get("backend") if isinstance(ev.get("backend"), str) else None
+            r["backend"] = ev.get("backend") if ev.get("backend") in BACKENDS else None
         elif kind == "op" and isinstance(ev.get("n"), int):
             r["ops"] = max(r.get("ops", 0), ev["n"])
         elif kind == "size":

@@ -12,12 +12,13 @@ import shlex
 from collections.abc import Sequence
 
 from preflight.model.plan import DEVICES_ENV, Node
+from preflight.model.policy import Mode
 
 NAME = "preflight.sbatch"
 END = "PREFLIGHT_PLAN"
 
 
-def batch_script(nodes: Sequence[Node], mode: str, job_name: str = "preflight-plan") -> str:
+def batch_script(nodes: Sequence[Node], mode: Mode, job_name: str = "preflight-plan") -> str:
     """Returns the batch script that runs the plan's launchers on its nodes."""
     if not nodes:
         raise ValueError("a plan with no nodes has no batch script")

@@ -57,8 +57,11 @@ def test_load_plan(tmp_path):
                           "env": {}, "rank": "first"}]}}, "field 'plan.nodes[0].rank'"),
     ({"plan": {"nodes": ["n1"]}}, "field 'plan.nodes[0]': not a report preflight can read: "
      "expected a mapping"),
+    ({"plan": {"mode": "mesh", "nodes": [{"host": "n1", "env": {}, "argv": [
+        "p", "-m", "paddle.distributed.launch"]}]}},
+     "field 'plan.mode': 'mesh' is not one of collective, ps"),
 ], ids=["no-go", "no-plan", "empty", "not-the-launcher", "env-type", "rank-type",
-        "node-type"])
+        "node-type", "mode"])
 def test_bad_plans_are_one_line_errors(tmp_path, over, fragment):
     with pytest.raises(InputError) as e:
         load_plan(report(tmp_path, **over))

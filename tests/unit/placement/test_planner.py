@@ -16,7 +16,7 @@ from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Status, Verdict
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
 from preflight.model.measure import NetworkTests
-from preflight.model.policy import JobShape, Limits, Policy
+from preflight.model.policy import JobShape, Limits, Mode, Policy
 from preflight.placement.planner import plan
 from preflight.report.jsonreport import document, plan_doc
 from preflight.report.terminal import plan_lines
@@ -35,7 +35,7 @@ def cpu_host(load: float = 0.1, effective: float = 16.0) -> F.CpuFacts:
                    loadavg=(load, load, load))
 
 
-def make(outcomes: list[HostOutcome], mode: str = "collective", findings: Sequence[Finding] = (),
+def make(outcomes: list[HostOutcome], mode: Mode = "collective", findings: Sequence[Finding] = (),
          network: Optional[NetworkTests] = None, ports: Optional[tuple[int, ...]] = None,
          limits: Optional[Limits] = None, **shape: Any):
     c = Cluster(tuple(outcomes), Policy(mode=mode, ports=ports, limits=limits or Limits(),

@@ -14,14 +14,14 @@ from support import REFUSED, G, cluster, paddle, same, slow_host, survey
 from preflight.judge import judge, run_checks
 from preflight.model.cluster import Cluster
 from preflight.model.facts import GpuFacts
-from preflight.model.findings import Finding, Status
+from preflight.model.findings import FailOn, Finding, Status
 from preflight.model.measure import AllReduce, NetworkTests, SizeResult
 from preflight.report import html, jsonreport, junit, markdown
 
 HOSTS = ["node01", "node02", "node03", "node04"]
 
 
-def doc_of(c: Cluster, fail_on: str = "fail", extra: tuple[Finding, ...] = (),
+def doc_of(c: Cluster, fail_on: FailOn = "fail", extra: tuple[Finding, ...] = (),
            ) -> dict[str, Any]:
     findings = run_checks(c) + list(extra)
     j = judge(c, findings, fail_on=fail_on)

@@ -23,9 +23,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from importlib import resources
 from typing import Any
 
+from preflight.collect import probe_text
 from preflight.testing import testbed
 
 # One session per host with paramiko, running a command (`true`): what any SSH fan-out
@@ -63,7 +63,7 @@ class Bench:
         self.base = tb.base
         with open(os.path.join(self.base, "floor.py"), "w") as fh:
             fh.write(FLOOR)
-        probe = resources.files("preflight.collect").joinpath("probe_script.py").read_bytes()
+        probe = probe_text.shipped().encode()
         for h in tb.hosts.values():  # pdsh runs the probe where it lies (no upload step)
             with open(os.path.join(h.tmp, "pf-probe.py"), "wb") as fh:
                 fh.write(probe)

@@ -13,10 +13,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any, Optional
 
-from preflight.collect import ssh
+from preflight.collect import probe_text, ssh
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
 from preflight.collect.remote import MAX_OUTPUT, Done, run_with_input
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
@@ -39,10 +38,9 @@ class CollectOptions:
     keep_connections: bool = False  # hand answered hosts' connections on (network tests)
 
 
-@functools.lru_cache(maxsize=1)
 def probe_source() -> bytes:
     """Returns the probe script that is shipped to each host."""
-    return resources.files("preflight.collect").joinpath("probe_script.py").read_bytes()
+    return probe_text.shipped().encode()
 
 
 @functools.lru_cache(maxsize=1)

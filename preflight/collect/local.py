@@ -8,10 +8,9 @@ import os
 import subprocess
 import threading
 import time
-from importlib import resources
 from typing import Any, Optional
 
-from preflight.collect.fanout import PROBE_MARGIN_S, Job, probe_args
+from preflight.collect.fanout import BOOTSTRAP, PROBE_MARGIN_S, Job, probe_args, probe_payload
 from preflight.collect.remote import MAX_OUTPUT, POLL_S, Done, Started
 from preflight.model.host import Host, HostOutcome, Stage, Via
 
@@ -97,19 +96,21 @@ def local_host(python: str = "python3") -> Host:
 
 
 class LocalJob(Job):
-    """The probe on this machine, as a subprocess of the file itself (no SSH, no stdin)."""
+    """The probe on this machine: the same command and payload as over SSH, in a
+    subprocess (no shell, no SSH)."""
 
     proc: Optional[subprocess.Popen[bytes]] = None
 
     def _collect(self) -> HostOutcome:
-        path = str(resources.files("preflight.collect").joinpath("probe_script.py"))
         self.budget = max(1.0, self.remaining() - PROBE_MARGIN_S)
         self.stage = Stage.PROBE
-        self.proc = subprocess.Popen([self.host.probe_python, path,
+        self.proc = subprocess.Popen([self.host.probe_python, "-S", "-c", BOOTSTRAP,
                                       *probe_args(self.host, self.opts, self.budget)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
         try:
-            out, err = self.proc.communicate(timeout=max(0.1, self.remaining()))
+            out, err = self.proc.communicate(probe_payload(),
+                                             timeout=max(0.1, self.remaining()))
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.communicate()

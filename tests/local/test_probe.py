@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import runpy
 import subprocess
 import sys
-from importlib import resources
 
 import pytest
+from probetools import probe_cmd, shipped_ns
 from support import HOSTILE
 
 from preflight.collect.fanout import CollectOptions, probe_args, probe_payload, remote_command
@@ -55,7 +54,7 @@ def test_the_probe_runs_from_stdin_as_hosts_run_it(tmp_path):
 
 def test_probe_addresses_match_ip():
     # rtnetlink, read by hand in the probe, against iproute2's own reading of this machine.
-    probe = runpy.run_path(str(probe_path()))
+    probe = shipped_ns()
     ours = probe["netlink_addresses"]()
     links = json.loads(subprocess.run(["ip", "-j", "addr", "show"], capture_output=True,
                                       check=True).stdout)
@@ -70,7 +69,7 @@ def test_probe_addresses_match_ip():
     ["\ud800 lone surrogate", "\U0001F600", ""],
 ])
 def test_probe_json_writer_matches_json(value):
-    to_json = runpy.run_path(str(probe_path()))["to_json"]
+    to_json = shipped_ns()["to_json"]
     text = to_json(value)
     expected = json.loads(json.dumps(value, sort_keys=True).replace("NaN", "null")
                           .replace("-Infinity", "null"))
@@ -86,15 +85,11 @@ def test_no_paddle_skips_the_import_and_says_so(tmp_path):
     python.chmod(0o755)
     host = Host(name="n", address="10.0.0.1", python=str(python), probe_python=sys.executable)
     args = probe_args(host, CollectOptions(paddle=False, cpu_sample_s=0.05), budget=20)
-    out = subprocess.run([sys.executable, str(probe_path()), *args], capture_output=True,
+    out = subprocess.run(probe_cmd(*args), capture_output=True,
                          text=True, timeout=30, check=True)
     doc = json.loads(out.stdout)
     assert doc["paddle"] == {"error": "not collected (preflight ran with --no-paddle)"}
     assert not marker.exists() and doc["cpu"]["logical"] >= 1
-
-
-def probe_path():
-    return resources.files("preflight.collect").joinpath("probe_script.py")
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not os.access("/usr/bin/python3", os.X_OK),
@@ -112,6 +107,6 @@ def test_the_probe_needs_no_root(tmp_path):
 
 
 def test_the_probe_and_the_checks_agree_on_the_not_requested_words():
-    from preflight.collect import probe_script
+    from preflight.collect.probe_text import shipped
     from preflight.model.facts import PADDLE_NOT_REQUESTED
-    assert f'"{PADDLE_NOT_REQUESTED}"' in open(probe_script.__file__).read()
+    assert f'"{PADDLE_NOT_REQUESTED}"' in shipped()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from probetools import probe_cmd
 from support import cluster
 
 from preflight.checks import gpu_health
@@ -22,8 +23,7 @@ def probe_gpus(scenario: str = "h100") -> GpuFacts | SectionError:
     """The probe's GPU section with the stand-in pynvml in the given scenario."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tests" / "fixtures" / "fake_pynvml"),
                FAKE_NVML=scenario)
-    out = subprocess.run([sys.executable, str(ROOT / "preflight" / "collect" / "probe_script.py"),
-                          "--python", "/nonexistent", "--sample", "0.05"],
+    out = subprocess.run(probe_cmd("--python", "/nonexistent", "--sample", "0.05"),
                          capture_output=True, text=True, env=env, timeout=60, check=True)
     return parse_probe_output(out.stdout).gpu
 
@@ -37,8 +37,7 @@ def probe_gpus_smi(scenario: str = "h100") -> GpuFacts | SectionError:
     env = dict(os.environ, PATH=f"{SMI_BIN}{os.pathsep}{os.environ['PATH']}",
                FAKE_NVML=scenario)
     env.pop("PYTHONPATH", None)
-    out = subprocess.run([sys.executable, str(ROOT / "preflight" / "collect" / "probe_script.py"),
-                          "--python", "/nonexistent", "--sample", "0.05"],
+    out = subprocess.run(probe_cmd("--python", "/nonexistent", "--sample", "0.05"),
                          capture_output=True, text=True, env=env, timeout=60, check=True)
     return parse_probe_output(out.stdout).gpu
 
@@ -141,8 +140,8 @@ def fake_nvml(monkeypatch, scenario: str):
     ("no-driver", "NVMLError_DriverNotLoaded: Driver Not Loaded"),
     ("no-library", "NVMLError_LibraryNotFound: NVML Shared Library Not Found")])
 def test_a_driver_whose_nvml_cannot_start_is_a_finding_not_no_gpu(monkeypatch, scenario, error):
-    from preflight.collect import probe_script
     from preflight.collect.parse import parse_probe_output
+    from preflight.collect.probe import main as probe_script
     # A host with the driver's device node, NVML failing and no nvidia-smi on the PATH.
     monkeypatch.setattr(os.path, "exists", lambda p: p == "/dev/nvidiactl")
     monkeypatch.setattr(probe_script, "which", lambda name: None)
@@ -186,7 +185,7 @@ def test_a_software_power_cap_warns_and_a_hardware_slowdown_fails():
 def test_one_gpu_state_reads_the_same_through_nvml_and_nvidia_smi():
     # The stand-in's GPU0 as NVML gives it, and as nvidia-smi prints the same state.
     from preflight.checks import gpu_homogeneous
-    from preflight.collect.probe_script import SMI_FIELDS
+    from preflight.collect.probe.main import SMI_FIELDS
     from preflight.collect.smi import parse_smi_csv
     nvml = probe_gpus()
     assert isinstance(nvml, GpuFacts)
@@ -207,8 +206,7 @@ def probe_paddle(scenario: str = "ok") -> PaddleFacts:
     """The probe's Paddle section with the stand-in GPU build of Paddle in a scenario."""
     env = dict(os.environ, PYTHONPATH=str(ROOT / "tests" / "fixtures" / "fake_paddle_gpu"),
                FAKE_PADDLE=scenario)
-    out = subprocess.run([sys.executable, str(ROOT / "preflight" / "collect" / "probe_script.py"),
-                          "--python", sys.executable, "--sample", "0.05"],
+    out = subprocess.run(probe_cmd("--python", sys.executable, "--sample", "0.05"),
                          capture_output=True, text=True, env=env, timeout=60, check=True)
     p = parse_probe_output(out.stdout).paddle
     assert isinstance(p, PaddleFacts) and p.available, p
@@ -250,7 +248,7 @@ def test_paddle_that_sees_no_gpu_on_a_gpu_host_fails():
 
 
 def test_the_probe_reads_infiniband_ports_as_sysfs_shows_them(tmp_path):
-    from preflight.collect import probe_script
+    from preflight.collect.probe import main as probe_script
     for dev, port, state, rate, layer in (
             ("mlx5_0", "1", "4: ACTIVE", "200 Gb/sec (4X HDR)", "InfiniBand"),
             ("mlx5_1", "1", "1: DOWN", "10 Gb/sec (4X SDR)", "InfiniBand"),
@@ -272,8 +270,8 @@ def test_the_probe_reads_infiniband_ports_as_sysfs_shows_them(tmp_path):
 
 
 def test_xid_lines_of_the_kernel_log_are_read_and_parsed():
-    from preflight.collect import probe_script
     from preflight.collect.parse import gpu as parse_gpu
+    from preflight.collect.probe import main as probe_script
     log = ("[  12.3] nvidia: module loaded\n"
            "[ 812.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen "
            "off the bus.\n"

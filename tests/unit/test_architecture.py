@@ -11,16 +11,19 @@ from collections.abc import Iterator
 
 import pytest
 
+from preflight.collect import probe_text
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PROBE = ROOT / "preflight" / "collect" / "probe_script.py"
+PROBE_PARTS = sorted((ROOT / "preflight" / "collect" / "probe").glob("*.py"))
 # Where each installed package lives in the repository (see pyproject's package-dir).
 SOURCES = {"preflight": ROOT / "preflight", "preflight.checks": ROOT / "checks",
            "preflight.inventory": ROOT / "inventory"}
 
 
-def imports(path: pathlib.Path) -> set[str]:
-    """Returns every module path.py imports, at any depth (also inside functions)."""
-    tree = ast.parse(path.read_text())
+def imports(path: pathlib.Path | str) -> set[str]:
+    """Returns every module path.py (or a source text) imports, at any depth (also inside
+    functions)."""
+    tree = ast.parse(path.read_text() if isinstance(path, pathlib.Path) else path)
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -179,8 +182,8 @@ def test_the_cycle_finder_finds_a_cycle(monkeypatch):
     # The test above must be able to fail: two modules importing each other are a cycle.
     fake = {"preflight.a": {"preflight.b"}, "preflight.b": {"preflight.a"}}
     monkeypatch.setattr(sys.modules[__name__], "edges", lambda m: fake.get(m, set()))
-    monkeypatch.setitem(MODULES, "preflight.a", PROBE)
-    monkeypatch.setitem(MODULES, "preflight.b", PROBE)
+    monkeypatch.setitem(MODULES, "preflight.a", PROBE_PARTS[0])
+    monkeypatch.setitem(MODULES, "preflight.b", PROBE_PARTS[0])
     with pytest.raises(AssertionError, match="preflight.a"):
         test_no_import_cycle()
 
@@ -239,11 +242,14 @@ def test_no_bare_checks_or_inventory_imports(path):
 
 
 def test_probe_is_stdlib_only_and_python36_syntax():
-    ast.parse(PROBE.read_text(), feature_version=(3, 6))
+    # The text the hosts run: the parts joined, their package imports left out.
+    shipped = probe_text.shipped()
+    ast.parse(shipped, feature_version=(3, 6))
     stdlib = set(sys.stdlib_module_names)
     optional = {"pynvml"}  # imported inside try/except, used only where the host has it
-    top = {m.split(".")[0] for m in imports(PROBE)} - optional
+    top = {m.split(".")[0] for m in imports(shipped)} - optional
     assert top <= stdlib, f"probe imports non-stdlib {sorted(top - stdlib)}"
+    assert not [ln for ln in shipped.splitlines() if ln.rstrip().endswith(probe_text.JOINED)]
 
 
 def test_allreduce_script_is_stdlib_and_paddle_only_and_python36_syntax():
@@ -253,9 +259,17 @@ def test_allreduce_script_is_stdlib_and_paddle_only_and_python36_syntax():
     assert top <= set(sys.stdlib_module_names)
 
 
-def test_probe_embedded_sources_are_python36_syntax():
-    ns: dict[str, object] = {}
-    src = PROBE.read_text()
-    exec(compile(ast.parse(src), str(PROBE), "exec"), ns)  # defines, runs nothing (no __main__)
-    for name in ("PADDLE_CHILD", "NVML_SRC"):
-        ast.parse(str(ns[name]), feature_version=(3, 6))
+@pytest.mark.parametrize("path", PROBE_PARTS, ids=lambda p: p.name)
+def test_probe_parts_are_python36_syntax_and_import_the_package_only_where_joined(path):
+    ast.parse(path.read_text(), feature_version=(3, 6))
+    for line in path.read_text().splitlines():
+        if "import preflight" in line or line.startswith("from preflight"):
+            assert line.rstrip().endswith(probe_text.JOINED), line
+
+
+def test_the_joined_probe_passes_its_parts_sources_on():
+    ns: dict[str, object] = {"__name__": "not-main"}
+    exec(compile(probe_text.shipped(), "preflight-probe", "exec"), ns)  # defines, runs nothing
+    assert ns["NVML_SRC"] == probe_text.part("nvml")
+    assert ns["PADDLE_CHILD"] == probe_text.part("paddle_child")
+    assert callable(ns["nvml_facts"]) and callable(ns["main"])

@@ -5,6 +5,11 @@
 # guarded so a failure becomes {"error": ...} in that section instead of a crash.
 # The probe decides nothing: it reports; the controller judges.
 #
+# This file, nvml.py and paddle_child.py are one text on the hosts (collect/probe_text.py
+# joins them): the lines marked "# joined" are how this file finds the others as modules of
+# the package, and the join leaves them out (nvml.py's functions and the two sources are
+# defined above this file's text there).
+#
 # It runs on every host of every check, so its start-up is kept small: only cheap C modules
 # are imported up front; json, socket, subprocess and hashlib (each pulling in re, enum or
 # threading: ~10 ms of CPU together) only on the paths that need them.
@@ -14,106 +19,14 @@ import struct
 import sys
 import time
 
+from preflight.collect.probe.nvml import nvml_facts  # joined
+from preflight.collect.probe_text import NVML_SRC, PADDLE_CHILD  # joined
+
 SCHEMA = 1
 ENV_PREFIXES = ("NCCL_", "FLAGS_", "PADDLE_", "GLOG_", "GLOO_", "CUDA_VISIBLE_DEVICES")
 # Names that look secret keep their presence, never their value: reports get shared.
 SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "_KEY", "APIKEY")
 PADDLE_MARK = "PREFLIGHT-PADDLE-JSON:"
-
-# Runs in a child process with the training environment's python: importing Paddle can
-# take seconds, print noise, or crash, and must not take the probe down with it.
-PADDLE_CHILD = r"""
-import json, sys, time
-out = {"python": "%d.%d.%d" % tuple(sys.version_info[:3]), "executable": sys.executable}
-started = time.time()
-try:
-    import paddle
-except BaseException as e:
-    out["available"] = False
-    out["reason"] = "%s: %s" % (type(e).__name__, str(e)[:300])
-else:
-    # How long the import took here, every host importing at once as the job's ranks do:
-    # the all-reduce sizes the patience of its launch from it.
-    out["import_s"] = round(time.time() - started, 3)
-    out["available"] = True
-    v = paddle.version
-    def call(name):
-        a = getattr(v, name, None)
-        if a is None:
-            return None
-        try:
-            r = a() if callable(a) else a
-        except Exception:
-            return None
-        return r if isinstance(r, (list, int)) else str(r)
-    out["version"] = str(getattr(paddle, "__version__", ""))
-    out["full_version"] = str(getattr(v, "full_version", ""))
-    out["commit"] = str(getattr(v, "commit", ""))
-    for key in ("cuda", "cudnn", "nccl", "cuda_archs"):
-        out[key] = call(key)
-    for key, fn in (("compiled_with_cuda", "is_compiled_with_cuda"),
-                    ("compiled_with_distribute", "is_compiled_with_distribute")):
-        try:
-            out[key] = bool(getattr(paddle, fn)())
-        except Exception:
-            out[key] = None
-    core = None
-    for mod in ("paddle.base.core", "paddle.fluid.core"):
-        try:
-            core = __import__(mod, fromlist=["core"])
-            break
-        except Exception:
-            pass
-    # The PS core is absent from 3.1+ CPU wheels: PS mode then cannot run at all.
-    out["ps_core"] = None if core is None else all(
-        hasattr(core, n) for n in ("CommContext", "DistCommunicator", "DistFleetWrapper"))
-    # What is loaded, not what Paddle was built with: the NCCL of the nvidia-nccl-cu* wheel
-    # (2.6 has no paddle.version.nccl at all) and the cuDNN found at run time. GPU builds only.
-    def loaded(fn):
-        try:
-            r = fn()
-        except Exception:
-            return None
-        return str(r) if r else None
-    gpu_build = out.get("compiled_with_cuda")
-    out["nccl_runtime"] = loaded(core.nccl_version) if gpu_build and core is not None \
-        and hasattr(core, "nccl_version") else None
-    out["cudnn_runtime"] = loaded(paddle.device.get_cudnn_version) if gpu_build else None
-    if gpu_build:
-        # A tiny op on every GPU Paddle sees: allocate, compute, bring back. What a build
-        # without this GPU's architecture ("no kernel image is available"), a failed CUDA
-        # init or a Fabric Manager that is down does, it does here, not in the job.
-        try:
-            visible = int(paddle.device.cuda.device_count())
-        except Exception as e:
-            visible = 0
-            out["gpu_error"] = "%s: %s" % (type(e).__name__, str(e)[:300])
-        out["gpu_visible"] = visible
-        ops = []
-        for i in range(min(visible, 64)):
-            try:
-                paddle.set_device("gpu:%d" % i)
-                n = 1 << 20
-                got = float((paddle.ones([n], dtype="float32") * 2).sum())
-                ops.append({"index": i, "error": None if got == 2.0 * n else
-                            "computed %r instead of %r" % (got, 2.0 * n)})
-            except Exception as e:
-                ops.append({"index": i, "error": "%s: %s" % (type(e).__name__,
-                                                             str(e).strip()[:300])})
-        out["gpu_ops"] = ops
-if WANT_NVML:
-    try:
-        import pynvml
-    except Exception:
-        pass
-    else:
-        try:
-            exec(NVML_SRC)
-            out["nvml"] = nvml_facts(pynvml)
-        except Exception as e:
-            out["nvml"] = {"error": "%s: %s" % (type(e).__name__, str(e)[:300])}
-sys.stdout.write("\n" + MARK + json.dumps(out) + "\n")
-"""
 
 
 def read(path, limit=65536):
@@ -173,7 +86,7 @@ def cgroup_v1_quota():
         fields, rfields = left.split(), right.split()
         if len(rfields) >= 3 and rfields[0] == "cgroup" and "cpu" in rfields[2].split(","):
             mount_root, mount_point = fields[3], fields[4]
-    if mount_point is None:
+    if mount_root is None or mount_point is None:
         return None
     if mount_root != "/" and rel.startswith(mount_root):
         rel = rel[len(mount_root):]
@@ -480,7 +393,7 @@ def netlink_addresses():
         s.bind((0, 0))
         # nlmsghdr (len, type, flags REQUEST|DUMP, seq, pid) + ifaddrmsg for every family
         s.sendto(struct.pack("=IHHII", 24, RTM_GETADDR, 0x301, 1, 0) + bytes(8), (0, 0))
-        by_index = {}
+        by_index = {}  # type: dict
         for _ in range(10000):  # a dump ends with NLMSG_DONE; the bound guards a bad kernel
             data = s.recv(1 << 16)
             if not data:
@@ -521,7 +434,7 @@ def network_facts():
     for name in sorted(os.listdir(base)):
         d = os.path.join(base, name)
 
-        def attr(n):
+        def attr(n, d=d):
             try:
                 return read(os.path.join(d, n)).strip()
             except OSError:  # speed raises EINVAL on links without one
@@ -586,7 +499,7 @@ def infiniband_ports(root="/sys/class/infiniband"):
             return read(path, 256).strip() or None
         except OSError:
             return None
-    out = []
+    out = []  # type: list
     try:
         devices = sorted(os.listdir(root))
     except OSError:
@@ -642,114 +555,6 @@ def env_facts():
 
 
 # ---------------------------------------------------------------- GPUs
-# As source text: it runs in the probe when the probe's python has pynvml, else in the
-# training environment's child process (where nvidia-ml-py is usually installed).
-NVML_SRC = r"""
-def nvml_facts(pynvml):
-    def text(x):
-        return x.decode() if isinstance(x, bytes) else str(x)
-
-    def opt(fn, *a):
-        try:
-            return fn(*a)
-        except Exception:
-            return None
-
-    def first(names, *a):
-        # Drivers before r535 lack nvmlDeviceGetCurrentClocksEventReasons in libnvidia-ml
-        # (nvidia-ml-py still has the Python function: the call raises FunctionNotFound):
-        # try each name in turn, the older one last.
-        for name in names:
-            fn = getattr(pynvml, name, None)
-            if fn is None:
-                continue
-            try:
-                return fn(*a)
-            except Exception:
-                continue
-        return None
-
-    def fabric(h):
-        # NVSwitch systems (HGX Hopper on): each GPU joins the NVLink fabric that Fabric
-        # Manager sets up. [state, status, health mask]; None where there is no fabric
-        # (NotSupported: PCIe cards, older GPUs, drivers without the call). The versioned
-        # call carries the health mask; the older one is tried when it is missing.
-        import ctypes
-        for call, struct in (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
-                             ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t")):
-            fn, cls = getattr(pynvml, call, None), getattr(pynvml, struct, None)
-            if fn is None or cls is None:
-                continue
-            info = cls()
-            try:
-                fn(h, ctypes.byref(info))
-            except Exception:
-                continue
-            return [int(info.state), int(info.status), int(getattr(info, "healthMask", 0))]
-        return None
-
-    def device(i):
-        h = pynvml.nvmlDeviceGetHandleByIndex(i)
-        cc = opt(pynvml.nvmlDeviceGetCudaComputeCapability, h)
-        ecc = opt(pynvml.nvmlDeviceGetEccMode, h)
-        mig = opt(pynvml.nvmlDeviceGetMigMode, h)
-        power = opt(pynvml.nvmlDeviceGetEnforcedPowerLimit, h)
-        remap = opt(pynvml.nvmlDeviceGetRemappedRows, h)  # (corr, unc, pending, failure)
-        reasons = first(("nvmlDeviceGetCurrentClocksEventReasons",
-                         "nvmlDeviceGetCurrentClocksThrottleReasons"), h)
-        procs = opt(pynvml.nvmlDeviceGetComputeRunningProcesses, h)
-        links = None
-        for link in range(18):  # NVML_NVLINK_MAX_LINKS
-            try:
-                up = pynvml.nvmlDeviceGetNvLinkState(h, link)
-            except Exception:
-                break
-            links = (links or 0) + (1 if up else 0)
-        return {
-            "ecc_uncorrected_volatile": opt(pynvml.nvmlDeviceGetTotalEccErrors, h, 1, 0),
-            "retired_pages_pending": opt(pynvml.nvmlDeviceGetRetiredPagesPendingStatus, h),
-            "remapped_rows_pending": bool(remap[2]) if remap else None,
-            "remapped_rows_failure": bool(remap[3]) if remap else None,
-            "clock_event_reasons": reasons,
-            "processes": len(procs) if procs is not None else None,
-            "nvlink_up": links,
-            "fabric": fabric(h),
-            "index": i,
-            "name": text(pynvml.nvmlDeviceGetName(h)),
-            "uuid": text(opt(pynvml.nvmlDeviceGetUUID, h) or ""),
-            "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(h).total // (1 << 20),
-            "compute_capability": "%d.%d" % tuple(cc) if cc else None,
-            "vbios": opt(lambda: text(pynvml.nvmlDeviceGetVbiosVersion(h))),
-            "ecc_mode": list(ecc) if ecc else None,
-            "mig_mode": list(mig) if mig else None,
-            "persistence_mode": opt(pynvml.nvmlDeviceGetPersistenceMode, h),
-            "power_limit_w": power / 1000.0 if power else None,
-            "pcie_width": opt(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
-            "pcie_width_max": opt(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h),
-        }
-
-    pynvml.nvmlInit()
-    try:
-        devices = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            try:
-                devices.append(device(i))
-            except Exception as e:
-                # One lost GPU (Xid 79: GPU_IS_LOST) is that GPU's finding, not the host's
-                # every GPU fact lost.
-                devices.append({"index": i, "error": "%s: %s" % (type(e).__name__,
-                                                                  str(e)[:200])})
-        cuda = opt(pynvml.nvmlSystemGetCudaDriverVersion)
-        return {
-            "source": "nvml",
-            "driver": text(pynvml.nvmlSystemGetDriverVersion()),
-            "cuda_driver": "%d.%d" % (cuda // 1000, (cuda % 1000) // 10) if cuda else None,
-            "devices": devices,
-        }
-    finally:
-        pynvml.nvmlShutdown()
-"""
-exec(NVML_SRC)
 
 
 SMI_FIELDS = ("index,name,uuid,memory.total,compute_cap,driver_version,vbios_version,"
@@ -900,10 +705,9 @@ def gpu_source(pynvml, paddle):
 def start_paddle(python, want_nvml):
     import subprocess
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", GLOG_minloglevel="3")
-    program = "MARK = %r\nWANT_NVML = %r\nNVML_SRC = %r\n%s" % (
-        PADDLE_MARK, want_nvml, NVML_SRC, PADDLE_CHILD)
-    return subprocess.Popen([python, "-c", program], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    argv = [python, "-c", PADDLE_CHILD, PADDLE_MARK, "1" if want_nvml else "0", NVML_SRC]
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
 
 
 def finish_paddle(proc, python, budget):
@@ -914,7 +718,8 @@ def finish_paddle(proc, python, budget):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        raise RuntimeError("%s did not finish importing paddle within %.0f s" % (python, budget))
+        raise RuntimeError("%s did not finish importing paddle within %.0f s"
+                           % (python, budget)) from None
     text = out.decode("utf-8", "replace")
     for line in text.splitlines():
         if line.startswith(PADDLE_MARK):
@@ -981,7 +786,7 @@ def main(argv):
     paddle_proc = None
     pynvml = local_pynvml()
     if not want_paddle:
-        paddle = {"error": "not collected (preflight ran with --no-paddle)"}
+        paddle = {"error": "not collected (preflight ran with --no-paddle)"}  # type: object
     else:
         try:
             paddle_proc = start_paddle(python, pynvml is None)
@@ -990,7 +795,7 @@ def main(argv):
                       "reason": "cannot run %s: %s" % (python, e.strerror or e)}
     children = [paddle_proc.pid] if paddle_proc is not None else []
     first = cpu_sample_start(children)
-    doc = {"schema": SCHEMA, "started": started}
+    doc = {"schema": SCHEMA, "started": started}  # type: dict
     doc["system"] = section(system_facts)
     doc["memory"] = section(memory_facts)
     doc["shm"] = section(shm_facts)

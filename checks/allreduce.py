@@ -22,6 +22,61 @@ from preflight.model.findings import Finding, Status
 from preflight.model.measure import AllReduce, SizeResult
 
 NAME = "allreduce"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+A real all-reduce certifies the hosts the job would use, over the backend the facts call for
+(NCCL on GPU hosts: ranks that ran gloo instead, because Paddle saw no GPU, fail, their figures
+passing nothing; a one-rank run times the identity a reduction with nobody is, where Paddle's
+own `all_reduce` raises): it runs after the iperf3 tests on the hosts the plan keeps on what is
+known by then (a host left out for a confirmed slow link, another stack or too few cores is not
+a rank; the report lists both, `network.allreduce.hosts` and `network.allreduce_left_out`),
+sized to `--allreduce-budget`, with Paddle's launcher (`python -m paddle.distributed.launch
+--master --nnodes --rank`) and `paddle.distributed.all_reduce`: NCCL on GPU hosts (one rank per
+GPU the job can use: those of `CUDA_VISIBLE_DEVICES` where the host's login environment sets
+it, else all NVML lists; the plan's ranks per host follow the same rule, and its env files set
+`NCCL_SOCKET_IFNAME` to the interface holding the host's address unless the host sets it), gloo
+on CPU hosts. With NCCL and the default sizes, a 256 MiB size is added when the budget allows
+(NVLink and multi-rail fabrics show their bandwidth only past ~256 MB). Reports algbw and busbw
+(= algbw·2(n-1)/n, nccl-tests' definition) per message size. With NCCL, busbw below 25 % of the
+slowest iperf3 link fails (a ring all-reduce cannot beat its slowest link, so something beyond
+the links is wrong; the finding quotes what NCCL logged about its transport). The ranks run
+with `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET`, and each host sends back NCCL's choice of
+network once (`Using network IB`, `Socket` or a plugin's name; on releases before that line,
+`NET/IB : Using ...` or `NET/Socket : Using ...`). Across hosts, NCCL on TCP sockets on a host
+with an ACTIVE InfiniBand/RoCE port fails, naming the host (the IB stack missing in the
+container, `NCCL_IB_DISABLE`, `NCCL_NET=Socket`). When NCCL did use the fabric and every host
+has ACTIVE ports of known rate, busbw is also held to the fabric: below `busbw_link_ratio` (25
+%) of the slowest host's RDMA rate (as many of its fastest ACTIVE ports as it has ranks, each
+GPU driving its nearest port) fails when the run reached 256 MiB, and warns otherwise (small
+messages do not show a fabric's bandwidth). The iperf3 links run on the inventory address,
+often a management network; this is the comparison that matters on IB clusters. gloo reduces on
+the CPU and is judged only against `busbw_min_gbytes`. A low busbw that a slow host explains is
+not blamed on every host: the `bandwidth` finding names the culprit. The benchmark writes each
+step (started, at the rendezvous, joined, each collective, each size's result) and a heartbeat
+every second as it goes, and preflight reads them while it runs, so a run that does not end by
+itself is told apart (`network.allreduce.outcome`): a rank that fails is named with the line of
+its log that says why (the others are stopped after a 5 s grace); a host still behind the
+others on the way to the rendezvous when the launch stopped progressing (nothing new for twice
+the slowest measured Paddle import, at least 30 s; each rank's connected sockets count as
+progress at the rendezvous) is named as never joined (`never-joined`); a rank whose heartbeat
+stopped for 10 s while the others' go on is named as stopped (`stalled`); a run still
+completing collectives at its deadline is cut, keeps the sizes that finished and warns
+(`slow`); nothing completing and nobody to blame is one finding for the cluster, not a failure
+of every host (`stall`); a run that reaches `--allreduce-timeout` while still progressing could
+not check, blaming nobody (`out-of-time`). `network.allreduce.progress` says what each host's
+ranks did. A host whose SSH connection went after its ranks had finished still passes (its hint
+says so; the measurement is whole), and a lost connection is opened again to stop and clean up.
+The launcher's processes are killed on every host; each host's run directory
+(`/tmp/.preflight-ar-<run>-<rank>`) is its own, so hosts that share a `/tmp` do not collide.
+"""
+WHY = ("It is the job's own collective path end to end (launcher, rendezvous, backend, every "
+       "rank): what would stall the job at its first all-reduce stalls here first, with the host"
+       " named.")
+FIX = ("Fix what the named host's log says (e.g. `GLOO_SOCKET_IFNAME`/`NCCL_SOCKET_IFNAME` "
+       "naming a missing interface, a firewall on the ports)")
+LIMITS: tuple[str, ...] = ("busbw_min_gbytes", "busbw_link_ratio",
+                           "link_fail_ratio", "link_min_gbps")
 
 
 def sizes_text(sizes: tuple[SizeResult, ...]) -> str:

@@ -21,6 +21,40 @@ from preflight.model.measure import NIC_OVERRUN, NIC_PHYSICAL, RETEST, LinkRun, 
 from preflight.model.policy import Limits
 
 NAME = "bandwidth"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+iperf3 between hosts, judged against the cluster itself: each host's best link shows what its
+NIC and path can do, and the median of those is the yardstick. A host whose every link in a
+direction is below 75 % of it (warn) / 50 % (fail) is a **slow host**; one slow pair between
+hosts that are fine elsewhere is a **slow path**. Each suspect is measured again, alone on its
+hosts, twice (against one of the best healthy hosts, or the slow path itself) before it is
+blamed: up to 8 suspects one at a time, more (a survey whose pairs contended for something they
+share) in rounds of up to 4 pairs with no host in two, up to 32 suspects, and blamed only if
+even the better of the two shows a clear deficit: below 75 % of the median host *and* of the
+slowest healthy host's best link, so that links as uneven as this cluster's healthy ones
+(CPU-bound streams, a busy software bridge) are not called slow; fine on the retest, it passes
+as transient. With `link_min_gbps` every link also meets an absolute floor. iperf3 leaves TCP's
+slow start out (`-O 1`). Loss warns only where it means something: over 1 % of segments
+retransmitted *and* either 10 times the cluster's own typical rate (`link_loss_outlier_ratio`)
+or on a link below 75 % of the median host; healthy TCP overflows its bottleneck's queue to
+find the link's speed, so every link of a healthy cluster retransmits some. A link carrying 90
+% of what both its NICs negotiated runs at line rate and is never slow (`nic-speed` judges the
+NIC). The job interface's error counters (`/sys/class/net/IF/statistics`) are read before the
+survey and after the retests (`network.nic_counters`: what grew): CRC, frame, length or carrier
+errors warn as a cable, transceiver or port going bad; missed or FIFO errors as a host that
+cannot empty its ring; a slow or lossy link's finding says which of its hosts counted errors,
+or that none did (congestion, not a cable). `rx_dropped` is context only: kernels count
+unwanted frames there. Fewer than 3 hosts: nothing to compare with (set a floor). A host
+without iperf3, or a run that failed, is `could-not-check`.
+"""
+WHY = ("A collective moves as fast as its slowest link: one slow host or path (a bad cable, a "
+       "port that fell back, a busy uplink) sets the step time of the whole job.")
+FIX = ("Check the named host's NIC, cable, negotiated speed (`ethtool`), driver; for a path, the"
+       " switch ports and routes between the two")
+LIMITS: tuple[str, ...] = ("link_warn_ratio", "link_fail_ratio",
+                           "link_min_gbps", "link_loss_warn_pct",
+                           "link_loss_outlier_ratio")
 # More slow pairs than this between hosts that are fine elsewhere read as one shared
 # bottleneck (an oversubscribed switch or uplink), not as that many broken cables.
 MAX_PATH_FINDINGS = 4

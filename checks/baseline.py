@@ -17,6 +17,19 @@ from preflight.model.findings import Finding, Status
 from preflight.model.measure import NetworkTests
 
 NAME = "baseline"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+In an audit (`preflight audit --baseline`), every fact of each host that differs from the
+baseline's profile (GPU model, count and memory, driver, Paddle, CUDA, cuDNN, NCCL, Python, NIC
+speed, MTU) is its own finding; bandwidth and all-reduce busbw below the baseline's by more
+than `--tolerance` fail, and a baseline older than `--max-age` warns.
+"""
+WHY = ("A node that drifted from the known-good one (driver, stack, NIC, bandwidth) behaves "
+       "differently from the nodes the job was tuned on.")
+FIX = ("Bring the node back to the baseline's configuration, or take a new baseline if the "
+       "change is meant")
+LIMITS: tuple[str, ...] = ()
 
 
 def when(b: Baseline) -> str:

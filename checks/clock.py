@@ -11,6 +11,17 @@ from preflight.model.facts import ClockFacts
 from preflight.model.findings import Finding
 
 NAME = "clock"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+Each host's clock within 1 s (warn) / 5 s (fail) of the cluster's median, measured against the
+controller as each probe's output arrives.
+"""
+WHY = ("Timeouts, certificates and logs read side by side assume one time: skewed clocks make "
+       "NCCL and gloo timeouts fire early or late and the hosts' logs disagree on what came "
+       "first.")
+FIX = "Fix NTP/chrony"
+LIMITS: tuple[str, ...] = ("clock_skew_warn_s", "clock_skew_fail_s")
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

@@ -15,6 +15,23 @@ from preflight.model.facts import CpuFacts
 from preflight.model.findings import Finding, Status
 
 NAME = "cpu-cores"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+Effective cores (CPU affinity and the cgroup v1/v2 quota, not just `nproc`) are within 80 % of
+the cluster's median (warn) and not below 50 % (fail): a synchronous job runs at the slowest
+host's pace. The cores that other work leaves free over the CPU sample, counted where the job
+will run (the cgroup holding the quota, else the host's CPUs; net of the probe itself; PSI
+`some avg10` quoted where the kernel has it), are judged the same way against the median
+host's: a host busy with another job is flagged (below 0.25 busy cores is noise). The
+kernel-wide load average is not used: in a container it charges one quota with the whole
+machine. SMT on some hosts and off on others is one warning naming both sets; cores are then
+compared as if alike, not failed for the 2x in logical CPUs.
+"""
+WHY = ("Data loading, the launcher and gloo run on the CPU: a host under a CPU quota or busy "
+       "with another job feeds its GPUs late, and every synchronous step waits for it.")
+FIX = "Lift the quota or CPU pinning, stop or move the other work, or leave the host out"
+LIMITS: tuple[str, ...] = ()
 # A synchronous job runs at the pace of its slowest host: half the median's cores means
 # the whole job at about half speed wherever the host's CPU work is on the critical path.
 FAIL_BELOW = 0.5

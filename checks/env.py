@@ -10,6 +10,21 @@ from preflight.model.facts import EnvFacts, NetworkFacts
 from preflight.model.findings import Finding, Status
 
 NAME = "env"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+NCCL_\*, FLAGS_\*, PADDLE_\* variables identical on every host (fail; GLOG_\*, GLOO_\* and
+others warn); variables that name a host's own devices are judged on each host, not by
+sameness: `NCCL_SOCKET_IFNAME` selects an interface of the host that is not down (NCCL's `^`
+and `=` list syntax), `GLOO_SOCKET_IFNAME` names one, `NCCL_IB_HCA` selects one of its RDMA
+devices (with `:port`); `NCCL_IB_DISABLE=1` on a host with InfiniBand (fail);
+`NCCL_DEBUG=INFO/TRACE`, `NCCL_P2P_DISABLE=1` (warn).
+"""
+WHY = ("NCCL_*, FLAGS_* and PADDLE_* variables choose algorithms, transports and numerics: ranks"
+       " that disagree take different paths and hang, and one naming a missing interface or HCA "
+       "leaves NCCL no route.")
+FIX = "Set the same environment everywhere (the job's launcher or profile), or fix the value"
+LIMITS: tuple[str, ...] = ()
 UNSET = "unset"
 # Ranks that disagree on NCCL or Paddle flags pick different algorithms or protocols and hang
 # or desynchronise; logging differences (GLOG_*) only make logs harder to read.

@@ -11,6 +11,16 @@ from preflight.model.facts import FilesFacts
 from preflight.model.findings import Finding, Status
 
 NAME = "files"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+Every `--file` has the same sha256 on every host (a different batch size in one config
+desynchronises steps); a missing file fails.
+"""
+WHY = ("Ranks that run another script or config (another batch size, another model) take "
+       "different steps and deadlock at the next collective.")
+FIX = "Deploy the job from one source (rsync, a shared image)"
+LIMITS: tuple[str, ...] = ()
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

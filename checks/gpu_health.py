@@ -12,6 +12,36 @@ from preflight.model.facts import GpuDevice, GpuFacts
 from preflight.model.findings import Finding, Status
 
 NAME = "gpu-health"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+No uncorrectable ECC errors since boot, no retired pages or remapped rows pending, no failed
+row remapping, no hardware clock slowdown (HW slowdown, HW thermal slowdown, HW power brake:
+fail; the software power cap and software thermal slowdown, which an idle power-capped GPU
+reads too, warn), no compute process already on a GPU, PCIe link as wide as its maximum, every
+GPU readable (one NVML cannot read, e.g. `GPU_IS_LOST` after an Xid 79, fails by itself while
+the host's other GPUs are still read). MIG enabled fails (NCCL cannot span MIG instances;
+pending at the next reset: warn). On NVSwitch systems (HGX), each GPU's fabric state
+(`nvmlDeviceGetGpuFabricInfoV`, or the plain call on drivers without it): not started or still
+in progress fails (Fabric Manager down: CUDA cannot start on the GPU), a completed registration
+with an error status, an unhealthy route or a configuration error in the health mask fails,
+degraded bandwidth and recoveries in progress warn; PCIe cards (NotSupported) have no fabric
+and say nothing. Xid events of the kernel log since boot, by code: 48, 63, 64, 74, 79, 92, 94,
+95, 119, 120 (ECC, row remapping, NVLink, fallen off the bus, GSP) fail, others warn; where the
+log is not readable (`kernel.dmesg_restrict`, users other than root) the history is n/a with
+that reason, blocking nothing (a could-not-check would make every unprivileged run NO-GO). The
+same health comes from nvidia-smi where neither the probe's nor the training python has
+nvidia-ml-py (`ecc.errors.uncorrected.volatile.total`, `retired_pages.pending`,
+`remapped_rows.pending`/`.failure`, `clocks_event_reasons.active` or
+`clocks_throttle_reasons.active` before r535, `--query-compute-apps`), in NVML's terms, so a
+GPU is judged alike through either. Warns when the host reports no health (an nvidia-smi too
+old for those fields).
+"""
+WHY = ("A GPU with memory errors, a pending retirement or a hardware slowdown runs slow or drops"
+       " out mid-job (an Xid), and a GPU another process holds has neither the memory nor the "
+       "time the job counts on: every other rank waits.")
+FIX = "Reset or replace the GPU; fix cooling; stop the old job; reseat the card"
+LIMITS: tuple[str, ...] = ()
 
 # NVML clock event (throttle) reasons that mean the GPU runs slower than it should right now.
 # Bits from nvml.h: nvmlClocksEventReason*; idle (0x1) and app-clock settings are not faults.

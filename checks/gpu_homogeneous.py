@@ -11,6 +11,22 @@ from preflight.model.facts import GpuFacts
 from preflight.model.findings import Finding, Status
 
 NAME = "gpu-homogeneous"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+Every host has the same GPU model, count, memory, compute capability and driver, and the GPUs
+within a host are alike. A cluster with no GPUs passes as a CPU cluster.
+
+Settings: ECC mode, MIG mode and NVLink links up alike (fail); power limit, persistence mode,
+VBIOS alike (warn); within each host and across hosts.
+"""
+WHY = ("A synchronous step ends when the slowest GPU ends: a smaller, older or differently set "
+       "up GPU (ECC, MIG, power limit) sets the pace of every rank, and a batch sized for one "
+       "memory size does not fit another.")
+FIX = ("Replace or re-image the outlier; install the cluster's driver; set ECC/MIG the same "
+       "everywhere (`nvidia-smi -e`, `-mig`) and reboot; reseat NVLink bridges; set the power "
+       "limit")
+LIMITS: tuple[str, ...] = ()
 
 
 def _one(values: set[object]) -> object:

@@ -12,6 +12,18 @@ from preflight.model.facts import NetworkFacts
 from preflight.model.findings import Finding, Status
 
 NAME = "ib-ports"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+On hosts with RDMA devices (`/sys/class/infiniband`), some InfiniBand/RoCE port is ACTIVE
+(none: fail, NCCL would fall back to TCP sockets; a port down beside active ones: warn, a rail
+down), and the active ports' rate is the one most hosts have (slower: fail). Hosts without RDMA
+say nothing.
+"""
+WHY = ("Without an ACTIVE port NCCL falls back to TCP sockets at a fraction of the fabric's "
+       "bandwidth; a port at a lower rate makes its host the slow one.")
+FIX = "Check cables, the subnet manager (opensm), the switch port; replace the cable or HCA"
+LIMITS: tuple[str, ...] = ()
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

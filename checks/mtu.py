@@ -10,6 +10,16 @@ from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Status
 
 NAME = "mtu"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+The interface that holds each host's inventory address (else the default route's) has the same
+MTU everywhere: a mismatch hangs NCCL and stalls TCP collectives.
+"""
+WHY = ("Frames larger than the smaller MTU are dropped on the way: NCCL hangs, and TCP "
+       "collectives stall once messages pass the smaller size.")
+FIX = "Set one MTU on the job's network"
+LIMITS: tuple[str, ...] = ()
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

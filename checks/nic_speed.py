@@ -13,6 +13,17 @@ from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Status
 
 NAME = "nic-speed"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+The same interface negotiated the same speed everywhere (where the NIC reports one; veth and
+many virtual NICs do not): below the cluster's median warns, below half fails. A port or cable
+that fell back (100 to 25 Gb/s) makes every collective wait on that host.
+"""
+WHY = ("A port that negotiated down (100 to 25 Gb/s) carries every collective through its host "
+       "at the lower speed.")
+FIX = "Reseat or replace the cable or transceiver; check the switch port (`ethtool`)"
+LIMITS: tuple[str, ...] = ()
 FAIL_BELOW = 0.5  # as cpu-cores: half the median's speed, the whole job at about half pace
 
 

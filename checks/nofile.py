@@ -11,6 +11,15 @@ from preflight.model.facts import LimitsFacts
 from preflight.model.findings import Finding
 
 NAME = "nofile"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+Open-files soft limit at least 16384 (warn) / 4096 (fail).
+"""
+WHY = ("Sockets, shared memory and data files count against the open-files limit: at the common "
+       '1024 a large job fails with "Too many open files" under load.')
+FIX = "Raise `nofile` in limits.conf or the service unit"
+LIMITS: tuple[str, ...] = ("nofile_warn", "nofile_fail")
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

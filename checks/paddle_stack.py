@@ -11,6 +11,21 @@ from preflight.model.facts import PaddleFacts
 from preflight.model.findings import Finding, Status
 
 NAME = "paddle-stack"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+Paddle imports with each host's `python`, and Paddle version, commit (between hosts of the same
+version), CUDA, cuDNN, NCCL (as built, and as loaded at run time on GPU builds:
+`paddle.base.core.nccl_version()`, `paddle.device.get_cudnn_version()`, since the library that
+runs comes from the host's `nvidia-nccl-cu*`/`nvidia-cudnn-cu*` wheels) and the Python minor
+version are identical everywhere; `nccl` and `cudnn` pins hold the loaded library where it was
+read. Mismatched NCCL is the classic cause of hangs and "Mismatched NCCL version".
+"""
+WHY = ("Ranks built from different Paddle, CUDA, cuDNN or NCCL releases disagree on the wire: "
+       'NCCL refuses to connect ("Mismatched NCCL version") or hangs, and different kernels run '
+       "at different speeds.")
+FIX = "Install the same wheel on every host (pin it)"
+LIMITS: tuple[str, ...] = ()
 
 # (label in messages, attribute). Different builds of one version differ in commit, and
 # mismatched NCCL between ranks is the classic cause of hangs and "Mismatched NCCL version".

@@ -14,6 +14,16 @@ from preflight.model.facts import GpuFacts, HostFacts, PaddleFacts, not_requeste
 from preflight.model.findings import Finding, Status
 
 NAME = "pins"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+Every `--require`/`require:` pin holds on every host; a host without the pinned thing (no GPU
+for a driver pin) cannot be checked.
+"""
+WHY = ("The pins say what the job was validated with; a host outside them runs a stack nobody "
+       "tested.")
+FIX = "Install the pinned versions"
+LIMITS: tuple[str, ...] = ()
 
 
 def nccl_version(code: str) -> Optional[str]:

@@ -16,6 +16,17 @@ from preflight.model.findings import Finding, Status
 from preflight.model.policy import DEFAULT_PORTS
 
 NAME = "ports"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+Ports named by `--ports` or the policy are not listening on any host (fail); without them,
+Paddle's defaults (6070-6077, 6767) listening warns: a hand-made launch would clash, the plan's
+ports are free.
+"""
+WHY = ("The launcher binds its ports as it starts: one still held by an earlier job keeps that "
+       "host's ranks from starting, and the others wait at the rendezvous.")
+FIX = "Stop the previous job, or launch with the plan"
+LIMITS: tuple[str, ...] = ()
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

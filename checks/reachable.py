@@ -8,6 +8,18 @@ from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Status
 
 NAME = "reachable"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+Every host was reached over SSH and probed. Otherwise `could-not-check` with the stage
+(`connect`, `host-key`, `auth`, `upload`, `probe`, `parse`, `timeout`, `interrupted`; `slurm`
+when Slurm runs no step on the node) and the reason, e.g. `connection refused`, `accepted TCP
+but sent no SSH banner`, `host key CHANGED`.
+"""
+WHY = ("A host preflight cannot reach or probe is one nobody has looked at, and often one the "
+       "launcher cannot reach either: every other rank waits for it at the first barrier.")
+FIX = "Start sshd / fix the network; verify and update known_hosts; fix the key or user"
+LIMITS: tuple[str, ...] = ()
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

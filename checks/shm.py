@@ -11,6 +11,16 @@ from preflight.model.facts import ShmFacts
 from preflight.model.findings import Finding
 
 NAME = "shm"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+`/dev/shm` at least 1024 MiB (warn) / 512 MiB (fail): data-loader workers pass batches through
+it.
+"""
+WHY = ('DataLoader workers pass batches through /dev/shm: too small, they die ("Bus error") and '
+       "the rank with them.")
+FIX = "`docker run --shm-size`, or remount the tmpfs larger"
+LIMITS: tuple[str, ...] = ("shm_warn_mib", "shm_fail_mib")
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

@@ -15,6 +15,26 @@ from preflight.model.facts import GpuFacts, PaddleFacts
 from preflight.model.findings import Finding, Status
 
 NAME = "stack-compat"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+The driver is new enough for Paddle's CUDA (below NVIDIA's minor-version-compatibility floor:
+fail; below the toolkit's own driver: warn, PTX JIT may fail); each GPU's compute capability
+has a cubin in `paddle.version.cuda_archs()` (same major, minor not above the device's; else
+warn), or, for 2.6 which has no such call, in what preflight knows of the wheel (the PyPI
+`paddlepaddle-gpu` 2.6.x for CUDA 11.8: sm_61/70/75/80/86 and no PTX, so on H100/H200 it fails:
+no kernel can run); no CPU build of Paddle on a GPU host; Paddle sees the GPUs the driver
+lists, and a tiny op (allocate, compute, bring back) runs on each (the probe's Paddle child
+does it: "no kernel image is available", a CUDA that cannot start or a Fabric Manager that is
+down fails here, naming the GPU, not in the job); in `--mode ps` the build carries the PS core
+(3.1+ CPU wheels do not). Data: `checks/compat_table.py`, with sources.
+"""
+WHY = ('A build that does not fit its host fails at its first kernel ("no kernel image is '
+       'available", a driver too old for the CUDA runtime) on that host, after the others have '
+       "started and wait for it.")
+FIX = ("Upgrade the driver or install a Paddle built for an older CUDA; install a build for the "
+       "GPU; install 2.6.2 or 3.0.0 for PS mode")
+LIMITS: tuple[str, ...] = ()
 
 
 def _version(text: Optional[str]) -> Optional[Version]:

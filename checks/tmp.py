@@ -11,6 +11,17 @@ from preflight.model.facts import SectionError, TmpFacts
 from preflight.model.findings import Finding
 
 NAME = "tmp"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+The temp directory (`$TMPDIR`, else `/tmp`) has 1024 MiB free (warn) / 64 MiB (fail): Python's
+tempfile, compilers and the launcher write there. The probe itself writes nothing there (it
+arrives on stdin).
+"""
+WHY = ("tempfile, compilers, JIT caches and the launcher write to the temp directory: full, they"
+       " fail as the job starts.")
+FIX = "Free some space"
+LIMITS: tuple[str, ...] = ("tmp_warn_mib", "tmp_fail_mib")
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

@@ -4,6 +4,7 @@ bad value is argparse's one-line error, exit 2)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Optional
 
 from preflight import __version__
@@ -19,7 +20,7 @@ from preflight.report.terminal import COLOR_CHOICES
 CHECK_NAMES = tuple(c.name for c in ALL_CHECKS)
 
 
-def positive(kind: type[float] | type[int]):  # type: ignore[no-untyped-def]
+def positive(kind: type[float] | type[int]) -> Callable[[str], float | int]:
     def parse(text: str) -> float | int:
         try:
             v = kind(text)
@@ -131,7 +132,7 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
                    "the Paddle import outlasts; 0.1 with --no-paddle)")
     c.add_argument("--no-paddle", action="store_true",
                    help="do not import Paddle on the hosts (about 1 s of CPU each): the "
-                   "Paddle checks then say 'could not check'")
+                   "Paddle checks then say n/a, not requested, and block nothing")
     c.add_argument("--policy", metavar="FILE", help="YAML policy: mode, require, files, "
                    "ports, limits (flags below add to or override it)")
     c.add_argument("--mode", choices=("collective", "ps"),
@@ -209,7 +210,7 @@ def _view_options(c: argparse.ArgumentParser) -> None:
 def _report_options(c: argparse.ArgumentParser, fail_on_default: Optional[str] = "fail",
                     ) -> None:
     """Report files and the exit-code rule, shared by check, audit and report."""
-    r = c.add_argument_group("reports (each written atomically; see README, CI)")
+    r = c.add_argument_group("reports (each written atomically; see docs/ci.md)")
     r.add_argument("--json", metavar="FILE", help="the JSON report (preflight launch, "
                    "diff and report read it)")
     r.add_argument("--junit", metavar="FILE", help="JUnit XML: a test case per check, its "

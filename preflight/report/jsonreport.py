@@ -38,7 +38,7 @@ def jsonable(obj: Any) -> Any:
 
 def document(cluster: Cluster, judgement: Judgement, meta: Optional[dict[str, Any]] = None,
              plan: Optional[Plan] = None) -> dict[str, Any]:
-    """Returns the report as a JSON-ready dict (the format the README documents)."""
+    """Returns the report as a JSON-ready dict (the format docs/reports.md documents)."""
     hosts = {}
     for o in cluster.outcomes:
         hosts[o.host.name] = {

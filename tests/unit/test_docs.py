@@ -1,0 +1,52 @@
+"""The documentation speaks for the code: the generated pages are what the code says now, every
+check documents itself, and the README stays an entry point that links into docs/."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import re
+import sys
+
+import pytest
+
+from preflight.checks import ALL_CHECKS
+from preflight.cli import docgen
+from preflight.model.policy import Limits
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", sorted(docgen.GENERATORS))
+def test_the_generated_pages_are_what_the_code_says(name):
+    committed = (ROOT / "docs" / name).read_text()
+    assert committed == docgen.GENERATORS[name](), (
+        f"docs/{name} has drifted from the code: run .venv/bin/python -P -m "
+        "preflight.cli.docgen docs")
+
+
+@pytest.mark.parametrize("spec", ALL_CHECKS, ids=lambda c: c.name)
+def test_every_check_says_what_why_and_how_to_fix(spec):
+    mod = sys.modules[spec.run.__module__]
+    assert mod.ABOUT.strip() and mod.WHY.strip() and mod.FIX.strip()
+    limits = {f.name for f in dataclasses.fields(Limits)}
+    assert set(mod.LIMITS) <= limits, f"{spec.name}: no such limits {set(mod.LIMITS) - limits}"
+
+
+def test_every_limit_is_documented_by_a_check_or_the_plan():
+    # A policy limit no page mentions is a knob nobody can find.
+    pages = (ROOT / "docs" / "checks.md").read_text() + (ROOT / "docs" / "policy.md").read_text()
+    missing = [f.name for f in dataclasses.fields(Limits) if f"`{f.name}`" not in pages
+               and f"{f.name}:" not in pages]
+    assert not missing
+
+
+def test_the_readme_is_an_entry_point_whose_links_lead_somewhere():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200
+    assert text.splitlines()[3].startswith("bash scripts/setup.sh && .venv/bin/preflight demo")
+    links = re.findall(r"\]\((docs/[^)#]+)", text)
+    assert links and all((ROOT / link).is_file() for link in links), links
+    for page in (ROOT / "docs").glob("*.md"):
+        for link in re.findall(r"\]\(([\w-]+\.md)", page.read_text()):
+            assert (ROOT / "docs" / link).is_file(), f"{page.name} links to missing {link}"

@@ -198,6 +198,9 @@ def test_json_report_shape(cluster):
     doc = run.report
     assert {"verdict", "hosts", "findings", "reasons"} <= set(doc)
     assert doc["hosts"]["dead"] == {**doc["hosts"]["dead"], "status": "failed", "facts": None}
+    # Both were to be reached over SSH, as the report says (user and port, never key paths).
+    assert [(h["via"], h["ssh"]["user"], h["ssh"]["port"]) for h in doc["hosts"].values()] == [
+        ("ssh", "root", 22)] * 2
     for f in doc["findings"]:
         assert set(f) == {"check", "status", "hosts", "message", "data"}
 

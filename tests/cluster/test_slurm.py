@@ -193,6 +193,9 @@ def test_a_starved_node_is_drained_then_resumed_when_it_passes_again(rig):
         assert list(doc["rechecked_over_ssh"]) == ["node2"], out
         assert "RE-CHECKED OVER SSH (drained by preflight" in out and "node2" in out, out
         assert statuses(doc)["node2"] == "ok", out  # its facts, over SSH
+        # The report says which transport reached each node; SSH details only where SSH did.
+        assert {n: (h["via"], h["ssh"] is None) for n, h in doc["hosts"].items()} == {
+            "node1": ("slurm", True), "node2": ("ssh", False), "node3": ("slurm", True)}, out
         assert any(f["check"] == "cpu-cores" and f["hosts"] == ["node2"]
                    for f in doc["findings"] if f["status"] == "fail"), out
         assert rig.slurm.states()["node2"].startswith("drain")

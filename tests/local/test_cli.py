@@ -280,6 +280,9 @@ def test_the_local_audit_reads_as_a_check_of_this_machine(tmp_path):
     assert "\nn/a     mtu " in p.stdout
     # No plan: one machine audited alone is not a cluster to place a job on.
     assert doc["plan"] is None and doc["local"] is True and "PLAN" not in p.stdout
+    # Reached by the local transport: no SSH, so no SSH block.
+    [me] = doc["hosts"].values()
+    assert me["via"] == "local" and me["ssh"] is None
     assert p.returncode == (0 if doc["verdict"] == "go" else 1)
 
 

@@ -76,7 +76,8 @@ def test_throttled_host_is_named_slow_not_its_peers(cluster):
     assert slow[0]["message"].startswith("slow: slow host: sends at most")
     assert "retest against good" in slow[0]["message"]
     assert all("slow" in r or r.startswith("plan: ") for r in run.report["reasons"]), \
-        run.report["reasons"]
+        "\n".join(run.report["reasons"]) + "\n" + json.dumps(
+            (run.report["network"] or {}).get("allreduce"), indent=1)[:6000]
     # Its peers are not blamed: none fails, none is called slow. A retransmit warning on a
     # healthy link is the loss judgement's own question (its unit tests), not this test's.
     peers = [f for f in run.findings("bandwidth") if f["status"] != "pass"

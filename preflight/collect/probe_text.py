@@ -20,6 +20,9 @@ def without_joined_lines(source: str) -> str:
                    if not line.rstrip().endswith(JOINED))
 
 
+# The sources main passes on: NVML's (to the Paddle child) and the child's own.
+NVML_SRC = part("nvml")
+PADDLE_CHILD = part("paddle_child")
 MAIN_GUARD = 'if __name__ == "__main__":'
 
 
@@ -28,13 +31,9 @@ def shipped() -> str:
     """The one text: main without its "# joined" imports, then, before main's entry point,
     the sources it passes on (NVML's, to the Paddle child; the child's own) and nvml's
     functions."""
-    nvml, child = part("nvml"), part("paddle_child")
     body, guard, entry = without_joined_lines(part("main")).rpartition(MAIN_GUARD)
     if not guard:
         raise RuntimeError(f"probe/main.py lost its {MAIN_GUARD!r} line")
-    return (f"{body}NVML_SRC = {nvml!r}\nPADDLE_CHILD = {child!r}\n\n\n{nvml}\n\n"
+    return (f"{body}NVML_SRC = {NVML_SRC!r}\nPADDLE_CHILD = {PADDLE_CHILD!r}\n\n\n{NVML_SRC}\n\n"
             f"{guard}{entry}")
 
-
-NVML_SRC = part("nvml")
-PADDLE_CHILD = part("paddle_child")

@@ -12,6 +12,7 @@ from preflight.collect.remote import Remote
 from preflight.inventory import load
 from preflight.model.host import Host, HostOutcome, Via
 from preflight.model.plan import Node, Plan
+from preflight.placement import launcher
 
 # Called as each host's outcome arrives: (outcome, hosts done, hosts in all).
 OnResult = Callable[[HostOutcome, int, int], None]
@@ -68,6 +69,13 @@ class Transport(Protocol):
     def close(self) -> None:
         """Closes what the run opened (connections, a job); safe to call twice."""
         ...
+
+
+def host_scripts(plan: Plan, directory: str) -> str:
+    """Writes <host>.sh and <host>.env for every plan host (what a transport that starts
+    each host's launcher itself emits); returns the line saying so."""
+    launcher.emit(plan, directory)
+    return f"launch scripts: {len(plan.nodes)} hosts in {directory}"
 
 
 def inventory_hosts(query: HostQuery) -> list[Host]:

@@ -14,8 +14,7 @@ from preflight.collect.remote import Remote
 from preflight.config.errors import UsageError
 from preflight.model.host import Host, HostOutcome, Via
 from preflight.model.plan import Node, Plan
-from preflight.placement import launcher
-from preflight.transport.base import HostQuery, OnResult
+from preflight.transport.base import HostQuery, OnResult, host_scripts
 
 
 class LocalTransport:
@@ -50,8 +49,7 @@ class LocalTransport:
                          "audit?); pass -i INVENTORY")
 
     def emit(self, plan: Plan, directory: str) -> str:
-        launcher.emit(plan, directory)
-        return f"launch scripts: {len(plan.nodes)} hosts in {directory}"
+        return host_scripts(plan, directory)
 
     def close(self) -> None:
         pass

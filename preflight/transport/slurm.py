@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Optional
 
-from preflight.act.launch import LaunchOptions, Source
+from preflight.act.launch import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, LaunchOptions, Source
 from preflight.collect import slurm
 from preflight.collect.fanout import CollectOptions
 from preflight.collect.remote import Remote
@@ -24,7 +24,6 @@ from preflight.placement import launcher, sbatch
 from preflight.transport.base import HostQuery, OnResult, inventory_hosts
 from preflight.transport.ssh import SshTransport
 
-EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT = 0, 1, 124
 SBATCH_GRACE_S = 120  # past --time, what sbatch --wait gets to report the job's end
 
 

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Optional
 
-from preflight.act.launch import LaunchOptions, Source
+from preflight.act.launch import EXIT_FAILED, LaunchOptions, Source
 from preflight.act.launch import run as run_plan
 from preflight.collect import fanout, ssh
 from preflight.collect.fanout import CollectOptions
@@ -16,10 +16,7 @@ from preflight.collect.remote import Remote, SshRemote, in_parallel
 from preflight.config.errors import UsageError
 from preflight.model.host import Host, HostOutcome, Stage, Via
 from preflight.model.plan import Node, Plan
-from preflight.placement import launcher
-from preflight.transport.base import HostQuery, OnResult, inventory_hosts
-
-EXIT_NOTHING_STARTED = 1
+from preflight.transport.base import HostQuery, OnResult, host_scripts, inventory_hosts
 
 
 class SshTransport:
@@ -59,7 +56,7 @@ class SshTransport:
             for host, why in failed.items():
                 print(f"preflight launch: {host}: {why}", file=sys.stderr)
             print("preflight launch: nothing started", file=sys.stderr)
-            return EXIT_NOTHING_STARTED
+            return EXIT_FAILED
         return run_plan(nodes, self.remotes(), opts)
 
     def _connect(self, nodes: Sequence[Node], hosts: Mapping[str, Host],
@@ -87,8 +84,7 @@ class SshTransport:
         return failed
 
     def emit(self, plan: Plan, directory: str) -> str:
-        launcher.emit(plan, directory)
-        return f"launch scripts: {len(plan.nodes)} hosts in {directory}"
+        return host_scripts(plan, directory)
 
     def close(self) -> None:
         for conn in self.connections.values():

@@ -1,0 +1,185 @@
+"""A report as read back (preflight report, diff, audit --baseline, launch --plan, drain):
+the JSON document's own shape as frozen types, decoded once by config.typed. Every field
+but a few has a default, so a report of an earlier release reads; what a renderer shows is
+here, not in a dict."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+from preflight.model.facts import HostFacts
+from preflight.model.findings import FailOn, Finding, Verdict
+from preflight.model.host import Via
+from preflight.model.measure import Backend, Phase, RunOutcome, Schedule
+from preflight.model.policy import JobShape, Mode
+
+
+@dataclass(frozen=True)
+class SshSummary:
+    """How SSH reached a host (never key paths: a report is shared)."""
+
+    user: Optional[str] = None
+    port: Optional[int] = None
+    via: tuple[str, ...] = ()  # jump hosts, user@address:port, first hop first
+
+
+@dataclass(frozen=True)
+class FailureEntry:
+    stage: Optional[str] = None
+    reason: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class HostEntry:
+    address: Optional[str] = None
+    status: Optional[str] = None  # "ok" or "failed"
+    via: Optional[Via] = None  # absent from reports before the transports
+    ssh: Optional[SshSummary] = None
+    failure: Optional[FailureEntry] = None
+    elapsed_s: Optional[float] = None
+    facts: Optional[HostFacts] = None
+
+
+@dataclass(frozen=True)
+class LinkEntry:
+    sender: str
+    receiver: str
+    phase: Optional[Phase] = None
+    received_bps: Optional[float] = None
+    sent_bps: Optional[float] = None
+    retransmits: Optional[int] = None
+    loss_pct: Optional[float] = None
+    seconds: Optional[float] = None
+    streams: Optional[int] = None
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class SizeEntry:
+    bytes: int
+    seconds: float
+    algbw_bytes_s: float
+    busbw_bytes_s: float
+
+
+@dataclass(frozen=True)
+class AllReduceEntry:
+    backend: Optional[Backend] = None
+    hosts: tuple[str, ...] = ()
+    ranks: Optional[int] = None
+    error: Optional[str] = None
+    failed: Mapping[str, str] = field(default_factory=dict)
+    log_hints: Mapping[str, Optional[str]] = field(default_factory=dict)
+    wall_s: Optional[float] = None
+    budget_s: Optional[float] = None
+    predicted_s: Optional[float] = None
+    iters: Optional[int] = None
+    dropped: tuple[str, ...] = ()
+    outcome: Optional[RunOutcome] = None
+    launch_s: Optional[float] = None
+    progress: Mapping[str, str] = field(default_factory=dict)
+    cut: Optional[str] = None
+    expected: Optional[str] = None
+    sizes: tuple[SizeEntry, ...] = ()
+
+
+@dataclass(frozen=True)
+class NicCountersEntry:
+    interface: Optional[str] = None
+    grew: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NetworkEntry:
+    schedule: Optional[Schedule] = None
+    hosts: tuple[str, ...] = ()
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    interrupted: Optional[bool] = None
+    wall_s: Optional[float] = None
+    rounds: Optional[int] = None
+    links: tuple[LinkEntry, ...] = ()
+    nic_mbps: Mapping[str, Optional[float]] = field(default_factory=dict)
+    nic_counters: Mapping[str, NicCountersEntry] = field(default_factory=dict)
+    allreduce: Optional[AllReduceEntry] = None
+    allreduce_skipped: Optional[str] = None
+    allreduce_left_out: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EndpointEntry:
+    host: str
+    endpoint: str
+
+
+@dataclass(frozen=True)
+class CostEntry:
+    bytes: int
+    with_s: float
+    without_s: float
+    factor: Optional[float] = None
+    basis: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class NodeEntry:
+    host: str
+    address: Optional[str] = None
+    rank: Optional[int] = None
+    nproc: Optional[int] = None
+    python: Optional[str] = None
+    ports: tuple[int, ...] = ()
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    command: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    mode: Optional[Mode] = None
+    fits: Optional[bool] = None
+    lacks: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    requested: Optional[JobShape] = None
+    nproc_per_node: Optional[int] = None
+    master: Optional[str] = None
+    servers: tuple[EndpointEntry, ...] = ()
+    workers: tuple[EndpointEntry, ...] = ()
+    excluded: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    costs: Mapping[str, CostEntry] = field(default_factory=dict)
+    nodes: tuple[NodeEntry, ...] = ()
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    baseline: Optional[str] = None
+    taken_at: Optional[float] = None
+    taken_on: Optional[str] = None
+    tolerance: Optional[float] = None
+    max_age_s: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Report:
+    report_version: int
+    verdict: Optional[Verdict] = None
+    reasons: tuple[str, ...] = ()
+    waived: tuple[str, ...] = ()
+    command: Optional[str] = None
+    local: Optional[bool] = None
+    started_at: Optional[float] = None
+    duration_s: Optional[float] = None
+    inventory: Optional[str] = None
+    inventory_format: Optional[str] = None
+    ssh_config: Optional[str] = None
+    limit: Union[str, tuple[str, ...], None] = None
+    interrupted: Optional[bool] = None
+    fail_on: Optional[FailOn] = None
+    rechecked_over_ssh: Mapping[str, str] = field(default_factory=dict)
+    audit: Optional[AuditEntry] = None
+    hosts: Mapping[str, HostEntry] = field(default_factory=dict)
+    network: Optional[NetworkEntry] = None
+    plan: Optional[PlanEntry] = None
+    findings: tuple[Finding, ...] = ()
+    baseline: Optional[Mapping[str, Any]] = None  # a baseline's profiles (history.baseline)

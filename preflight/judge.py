@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import traceback
-from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Optional
 
 from preflight.checks import ALL_CHECKS, CheckSpec
 from preflight.common.grouping import group
@@ -12,6 +13,7 @@ from preflight.common.units import hostlist
 from preflight.model.cluster import Cluster
 from preflight.model.findings import BLOCKING, FailOn, Finding, Judgement, Status, Verdict
 from preflight.model.plan import Plan
+from preflight.model.report import Report
 
 
 def run_checks(cluster: Cluster, specs: Sequence[CheckSpec] = ALL_CHECKS) -> list[Finding]:
@@ -46,29 +48,20 @@ def _not_applicable(spec: CheckSpec, host: str, found: Sequence[Finding]) -> lis
                            f"{host}: n/a on one host (compares hosts)", {})]
 
 
-def finding_dict(f: Finding) -> dict[str, Any]:
-    """A finding as the JSON report holds it (what grouping and the renderers read)."""
-    return {"check": f.check, "status": f.status.value, "hosts": list(f.hosts),
-            "message": f.message}
-
-
 def blocking_statuses(fail_on: FailOn = "fail") -> tuple[Status, ...]:
     """Returns the statuses that make NO-GO under --fail-on (a CI gate may refuse warnings)."""
     return BLOCKING + ((Status.WARN,) if fail_on == "warn" else ())
 
 
-def rejudged(doc: Mapping[str, Any], fail_on: FailOn) -> dict[str, Any]:
+def rejudged(report: Report, fail_on: FailOn) -> Report:
     """Returns a saved report judged again under fail_on (preflight report --fail-on): what
     blocks under the new rule and did not under the report's own adds to the reasons."""
-    saved: FailOn = "warn" if doc.get("fail_on") == "warn" else "fail"
-    before = {s.value for s in blocking_statuses(saved)}
-    now = {s.value for s in blocking_statuses(fail_on)}
-    newly = [g.text() for g in group(f for f in doc.get("findings") or []
-                                     if isinstance(f, dict) and f.get("status") in now - before)]
+    newly_blocking = set(blocking_statuses(fail_on)) - set(blocking_statuses(
+        report.fail_on or "fail"))
+    newly = [g.text() for g in group(f for f in report.findings if f.status in newly_blocking)]
     if newly:
-        doc = dict(doc, verdict=Verdict.NO_GO.value,
-                   reasons=list(doc.get("reasons") or []) + newly)
-    return dict(doc, fail_on=fail_on)
+        report = replace(report, verdict=Verdict.NO_GO, reasons=report.reasons + tuple(newly))
+    return replace(report, fail_on=fail_on)
 
 
 def judge(cluster: Cluster, findings: Sequence[Finding], plan: Optional[Plan] = None,
@@ -87,7 +80,7 @@ def judge(cluster: Cluster, findings: Sequence[Finding], plan: Optional[Plan] = 
         blocking = [f for f in blocking if f.status is Status.ERROR or not f.hosts
                     or used & set(f.hosts)]
     # One reason per thing found, its hosts compressed: 500 hosts with one fault are one.
-    reasons = [g.text() for g in group(finding_dict(f) for f in blocking)]
+    reasons = [g.text() for g in group(blocking)]
     unchecked = [o.host.name for o in cluster.outcomes if not o.ok]
     if unchecked and not sized and not any(f.status is Status.COULD_NOT_CHECK
                                            for f in findings):

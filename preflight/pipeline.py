@@ -22,6 +22,7 @@ from preflight.model.host import Host, HostFailure, HostOutcome, Stage, Via
 from preflight.model.measure import NetworkTests
 from preflight.model.plan import Plan
 from preflight.model.policy import Policy
+from preflight.model.report import Report
 from preflight.network.orchestrate import (
     NetworkOptions,
     resolve_ip,
@@ -63,7 +64,8 @@ class CheckRun:
     findings: list[Finding]
     plan: Plan
     judgement: Judgement
-    doc: dict[str, Any]
+    doc: dict[str, Any]  # the JSON report as written
+    report: Report  # the same, typed: what the renderers and actions take
     interrupted: bool
     log: Optional[runlog.RunLog] = None
 
@@ -223,7 +225,10 @@ def judged(opts: CheckOptions, command: str, audit: Optional[Audit], hosts: Sequ
                          "taken_on": b.taken_on, "tolerance": audit.tolerance,
                          "max_age_s": audit.max_age_s}
     doc = jsonreport.document(cluster, judgement, meta, None if local else plan)
-    return CheckRun(cluster, findings, plan, judgement, doc, interrupted, log)
+    # Rendered from the document, as a saved report is: a run and `preflight report` of its
+    # JSON show the same.
+    return CheckRun(cluster, findings, plan, judgement, doc, jsonreport.typed(doc),
+                    interrupted, log)
 
 
 def from_log(opts: CheckOptions, logged: runlog.LoggedRun,

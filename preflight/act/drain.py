@@ -15,15 +15,16 @@ import shlex
 import subprocess
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 from preflight.collect.slurm import PREFLIGHT_REASON, Node, SlurmError, nodes
 from preflight.common.grouping import what_of
+from preflight.model.findings import BLOCKING, Status
+from preflight.model.report import Report
 
 PREFIX = PREFLIGHT_REASON  # how a drain reason says preflight wrote it
 REASON_MAX = 200  # characters of a reason (sinfo -R shows it on one line)
-BLOCKING = ("fail", "could-not-check", "error")
-PASSING = ("pass", "warn")
+PASSING = (Status.PASS, Status.WARN)
 # A check's name where a reason (or one of its "; "-separated parts) starts: "cpu-cores: ".
 _CHECK_AT = re.compile(r"(?:^|; )([a-z][a-z0-9_-]*): ")
 
@@ -38,41 +39,40 @@ class Action:
         return shlex.join(self.command) if self.command else f"# {self.node}: {self.why}"
 
 
-def failed_nodes(doc: Mapping[str, Any]) -> dict[str, str]:
+def failed_nodes(report: Report) -> dict[str, str]:
     """{node: the reason to drain it} for every host the report found a blocking fault on:
     the first such finding naming it, its check first. Hosts Slurm itself would not run a
     step on (already down or drained) and findings about the cluster as a whole are not
     reasons to drain anyone."""
     out: dict[str, str] = {}
-    for f in doc.get("findings") or []:
-        if f.get("status") not in BLOCKING:
+    for f in report.findings:
+        if f.status not in BLOCKING:
             continue
-        for host in f.get("hosts") or []:
-            failure = ((doc.get("hosts") or {}).get(host) or {}).get("failure") or {}
-            if failure.get("stage") == "slurm" or host in out:
+        for host in f.hosts:
+            entry = report.hosts.get(host)
+            failure = entry.failure if entry is not None else None
+            if (failure is not None and failure.stage == "slurm") or host in out:
                 continue
-            what = what_of([host], str(f.get("message", "")))
-            out[str(host)] = reason(f"{f.get('check')}: {what}")
+            out[host] = reason(f"{f.check}: {what_of([host], f.message)}")
     return out
 
 
-def passed_nodes(doc: Mapping[str, Any]) -> dict[str, frozenset[str]]:
+def passed_nodes(report: Report) -> dict[str, frozenset[str]]:
     """{host: the checks that ran on it and passed} for the hosts the report checked and
     found nothing blocking on (a warning passes; a skip, such as --no-paddle's, did not run)."""
-    bad = {h for f in doc.get("findings") or [] if f.get("status") in BLOCKING
-           for h in f.get("hosts") or []}
+    bad = {h for f in report.findings if f.status in BLOCKING for h in f.hosts}
     ran: dict[str, set[str]] = {}
-    for f in doc.get("findings") or []:
-        if f.get("status") in PASSING:
-            for h in f.get("hosts") or []:
-                ran.setdefault(str(h), set()).add(str(f.get("check")))
-    return {str(h): frozenset(ran.get(str(h), ())) for h, info in (doc.get("hosts") or {}).items()
-            if isinstance(info, dict) and info.get("status") == "ok" and h not in bad}
+    for f in report.findings:
+        if f.status in PASSING:
+            for h in f.hosts:
+                ran.setdefault(h, set()).add(f.check)
+    return {h: frozenset(ran.get(h, ())) for h, entry in report.hosts.items()
+            if entry.ok and h not in bad}
 
 
-def checks_of(doc: Mapping[str, Any]) -> frozenset[str]:
+def checks_of(report: Report) -> frozenset[str]:
     """The checks a report has findings of (every check that it ran or skipped)."""
-    return frozenset(str(f.get("check")) for f in doc.get("findings") or [])
+    return frozenset(f.check for f in report.findings)
 
 
 def drained_for(why: str, checks: Collection[str]) -> tuple[str, ...]:
@@ -136,14 +136,14 @@ def resume_actions(passed: Mapping[str, frozenset[str]], states: Mapping[str, No
     return out
 
 
-def plan(doc: Mapping[str, Any], resume: bool) -> list[Action]:
+def plan(report: Report, resume: bool) -> list[Action]:
     """What drain (resume False) or resume would do for a report, from Slurm's current
     view of its nodes."""
-    names = [str(h) for h in doc.get("hosts") or {}]
+    names = list(report.hosts)
     states = nodes(names) if names else {}
     if resume:
-        return resume_actions(passed_nodes(doc), states, checks_of(doc))
-    return drain_actions(failed_nodes(doc), states)
+        return resume_actions(passed_nodes(report), states, checks_of(report))
+    return drain_actions(failed_nodes(report), states)
 
 
 def apply(actions: Sequence[Action], timeout: float = 30.0) -> None:

@@ -11,8 +11,6 @@ open-files limit, the launcher's ports, the environment, pins, and Paddle when a
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
 
 from preflight.act.drain import (
     Action,
@@ -24,23 +22,25 @@ from preflight.act.drain import (
 )
 from preflight.collect.slurm import nodes
 from preflight.common.grouping import group
+from preflight.model.findings import BLOCKING, Status, Verdict
+from preflight.model.report import Report
 
 DEFAULT_DEADLINE_S = 10.0
 LINE_MAX = 300  # what slurmd's log and sinfo -R show comfortably
 
 
-def health_line(doc: Mapping[str, Any]) -> str:
+def health_line(report: Report) -> str:
     """'OK: preflight health: ...' or 'ERROR: preflight health: check: what; ...', one line."""
-    findings = [f for f in doc.get("findings") or [] if isinstance(f, dict)]
-    host = next(iter(doc.get("hosts") or {"this node": None}))
-    if doc.get("verdict") == "go":
-        ran = {f.get("check") for f in findings if f.get("status") not in ("skip",)}
-        warn = sum(1 for f in findings if f.get("status") == "warn")
+    findings = report.findings
+    host = next(iter(report.hosts), "this node")
+    if report.verdict is Verdict.GO:
+        ran = {f.check for f in findings if f.status is not Status.SKIP}
+        warn = sum(1 for f in findings if f.status is Status.WARN)
         return (f"OK: preflight health: {len(ran)} checks passed on {host}"
                 + (f" ({warn} warnings)" if warn else ""))
-    bad = [g for g in group(findings) if g.status in ("fail", "could-not-check", "error")]
+    bad = group(f for f in findings if f.status in BLOCKING)
     text = "; ".join(f"{g.check}: {g.message}" for g in bad) or \
-        "; ".join(str(r) for r in doc.get("reasons") or []) or "not healthy"
+        "; ".join(report.reasons) or "not healthy"
     line = "ERROR: preflight health: " + " ".join(text.split())
     return line if len(line) <= LINE_MAX else line[:LINE_MAX - 3] + "..."
 
@@ -51,15 +51,14 @@ def this_node(given: str | None = None) -> str:
     return given or os.environ.get("SLURMD_NODENAME") or os.uname().nodename
 
 
-def drain_or_resume(node: str, doc: Mapping[str, Any], line: str) -> Action | None:
-    """The scontrol action that makes Slurm agree with the health verdict in doc (None:
+def drain_or_resume(node: str, report: Report, line: str) -> Action | None:
+    """The scontrol action that makes Slurm agree with the health verdict of report (None:
     nothing to do). A node preflight drained for what health cannot judge alone (a slow
     link, a failed all-reduce) is left drained: a cluster check has to pass it."""
     states = nodes([node])
-    healthy = doc.get("verdict") == "go"
-    if healthy:
-        ran = next(iter(passed_nodes(doc).values()), frozenset())
-        acts = resume_actions({node: ran}, states, checks_of(doc))
+    if report.verdict is Verdict.GO:
+        ran = next(iter(passed_nodes(report).values()), frozenset())
+        acts = resume_actions({node: ran}, states, checks_of(report))
     else:
         why = reason(line.split("preflight health: ", 1)[-1])
         acts = drain_actions({node: why}, states)

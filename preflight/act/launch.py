@@ -14,15 +14,16 @@ import shlex
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, TextIO
+from typing import NoReturn, Optional, TextIO
 
 from preflight.collect.remote import Remote, Started, in_parallel
-from preflight.common.literal import one_of
-from preflight.config.document import Fields
+from preflight.config.errors import InputError
+from preflight.model.findings import Verdict
 from preflight.model.plan import Node
-from preflight.model.policy import MODES, Mode
+from preflight.model.policy import Mode
+from preflight.model.report import NodeEntry
 from preflight.report import jsonreport
 
 POLL_S = 0.05
@@ -54,51 +55,40 @@ class Source:
 def load_plan(path: str, ignore_verdict: bool = False) -> tuple[list[Node], Source]:
     """Returns (the plan's nodes, the inventory the report was made from) of a JSON report;
     raises InputError naming the file and the field."""
-    doc = Fields(path, jsonreport.read(path))
-    if not isinstance(doc.data.get("plan"), dict):
-        doc.fail("no plan in this report (made by preflight check --json)", "plan")
-    if doc.data.get("verdict") != "go" and not ignore_verdict:
-        reasons = "; ".join(str(r) for r in (doc.data.get("reasons") or [])[:2])
-        doc.fail(f"the report's verdict is {doc.data.get('verdict')!r}: {reasons} "
-                 "(--ignore-verdict launches its plan anyway)", "verdict")
-    plan = doc.at("plan")
-    raw = plan.data.get("nodes")
-    if not isinstance(raw, list) or not raw:
-        plan.fail("the plan has no hosts", "nodes")
-    nodes = [_node(Fields(path, n, f"plan.nodes[{i}]") if isinstance(n, dict) else plan, i, n)
-             for i, n in enumerate(raw)]
-    def text(key: str) -> Optional[str]:
-        value = doc.data.get(key)
-        return value if isinstance(value, str) else None
+    report = jsonreport.read(path)
 
-    return nodes, Source(path, text("inventory"), text("inventory_format") or "auto",
-                         text("ssh_config"), _mode(plan))
+    def fail(why: str, field: str) -> NoReturn:
+        raise InputError(path, why, field=field)
+
+    if report.plan is None:
+        fail("no plan in this report (made by preflight check --json)", "plan")
+    if report.verdict is not Verdict.GO and not ignore_verdict:
+        verdict = report.verdict.value if report.verdict else None
+        fail(f"the report's verdict is {verdict!r}: {'; '.join(report.reasons[:2])} "
+             "(--ignore-verdict launches its plan anyway)", "verdict")
+    if not report.plan.nodes:
+        fail("the plan has no hosts", "plan.nodes")
+    nodes = [_node(n, i, fail) for i, n in enumerate(report.plan.nodes)]
+    return nodes, Source(path, report.inventory, report.inventory_format or "auto",
+                         report.ssh_config, report.plan.mode or "collective")
 
 
-def _mode(plan: Fields) -> Mode:
-    try:
-        return one_of(plan.data.get("mode") or "collective", MODES)
-    except ValueError as e:
-        plan.fail(str(e), "mode")
-
-
-def _node(f: Fields, i: int, n: Any) -> Node:
-    if not isinstance(n, dict):
-        f.fail("expected a mapping", f"nodes[{i}]")
-    host = f.text("host")
-    assert host is not None
-    argv = f.strings("argv", "the launcher's argv: [python, -m, paddle.distributed.launch, ...]")
-    if len(argv) < 3 or argv[1:3] != ["-m", "paddle.distributed.launch"]:
-        f.fail("expected the launcher's argv: [python, -m, paddle.distributed.launch, ...]",
-               "argv")
-    env = f.data.get("env")
-    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                            for k, v in env.items()):
-        f.fail("expected a mapping of strings", "env")
-    rank = f.count("rank", 0, 1 << 20) if f.has("rank") else i
-    nproc = f.count("nproc") if f.has("nproc") else 1
-    return Node(host, str(n.get("address", "")), argv[0], rank, nproc, (), tuple(argv),
-                tuple(env.items()))
+def _node(n: NodeEntry, i: int, fail: Callable[[str, str], NoReturn]) -> Node:
+    at = f"plan.nodes[{i}]"
+    if not n.host:
+        fail("expected a host's name", f"{at}.host")
+    if len(n.argv) < 3 or list(n.argv[1:3]) != ["-m", "paddle.distributed.launch"] \
+            or not all(n.argv):
+        fail("expected the launcher's argv: [python, -m, paddle.distributed.launch, ...]",
+             f"{at}.argv")
+    rank = i if n.rank is None else n.rank
+    nproc = 1 if n.nproc is None else n.nproc
+    if not 0 <= rank <= 1 << 20:
+        fail(f"{rank} is not a count from 0 to {1 << 20}", f"{at}.rank")
+    if not 1 <= nproc <= 4096:
+        fail(f"{nproc} is not a count from 1 to 4096", f"{at}.nproc")
+    return Node(n.host, n.address or "", n.argv[0], rank, nproc, (), n.argv,
+                tuple(n.env.items()))
 
 
 def host_command(node: Node, opts: LaunchOptions, token: str) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Optional, TextIO
 
@@ -24,6 +23,7 @@ from preflight.history import baseline, diff, runlog
 from preflight.model.baseline import Audit
 from preflight.model.findings import Verdict
 from preflight.model.host import Via
+from preflight.model.report import Report
 from preflight.network.allreduce import AllReduceOptions
 from preflight.network.iperf import IperfOptions
 from preflight.network.orchestrate import NetworkOptions
@@ -100,23 +100,23 @@ def human_stream(args: argparse.Namespace) -> TextIO:
     return sys.stderr if to_stdout else sys.stdout
 
 
-def _show(doc: Mapping[str, Any], args: argparse.Namespace) -> None:
+def _show(report: Report, args: argparse.Namespace) -> None:
     """The terminal view of a report: the verdict line alone with -q, every finding in full
     with -v, cut to the terminal's width (the text file or pipe it goes to: 120 columns)."""
     out = human_stream(args)
     color = terminal.use_color(args.color, out)
     width = terminal.width_of(out)
     if args.quiet:
-        out.write(terminal.verdict_line(doc, color, width) + "\n")
+        out.write(terminal.verdict_line(report, color, width) + "\n")
     else:
-        out.write(terminal.render(doc, color=color, width=width, detail=args.verbose))
+        out.write(terminal.render(report, color=color, width=width, detail=args.verbose))
 
 
 def cmd_check(args: argparse.Namespace, audit: Optional[Audit] = None) -> int:
     opts = check_options(args)
     run = pipeline.run(opts, "audit" if audit else "check", audit, args.argv)
-    files.write(report_files(args), run.doc)
-    _show(run.doc, args)
+    files.write(report_files(args), run.report, run.doc)
+    _show(run.report, args)
     if args.emit_launch and run.plan.nodes:
         wrote = pipeline.transport_of(opts)().emit(run.plan, args.emit_launch)
         if not args.quiet:
@@ -137,7 +137,7 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     # The baseline file's directory is checked with the other outputs, up front.
     opts = replace(opts, outputs={**opts.outputs, "--output": args.output})
     run = pipeline.run(opts, "baseline", argv=args.argv)
-    _show(run.doc, args)
+    _show(run.report, args)
     code = _exit_code(run)
     run.close_log(code)
     if code != EXIT_GO and not (args.force and code == EXIT_NO_GO):
@@ -181,18 +181,19 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     if runlog.is_log(args.report):
-        doc = _judge_log(args.report)
+        report, doc = _judge_log(args.report)
     else:
-        doc = jsonreport.read(args.report)
+        doc = jsonreport.load(args.report)
+        report = jsonreport.typed(doc, args.report)
     wanted = report_files(args)
     pipeline.check_outputs(wanted.outputs())
-    doc = judge.rejudged(doc, args.fail_on or doc.get("fail_on") or "fail")
-    files.write(wanted, doc)
-    _show(doc, args)
-    return EXIT_GO if doc.get("verdict") == "go" else EXIT_NO_GO
+    report = judge.rejudged(report, args.fail_on or report.fail_on or "fail")
+    files.write(wanted, report, doc)
+    _show(report, args)
+    return EXIT_GO if report.verdict is Verdict.GO else EXIT_NO_GO
 
 
-def _judge_log(path: str) -> dict[str, Any]:
+def _judge_log(path: str) -> tuple[Report, dict[str, Any]]:
     """The report document of what a results log holds, judged with its run's options."""
     logged = runlog.read(path)
     try:
@@ -208,15 +209,15 @@ def _judge_log(path: str) -> dict[str, Any]:
         print(f"preflight: {path}: the run stopped before it finished; judged on what it "
               f"had learned ({sum(1 for o in logged.outcomes.values() if o.ok)} of "
               f"{len(logged.hosts)} hosts answered)", file=sys.stderr)
-    return run.doc
+    return run.report, run.doc
 
 
 def cmd_drain(args: argparse.Namespace) -> int:
     """drain and resume: print (or, with --apply, run) the scontrol lines for a report."""
-    doc = jsonreport.read(args.report)
+    report = jsonreport.read(args.report)
     resume = args.command == "resume"
     try:
-        actions = drain.plan(doc, resume)
+        actions = drain.plan(report, resume)
         if args.apply:
             drain.apply(actions)
     except slurm.SlurmError as e:
@@ -242,13 +243,13 @@ def cmd_health(args: argparse.Namespace) -> int:
         collect=CollectOptions(deadline=args.deadline, cpu_sample_s=0.1, paddle=args.paddle),
         network=None, write_log=False, progress=False)
     run = pipeline.run(opts, "health")
-    line = health.health_line(run.doc)
+    line = health.health_line(run.report)
     print(line)
     healthy = run.judgement.verdict is Verdict.GO
     if args.drain:
         node = health.this_node(args.node)
         try:
-            action = health.drain_or_resume(node, run.doc, line)
+            action = health.drain_or_resume(node, run.report, line)
             if action is not None:
                 drain.apply([action])
                 if action.command is not None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from preflight.common.units import hostlist, hosts_text
+from preflight.model.findings import Finding
 
 MAX_LINES = 3  # lines one check may take per status in a summary
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
@@ -72,14 +72,13 @@ def _fold(groups: list[Group], max_lines: int) -> list[Group]:
     return [*kept, _merge(rest, rest[0].what)]
 
 
-def group(findings: Iterable[Mapping[str, Any]], max_lines: int = MAX_LINES) -> list[Group]:
-    """Groups JSON findings ({check, status, hosts, message}) in their order of first
-    appearance; a check's lines of one status stay together."""
+def group(findings: Iterable[Finding], max_lines: int = MAX_LINES) -> list[Group]:
+    """Groups findings in their order of first appearance; a check's lines of one status
+    stay together."""
     exact: dict[tuple[str, str, str, bool], list[str]] = {}
     for f in findings:
-        hosts = tuple(str(h) for h in f.get("hosts") or ())
-        check, status = str(f.get("check")), str(f.get("status"))
-        what = what_of(hosts, str(f.get("message", "")))
+        hosts, check, status = f.hosts, f.check, f.status.value
+        what = what_of(hosts, f.message)
         # A finding naming several hosts at once (a link, a rank pair) keeps its own line.
         single = len(hosts) <= 1
         key = (check, status, what if single else f"{what}\0{','.join(hosts)}", single)
@@ -91,18 +90,13 @@ def group(findings: Iterable[Mapping[str, Any]], max_lines: int = MAX_LINES) -> 
     return [g for gs in by_check.values() for g in _fold(gs, max_lines)]
 
 
-def left_out(excluded: Mapping[str, Any]) -> list[tuple[list[str], str, int]]:
+def left_out(excluded: Mapping[str, Sequence[str]]) -> list[tuple[list[str], str, int]]:
     """A plan's left-out hosts grouped by their first reason, the host's name taken out of
     it: (hosts, why, how many more reasons the first of them has)."""
     groups: dict[str, tuple[list[str], int]] = {}
     for host, reasons in excluded.items():
-        reasons = [str(r) for r in reasons or []] or ["?"]
+        reasons = list(reasons) or ["?"]
         why = reasons[0].replace(f"{host}: ", "", 1)
         hosts, _ = groups.setdefault(why, ([], len(reasons) - 1))
-        hosts.append(str(host))
+        hosts.append(host)
     return [(hosts, why, more) for why, (hosts, more) in groups.items()]
-
-
-def group_lines(findings: Iterable[Mapping[str, Any]], limit: int = 0) -> list[str]:
-    """The grouped findings as 'check: hosts: what' lines (a verdict's reasons)."""
-    return [f"{g.check}: {g.text(limit)}" for g in group(findings)]

@@ -1,14 +1,26 @@
 """What the human-facing reports show of a JSON report: key facts per host, link figures.
 
-Every renderer (JUnit, Markdown, HTML) reads the JSON document, never the live run, so a
-saved report renders the same later. A section the probe could not read is {"error": ...}
-in the document and shows as "error: ..." here; a field of another shape shows as "?"."""
+Every renderer (JUnit, Markdown, HTML) reads the report as decoded from its JSON document
+(model/report.py), never the live run, so a saved report renders the same later. A section
+the probe could not read shows as "error: ..." here."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Optional
+
+from preflight.model.facts import (
+    CpuFacts,
+    GpuFacts,
+    MemoryFacts,
+    NetworkFacts,
+    PaddleFacts,
+    SectionError,
+    SystemFacts,
+)
+from preflight.model.findings import Finding, Verdict
+from preflight.model.report import FailureEntry, HostEntry, PlanEntry, Report
 
 # Rows that differ from host to host by nature: never highlighted as a difference.
 UNIQUE_ROWS = frozenset({"address", "hostname", "probe time"})
@@ -18,96 +30,61 @@ STATUS_WORDS = {"error": "check error", "fail": "fail", "could-not-check": "coul
 QUIET = ("pass", "skip")  # statuses shown folded, after what needs a look
 
 
-def as_list(v: Any) -> list[Any]:
-    """v if it is a list, else empty: a saved report's facts are read, never trusted."""
-    return v if isinstance(v, list) else []
+def _err(section: object) -> Optional[str]:
+    """'error: ...' for a section the probe could not read, else None."""
+    return f"error: {section.message}" if isinstance(section, SectionError) else None
 
 
-def _sec(facts: Mapping[str, Any], name: str) -> Optional[Mapping[str, Any]]:
-    v = facts.get(name)
-    return v if isinstance(v, dict) else None
+def _gib(n: Optional[float]) -> str:
+    return "?" if n is None else f"{n / (1 << 30):.1f} GiB"
 
 
-def _err(facts: Mapping[str, Any], name: str) -> Optional[str]:
-    sec = _sec(facts, name)
-    if sec is None:
-        return "missing"
-    err = sec.get("error")
-    return f"error: {err}" if isinstance(err, str) and len(sec) == 1 else None
-
-
-def _gib(n: Any) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if isinstance(n, (int, float)) else "?"
-
-
-def _gpus(g: Mapping[str, Any]) -> str:
-    devs = g.get("devices")
-    if not isinstance(devs, list) or not devs:
+def _gpus(g: GpuFacts) -> str:
+    if not g.devices:
         return "none"
-    kinds = Counter(f"{d.get('name', '?')} {d.get('memory_total_mib', '?')} MiB "
-                    f"cc {d.get('compute_capability', '?')}" for d in devs if isinstance(d, dict))
+    kinds = Counter(f"{d.name} {d.memory_total_mib if d.memory_total_mib is not None else '?'}"
+                    f" MiB cc {d.compute_capability or '?'}" for d in g.devices)
     return ", ".join(f"{n} x {k}" for k, n in kinds.items())
 
 
-def waived_checks(doc: Mapping[str, Any]) -> list[str]:
-    """The checks the run waived (--skip), as the report records them."""
-    return [str(c) for c in doc.get("waived") or [] if isinstance(c, str)]
-
-
-def job_interface(facts: Mapping[str, Any], address: str) -> Optional[Mapping[str, Any]]:
-    """Returns the interface the job uses, read from the JSON document: the twin of
-    NetworkFacts.job_interface (reports read the document, never the model's facts)."""
-    net = _sec(facts, "network") or {}
-    ifaces = [i for i in as_list(net.get("interfaces")) if isinstance(i, dict)]
-    for want in (address, net.get("reached_at")):
-        for i in ifaces:
-            if want and any(str(a).split("/")[0] == want for a in as_list(i.get("addresses"))):
-                return i
-    route = net.get("default_route")
-    return next((i for i in ifaces if route and i.get("name") == route), None)
-
-
-def key_facts(host: Mapping[str, Any]) -> list[tuple[str, str]]:
+def key_facts(host: HostEntry) -> list[tuple[str, str]]:
     """Returns (label, value) rows: what an operator compares across hosts at a glance."""
-    rows = [("address", str(host.get("address", "?")))]
-    if host.get("status") != "ok":
-        failure = host.get("failure") or {}
-        rows.append(("could not check", f"{failure.get('stage', '?')}: "
-                                        f"{failure.get('reason', '?')}"))
-        return rows
-    facts = host.get("facts") or {}
-    system = _sec(facts, "system") or {}
-    cpu = _sec(facts, "cpu") or {}
-    mem = _sec(facts, "memory") or {}
-    gpu = _sec(facts, "gpu") or {}
-    paddle = _sec(facts, "paddle") or {}
-    iface = job_interface(facts, str(host.get("address", "")))
+    address = ("address", host.address or "?")
+    facts = host.facts
+    if not host.ok or facts is None:
+        failure = host.failure or FailureEntry()
+        return [address, ("could not check", f"{failure.stage or '?'}: {failure.reason or '?'}")]
+    rows: list[tuple[str, Optional[str]]] = [address]
+    system, cpu, mem, gpu, paddle = (facts.system, facts.cpu, facts.memory, facts.gpu,
+                                     facts.paddle)
+    net = facts.network
+    iface = net.job_interface(host.address or "") if isinstance(net, NetworkFacts) else None
     rows += [
-        ("hostname", _err(facts, "system") or str(system.get("hostname", "?"))),
-        ("OS", _err(facts, "system") or str(system.get("os", "?"))),
-        ("kernel", _err(facts, "system") or str(system.get("kernel", "?"))),
-        ("CPU cores (effective)", _err(facts, "cpu")
-         or f"{cpu.get('effective', '?')} of {cpu.get('logical', '?')}"),
-        ("memory", _err(facts, "memory") or _gib(mem.get("total_bytes"))),
-        ("GPUs", _err(facts, "gpu") or _gpus(gpu)),
-        ("driver", _err(facts, "gpu") or str(gpu.get("driver") or "none")),
+        ("hostname", system.hostname if isinstance(system, SystemFacts) else _err(system)),
+        ("OS", system.os if isinstance(system, SystemFacts) else _err(system)),
+        ("kernel", system.kernel if isinstance(system, SystemFacts) else _err(system)),
+        ("CPU cores (effective)", f"{cpu.effective} of {cpu.logical}"
+         if isinstance(cpu, CpuFacts) else _err(cpu)),
+        ("memory", _gib(mem.total_bytes) if isinstance(mem, MemoryFacts) else _err(mem)),
+        ("GPUs", _gpus(gpu) if isinstance(gpu, GpuFacts) else _err(gpu)),
+        ("driver", (gpu.driver or "none") if isinstance(gpu, GpuFacts) else _err(gpu)),
     ]
-    if _err(facts, "paddle"):
-        rows.append(("paddle", str(_err(facts, "paddle"))))
-    elif not paddle.get("available"):
-        rows.append(("paddle", f"not importable: {paddle.get('reason', '?')}"))
+    if not isinstance(paddle, PaddleFacts):
+        rows.append(("paddle", _err(paddle)))
+    elif not paddle.available:
+        rows.append(("paddle", f"not importable: {paddle.reason or '?'}"))
     else:
-        cuda = paddle.get("cuda") if paddle.get("compiled_with_cuda") else "CPU build"
-        rows += [("paddle", str(paddle.get("version", "?"))),
-                 ("CUDA / cuDNN / NCCL", f"{cuda} / {paddle.get('cudnn') or '-'} / "
-                                         f"{paddle.get('nccl') or '-'}"
-                  if cuda != "CPU build" else "CPU build")]
-    rows.append(("Python (training)", str(paddle.get("python") or "?")))
-    rows.append(("job NIC", _err(facts, "network") or (
-        "?" if iface is None else f"{iface.get('name')} MTU {iface.get('mtu')}, "
-        f"{iface.get('speed_mbps') or '?'} Mbit/s")))
-    rows.append(("probe time", f"{host.get('elapsed_s', '?')} s"))
-    return rows
+        rows += [("paddle", paddle.version or "?"),
+                 ("CUDA / cuDNN / NCCL", f"{paddle.cuda} / {paddle.cudnn or '-'} / "
+                                         f"{paddle.nccl or '-'}"
+                  if paddle.compiled_with_cuda else "CPU build")]
+    rows.append(("Python (training)", (paddle.python if isinstance(paddle, PaddleFacts)
+                                       else None) or "?"))
+    rows.append(("job NIC", _err(net) or (
+        "?" if iface is None else f"{iface.name} MTU {iface.mtu}, "
+        f"{iface.speed_mbps or '?'} Mbit/s")))
+    rows.append(("probe time", f"{'?' if host.elapsed_s is None else host.elapsed_s} s"))
+    return [(label, value or "?") for label, value in rows]
 
 
 def majority(values: Sequence[str]) -> Optional[str]:
@@ -119,31 +96,30 @@ def majority(values: Sequence[str]) -> Optional[str]:
     return ranked[0][0]
 
 
-def sorted_findings(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def sorted_findings(report: Report) -> list[Finding]:
     """Returns the findings worst first (the order of the terminal table)."""
     rank = {s: i for i, s in enumerate(STATUS_ORDER)}
-    return sorted((f for f in doc.get("findings") or [] if isinstance(f, dict)),
-                  key=lambda f: rank.get(str(f.get("status")), 0))
+    return sorted(report.findings, key=lambda f: rank.get(f.status.value, 0))
 
 
-def link_matrix(doc: Mapping[str, Any]) -> tuple[list[str], dict[tuple[str, str], float]]:
+def link_matrix(report: Report) -> tuple[list[str], dict[tuple[str, str], float]]:
     """Returns (hosts, {(sender, receiver): best bps measured}) from the iperf3 runs."""
-    net = doc.get("network") or {}
-    hosts = [str(h) for h in net.get("hosts") or []]
+    net = report.network
+    if net is None:
+        return [], {}
     best: dict[tuple[str, str], float] = {}
-    for r in net.get("links") or []:
-        bps = r.get("received_bps")
-        if isinstance(bps, (int, float)):
-            key = (str(r.get("sender")), str(r.get("receiver")))
-            best[key] = max(best.get(key, 0.0), float(bps))
-    return hosts, best
+    for r in net.links:
+        if r.received_bps is not None:
+            key = (r.sender, r.receiver)
+            best[key] = max(best.get(key, 0.0), r.received_bps)
+    return list(net.hosts), best
 
 
-def verdict_text(doc: Mapping[str, Any]) -> str:
-    return "GO" if doc.get("verdict") == "go" else "NO-GO"
+def verdict_text(report: Report) -> str:
+    return "GO" if report.verdict is Verdict.GO else "NO-GO"
 
 
-def host_table(hosts: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, bool]]]]:
+def host_table(hosts: Mapping[str, HostEntry]) -> list[tuple[str, list[tuple[str, bool]]]]:
     """Returns the hosts side by side: per key-fact label, each host's (value, whether it
     differs from most hosts), hosts in report order."""
     facts = {h: dict(key_facts(info)) for h, info in hosts.items()}
@@ -170,13 +146,7 @@ def cost_text(nbytes: int, with_s: float, without_s: float, basis: str) -> str:
             f"~{without_s:.2g} s without ({factor}{basis})")
 
 
-def cost_of(plan: Mapping[str, Any], host: str) -> Optional[str]:
+def cost_of(plan: PlanEntry, host: str) -> Optional[str]:
     """Returns the cost phrase of a left-out host in a report's plan, if it has one."""
-    c = (plan.get("costs") or {}).get(host)
-    if not isinstance(c, dict):
-        return None
-    try:
-        return cost_text(int(c["bytes"]), float(c["with_s"]), float(c["without_s"]),
-                         str(c.get("basis", "")))
-    except (KeyError, TypeError, ValueError):
-        return None
+    c = plan.costs.get(host)
+    return None if c is None else cost_text(c.bytes, c.with_s, c.without_s, c.basis or "")

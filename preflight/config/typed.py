@@ -5,7 +5,11 @@ lacks takes the field's default (older documents lack newer keys); a key the typ
 know is left alone (newer documents); a value of the wrong kind is one InputError naming the
 file and the dotted field. Understood: dataclasses, Optional and Union (a failed probe
 section, {"error": ...}, is SectionError), tuple[X, ...], Mapping[str, X], Literal, str
-Enums, str, int, float (an int is a float), bool and Any."""
+Enums, str, int, float (an int is a float), bool and Any.
+
+Where a type allows a SectionError (a probe section), the document is tolerated part by part,
+as the renderers always treated a probe section: a section that is missing, or of a shape
+this release cannot read, becomes a SectionError saying so; the rest of the report reads."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Optional, TypeVar, Union
 
+from preflight.common.literal import one_of
 from preflight.config.errors import InputError
 from preflight.model.facts import SectionError
 
@@ -63,16 +68,16 @@ def _value(tp: Any, value: Any, where: str) -> Any:
     if origin in (Union, types.UnionType):
         return _union(typing.get_args(tp), value, where)
     if origin is typing.Literal:
-        if value in typing.get_args(tp):
-            return value
-        raise Mismatch(where, f"expected one of {', '.join(map(str, typing.get_args(tp)))}, "
-                              f"got {_got(value)}")
+        try:
+            return one_of(value, typing.get_args(tp))
+        except ValueError as e:
+            raise Mismatch(where, str(e)[:160]) from None
     if origin is tuple:
         args = typing.get_args(tp)
         if isinstance(value, dict) and len(args) == 2 and args[1] is Ellipsis and \
                 typing.get_origin(args[0]) is tuple:
             value = [list(kv) for kv in value.items()]  # pairs a document writes as a mapping
-        if not isinstance(value, list):
+        if not isinstance(value, (list, tuple)):  # a tuple: a document built, not read
             raise Mismatch(where, f"expected a list, got {_got(value)}")
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
@@ -95,8 +100,8 @@ def _value(tp: Any, value: Any, where: str) -> Any:
         try:
             return tp(value)
         except ValueError:
-            raise Mismatch(where, f"expected one of {', '.join(str(m.value) for m in tp)}, "
-                                  f"got {_got(value)}") from None
+            raise Mismatch(where, f"{value!r} is not one of "[:120]
+                                  + ", ".join(str(m.value) for m in tp)) from None
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
@@ -128,8 +133,13 @@ def _union(args: tuple[Any, ...], value: Any, where: str) -> Any:
         except Mismatch as e:
             if best is None or len(e.field) > len(best.field):
                 best = e
-    if best is not None and best.field != where:
-        raise best
+    if SectionError in args:  # a probe section this release cannot read: that section only
+        at = best.field[len(where) + 1:] if best is not None and best.field != where else ""
+        why = best.why if best is not None else f"got {_got(value)}"
+        return SectionError(f"not readable in this report: {at + ': ' if at else ''}{why}")
+    members = [a for a in args if a is not type(None) and a is not SectionError]
+    if best is not None and (best.field != where or len(members) == 1):
+        raise best  # inside the value, or the one kind it may be: the precise words
     kinds = " or ".join(dict.fromkeys(_kind(a) for a in args))
     raise Mismatch(where, f"expected {kinds}, got {_got(value)}")
 
@@ -154,5 +164,8 @@ def _dataclass(cls: type, value: Any, where: str) -> Any:
         if f.name in value:
             kwargs[f.name] = _value(hints[f.name], value[f.name], field)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            if SectionError in typing.get_args(hints[f.name]):
+                kwargs[f.name] = SectionError("not in this report")  # a section, left out
+                continue
             raise Mismatch(field, "missing")
     return cls(**kwargs)

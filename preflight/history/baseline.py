@@ -17,6 +17,7 @@ from preflight.config.document import Fields
 from preflight.config.errors import InputError
 from preflight.model.baseline import AllReduceRef, Baseline, Profile
 from preflight.model.measure import NetworkTests
+from preflight.model.report import Report
 
 BASELINE_VERSION = 1
 
@@ -68,14 +69,14 @@ def section(profiles: Mapping[str, Profile], net: Optional[NetworkTests], starte
     }
 
 
-def from_document(path: str, doc: Mapping[str, Any]) -> Baseline:
-    """Returns the baseline of a document read by jsonreport.read; raises InputError naming
+def from_document(path: str, report: Report) -> Baseline:
+    """Returns the baseline of a report read by jsonreport.read; raises InputError naming
     the file and field when it is not a baseline or is malformed."""
-    if not isinstance(doc.get("baseline"), dict):
+    if report.baseline is None:
         raise InputError(path, "not a baseline (a report without its \"baseline\" section; "
                          "record one with preflight baseline -i INVENTORY -o FILE)",
                          field="baseline")
-    sec = Fields(path, doc).at("baseline")
+    sec = Fields(path, report.baseline, "baseline")
     if sec.data.get("baseline_version") != BASELINE_VERSION:
         sec.fail(f"baseline version {sec.data.get('baseline_version')!r} is not "
                  f"{BASELINE_VERSION}", "baseline_version")

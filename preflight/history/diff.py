@@ -8,14 +8,17 @@ tolerance. So two runs of an unchanged cluster compare equal, and diff can gate 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Optional
 
 from preflight.common.grouping import what_of
+from preflight.common.plain import facts_json
 from preflight.common.summary import link_matrix
 from preflight.common.units import hostlist, rate
+from preflight.model.findings import Status
+from preflight.model.report import Report, SizeEntry
 
 DEFAULT_TOLERANCE = 0.2
 ENDPOINTS_SHOWN = 8  # a plan's endpoints named in a change; the rest counted
@@ -92,24 +95,23 @@ def _fact_change(path: str, a: Any, b: Any) -> str:
     return f"{path}: {_shown(a)} -> {_shown(b)}"
 
 
-def _hosts(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Sequence[str]
-           ) -> Iterator[Change]:
-    ha, hb = a.get("hosts") or {}, b.get("hosts") or {}
+def _hosts(a: Report, b: Report, ignore: Sequence[str]) -> Iterator[Change]:
+    ha, hb = a.hosts, b.hosts
     for h in ha:
         if h not in hb:
-            yield Change("host", h, f"only in the first ({ha[h].get('address')})", h)
+            yield Change("host", h, f"only in the first ({ha[h].address})", h)
     for h in hb:
         if h not in ha:
-            yield Change("host", h, f"only in the second ({hb[h].get('address')})", h)
+            yield Change("host", h, f"only in the second ({hb[h].address})", h)
     for h in (h for h in ha if h in hb):
         x, y = ha[h], hb[h]
-        if x.get("address") != y.get("address"):
-            yield Change("host", h, f"address {x.get('address')} -> {y.get('address')}", h)
-        if x.get("status") != y.get("status"):
-            why = (y.get("failure") or {}).get("reason") or ""
-            yield Change("host", h, f"{x.get('status')} -> {y.get('status')}"
-                         + (f" ({why})" if why else ""), h)
-        fa, fb = flatten(x.get("facts") or {}), flatten(y.get("facts") or {})
+        if x.address != y.address:
+            yield Change("host", h, f"address {x.address} -> {y.address}", h)
+        if x.status != y.status:
+            why = (y.failure.reason if y.failure else None) or ""
+            yield Change("host", h, f"{x.status} -> {y.status}" + (f" ({why})" if why else ""),
+                         h)
+        fa, fb = flatten(facts_json(x.facts) or {}), flatten(facts_json(y.facts) or {})
         if not fa or not fb:
             continue  # a host that was not checked in one of them: said above
         for path in sorted(set(fa) | set(fb)):
@@ -119,44 +121,43 @@ def _hosts(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Sequence[str]
             yield Change("fact", h, _fact_change(path, fa.get(path), fb.get(path)), h)
 
 
-_RANK = {"pass": 0, "skip": 0, "warn": 1, "could-not-check": 2,
-         "fail": 3}
+_RANK = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.COULD_NOT_CHECK: 2,
+         Status.FAIL: 3}
 
 
-def _by_host(doc: Mapping[str, Any]) -> dict[tuple[str, str], tuple[str, str]]:
+def _by_host(report: Report) -> dict[tuple[str, str], tuple[Status, str]]:
     """{(check, host or ""): (worst status, its message)} of a report's findings that are not
     passes; a finding about several hosts counts for each of them."""
-    out: dict[tuple[str, str], tuple[str, str]] = {}
-    for f in doc.get("findings") or []:
-        status = str(f.get("status"))
-        if _RANK.get(status, 1) == 0:
+    out: dict[tuple[str, str], tuple[Status, str]] = {}
+    for f in report.findings:
+        if _RANK.get(f.status, 1) == 0:
             continue
-        hosts = [str(h) for h in f.get("hosts") or ()] or [""]
-        for h in hosts:
-            key = (str(f.get("check")), h)
-            if key not in out or _RANK.get(status, 1) > _RANK.get(out[key][0], 1):
-                what = what_of([h], str(f.get("message"))) if h else str(f.get("message"))
-                out[key] = (status, what)
+        for h in f.hosts or ("",):
+            key = (f.check, h)
+            if key not in out or _RANK.get(f.status, 1) > _RANK.get(out[key][0], 1):
+                out[key] = (f.status, what_of([h], f.message) if h else f.message)
     return out
 
 
-def _findings(a: Mapping[str, Any], b: Mapping[str, Any]) -> Iterator[Change]:
+def _findings(a: Report, b: Report) -> Iterator[Change]:
     """A finding is news when its check's status on a host changed; its message's numbers
     (free cores, a link's rate) change every run and are not compared."""
     ka, kb = _by_host(a), _by_host(b)
     for (check, host), (status, msg) in kb.items():
         was = ka.get((check, host))
         if was is None:
-            yield Change("finding", host or "cluster", f"new {status}: [{check}] {msg}", host)
-        elif was[0] != status:
-            yield Change("finding", host or "cluster", f"{was[0]} -> {status}: [{check}] {msg}",
+            yield Change("finding", host or "cluster", f"new {status.value}: [{check}] {msg}",
                          host)
+        elif was[0] != status:
+            yield Change("finding", host or "cluster",
+                         f"{was[0].value} -> {status.value}: [{check}] {msg}", host)
     for (check, host), (status, msg) in ka.items():
         if (check, host) not in kb:
-            yield Change("finding", host or "cluster", f"gone {status}: [{check}] {msg}", host)
+            yield Change("finding", host or "cluster", f"gone {status.value}: [{check}] {msg}",
+                         host)
 
 
-def _links(a: Mapping[str, Any], b: Mapping[str, Any], tol: float) -> Iterator[Change]:
+def _links(a: Report, b: Report, tol: float) -> Iterator[Change]:
     _, la = link_matrix(a)
     _, lb = link_matrix(b)
     for pair in sorted(set(la) & set(lb)):
@@ -164,28 +165,31 @@ def _links(a: Mapping[str, Any], b: Mapping[str, Any], tol: float) -> Iterator[C
         if x > 0 and abs(y - x) / x > tol:
             yield Change("link", f"{pair[0]} -> {pair[1]}", f"{pair[0]} -> {pair[1]}: "
                          f"{rate(x)} -> {rate(y)} ({(y - x) / x:+.0%})")
-    ara = ((a.get("network") or {}).get("allreduce") or {}).get("sizes") or []
-    arb = ((b.get("network") or {}).get("allreduce") or {}).get("sizes") or []
-    before = {s["bytes"]: s["busbw_bytes_s"] for s in ara}
-    for s in arb:
-        x, y = before.get(s["bytes"]) or 0.0, float(s["busbw_bytes_s"])
+    before = {s.bytes: s.busbw_bytes_s for s in _sizes(a)}
+    for s in _sizes(b):
+        x, y = before.get(s.bytes) or 0.0, s.busbw_bytes_s
         if x and abs(y - x) / x > tol:
-            yield Change("allreduce", f"{s['bytes'] >> 20} MiB", f"all-reduce {s['bytes'] >> 20}"
+            yield Change("allreduce", f"{s.bytes >> 20} MiB", f"all-reduce {s.bytes >> 20}"
                          f" MiB busbw {x / 1e9:.3g} -> {y / 1e9:.3g} GB/s ({(y - x) / x:+.0%})")
 
 
-def _plan(a: Mapping[str, Any], b: Mapping[str, Any]) -> Iterator[Change]:
-    pa, pb = a.get("plan") or {}, b.get("plan") or {}
-    if not pa or not pb:
+def _sizes(report: Report) -> tuple[SizeEntry, ...]:
+    net = report.network
+    return net.allreduce.sizes if net is not None and net.allreduce is not None else ()
+
+
+def _plan(a: Report, b: Report) -> Iterator[Change]:
+    pa, pb = a.plan, b.plan
+    if pa is None or pb is None:
         return
-    for kind in ("workers", "servers"):
-        ea = [str(e.get("endpoint")) for e in pa.get(kind) or []]
-        eb = [str(e.get("endpoint")) for e in pb.get(kind) or []]
-        if ea != eb:
-            yield Change("plan", kind, f"plan {kind}: {_endpoints(ea)} -> {_endpoints(eb)}")
-    xa, xb = set(pa.get("excluded") or {}), set(pb.get("excluded") or {})
+    for kind, ea, eb in (("workers", pa.workers, pb.workers),
+                         ("servers", pa.servers, pb.servers)):
+        if [e.endpoint for e in ea] != [e.endpoint for e in eb]:
+            yield Change("plan", kind, f"plan {kind}: {_endpoints([e.endpoint for e in ea])} "
+                                       f"-> {_endpoints([e.endpoint for e in eb])}")
+    xa, xb = set(pa.excluded), set(pb.excluded)
     for h in sorted(xb - xa):
-        why = "; ".join(what_of([h], str(r)) for r in pb["excluded"][h])
+        why = "; ".join(what_of([h], r) for r in pb.excluded[h])
         yield Change("plan", h, f"plan: now left out: {why}", h)
     for h in sorted(xa - xb):
         yield Change("plan", h, "plan: no longer left out", h)
@@ -199,19 +203,22 @@ def _endpoints(eps: Sequence[str]) -> str:
                     else "")
 
 
-def compare(a: Mapping[str, Any], b: Mapping[str, Any], tolerance: float = DEFAULT_TOLERANCE,
+def compare(a: Report, b: Report, tolerance: float = DEFAULT_TOLERANCE,
             ignore: Sequence[str] = ()) -> list[Change]:
     """Returns every change from report a to report b that matters (empty: none). ignore:
     more fact paths to leave out, as shell patterns ("gpu.devices[*].vbios")."""
     out: list[Change] = []
-    if a.get("verdict") != b.get("verdict"):
-        out.append(Change("verdict", "cluster", f"verdict {a.get('verdict')} -> "
-                          f"{b.get('verdict')}"))
+    if a.verdict != b.verdict:
+        out.append(Change("verdict", "cluster", f"verdict {_verdict(a)} -> {_verdict(b)}"))
     out += _hosts(a, b, ignore)
     out += _findings(a, b)
     out += _links(a, b, tolerance)
     out += _plan(a, b)
     return out
+
+
+def _verdict(report: Report) -> Optional[str]:
+    return report.verdict.value if report.verdict else None
 
 
 def lines(changes: Sequence[Change], limit: int = 0) -> list[str]:

@@ -143,8 +143,7 @@ class NetworkFacts:
     def job_interface(self, address: str) -> Optional[Interface]:
         """Returns the interface the job's traffic uses: the one holding the inventory address
         (what peers connect to), or the address SSH reached it at (a DNS name); for a NAT
-        address, which no interface holds, the default route's, the best guess.
-        (report.summary.job_interface: the same on the JSON document.)"""
+        address, which no interface holds, the default route's, the best guess."""
         return (self.interface_with(address)
                 or (self.interface_with(self.reached_at) if self.reached_at else None)
                 or self.interface(self.default_route))

@@ -34,12 +34,17 @@ class FailureEntry:
 @dataclass(frozen=True)
 class HostEntry:
     address: Optional[str] = None
-    status: Optional[str] = None  # "ok" or "failed"
     via: Optional[Via] = None  # absent from reports before the transports
     ssh: Optional[SshSummary] = None
+    status: Optional[str] = None  # "ok" or "failed"
     failure: Optional[FailureEntry] = None
     elapsed_s: Optional[float] = None
     facts: Optional[HostFacts] = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the host was probed (its facts are here)."""
+        return self.status == "ok"
 
 
 @dataclass(frozen=True)
@@ -162,7 +167,7 @@ class AuditEntry:
 
 @dataclass(frozen=True)
 class Report:
-    report_version: int
+    report_version: int = 1
     verdict: Optional[Verdict] = None
     reasons: tuple[str, ...] = ()
     waived: tuple[str, ...] = ()

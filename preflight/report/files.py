@@ -1,14 +1,15 @@
 """The report files a run or `preflight report` asked for, each written atomically from the
-JSON document, and the GitHub step summary."""
+report, and the GitHub step summary."""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from preflight.model.report import Report
 from preflight.report import html, jsonreport, junit, markdown
 
 
@@ -28,21 +29,24 @@ class ReportFiles:
                 "--html": self.html}
 
 
-def write(files: ReportFiles, doc: Mapping[str, Any]) -> None:
-    """Writes the report files asked for (each atomically) and the GitHub step summary."""
-    fail_on = doc.get("fail_on") or "fail"
+def write(files: ReportFiles, report: Report, doc: Optional[dict[str, Any]] = None) -> None:
+    """Writes the report files asked for (each atomically) and the GitHub step summary. doc:
+    the JSON document report was read from, whose keys the types do not know are kept."""
+    fail_on = report.fail_on or "fail"
     if files.json:
-        jsonreport.write_atomic(files.json, dict(doc))
-    for path, render in ((files.junit, lambda d: junit.render(d, fail_on)),
-                         (files.markdown, markdown.render), (files.html, html.render)):
+        jsonreport.write_atomic(files.json, jsonreport.encode(report, doc))
+    renderers: tuple[tuple[Optional[str], Callable[[Report], str]], ...] = (
+        (files.junit, lambda r: junit.render(r, fail_on)),
+        (files.markdown, markdown.render), (files.html, html.render))
+    for path, render in renderers:
         if path:
-            jsonreport.write_text_atomic(path, render(doc))
+            jsonreport.write_text_atomic(path, render(report))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary and files.step_summary:
         # GitHub Actions shows this file on the run's page; appending is its protocol.
         try:
             with open(summary, "a", encoding="utf-8") as fh:
-                fh.write(markdown.render(doc))
+                fh.write(markdown.render(report))
         except OSError as e:
             print(f"preflight: warning: GITHUB_STEP_SUMMARY {summary}: {e.strerror}",
                   file=sys.stderr)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import html
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Optional
 
 from preflight import __version__
 from preflight.common.grouping import group, left_out
@@ -19,9 +19,10 @@ from preflight.common.summary import (
     link_matrix,
     sorted_findings,
     verdict_text,
-    waived_checks,
 )
 from preflight.common.units import hostlist, rate
+from preflight.model.findings import Verdict
+from preflight.model.report import HostEntry, NetworkEntry, PlanEntry, Report
 
 CELL = 72  # heatmap cell size in px
 HEATMAP_MAX = 32  # hosts up to which the sender x receiver grid is drawn; past it, per host
@@ -62,48 +63,50 @@ def heat_color(ratio: float) -> str:
     return f"hsl({round(120 * ratio)},70%,45%)"
 
 
-def render(doc: Mapping[str, Any]) -> str:
-    """Returns the whole HTML page of a JSON report."""
-    go = doc.get("verdict") == "go"
-    reasons = "".join(f"<li>{esc(r)}</li>" for r in doc.get("reasons") or [])
-    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(doc.get("started_at") or 0))
+def render(report: Report) -> str:
+    """Returns the whole HTML page of a report."""
+    go = report.verdict is Verdict.GO
+    reasons = "".join(f"<li>{esc(r)}</li>" for r in report.reasons)
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(report.started_at or 0))
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width,initial-scale=1'>",
-        f"<title>preflight: {verdict_text(doc)}</title><style>{CSS}</style></head><body>",
-        f"<div class='banner {'go' if go else 'nogo'}' id='verdict'>{verdict_text(doc)}"
+        f"<title>preflight: {verdict_text(report)}</title><style>{CSS}</style></head><body>",
+        f"<div class='banner {'go' if go else 'nogo'}' id='verdict'>{verdict_text(report)}"
         f"{f'<ul>{reasons}</ul>' if reasons else ''}</div><main>",
-        _counts(doc), _findings(doc, passed=False),
-        f"<div class='figures'><div>{_heatmap(doc)}</div><div>{_allreduce(doc)}</div></div>",
-        _hosts(doc.get("hosts") or {}), _plan(doc.get("plan")), _findings(doc, passed=True),
+        _counts(report), _findings(report, passed=False),
+        f"<div class='figures'><div>{_heatmap(report)}</div><div>{_allreduce(report)}</div>"
+        "</div>",
+        _hosts(report.hosts), _plan(report.plan), _findings(report, passed=True),
         f"<p class='muted'>preflight {esc(__version__)}, run started {esc(when)}, "
-        f"{esc(doc.get('duration_s', '?'))} s; inventory {esc(doc.get('inventory') or '-')}"
+        f"{esc('?' if report.duration_s is None else report.duration_s)} s; inventory "
+        f"{esc(report.inventory or '-')}"
         "</p></main></body></html>",
     ]
     return "\n".join(parts) + "\n"
 
 
-def _counts(doc: Mapping[str, Any]) -> str:
+def _counts(report: Report) -> str:
     """Returns one line of counts: hosts, and things found by status, counted as the tables
     below show them (grouped: one fault on 500 hosts is 1, not 500)."""
-    hosts = doc.get("hosts") or {}
-    ok = sum(1 for h in hosts.values() if h.get("status") == "ok")
+    hosts = report.hosts
+    ok = sum(1 for h in hosts.values() if h.ok)
     by: dict[str, int] = {}
-    for g in group(sorted_findings(doc)):
+    for g in group(sorted_findings(report)):
         by[g.status] = by.get(g.status, 0) + 1
     chips = [f"<span class='chip'>{ok} of {len(hosts)} hosts checked</span>"]
     chips += [f"<span class='chip s-{esc(st)}'>{by[st]} {esc(STATUS_WORDS[st])}</span>"
               for st in STATUS_WORDS if by.get(st)]
     chips += [f"<span class='chip' id='waived'>waived (not run): {esc(', '.join(waived))}"
-              "</span>" for waived in [waived_checks(doc)] if waived]
+              "</span>" for waived in [report.waived] if waived]
     return f"<p id='counts'>{''.join(chips)}</p>"
 
 
-def _findings(doc: Mapping[str, Any], passed: bool) -> str:
+def _findings(report: Report, passed: bool) -> str:
     """Returns the problems table (passed False) or the passed checks, folded (True): one row
     per thing found, its hosts compressed (each host's own values are in the JSON)."""
     rows = []
-    for g in group(sorted_findings(doc)):
+    for g in group(sorted_findings(report)):
         st = g.status
         if (st in QUIET) != passed:
             continue
@@ -121,10 +124,10 @@ def _findings(doc: Mapping[str, Any], passed: bool) -> str:
     return f"<h2>Findings</h2><table id='findings'>{table}</table>"
 
 
-def _heatmap(doc: Mapping[str, Any]) -> str:
-    net = doc.get("network")
-    hosts, best = link_matrix(doc)
-    if not isinstance(net, dict) or not best:
+def _heatmap(report: Report) -> str:
+    net = report.network
+    hosts, best = link_matrix(report)
+    if net is None or not best:
         return ("<h2>Bandwidth</h2><p class='muted'>no iperf3 figures in this report "
                 "(run without --no-network-tests, with two hosts or more)</p>")
     if len(hosts) > HEATMAP_MAX:
@@ -168,12 +171,12 @@ def _heatmap(doc: Mapping[str, Any]) -> str:
     svg.append(f"<text x='{LABEL_W + 210}' y='{y + 11}'>0 &#8230; {esc(rate(top))} "
                "(the fastest link)</text></svg>")
     note = ("ring: each host against its neighbours; --network-matrix measures every pair"
-            if net.get("schedule") == "ring" else "every ordered pair of hosts")
+            if net.schedule == "ring" else "every ordered pair of hosts")
     return (f"<h2>Bandwidth (iperf3, best run per pair)</h2><p class='muted'>{esc(note)}</p>"
             + "".join(svg))
 
 
-def _per_host(net: Mapping[str, Any], hosts: list[str],
+def _per_host(net: NetworkEntry, hosts: list[str],
               best: Mapping[tuple[str, str], float]) -> str:
     """Past HEATMAP_MAX hosts an n x n grid is mostly empty (the ring measures O(n) pairs)
     and too big to read: each host's slowest and fastest send and receive instead, the
@@ -191,7 +194,7 @@ def _per_host(net: Mapping[str, Any], hosts: list[str],
         mine = sends[h] + recvs[h]
         return (min(mine, default=float("inf")), max(mine, default=float("inf")))
 
-    def bar(values: list[float], pick: Any) -> str:
+    def bar(values: list[float], pick: Callable[[list[float]], float]) -> str:
         if not values:
             return "<td class='muted'>&#8211;</td>"
         v = pick(values)
@@ -202,7 +205,7 @@ def _per_host(net: Mapping[str, Any], hosts: list[str],
         f"<tr class='link-host' data-host='{esc(h)}'><th>{esc(h)}</th>"
         f"{bar(sends[h], min)}{bar(sends[h], max)}{bar(recvs[h], min)}{bar(recvs[h], max)}</tr>"
         for h in sorted(hosts, key=worst))
-    note = (f"{len(hosts)} hosts, {len(best)} measured pairs ({net.get('schedule')}): per "
+    note = (f"{len(hosts)} hosts, {len(best)} measured pairs ({net.schedule}): per "
             "host, the slowest first (a grid of every pair would be mostly empty)")
     return (f"<h2>Bandwidth (iperf3, best run per pair)</h2><p class='muted'>{esc(note)}</p>"
             "<details open><summary>per host</summary><table id='per-host-links'><tr><th>"
@@ -210,17 +213,17 @@ def _per_host(net: Mapping[str, Any], hosts: list[str],
             f"<th>fastest receive</th></tr>{rows}</table></details>")
 
 
-def _allreduce(doc: Mapping[str, Any]) -> str:
-    net = doc.get("network")
-    ar = net.get("allreduce") if isinstance(net, dict) else None
-    if not isinstance(ar, dict):
-        why = net.get("allreduce_skipped") if isinstance(net, dict) else None
+def _allreduce(report: Report) -> str:
+    net = report.network
+    ar = net.allreduce if net is not None else None
+    if ar is None:
+        why = net.allreduce_skipped if net is not None else None
         return f"<h2>All-reduce</h2><p class='muted'>not run{': ' + esc(why) if why else ''}</p>"
-    if not ar.get("sizes"):
-        return (f"<h2>All-reduce</h2><p class='s-fail'>{esc(ar.get('backend'))} all-reduce "
-                f"failed: {esc(ar.get('error'))}</p>")
-    sizes = ar["sizes"]
-    top = max(max(s["busbw_bytes_s"], s["algbw_bytes_s"]) for s in sizes) or 1.0
+    if not ar.sizes:
+        return (f"<h2>All-reduce</h2><p class='s-fail'>{esc(ar.backend)} all-reduce "
+                f"failed: {esc(ar.error)}</p>")
+    sizes = ar.sizes
+    top = max(max(s.busbw_bytes_s, s.algbw_bytes_s) for s in sizes) or 1.0
     # CPU clusters all-reduce at MB/s, GPU ones at GB/s: label in the unit that reads.
     unit, scale = ("GB/s", 1e9) if top >= 1e9 else ("MB/s", 1e6)
     bar_w, chart_h, gap, top_pad = 34, 180, 40, 20
@@ -233,49 +236,48 @@ def _allreduce(doc: Mapping[str, Any]) -> str:
            "stroke='#667085'/>"]
     for k, s in enumerate(sizes):
         x0 = 60 + k * (2 * bar_w + gap)
-        for m, (key, color) in enumerate((("busbw_bytes_s", "#3559c7"),
-                                          ("algbw_bytes_s", "#9db2ef"))):
-            v = float(s[key])
+        for m, (key, v, color) in enumerate((("busbw", s.busbw_bytes_s, "#3559c7"),
+                                             ("algbw", s.algbw_bytes_s, "#9db2ef"))):
             h = chart_h * v / top
             x = x0 + m * bar_w
-            svg.append(f"<rect class='bar' data-{key[:5]}='{round(v)}' x='{x}' "
+            svg.append(f"<rect class='bar' data-{key}='{round(v)}' x='{x}' "
                        f"y='{chart_h + 10 - h}' width='{bar_w - 4}' height='{h}' "
                        f"fill='{color}'><title>{esc(f'{v / scale:.3g} {unit}')}</title></rect>"
                        f"<text x='{x + bar_w / 2 - 2}' y='{chart_h + 5 - h}' "
                        f"text-anchor='middle'>{v / scale:.3g}</text>")
         svg.append(f"<text x='{x0 + bar_w}' y='{chart_h + 28}' text-anchor='middle'>"
-                   f"{s['bytes'] / (1 << 20):g} MiB</text>")
+                   f"{s.bytes / (1 << 20):g} MiB</text>")
     lx = width - 190
     svg.append(f"<rect x='{lx}' y='20' width='12' height='12' fill='#3559c7'/><text "
                f"x='{lx + 18}' y='31'>busbw {unit}</text><rect x='{lx}' y='40' width='12' "
                f"height='12' fill='#9db2ef'/><text x='{lx + 18}' y='51'>algbw {unit}</text>"
                "</g></svg>")
-    return (f"<h2>All-reduce ({esc(ar.get('backend'))}, {esc(ar.get('ranks'))} ranks on "
-            f"{len(ar.get('hosts') or [])} hosts)</h2>" + "".join(svg))
+    return (f"<h2>All-reduce ({esc(ar.backend)}, {esc(ar.ranks)} ranks on "
+            f"{len(ar.hosts)} hosts)</h2>" + "".join(svg))
 
 
-def _plan(plan: Any) -> str:
-    if not isinstance(plan, dict):
+def _plan(plan: Optional[PlanEntry]) -> str:
+    if plan is None:
         return ""
     rows = "".join(
-        f"<tr><td>{esc(n.get('host'))}</td><td>{esc(n.get('address'))}</td>"
-        f"<td>{esc(n.get('rank'))}</td><td>{esc(n.get('nproc'))}</td>"
-        f"<td><code>{esc(n.get('command'))}</code></td></tr>" for n in plan.get("nodes") or [])
-    lacks = "".join(f"<li class='s-fail'>lacks: {esc(x)}</li>" for x in plan.get("lacks") or [])
+        f"<tr><td>{esc(n.host)}</td><td>{esc(n.address)}</td>"
+        f"<td>{esc(n.rank)}</td><td>{esc(n.nproc)}</td>"
+        f"<td><code>{esc(n.command)}</code></td></tr>" for n in plan.nodes)
+    lacks = "".join(f"<li class='s-fail'>lacks: {esc(x)}</li>" for x in plan.lacks)
     out = ""
-    for hosts, why, more in left_out(plan.get("excluded") or {}):
+    for hosts, why, more in left_out(plan.excluded):
         cost = cost_of(plan, hosts[0]) if len(hosts) == 1 else None
         out += (f"<li>left out <b>{esc(hostlist(hosts, HOSTS_MAX))}</b>: {esc(why)}"
                 + (f" (+{more} more)" if more else "")
                 + (f" <i>({esc(cost)})</i>" if cost else "") + "</li>")
-    nodes = plan.get("nodes") or []
-    return (f"<h2>Plan ({esc(plan.get('mode'))})</h2><ul>{lacks}{out}</ul>"
+    nodes = plan.nodes
+    return (f"<h2>Plan ({esc(plan.mode)})</h2><ul>{lacks}{out}</ul>"
             f"<details{' open' if len(nodes) <= HOSTS_OPEN else ''}><summary>{len(nodes)} "
             "hosts</summary><table id='plan'><tr><th>host</th><th>address</th><th>rank</th>"
             f"<th>processes</th><th>command</th></tr>{rows}</table></details>")
 
 
-def _hosts(hosts: Mapping[str, Any]) -> str:
+def _hosts(hosts: Mapping[str, HostEntry]) -> str:
     if not hosts:
         return ""
     if len(hosts) > HOSTS_OPEN:  # a column per host would be a 500-column table: a row each

@@ -1,39 +1,25 @@
-"""The JSON report: verdict, hosts with their facts, findings; written atomically."""
+"""The JSON report: verdict, hosts with their facts, findings; written atomically, and read
+back once into the typed Report (model/report.py) that every renderer and action takes."""
 
 from __future__ import annotations
 
-import dataclasses
-import enum
 import json
 import os
 import sys
 import tempfile
 from typing import Any, Optional
 
+from preflight.common.plain import facts_json
+from preflight.common.plain import jsonable as jsonable  # the report's writer, shared
 from preflight.config.errors import InputError, read_input
+from preflight.config.typed import decode
 from preflight.model.cluster import Cluster
-from preflight.model.facts import SectionError
 from preflight.model.findings import Judgement
 from preflight.model.measure import NetworkTests
 from preflight.model.plan import Plan
-from preflight.report import docshape
+from preflight.model.report import Report
 
 REPORT_VERSION = 1
-
-
-def jsonable(obj: Any) -> Any:
-    """Returns obj as plain JSON types; a failed section becomes {"error": message}."""
-    if isinstance(obj, SectionError):
-        return {"error": obj.message}
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(x) for x in obj]
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    return obj
 
 
 def document(cluster: Cluster, judgement: Judgement, meta: Optional[dict[str, Any]] = None,
@@ -51,13 +37,8 @@ def document(cluster: Cluster, judgement: Judgement, meta: Optional[dict[str, An
             "status": "ok" if o.ok else "failed",
             "failure": jsonable(o.failure),
             "elapsed_s": round(o.elapsed_s, 3),
-            "facts": jsonable(o.facts),
+            "facts": facts_json(o.facts),
         }
-    for h in hosts.values():
-        # The model keeps env vars as sorted pairs (hashable); a mapping reads better here.
-        env = (h["facts"] or {}).get("env")
-        if isinstance(env, dict) and isinstance(env.get("vars"), list):
-            env["vars"] = {k: v for k, v in env["vars"]}
     return {
         "report_version": REPORT_VERSION,
         "verdict": judgement.verdict.value,
@@ -175,9 +156,15 @@ def write_text_atomic(path: str, text: str) -> None:
         raise
 
 
-def read(path: str) -> dict[str, Any]:
-    """Returns a report (or baseline) written by write_atomic; raises InputError naming the
-    file when it is not one."""
+def read(path: str) -> Report:
+    """Returns a report (or baseline) written by write_atomic, decoded; raises InputError
+    naming the file, and the field, when it is not one preflight can read."""
+    return typed(load(path), path)
+
+
+def load(path: str) -> dict[str, Any]:
+    """Returns the JSON document of a report (or baseline), of a version this preflight
+    reads; raises InputError naming the file when it is not one."""
     text = read_input(path)
     try:
         doc = json.loads(text)
@@ -190,5 +177,21 @@ def read(path: str) -> dict[str, Any]:
         raise InputError(path, f"report version {doc['report_version']!r} is not "
                          f"{REPORT_VERSION}, the one this preflight reads",
                          field="report_version")
-    docshape.check(path, doc)
+    return doc
+
+
+def typed(doc: dict[str, Any], path: str = "the report") -> Report:
+    """The document as the typed Report (what a run renders, and what read returns)."""
+    return decode(Report, doc, path)
+
+
+def encode(report: Report, base: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """Returns report as its JSON document: document()'s shape. Keys of base that the types do
+    not know (a transport's notes, a later release's) are kept, so a report read and written
+    again (preflight report --json) loses nothing."""
+    doc = {**(base or {}), **jsonable(report)}
+    if doc["baseline"] is None:
+        del doc["baseline"]  # a baseline file's section: a report has none
+    for name, h in doc["hosts"].items():
+        h["facts"] = facts_json(report.hosts[name].facts)
     return doc

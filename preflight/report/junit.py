@@ -12,13 +12,14 @@ from __future__ import annotations
 import re
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from preflight import __version__
 from preflight.common.grouping import group
-from preflight.common.summary import STATUS_ORDER, sorted_findings, waived_checks
+from preflight.common.summary import STATUS_ORDER, sorted_findings
 from preflight.common.units import hostlist
+from preflight.model.findings import Finding, Verdict
+from preflight.model.report import Report
 
 # XML 1.0 cannot carry most control characters, and a probe may report anything.
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -31,9 +32,9 @@ def _clean(text: object) -> str:
     return _INVALID_XML.sub("?", str(text))
 
 
-def _outcome(findings: Sequence[Mapping[str, Any]], fail_on: str) -> tuple[str, str]:
+def _outcome(findings: Sequence[Finding], fail_on: str) -> tuple[str, str]:
     """Returns (element, type) for a test case: failure, error or "" (passed)."""
-    statuses = {f.get("status") for f in findings}
+    statuses = {f.status.value for f in findings}
     worst = next((s for s in STATUS_ORDER if s in statuses), "pass")
     if worst in ("error", "could-not-check"):
         return "error", worst
@@ -44,7 +45,7 @@ def _outcome(findings: Sequence[Mapping[str, Any]], fail_on: str) -> tuple[str, 
     return "", worst
 
 
-def _case(suite: ET.Element, name: str, findings: Sequence[Mapping[str, Any]],
+def _case(suite: ET.Element, name: str, findings: Sequence[Finding],
           fail_on: str) -> tuple[str, str]:
     """One check's test case: its worst status decides; every grouped line is its text."""
     case = ET.SubElement(suite, "testcase", classname=SUITE, name=name)
@@ -70,26 +71,26 @@ def _counts(suite: ET.Element, cases: list[tuple[str, str]]) -> None:
     suite.set("skipped", str(sum(1 for e, _ in cases if e == "skipped")))
 
 
-def render(doc: Mapping[str, Any], fail_on: str = "fail") -> str:
-    """Returns the JUnit XML document of a JSON report."""
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(doc.get("started_at") or 0))
+def render(report: Report, fail_on: str = "fail") -> str:
+    """Returns the JUnit XML document of a report."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(report.started_at or 0))
     root = ET.Element("testsuites", name="preflight")
-    per_check: dict[str, list[Mapping[str, Any]]] = {}
-    for f in sorted_findings(doc):
-        per_check.setdefault(str(f.get("check")), []).append(f)
-    hosts = doc.get("hosts") or {}
-    suite = ET.SubElement(root, "testsuite", name=SUITE, timestamp=stamp,
-                          time=f"{float(doc.get('duration_s') or 0):.3f}")
+    per_check: dict[str, list[Finding]] = {}
+    for f in sorted_findings(report):
+        per_check.setdefault(f.check, []).append(f)
+    hosts = report.hosts
+    duration = f"{report.duration_s or 0:.3f}"
+    suite = ET.SubElement(root, "testsuite", name=SUITE, timestamp=stamp, time=duration)
     props = ET.SubElement(suite, "properties")
-    for name, value in (("verdict", doc.get("verdict")), ("fail_on", fail_on),
-                        ("inventory", doc.get("inventory")), ("preflight", __version__),
-                        ("hosts", len(hosts)),
-                        ("host list", hostlist([str(h) for h in hosts], HOSTS_MAX))):
+    for name, value in (("verdict", report.verdict and report.verdict.value),
+                        ("fail_on", fail_on), ("inventory", report.inventory),
+                        ("preflight", __version__), ("hosts", len(hosts)),
+                        ("host list", hostlist(list(hosts), HOSTS_MAX))):
         ET.SubElement(props, "property", name=name, value=_clean(value or "-"))
     verdict = ET.SubElement(suite, "testcase", classname=SUITE, name="verdict")
     cases = [("", "pass")]
-    if doc.get("verdict") != "go":
-        reasons = [_clean(r) for r in doc.get("reasons") or []]
+    if report.verdict is not Verdict.GO:
+        reasons = [_clean(r) for r in report.reasons]
         ET.SubElement(verdict, "failure", type="no-go",
                       message=("NO-GO: " + "; ".join(reasons[:3]))[:MESSAGE_MAX]
                       ).text = "\n".join(reasons)
@@ -98,14 +99,14 @@ def render(doc: Mapping[str, Any], fail_on: str = "fail") -> str:
         ET.SubElement(verdict, "system-out").text = "GO"
     for check, fs in per_check.items():
         cases.append(_case(suite, check, fs, fail_on))
-    for check in waived_checks(doc):  # a CI dashboard shows a waiver as a skipped test
+    for check in report.waived:  # a CI dashboard shows a waiver as a skipped test
         case = ET.SubElement(suite, "testcase", classname=SUITE, name=check)
         ET.SubElement(case, "skipped", message=f"{check}: waived (--skip)")
         cases.append(("skipped", "waived"))
     _counts(suite, cases)
     for key in ("tests", "failures", "errors"):  # Jenkins' schema: no skipped here
         root.set(key, suite.get(key, "0"))
-    root.set("time", f"{float(doc.get('duration_s') or 0):.3f}")
+    root.set("time", duration)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") \
         + "\n"

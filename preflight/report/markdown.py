@@ -4,7 +4,6 @@ verdict first, then what blocks, the plan, the network figures and the hosts sid
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from preflight.common.grouping import group, left_out
 from preflight.common.summary import (
@@ -15,9 +14,10 @@ from preflight.common.summary import (
     link_matrix,
     sorted_findings,
     verdict_text,
-    waived_checks,
 )
 from preflight.common.units import hostlist, rate
+from preflight.model.findings import Verdict
+from preflight.model.report import HostEntry, PlanEntry, Report
 
 ICONS = {"error": "🛑", "fail": "❌", "could-not-check": "❓", "warn": "⚠️", "pass": "✅",
          "skip": "➖"}
@@ -42,18 +42,17 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-def render(doc: Mapping[str, Any]) -> str:
-    """Returns the Markdown summary of a JSON report."""
-    go = doc.get("verdict") == "go"
-    out = [f"## preflight: {'✅' if go else '❌'} {verdict_text(doc)}", ""]
-    for r in doc.get("reasons") or []:
+def render(report: Report) -> str:
+    """Returns the Markdown summary of a report."""
+    go = report.verdict is Verdict.GO
+    out = [f"## preflight: {'✅' if go else '❌'} {verdict_text(report)}", ""]
+    for r in report.reasons:
         out.append(f"- {cell(r)}")
-    waived = waived_checks(doc)
-    if waived:
-        out.append(f"- waived (not run, `--skip`): {cell(', '.join(waived))}")
+    if report.waived:
+        out.append(f"- waived (not run, `--skip`): {cell(', '.join(report.waived))}")
     # One row per thing found, its hosts compressed (gpu[001-500]); each finding with its
     # own values is in the JSON report.
-    groups = group(sorted_findings(doc))
+    groups = group(sorted_findings(report))
     bad = [g for g in groups if g.status not in QUIET]
     passed = [g for g in groups if g.status in QUIET]
     if bad:
@@ -66,64 +65,61 @@ def render(doc: Mapping[str, Any]) -> str:
         out += _table(["", "check", "message"], [[ICONS.get(g.status, ""), g.check, g.message]
                                                  for g in passed])
         out += ["", "</details>"]
-    out += _plan(doc.get("plan"))
-    out += _network(doc)
-    out += _hosts(doc.get("hosts") or {})
+    if report.plan is not None:
+        out += _plan(report.plan)
+    out += _network(report)
+    out += _hosts(report.hosts)
     return "\n".join(out) + "\n"
 
 
-def _plan(plan: Any) -> list[str]:
-    if not isinstance(plan, dict):
-        return []
-    out = ["", f"### Plan ({plan.get('mode')}{'' if plan.get('fits') else ', does not fit'})",
-           ""]
-    out += [f"- lacks: {cell(x)}" for x in plan.get("lacks") or []]
+def _plan(plan: PlanEntry) -> list[str]:
+    out = ["", f"### Plan ({plan.mode}{'' if plan.fits else ', does not fit'})", ""]
+    out += [f"- lacks: {cell(x)}" for x in plan.lacks]
     roles: dict[str, list[str]] = {}
-    for kind in ("servers", "workers"):
-        for e in plan.get(kind) or []:
-            roles.setdefault(e.get("host"), []).append(f"{kind[:-1]} {e.get('endpoint')}")
-    rows = [[str(n.get("host")), str(n.get("address")), str(n.get("rank")),
-             str(n.get("nproc")), ", ".join(roles.get(n.get("host"), []))]
-            for n in plan.get("nodes") or []]
+    for kind, endpoints in (("server", plan.servers), ("worker", plan.workers)):
+        for e in endpoints:
+            roles.setdefault(e.host, []).append(f"{kind} {e.endpoint}")
+    rows = [[n.host, str(n.address), str(n.rank), str(n.nproc), ", ".join(roles.get(n.host, []))]
+            for n in plan.nodes]
     if rows:
         out += _table(["host", "address", "rank", "processes", "endpoints"], rows)
-    for hosts, why, more in left_out(plan.get("excluded") or {}):
+    for hosts, why, more in left_out(plan.excluded):
         cost = cost_of(plan, hosts[0]) if len(hosts) == 1 else None
         out.append(f"- left out **{cell(hostlist(hosts, HOSTS_MAX))}**: {cell(why)}"
                    + (f" (+{more} more)" if more else "") + (f" ({cell(cost)})" if cost else ""))
     return out
 
 
-def _network(doc: Mapping[str, Any]) -> list[str]:
-    net = doc.get("network")
-    if not isinstance(net, dict):
+def _network(report: Report) -> list[str]:
+    net = report.network
+    if net is None:
         return []
-    hosts, best = link_matrix(doc)
+    hosts, best = link_matrix(report)
     out = ["", "### Network", ""]
     if best:
         slow = min(best.items(), key=lambda kv: kv[1])
-        out.append(f"- iperf3 ({net.get('schedule')}): {len(best)} links between "
+        out.append(f"- iperf3 ({net.schedule}): {len(best)} links between "
                    f"{len(hosts)} hosts, fastest {rate(max(best.values()))}, slowest "
                    f"{rate(slow[1])} ({cell(slow[0][0])} → {cell(slow[0][1])})")
-    ar = net.get("allreduce")
-    if isinstance(ar, dict) and ar.get("sizes"):
-        sizes = ", ".join(f"{s['bytes'] / (1 << 20):g} MiB: busbw "
-                          f"{s['busbw_bytes_s'] / 1e9:.3g} GB/s" for s in ar["sizes"])
-        out.append(f"- all-reduce ({ar.get('backend')}, {ar.get('ranks')} ranks): {sizes}")
-    elif isinstance(ar, dict):
-        out.append(f"- all-reduce ({ar.get('backend')}) failed: {cell(ar.get('error'))}")
-    elif net.get("allreduce_skipped"):
-        out.append(f"- all-reduce not run: {cell(net['allreduce_skipped'])}")
+    ar = net.allreduce
+    if ar is not None and ar.sizes:
+        sizes = ", ".join(f"{s.bytes / (1 << 20):g} MiB: busbw "
+                          f"{s.busbw_bytes_s / 1e9:.3g} GB/s" for s in ar.sizes)
+        out.append(f"- all-reduce ({ar.backend}, {ar.ranks} ranks): {sizes}")
+    elif ar is not None:
+        out.append(f"- all-reduce ({ar.backend}) failed: {cell(ar.error)}")
+    elif net.allreduce_skipped:
+        out.append(f"- all-reduce not run: {cell(net.allreduce_skipped)}")
     return out
 
 
-def _hosts(hosts: Mapping[str, Any]) -> list[str]:
+def _hosts(hosts: Mapping[str, HostEntry]) -> list[str]:
     """One row per host (a column per host would make one line of every fact at 500
     hosts), collapsed; what differs from most hosts is bold: the cell to look at."""
     if not hosts:
         return []
     table = host_table(hosts)
-    rows = [[str(h)] + [f"**{cells[i][0]}**" if cells[i][1] else cells[i][0]
-                        for _, cells in table] for i, h in enumerate(hosts)]
+    rows = [[h] + [f"**{cells[i][0]}**" if cells[i][1] else cells[i][0]
+                   for _, cells in table] for i, h in enumerate(hosts)]
     return ["", f"<details><summary>Hosts ({len(hosts)})</summary>", "",
             *_table(["host", *(label for label, _ in table)], rows), "", "</details>"]

@@ -1,6 +1,7 @@
 """Terminal output: live progress while hosts answer, then the findings (grouped: one line
 per thing found, its hosts compressed), the plan and the verdict, cut to the terminal's
-width. It renders the JSON report, so `preflight report FILE` shows a saved run the same."""
+width. It renders the report as decoded from its JSON, so `preflight report FILE` shows a
+saved run the same."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any, Optional, TextIO
+from typing import Optional, TextIO
 
 from preflight.common.grouping import group, left_out
-from preflight.common.summary import cost_of, sorted_findings, waived_checks
+from preflight.common.summary import cost_of, sorted_findings
 from preflight.common.units import hostlist, port_ranges
-from preflight.model.findings import Status
+from preflight.model.findings import Status, Verdict
 from preflight.model.host import HostOutcome
+from preflight.model.report import PlanEntry, Report
 from preflight.report.machine import facts_lines
 
 ORDER = {Status.ERROR: 0, Status.FAIL: 1, Status.COULD_NOT_CHECK: 2, Status.WARN: 3,
@@ -129,12 +131,12 @@ def _status_of(value: str) -> Status:
         return Status.ERROR
 
 
-def render(doc: Mapping[str, Any], color: bool = False, width: int | None = None,
+def render(report: Report, color: bool = False, width: int | None = None,
            detail: bool = False) -> str:
     """Returns the findings (grouped, worst first), the plan and the one-line verdict of a
-    JSON report, every line cut to width; detail adds every finding in full."""
+    report, every line cut to width; detail adds every finding in full."""
     width = width or shutil.get_terminal_size((120, 24)).columns
-    groups = sorted(group(sorted_findings(doc)), key=lambda g: ORDER[_status_of(g.status)])
+    groups = sorted(group(sorted_findings(report)), key=lambda g: ORDER[_status_of(g.status)])
     # "n/a" reads better than the JSON's "skip"; the other statuses print as the JSON has them.
     rows = [("n/a" if g.status == "skip" else g.status, g.check, g.hosts_text(HOSTS_W),
              g.message) for g in groups]
@@ -142,72 +144,55 @@ def render(doc: Mapping[str, Any], color: bool = False, width: int | None = None
     w1 = max([len("CHECK")] + [len(r[1]) for r in rows])
     w2 = min(HOSTS_W, max([len("HOSTS")] + [len(r[2]) for r in rows]))
     lines = [fit(f"{'STATUS':<{w0}}  {'CHECK':<{w1}}  {'HOSTS':<{w2}}  MESSAGE", width)]
-    hosts = doc.get("hosts") or {}
-    if doc.get("local") and len(hosts) == 1:  # a machine audited alone: its facts first
-        name, host = next(iter(hosts.items()))
-        lines[:0] = [fit(ln, width) for ln in facts_lines(str(name), host)] + [""]
+    if report.local and len(report.hosts) == 1:  # a machine audited alone: its facts first
+        name, host = next(iter(report.hosts.items()))
+        lines[:0] = [fit(ln, width) for ln in facts_lines(name, host)] + [""]
     for st, check, hosts, msg in rows:
         text = fit(f"{st:<{w0}}  {check:<{w1}}  {fit(hosts, w2):<{w2}}  {msg}", width)
         lines.append(_paint(text[:w0], _status_of(st), color) + text[w0:])
-    waived = waived_checks(doc)
-    if waived:
-        lines.append(fit(f"WAIVED (not run, --skip): {', '.join(waived)}", width))
-    rechecked = doc.get("rechecked_over_ssh")
-    if isinstance(rechecked, dict) and rechecked:
+    if report.waived:
+        lines.append(fit(f"WAIVED (not run, --skip): {', '.join(report.waived)}", width))
+    if report.rechecked_over_ssh:
         lines.append(fit("RE-CHECKED OVER SSH (drained by preflight: Slurm runs no step "
-                         f"there): {', '.join(map(str, rechecked))}", width))
+                         f"there): {', '.join(report.rechecked_over_ssh)}", width))
     if detail:
         lines += ["", "DETAILS (every finding in full)"]
-        lines += [f"  {f.get('status')}  {f.get('check')}  {f.get('message')}"
-                  for f in sorted_findings(doc) if f.get("status") != "pass"]
+        lines += [f"  {f.status.value}  {f.check}  {f.message}"
+                  for f in sorted_findings(report) if f.status is not Status.PASS]
     lines.append("")
-    plan = doc.get("plan")
-    if isinstance(plan, dict):
-        lines.extend(fit(ln, width) for ln in plan_lines(plan, detail))
+    if report.plan is not None:
+        lines.extend(fit(ln, width) for ln in plan_lines(report.plan, detail))
         lines.append("")
-    lines.append(verdict_line(doc, color, width))
+    lines.append(verdict_line(report, color, width))
     return "\n".join(lines) + "\n"
 
 
-def _sized(plan: Mapping[str, Any]) -> bool:
-    """Whether the user sized the job (JobShape.explicit, as the report records it)."""
-    req = plan.get("requested") or {}
-    return isinstance(req, dict) and any(
-        req.get(k) is not None for k in ("nnodes", "server_num", "trainer_num"))
-
-
-def plan_lines(plan: Mapping[str, Any], detail: bool = False) -> list[str]:
+def plan_lines(plan: PlanEntry, detail: bool = False) -> list[str]:
     """Returns the plan: the hosts it uses (the first few, all with detail), then the hosts
     it left out, grouped by why."""
-    nodes = [n for n in plan.get("nodes") or [] if isinstance(n, dict)]
-    servers, workers = plan.get("servers") or [], plan.get("workers") or []
-    if plan.get("mode") == "ps":
-        head = f"PLAN ps: {len(servers)} servers, {len(workers)} trainers"
+    nodes = plan.nodes
+    if plan.mode == "ps":
+        head = f"PLAN ps: {len(plan.servers)} servers, {len(plan.workers)} trainers"
     else:
-        master = f", master {plan['master']}" if plan.get("master") else ""
+        master = f", master {plan.master}" if plan.master else ""
         head = (f"PLAN collective: {len(nodes)} worker hosts x "
-                f"{plan.get('nproc_per_node') or 1} ranks{master}")
-    lacks = plan.get("lacks") or []
-    out = [head + ("" if plan.get("fits", True) else f" -- lacks: {'; '.join(lacks)}")]
+                f"{plan.nproc_per_node or 1} ranks{master}")
+    out = [head + ("" if plan.fits is not False else f" -- lacks: {'; '.join(plan.lacks)}")]
     shown = nodes if detail or len(nodes) <= PLAN_NODES else nodes[:PLAN_NODES - 1]
     for n in shown:
-        host = n.get("host")
-        if plan.get("mode") == "ps":
-            what = ", ".join([f"server {e.get('endpoint')}" for e in servers
-                              if e.get("host") == host]
-                             + [f"trainer {e.get('endpoint')}" for e in workers
-                                if e.get("host") == host])
+        if plan.mode == "ps":
+            what = ", ".join([f"server {e.endpoint}" for e in plan.servers if e.host == n.host]
+                             + [f"trainer {e.endpoint}" for e in plan.workers
+                                if e.host == n.host])
         else:
-            what = f"rank {n.get('rank')}, {n.get('nproc')} process(es)"
-        ports = tuple(p for p in n.get("ports") or [] if isinstance(p, int))
-        out.append(f"  {host}  {n.get('address')}  {what}  ports {port_ranges(ports)}")
+            what = f"rank {n.rank}, {n.nproc} process(es)"
+        out.append(f"  {n.host}  {n.address}  {what}  ports {port_ranges(n.ports)}")
     if len(shown) < len(nodes):
-        rest = [str(n.get("host")) for n in nodes[len(shown):]]
+        rest = [n.host for n in nodes[len(shown):]]
         out.append(f"  ... and {len(rest)} more: {hostlist(rest, 60)} (all in the JSON "
                    "report, -v, --emit-launch)")
-    out.extend(f"  note: {x}" for x in plan.get("notes") or [])
-    excluded = plan.get("excluded") or {}
-    for hosts, why, more in left_out(excluded):
+    out.extend(f"  note: {x}" for x in plan.notes)
+    for hosts, why, more in left_out(plan.excluded):
         out.append(f"  left out {hostlist(hosts, HOSTS_W + 14)}: {why}"
                    + (f" (+{more} more)" if more else ""))
         cost = cost_of(plan, hosts[0]) if len(hosts) == 1 else None
@@ -216,28 +201,28 @@ def plan_lines(plan: Mapping[str, Any], detail: bool = False) -> list[str]:
     return out
 
 
-def verdict_line(doc: Mapping[str, Any], color: bool = False, width: int = 0) -> str:
+def verdict_line(report: Report, color: bool = False, width: int = 0) -> str:
     """The verdict in one line, at most width columns: GO with what passed, or NO-GO with
     counts and the first reasons (all of them are in the report)."""
-    findings = sorted_findings(doc)
-    counts = {s: sum(1 for f in findings if f.get("status") == s.value) for s in Status}
-    plan = doc.get("plan") if isinstance(doc.get("plan"), dict) else None
-    if doc.get("verdict") == "go":
+    findings = sorted_findings(report)
+    counts = {s: sum(1 for f in findings if f.status is s) for s in Status}
+    plan = report.plan
+    if report.verdict is Verdict.GO:
         warn = f" ({counts[Status.WARN]} warnings)" if counts[Status.WARN] else ""
         head = _paint("GO", Status.PASS, color)
-        if plan is not None and plan.get("excluded") and _sized(plan):
-            left = list(plan["excluded"])
-            text = (f": the job fits on {len(plan.get('nodes') or [])} hosts ({len(left)} "
+        if plan is not None and plan.excluded and plan.requested is not None \
+                and plan.requested.explicit:
+            left = list(plan.excluded)
+            text = (f": the job fits on {len(plan.nodes)} hosts ({len(left)} "
                     f"left out: {hostlist(left, 40)}){warn}")
         else:
             # A check that only said "n/a" (one host, --no-paddle) did not pass anything.
-            checks = len({f.get("check") for f in findings if f.get("status") != "skip"})
-            na = len({f.get("check") for f in findings if f.get("status") == "skip"}
-                     - {f.get("check") for f in findings if f.get("status") != "skip"})
-            waived = waived_checks(doc)
+            ran = {f.check for f in findings if f.status is not Status.SKIP}
+            checks = len(ran)
+            na = len({f.check for f in findings if f.status is Status.SKIP} - ran)
             text = (f": all {checks} checks passed{warn}"
                     + (f", {na} n/a" if na else "")
-                    + (f", {len(waived)} waived" if waived else ""))
+                    + (f", {len(report.waived)} waived" if report.waived else ""))
         return head + fit(text, width - 2 if width else 0)
     # Counted as the summary shows them: things found (grouped) and the hosts they name.
     groups = group(findings)
@@ -249,9 +234,9 @@ def verdict_line(doc: Mapping[str, Any], color: bool = False, width: int = 0) ->
         if mine:
             parts.append(f"{len(mine)} {label}" + (f" on {len(hosts)} hosts" if len(hosts) > 1
                                                     else ""))
-    if doc.get("fail_on") == "warn" and counts[Status.WARN]:
+    if report.fail_on == "warn" and counts[Status.WARN]:
         parts.append(f"{counts[Status.WARN]} warnings (--fail-on warn)")
-    reasons = [str(r) for r in doc.get("reasons") or []]
+    reasons = report.reasons
     text = f": {', '.join(parts) or 'blocked'}: " + "; ".join(reasons[:3])
     if len(reasons) > 3:
         text += f"; ... (+{len(reasons) - 3} more)"

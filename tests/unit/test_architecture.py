@@ -97,8 +97,10 @@ ALLOWED = {
     "preflight.common": BELOW,
     # A check judges facts, with the model, its fellow checks and common's helpers.
     "preflight.checks": (*BELOW, "preflight.checks"),
-    # Reports read the model and the JSON document, never a live connection.
-    "preflight.report": (*BELOW, "preflight.report", "preflight.config.errors"),
+    # Reports read the model and the JSON document (through config's one reader of
+    # documents into types), never a live connection.
+    "preflight.report": (*BELOW, "preflight.report", "preflight.config.errors",
+                         "preflight.config.typed"),
     "preflight.config": (*BELOW, "preflight.config"),
     "preflight.inventory": (*BELOW, "preflight.config", "preflight.inventory"),
     "preflight.collect": (*BELOW, "preflight.collect"),
@@ -113,13 +115,12 @@ ALLOWED = {
     # Acting on a verdict (drain, resume, launch) reads the report (config's reader) and
     # reaches the hosts through collect (Slurm's scontrol, a Remote per host).
     "preflight.act": (*BELOW, "preflight.act", "preflight.collect", "preflight.config",
-                      "preflight.report.jsonreport", "preflight.report.docshape"),
+                      "preflight.report.jsonreport"),
     # A transport composes the ways of collect with the inventory (its hosts), the plan's
     # launch files and `preflight launch` (which reads the report through config).
     "preflight.transport": (*BELOW, "preflight.transport", "preflight.collect",
                             "preflight.inventory", "preflight.config", "preflight.act",
-                            "preflight.placement", "preflight.report.jsonreport",
-                            "preflight.report.docshape"),
+                            "preflight.placement", "preflight.report.jsonreport"),
     # The verdict runs the checks.
     "preflight.judge": (*BELOW, "preflight.checks", "preflight.judge"),
 }

@@ -16,8 +16,9 @@ from preflight.act.drain import (
     resume_actions,
 )
 from preflight.collect.slurm import Node, decode_task, split_labelled
+from preflight.report.jsonreport import typed
 
-DOC = {
+DOC = typed({
     "hosts": {"n1": {"status": "ok"}, "n2": {"status": "ok"},
               "n3": {"status": "failed", "failure": {"stage": "probe", "reason": "x"}},
               "n4": {"status": "failed", "failure": {"stage": "slurm", "reason": "drained"}}},
@@ -31,7 +32,7 @@ DOC = {
          "message": "n4: could not check (slurm): node drained"},
         {"check": "allreduce", "status": "fail", "hosts": [], "message": "cluster stall"},
     ],
-}
+})
 
 
 def test_the_nodes_a_report_failed_and_why():
@@ -78,16 +79,18 @@ def test_resume_only_once_the_check_that_drained_it_passed_again():
     states = {"n1": Node("n1", "a", "drained", "preflight: bandwidth: slow host: 95 Mbit/s"),
               "n2": Node("n2", "a", "drained", "preflight: cpu-cores: 0.25 effective cores")}
     findings: list[dict[str, Any]] = [
-        {"check": "cpu-cores", "status": "pass", "hosts": ["n1", "n2"]},
-        {"check": "bandwidth", "status": "skip", "hosts": ["n1", "n2"]}]
+        {"check": "cpu-cores", "status": "pass", "hosts": ["n1", "n2"], "message": "ok"},
+        {"check": "bandwidth", "status": "skip", "hosts": ["n1", "n2"], "message": "n/a"}]
     doc = {"hosts": {"n1": {"status": "ok"}, "n2": {"status": "ok"}}, "findings": findings}
-    acts = {a.node: a for a in resume_actions(passed_nodes(doc), states, checks_of(doc))}
+    report = typed(doc)
+    acts = {a.node: a for a in resume_actions(passed_nodes(report), states, checks_of(report))}
     assert acts["n2"].command == ("scontrol", "update", "nodename=n2", "state=resume")
     assert acts["n1"].command is None  # --no-network-tests: bandwidth never ran
     assert acts["n1"].why.startswith("drained for bandwidth, which this report did not pass "
                                      "on it: left drained (preflight: bandwidth: slow host")
     findings[1]["status"] = "warn"  # measured, and only a warning: it passes
-    acts = {a.node: a for a in resume_actions(passed_nodes(doc), states, checks_of(doc))}
+    report = typed(doc)
+    acts = {a.node: a for a in resume_actions(passed_nodes(report), states, checks_of(report))}
     assert acts["n1"].command is not None
 
 

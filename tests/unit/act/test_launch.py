@@ -59,7 +59,7 @@ def test_load_plan(tmp_path):
      "expected a mapping"),
     ({"plan": {"mode": "mesh", "nodes": [{"host": "n1", "env": {}, "argv": [
         "p", "-m", "paddle.distributed.launch"]}]}},
-     "field 'plan.mode': 'mesh' is not one of collective, ps"),
+     "field 'plan.mode': not a report preflight can read: 'mesh' is not one of collective, ps"),
 ], ids=["no-go", "no-plan", "empty", "not-the-launcher", "env-type", "rank-type",
         "node-type", "mode"])
 def test_bad_plans_are_one_line_errors(tmp_path, over, fragment):

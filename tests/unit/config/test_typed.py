@@ -46,7 +46,7 @@ def test_older_documents_take_defaults_and_newer_keys_are_left_alone():
 
 
 @pytest.mark.parametrize("doc, field, words", [
-    ({"schedule": "mesh"}, "schedule", "expected one of ring, matrix, got a string 'mesh'"),
+    ({"schedule": "mesh"}, "schedule", "'mesh' is not one of ring, matrix"),
     ({"schedule": "ring", "links": [{"sender": "a", "receiver": 3, "phase": "survey",
                                      "result": {}}]},
      "links[0].receiver", "expected a string, got a whole number 3"),

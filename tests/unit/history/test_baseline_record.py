@@ -11,6 +11,7 @@ from preflight.common import profile
 from preflight.config.errors import InputError
 from preflight.history import baseline as B
 from preflight.model.facts import SectionError
+from preflight.report.jsonreport import typed
 
 
 def test_profile_is_what_must_match():
@@ -45,5 +46,5 @@ def test_malformed_baseline_is_one_input_error(patch, fragment):
     sec = B.section(profile.of_hosts(c.outcomes), c.network, AUDIT_NOW, None)
     doc = {"baseline": None if not patch else dict(sec, **patch)}
     with pytest.raises(InputError) as e:
-        B.from_document("b.json", json.loads(json.dumps(doc)))
+        B.from_document("b.json", typed(json.loads(json.dumps(doc))))
     assert str(e.value).startswith("b.json: ") and fragment in str(e.value)

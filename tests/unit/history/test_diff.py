@@ -12,6 +12,7 @@ from preflight.history import diff
 from preflight.judge import judge, run_checks
 from preflight.model.cluster import Cluster
 from preflight.report import jsonreport
+from preflight.report.jsonreport import typed
 
 
 def report(c: Cluster) -> dict[str, Any]:
@@ -26,20 +27,20 @@ def test_diff_names_facts_findings_and_links_that_changed_not_noise():
     links = survey(NODES, slow_host("node03", 0.1 * G, 9.4 * G))
     b = report(replace(changed, network=net_tests(links)))
     b["hosts"]["node01"]["facts"]["cpu"]["loadavg"] = [9.0, 9.0, 9.0]  # noise, not news
-    texts = [ch.text for ch in diff.compare(a, b)]
+    texts = [ch.text for ch in diff.compare(typed(a), typed(b))]
     assert "verdict go -> no-go" in texts
     assert "node02: paddle.version: 3.3.1 -> 2.6.2" in texts
     assert "node02: paddle.commit: c0ffee3.3.1 -> c0ffee2.6.2" in texts
     assert "node03 -> node04: 9.4 Gbit/s -> 100 Mbit/s (-99%)" in texts
     assert any(t.startswith("node02: new fail: [paddle-stack] paddle 2.6.2") for t in texts)
     assert not [t for t in texts if "loadavg" in t]
-    assert diff.compare(a, a) == []
+    assert diff.compare(typed(a), typed(a)) == []
 
 
 def test_diff_of_hosts_added_removed_and_failed():
     a = report(cluster(**same(3)))
     b = report(cluster(node01={}, node02={}, node09={}))
-    kinds = [(ch.kind, ch.text) for ch in diff.compare(a, b)]
+    kinds = [(ch.kind, ch.text) for ch in diff.compare(typed(a), typed(b))]
     assert ("host", "node03: only in the first (" + a["hosts"]["node03"]["address"] + ")") \
         in kinds
     assert any(k == "host" and t.startswith("node09: only in the second") for k, t in kinds)
@@ -56,9 +57,10 @@ def test_two_runs_of_an_unchanged_cluster_compare_equal():
     facts["clock"]["skew_s"] = 0.4
     facts["paddle"]["nccl"] = None  # absent here, "0" or 0 in the other: the same
     a["hosts"]["node01"]["facts"]["paddle"]["nccl"] = "0"
-    assert diff.compare(a, b) == []
+    assert diff.compare(typed(a), typed(b)) == []
     a["hosts"]["node01"]["facts"]["paddle"]["nccl"] = "2.18.3"  # but a real value is news
-    assert [ch.text for ch in diff.compare(a, b)] == ["node01: paddle.nccl: 2.18.3 -> absent"]
+    assert [ch.text for ch in diff.compare(typed(a), typed(b))] == [
+        "node01: paddle.nccl: 2.18.3 -> absent"]
 
 
 def test_a_finding_counts_by_its_status_not_the_numbers_in_its_message():
@@ -67,9 +69,9 @@ def test_a_finding_counts_by_its_status_not_the_numbers_in_its_message():
             "message": "node02: 1.2 cores free of other work"}
     a["findings"].append(warn)
     b["findings"].append(dict(warn, message="node02: 0.9 cores free of other work"))
-    assert diff.compare(a, b) == []
+    assert diff.compare(typed(a), typed(b)) == []
     b["findings"][-1] = dict(warn, status="fail")
-    assert [ch.text for ch in diff.compare(a, b)] == \
+    assert [ch.text for ch in diff.compare(typed(a), typed(b))] == \
         ["node02: warn -> fail: [cpu-cores] 1.2 cores free of other work"]
 
 
@@ -77,7 +79,7 @@ def test_the_same_change_on_many_hosts_is_one_line_and_every_host_in_json():
     hosts: dict[str, dict[str, Any]] = {f"node{i:02}": {} for i in range(1, 9)}
     a = report(cluster(**hosts))
     b = report(cluster(**{h: {"paddle": paddle("2.6.2")} for h in hosts}))
-    changes = [ch for ch in diff.compare(a, b) if ch.kind == "fact"]
+    changes = [ch for ch in diff.compare(typed(a), typed(b)) if ch.kind == "fact"]
     assert len(changes) == 16  # version and commit, on each of 8 hosts
     assert diff.lines(changes) == ["node[01-08]: paddle.commit: c0ffee3.3.1 -> c0ffee2.6.2",
                                    "node[01-08]: paddle.version: 3.3.1 -> 2.6.2"]
@@ -85,5 +87,5 @@ def test_the_same_change_on_many_hosts_is_one_line_and_every_host_in_json():
     assert doc["differs"] and doc["count"] == 16
     assert {c["host"] for c in doc["changes"]} == set(hosts)
     # --ignore leaves out what the operator says is not news.
-    assert [ch.what for ch in diff.compare(a, b, ignore=["paddle.commit"])
+    assert [ch.what for ch in diff.compare(typed(a), typed(b), ignore=["paddle.commit"])
             if ch.kind == "fact"] == ["paddle.version: 3.3.1 -> 2.6.2"] * 8

@@ -10,6 +10,7 @@ import pytest
 from support import G, cluster, cpu, gpu, host_facts, link, same, slow_host, survey
 
 from preflight.checks import bandwidth
+from preflight.config.typed import decode
 from preflight.judge import judge
 from preflight.model import facts as F
 from preflight.model.cluster import Cluster
@@ -17,6 +18,7 @@ from preflight.model.findings import Finding, Status, Verdict
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
 from preflight.model.measure import NetworkTests
 from preflight.model.policy import JobShape, Limits, Mode, Policy
+from preflight.model.report import PlanEntry
 from preflight.placement.planner import plan
 from preflight.report.jsonreport import document, plan_doc
 from preflight.report.terminal import plan_lines
@@ -287,7 +289,7 @@ def test_a_host_left_out_for_a_slow_link_carries_the_all_reduce_cost_of_keeping_
     # 5 ranks at 0.1 Gbit/s vs 4 at 1 Gbit/s: 2*4/5 / (2*3/4) * 10 = 10.7 times as long.
     assert cost.factor == pytest.approx(10 * (8 / 5) / (6 / 4))
     assert cost.without_s == pytest.approx(2 * 3 / 4 * (32 << 20) * 8 / 1e9)
-    shown = "\n".join(plan_lines(plan_doc(p) or {}))
+    shown = "\n".join(plan_lines(decode(PlanEntry, plan_doc(p), "plan")))
     assert "  left out n5: bandwidth: slow host" in shown
     assert "    with it, 32 MiB all-reduce ~4.3 s vs ~0.4 s without (11x, predicted from the " \
         "iperf3 links)" in shown

@@ -17,6 +17,7 @@ from preflight.model.facts import GpuFacts
 from preflight.model.findings import FailOn, Finding, Status
 from preflight.model.measure import AllReduce, NetworkTests, SizeResult
 from preflight.report import html, jsonreport, junit, markdown
+from preflight.report.jsonreport import typed
 
 HOSTS = ["node01", "node02", "node03", "node04"]
 
@@ -52,7 +53,7 @@ def failing_doc() -> dict[str, Any]:
 @pytest.mark.parametrize("make", [lambda: doc_of(measured_cluster()), failing_doc],
                          ids=["go", "no-go-hostile-text"])
 def test_junit_validates_against_jenkins_schema(make):
-    xml = junit.render(make()).encode()
+    xml = junit.render(typed(make())).encode()
     schemas = junit_schemas()
     assert len(schemas) >= 1
     for name, xsd in schemas.items():
@@ -62,7 +63,7 @@ def test_junit_validates_against_jenkins_schema(make):
 
 def test_junit_one_case_per_check_naming_its_hosts():
     doc = failing_doc()
-    root = etree.fromstring(junit.render(doc).encode())
+    root = etree.fromstring(junit.render(typed(doc)).encode())
     [suite] = root.findall("testsuite")
     assert suite.get("name") == "preflight"
     cases = {c.get("name"): c for c in suite.findall("testcase")}
@@ -84,7 +85,7 @@ def test_junit_one_case_per_check_naming_its_hosts():
 
 def test_junit_groups_hosts_that_share_a_finding():
     c = cluster(**same(6), node07={"paddle": paddle("2.6.2")}, node08={"paddle": paddle("2.6.2")})
-    case = etree.fromstring(junit.render(doc_of(c)).encode()).find(
+    case = etree.fromstring(junit.render(typed(doc_of(c))).encode()).find(
         "testsuite/testcase[@name='paddle-stack']")
     lines = case.find("failure").text.splitlines()
     assert [ln for ln in lines if ln.startswith("[fail]")] == [
@@ -98,14 +99,14 @@ def test_junit_fail_on_warn_turns_warnings_into_failures():
     strict = doc_of(c, "warn", extra=(warn,))
     assert lenient["verdict"] == "go" and strict["verdict"] == "no-go"
     assert strict["reasons"] == ["node01: NCCL_DEBUG=INFO is set"]
-    case = etree.fromstring(junit.render(strict, "warn").encode()).find(
+    case = etree.fromstring(junit.render(typed(strict), "warn").encode()).find(
         "testsuite/testcase[@name='env']")
     assert case is not None and case.find("failure").get("type") == "warn"
 
 
 # ---------------------------------------------------------------- Markdown
 def test_markdown_leads_with_verdict_and_escapes_cells():
-    md = markdown.render(failing_doc())
+    md = markdown.render(typed(failing_doc()))
     assert md.startswith("## preflight: ❌ NO-GO\n")
     row = next(line for line in md.splitlines() if "NCCL_DEBUG" in line)
     assert "\\| a" in row and "&lt;script>" in row  # a pipe cannot split the row
@@ -122,7 +123,7 @@ def test_markdown_leads_with_verdict_and_escapes_cells():
 
 # ---------------------------------------------------------------- HTML
 def test_html_is_self_contained_and_escapes_everything():
-    page = html.render(failing_doc())
+    page = html.render(typed(failing_doc()))
     assert "<script>" not in page and "&lt;script&gt;" in page
     for ref in ("src=", "href=", "url(", "@import", "http://", "https://"):
         assert ref not in page.replace("http://www.w3.org/2000/svg", "")
@@ -130,7 +131,7 @@ def test_html_is_self_contained_and_escapes_everything():
 
 
 def test_html_heatmap_has_a_cell_per_ordered_pair():
-    page = html.render(doc_of(measured_cluster()))
+    page = html.render(typed(doc_of(measured_cluster())))
     cells = re.findall(r"data-sender='(\w+)' data-receiver='(\w+)' data-bps='(\d*)'", page)
     assert len(cells) == 16
     bps = {(s, r): b for s, r, b in cells}
@@ -140,7 +141,7 @@ def test_html_heatmap_has_a_cell_per_ordered_pair():
 
 def test_html_renders_in_chromium_with_the_slow_host_in_red(tmp_path):
     page = tmp_path / "report.html"
-    page.write_text(html.render(doc_of(measured_cluster())))
+    page.write_text(html.render(typed(doc_of(measured_cluster()))))
     shot = chromium(page, tmp_path, height=1400)
     # What chromium built: the verdict, the heatmap with every cell, the all-reduce bars.
     assert re.search(r"id=\"verdict\">NO-GO<ul><li>node03: slow host", shot.dom)
@@ -156,7 +157,7 @@ def test_html_renders_in_chromium_with_the_slow_host_in_red(tmp_path):
 def test_a_local_audit_shows_the_machine_first_and_n_a_as_skipped():
     from preflight.report import terminal
     doc = dict(doc_of(cluster(gpunode={})), local=True)
-    out = terminal.render(doc, width=200).splitlines()
+    out = terminal.render(typed(doc), width=200).splitlines()
     assert out[:6] == [
         "THIS MACHINE n (Debian 12, kernel 6.1, x86_64)",
         "  CPU      ?: 16 logical cores",
@@ -168,10 +169,10 @@ def test_a_local_audit_shows_the_machine_first_and_n_a_as_skipped():
         "  network  eth0 10.0.0.1/24, MTU 1500, 10000 Mbit/s"], out[:6]
     assert any(ln.startswith("n/a     mtu ") for ln in out), out
     # JUnit: an n/a check is a skipped test, not a pass and not a failure.
-    tree = etree.fromstring(junit.render(doc).encode())
+    tree = etree.fromstring(junit.render(typed(doc)).encode())
     assert tree.xpath("//testcase[@name='mtu']/skipped/@message") == \
         ["gpunode: n/a on one host (compares hosts)"]
     assert not tree.xpath("//testcase[@name='mtu']/failure")
     # Markdown folds it with the passes.
-    md = markdown.render(doc)
+    md = markdown.render(typed(doc))
     assert "| ➖ | mtu | n/a on one host (compares hosts) |" in md

@@ -12,6 +12,7 @@ from preflight.judge import judge, run_checks
 from preflight.model.findings import Verdict
 from preflight.pipeline import checks_to_run
 from preflight.report import html, jsonreport, junit, markdown, terminal
+from preflight.report.jsonreport import typed
 
 
 def judged(skip: tuple[str, ...]) -> tuple[Any, dict[str, Any]]:
@@ -34,12 +35,12 @@ def test_a_waived_check_does_not_run_and_cannot_block():
 
 def test_every_format_names_the_waiver():
     j, doc = judged(("paddle-stack",))
-    text = terminal.render(doc, width=120)
+    text = terminal.render(typed(doc), width=120)
     assert "WAIVED (not run, --skip): paddle-stack" in text
     assert text.rstrip().endswith("1 waived")
-    assert "waived (not run, `--skip`): paddle-stack" in markdown.render(doc)
-    assert "waived (not run): paddle-stack" in html.render(doc)
-    xml = junit.render(doc)
+    assert "waived (not run, `--skip`): paddle-stack" in markdown.render(typed(doc))
+    assert "waived (not run): paddle-stack" in html.render(typed(doc))
+    xml = junit.render(typed(doc))
     root = etree.fromstring(xml.encode())
     skipped = root.findall(".//testcase[@name='paddle-stack']/skipped")
     assert len(skipped) == 1 and "waived" in skipped[0].get("message")

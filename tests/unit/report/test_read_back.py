@@ -1,6 +1,6 @@
-"""A report read back is checked for shape: a malformed one is one line and exit 2, never a
-renderer's crash. Real reports pass; a report with any part replaced by another JSON value
-either is refused with one line naming the field, or renders in every format."""
+"""A report read back is decoded into the typed Report: a malformed one is one line and exit
+2, never a renderer's crash. Real reports pass; a report with any part replaced by another
+JSON value either is refused with one line naming the field, or renders in every format."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from support import REFUSED, G, cluster, paddle, same, slow_host, survey
 from preflight import judge as J
 from preflight.config.errors import InputError
 from preflight.history import diff
+from preflight.model.facts import SectionError, SystemFacts
 from preflight.model.measure import AllReduce, NetworkTests, SizeResult
+from preflight.model.report import Report
 from preflight.placement.planner import plan as make_plan
 from preflight.report import html, jsonreport, junit, markdown, terminal
 
@@ -43,13 +45,13 @@ def full_doc() -> dict[str, Any]:
     return back
 
 
-def read_back(tmp_path, doc: Any) -> dict[str, Any]:
+def read_back(tmp_path, doc: Any) -> Report:
     p = tmp_path / "r.json"
     p.write_text(json.dumps(doc))
     return jsonreport.read(str(p))
 
 
-def render_all(doc: dict[str, Any]) -> None:
+def render_all(doc: Report) -> None:
     terminal.render(doc, width=100, detail=True)
     terminal.verdict_line(doc, width=100)
     junit.render(doc)
@@ -124,3 +126,35 @@ def test_any_part_replaced_is_refused_or_renders(tmp_path_factory, where, value)
         assert "\n" not in str(e)
         return
     render_all(back)
+
+
+def test_a_report_read_and_written_again_is_the_same_document(tmp_path):
+    doc = full_doc()
+    doc.update(command="check", local=False, inventory="/x/inv.yaml", limit=["node0[1-2]"],
+               inventory_format="auto", ssh_config=None, interrupted=False, fail_on="fail", rechecked_over_ssh={"node02": "drained by preflight"},
+               audit={"baseline": "/x/b.json", "taken_at": 1.0, "taken_on": "h",
+                      "tolerance": 0.2, "max_age_s": None})
+    doc["hosts"]["node01"]["ssh"] = {"user": "ops", "port": 2222, "via": ["ops@bastion:22"]}
+    report = read_back(tmp_path, doc)
+    assert report.hosts["node01"].ssh is not None and report.audit is not None
+    assert jsonreport.encode(report) == doc
+    # What the types do not know (a transport's notes, a later release's keys) is kept
+    # where the document is at hand, as `preflight report --json` has it.
+    later = dict(doc, carried_by="pigeon")
+    assert jsonreport.encode(read_back(tmp_path, later), later) == later
+
+
+def test_a_facts_section_of_another_shape_is_that_sections_error_not_a_refusal(tmp_path):
+    doc = full_doc()
+    doc["hosts"]["node01"]["facts"]["cpu"] = {"logical": "many"}
+    del doc["hosts"]["node01"]["facts"]["memory"]
+    report = read_back(tmp_path, doc)
+    facts = report.hosts["node01"].facts
+    assert facts is not None and facts.cpu == SectionError(
+        "not readable in this report: logical: expected a whole number, got a string 'many'")
+    assert facts.memory == SectionError("not in this report")
+    text = terminal.render(report, width=200)
+    assert "node01" in text and isinstance(facts.system, SystemFacts)  # the rest reads
+    md = markdown.render(report)
+    assert "error: not readable in this report: logical: expected a whole number" in md
+    assert "error: not in this report" in md

@@ -100,7 +100,7 @@ def _value(tp: Any, value: Any, where: str) -> Any:
         try:
             return tp(value)
         except ValueError:
-            raise Mismatch(where, f"{value!r} is not one of "[:120]
+            raise Mismatch(where, f"{repr(value)[:60]} is not one of "
                                   + ", ".join(str(m.value) for m in tp)) from None
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):

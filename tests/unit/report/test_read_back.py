@@ -131,7 +131,8 @@ def test_any_part_replaced_is_refused_or_renders(tmp_path_factory, where, value)
 def test_a_report_read_and_written_again_is_the_same_document(tmp_path):
     doc = full_doc()
     doc.update(command="check", local=False, inventory="/x/inv.yaml", limit=["node0[1-2]"],
-               inventory_format="auto", ssh_config=None, interrupted=False, fail_on="fail", rechecked_over_ssh={"node02": "drained by preflight"},
+               inventory_format="auto", ssh_config=None, interrupted=False, fail_on="fail",
+               rechecked_over_ssh={"node02": "drained by preflight"},
                audit={"baseline": "/x/b.json", "taken_at": 1.0, "taken_on": "h",
                       "tolerance": 0.2, "max_age_s": None})
     doc["hosts"]["node01"]["ssh"] = {"user": "ops", "port": 2222, "via": ["ops@bastion:22"]}

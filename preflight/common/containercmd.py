@@ -1,0 +1,112 @@
+"""The command lines that start a job's container, or enter a running one: one builder for
+the probe, the all-reduce and the plan's launch commands, so that what preflight checks is
+started exactly as the job will be.
+
+Every function returns an argv (a list of arguments); a value of the spec is always one
+argument, so nothing from an inventory reaches a shell unquoted (command() joins with
+shlex for a shell or a script)."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from typing import Optional
+
+from preflight.model.container import ContainerSpec
+
+
+def _gpu_args(spec: ContainerSpec) -> list[str]:
+    """The GPUs passed as each runtime takes them: Docker's --gpus (its CSV parser needs
+    device lists quoted: '"device=0,1"'), CDI devices for Podman (nvidia.com/gpu=...),
+    --nv for Apptainer (all GPUs; CUDA_VISIBLE_DEVICES narrows them). Under pyxis the GPUs
+    are the Slurm step's (its --gres), so there is nothing to add."""
+    gpus = spec.gpus
+    if gpus is None or spec.runtime == "pyxis":
+        return []
+    ids = [g.strip() for g in gpus.split(",") if g.strip()]
+    if spec.runtime == "docker":
+        if gpus == "all":
+            return ["--gpus", "all"]
+        return ["--gpus", f'"device={",".join(ids)}"' if len(ids) > 1 else f"device={ids[0]}"]
+    if spec.runtime == "podman":
+        return [a for g in (["all"] if gpus == "all" else ids)
+                for a in ("--device", f"nvidia.com/gpu={g}")]
+    return ["--nv"] + ([] if gpus == "all" else ["--env", f"CUDA_VISIBLE_DEVICES={gpus}"])
+
+
+def _engine_options(spec: ContainerSpec) -> list[str]:
+    """docker/podman run options of the spec, in a fixed order."""
+    out: list[str] = []
+    if spec.network:
+        out += ["--network", spec.network]
+    if spec.ipc:
+        out += ["--ipc", spec.ipc]
+    if spec.shm_size:
+        out += ["--shm-size", spec.shm_size]
+    for name, value in spec.ulimits:
+        out += ["--ulimit", f"{name}={value}"]
+    out += _gpu_args(spec)
+    for d in spec.devices:
+        out += ["--device", d]
+    for m in spec.mounts:
+        out += ["--volume", m]
+    for k, v in spec.env:
+        out += ["--env", f"{k}={v}"]
+    return out
+
+
+def pyxis_options(spec: ContainerSpec) -> list[str]:
+    """srun's options for the job's steps under pyxis (Slurm's --container-* flags)."""
+    out = ([f"--container-name={spec.name}"] if spec.name is not None
+           else [f"--container-image={spec.image}"])
+    if spec.mounts:
+        out.append(f"--container-mounts={','.join(spec.mounts)}")
+    return out
+
+
+def _env_prefix(spec: ContainerSpec) -> list[str]:
+    return ["env", *(f"{k}={v}" for k, v in spec.env)] if spec.env else []
+
+
+def run_argv(spec: ContainerSpec, argv: Sequence[str], name: Optional[str] = None,
+             detach: bool = False, stdin: bool = False) -> list[str]:
+    """Runs argv in the job's container: a new one from the image (removed when argv ends;
+    detach: left running in the background, to be inspected and entered), or, for a spec
+    naming a running container, inside that one. name: the new container's name (the
+    probe's, the all-reduce's, a launch's), which is how preflight finds it to stop it.
+    stdin: argv reads standard input (the probe's payload)."""
+    if spec.running:
+        return exec_argv(spec, argv, stdin)
+    assert spec.image is not None
+    if spec.runtime == "pyxis":
+        return ["srun", *pyxis_options(spec), "--ntasks=1", *_env_prefix(spec), *argv]
+    if spec.runtime == "apptainer":
+        return ["apptainer", "exec", *_gpu_args(spec), *(a for m in spec.mounts
+                                                         for a in ("--bind", m)),
+                *(a for k, v in spec.env for a in ("--env", f"{k}={v}")), spec.image, *argv]
+    head = [spec.runtime, "run", "--detach" if detach else "--rm"]
+    if stdin and not detach:
+        head.append("--interactive")
+    if name:
+        head += ["--name", name]
+    return [*head, *_engine_options(spec), spec.image, *argv]
+
+
+def exec_argv(spec: ContainerSpec, argv: Sequence[str], stdin: bool = False,
+              container: Optional[str] = None) -> list[str]:
+    """Runs argv inside a running container: the spec's own, or container (one preflight
+    started detached). The job's environment is the container's, plus the spec's env."""
+    target = container or spec.name
+    assert target is not None
+    if spec.runtime == "pyxis":
+        return ["srun", f"--container-name={target}", "--ntasks=1", *_env_prefix(spec), *argv]
+    if spec.runtime == "apptainer":
+        return ["apptainer", "exec", *(a for k, v in spec.env for a in ("--env", f"{k}={v}")),
+                f"instance://{target}", *argv]
+    return [spec.runtime, "exec", *(["--interactive"] if stdin else []),
+            *(a for k, v in spec.env for a in ("--env", f"{k}={v}")), target, *argv]
+
+
+def command(argv: Sequence[str]) -> str:
+    """argv as one shell command line, every argument quoted."""
+    return shlex.join(argv)

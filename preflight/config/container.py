@@ -1,0 +1,136 @@
+"""`container:` as an inventory (defaults, per host), the policy or the command line give it
+-> ContainerSpec, with one-line errors naming the file, host and field. Layers merge key by
+key, the nearer one winning: the command line, then the host, then the inventory's defaults,
+then the policy; `image` and `name` replace each other (a host that names its running
+container runs no image the defaults named)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from preflight.common.literal import one_of
+from preflight.config.document import Fields
+from preflight.model.container import RUNTIMES, ContainerSpec
+
+KEYS = {"runtime", "image", "name", "python", "gpus", "devices", "network", "ipc", "shm_size",
+        "ulimits", "mounts", "env"}
+ULIMITS = ("core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice", "nofile",
+           "nproc", "rss", "rtprio", "rttime", "sigpending", "stack")
+_SIZE = re.compile(r"^[0-9]+(\.[0-9]+)?[bkmgtBKMGT]?$")
+_LIMIT = re.compile(r"^(-1|unlimited|[0-9]+)(:(-1|unlimited|[0-9]+))?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_GPUS = re.compile(r"^(all|[A-Za-z0-9-]+(,[A-Za-z0-9-]+)*)$")
+
+
+def layered(*layers: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """The layers' keys merged, a later layer winning; one that names an image or a running
+    container replaces the other from the layers below it."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        if not layer:
+            continue
+        if "image" in layer or "name" in layer:
+            out.pop("image", None)
+            out.pop("name", None)
+        out.update(layer)
+    return out
+
+
+def _word(f: Fields, key: str) -> Optional[str]:
+    """A value that becomes one argument: a string, never option-like, no control bytes."""
+    v = f.data.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        f.fail(f"expected a string, got {v!r}"[:160], key)
+    text = str(v)
+    if not text or text.startswith("-") or any(ord(c) < 32 for c in text):
+        f.fail(f"{text!r:.80} is not a usable value (empty, option-like or with control "
+               "characters)", key)
+    return text
+
+
+def _words(f: Fields, key: str) -> tuple[str, ...]:
+    v = f.data.get(key)
+    if v is None:
+        return ()
+    items = [v] if isinstance(v, str) else v
+    if not isinstance(items, list):
+        f.fail("expected a list of strings", key)
+    return tuple(str(_word(Fields(f.path, {key: x}, f.prefix, f.host, f.line), key))
+                 for x in items)
+
+
+def _pairs(f: Fields, key: str, check: Any) -> tuple[tuple[str, str], ...]:
+    v = f.data.get(key)
+    if v is None:
+        return ()
+    if not isinstance(v, dict):
+        f.fail("expected a mapping", key)
+    sub = Fields(f.path, v, f.field(key), f.host, f.line)
+    return tuple((str(k), check(sub, str(k))) for k in v)
+
+
+def _ulimit(f: Fields, name: str) -> str:
+    one_of_or_fail(f, name, ULIMITS)
+    v = f.data.get(name)
+    text = str(v).strip() if isinstance(v, (int, str)) and not isinstance(v, bool) else ""
+    if not _LIMIT.match(text):
+        f.fail(f"{v!r:.40} is not a limit (a number, -1 or unlimited; soft:hard)", name)
+    return text
+
+
+def _env_value(f: Fields, name: str) -> str:
+    if not _ENV_NAME.match(name):
+        f.fail("not an environment variable's name", name)
+    v = f.data.get(name)
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)) or \
+            any(c in str(v) for c in "\x00\n"):
+        f.fail(f"expected a string, got {v!r}"[:160], name)
+    return str(v)
+
+
+def one_of_or_fail(f: Fields, key: str, allowed: tuple[str, ...]) -> str:
+    try:
+        return one_of(key, allowed)
+    except ValueError as e:
+        f.fail(str(e)[:200], key)
+
+
+def parse(f: Fields) -> ContainerSpec:
+    """The container of f's mapping (the layers already merged)."""
+    f.keys_within(KEYS, "container key")
+    runtime = f.data.get("runtime", "docker")
+    try:
+        rt = one_of(runtime, RUNTIMES)
+    except ValueError as e:
+        f.fail(str(e)[:200], "runtime")
+    image, name = _word(f, "image"), _word(f, "name")
+    if (image is None) == (name is None):
+        f.fail("give the job's image (image:) or its running container (name:), one of them")
+    for key in ("shm_size",):
+        if f.data.get(key) is not None and not _SIZE.match(str(f.data[key])):
+            f.fail(f"{f.data[key]!r:.40} is not a size (16g, 512m, 1073741824)", key)
+    gpus = _word(f, "gpus")
+    if gpus is not None and not _GPUS.match(gpus):
+        f.fail(f"{gpus!r:.60} is not all or a list of GPU indices or UUIDs", "gpus")
+    mounts = _words(f, "mounts")
+    for m in mounts:
+        if ":" not in m:
+            f.fail(f"{m!r:.80} is not SRC:DST[:OPTIONS]", "mounts")
+    return ContainerSpec(
+        runtime=rt, image=image, name=name, python=_word(f, "python") or "python3",
+        gpus=gpus, devices=_words(f, "devices"), network=_word(f, "network"),
+        ipc=_word(f, "ipc"), shm_size=_word(f, "shm_size"),
+        ulimits=_pairs(f, "ulimits", _ulimit), mounts=mounts,
+        env=_pairs(f, "env", _env_value))
+
+
+def spec_of(path: str, layers: list[Optional[Mapping[str, Any]]],
+            host: Optional[str] = None) -> Optional[ContainerSpec]:
+    """The container of the merged layers (None: the job runs on the host); an error names
+    path, host and the field container.KEY."""
+    merged = layered(*layers)
+    return parse(Fields(path, merged, "container", host)) if merged else None

@@ -1,0 +1,52 @@
+"""`container:` read from its layers: the nearer layer wins key by key, image and name
+replace each other, and a bad value is one line naming the file, host and field."""
+
+from __future__ import annotations
+
+import pytest
+
+from preflight.config.container import layered, spec_of
+from preflight.config.errors import InputError
+from preflight.model.container import ContainerSpec
+
+
+def test_layers_merge_key_by_key_the_nearest_winning():
+    policy = {"runtime": "docker", "image": "paddle:3.3.1", "shm_size": "8g"}
+    defaults = {"runtime": "podman", "ipc": "host"}
+    host = {"shm_size": "16g", "ulimits": {"memlock": -1, "nofile": "65536:65536"}}
+    spec = spec_of("inv.yaml", [policy, defaults, host], "node01")
+    assert spec == ContainerSpec("podman", image="paddle:3.3.1", ipc="host", shm_size="16g",
+                                 ulimits=(("memlock", "-1"), ("nofile", "65536:65536")))
+
+
+def test_a_running_container_replaces_an_inherited_image():
+    merged = layered({"runtime": "docker", "image": "paddle:3.3.1"}, {"name": "dev"})
+    assert merged == {"runtime": "docker", "name": "dev"}
+    spec = spec_of("inv.yaml", [merged])
+    assert spec is not None and spec.running and spec.image is None
+
+
+def test_no_container_anywhere_is_the_host():
+    assert spec_of("inv.yaml", [None, {}, None]) is None
+
+
+@pytest.mark.parametrize("layer, field, words", [
+    ({"runtime": "lxc", "image": "i"}, "container.runtime", "'lxc' is not one of docker"),
+    ({"runtime": "docker"}, "container", "give the job's image (image:) or its running"),
+    ({"image": "i", "name": "n"}, "container", "one of them"),
+    ({"image": "--privileged"}, "container.image", "option-like"),
+    ({"image": "i", "shm_size": "lots"}, "container.shm_size", "is not a size"),
+    ({"image": "i", "ulimits": {"memlock": "big"}}, "container.ulimits.memlock",
+     "is not a limit"),
+    ({"image": "i", "ulimits": {"memory": 1}}, "container.ulimits.memory", "is not one of"),
+    ({"image": "i", "env": {"1X": "a"}}, "container.env.1X", "environment variable"),
+    ({"image": "i", "gpus": "0;1"}, "container.gpus", "GPU indices"),
+    ({"image": "i", "mounts": ["/data"]}, "container.mounts", "SRC:DST"),
+    ({"image": "i", "colour": "red"}, "container.colour", "unknown container key"),
+])
+def test_a_bad_value_is_one_line_naming_host_and_field(layer, field, words):
+    with pytest.raises(InputError) as e:
+        spec_of("inv.yaml", [layer], "node01")
+    text = str(e.value)
+    assert text.startswith("inv.yaml: host 'node01': ") and f"field '{field}'" in text, text
+    assert words in text and "\n" not in text, text

@@ -1,0 +1,74 @@
+"""The probe's container part reads what a process really runs with through /proc/<pid>:
+checked on real processes given other limits, another /dev/shm and another network
+namespace than this one (unshare and prlimit, as a container runtime would)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from preflight.collect.probe.container import proc_environ, proc_limits, process_truth
+
+ROOT = os.geteuid() == 0 and shutil.which("unshare") is not None
+
+LIMITS = """Limit                     Soft Limit           Hard Limit           Units
+Max cpu time              unlimited            unlimited            seconds
+Max open files            1024                 1048576              files
+Max locked memory         unlimited            unlimited            bytes
+"""
+
+
+def test_limits_and_environ_texts():
+    assert proc_limits(LIMITS) == {"nofile": {"soft": 1024, "hard": 1048576},
+                                   "memlock": {"soft": None, "hard": None}}
+    assert proc_environ(b"A=1\0NVIDIA_VISIBLE_DEVICES=all\0BROKEN\0B=x=y\0") == {
+        "A": "1", "NVIDIA_VISIBLE_DEVICES": "all", "B": "x=y"}
+
+
+def test_this_process_reads_as_itself():
+    got = process_truth(os.getpid())
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert got["limits"]["nofile"] == {"soft": soft, "hard": hard}
+    st = os.statvfs("/dev/shm")
+    assert got["shm"]["size_bytes"] == st.f_blocks * st.f_frsize
+    assert got["host_network"] is True
+
+
+def _started(argv: list[str]) -> subprocess.Popen[bytes]:
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # until the sleep runs (unshare has exec'd it)
+        try:
+            with open(f"/proc/{p.pid}/cmdline", "rb") as f:
+                if f.read().startswith(b"sleep"):
+                    return p
+        except FileNotFoundError:
+            break
+        time.sleep(0.02)
+    p.kill()
+    raise AssertionError(f"{argv} did not start: {p.communicate(timeout=5)}")
+
+
+@pytest.mark.skipif(not ROOT, reason="needs root and unshare (CI has both)")
+def test_a_process_in_its_own_namespaces_reads_as_it_runs():
+    # Another network namespace, a 16 MiB /dev/shm of its own, a small memlock and a GPU
+    # variable: what `podman run --network none --shm-size 16m --ulimit memlock=...` gives.
+    script = "mount -t tmpfs -o size=16m tmpfs /dev/shm && exec sleep 30"
+    p = _started(["prlimit", "--memlock=65536:65536", "--", "env",
+                  "CUDA_VISIBLE_DEVICES=1", "unshare", "--net", "--mount",
+                  "--propagation", "private", "sh", "-c", script])
+    try:
+        got = process_truth(p.pid)
+    finally:
+        p.kill()
+        p.communicate(timeout=10)
+    assert got["host_network"] is False
+    assert got["shm"]["size_bytes"] == 16 << 20  # its own, not this machine's /dev/shm
+    assert got["limits"]["memlock"] == {"soft": 65536, "hard": 65536}
+    assert got["gpu_env"] == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert got["infiniband"] == []

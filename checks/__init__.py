@@ -15,12 +15,17 @@ from preflight.checks import (
     bandwidth,
     baseline,
     clock,
+    container,
+    container_gpus,
+    container_network,
+    container_rdma,
     cpu_cores,
     env,
     files,
     gpu_health,
     gpu_homogeneous,
     ib_ports,
+    memlock,
     mtu,
     nic_speed,
     nofile,
@@ -47,6 +52,14 @@ class CheckSpec:
 
 ALL_CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(reachable.NAME, reachable.check, "every host reached over SSH and probed"),
+    CheckSpec(container.NAME, container.check, "the job's container: its image on every "
+              "host, started as the job would be, one image ID everywhere", across=True),
+    CheckSpec(container_network.NAME, container_network.check, "the job's container on the "
+              "host's network"),
+    CheckSpec(container_gpus.NAME, container_gpus.check, "the job's container has the host's "
+              "GPUs"),
+    CheckSpec(container_rdma.NAME, container_rdma.check, "the job's container has the RDMA "
+              "devices where the host has active RDMA ports"),
     CheckSpec(gpu_homogeneous.NAME, gpu_homogeneous.check, "GPU model, count, memory, "
               "compute capability and driver alike across hosts", across=True),
     CheckSpec(paddle_stack.NAME, paddle_stack.check, "Paddle importable; Paddle, CUDA, cuDNN, "
@@ -70,6 +83,7 @@ ALL_CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(shm.NAME, shm.check, "/dev/shm large enough for data loaders"),
     CheckSpec(tmp.NAME, tmp.check, "free space in the temp directory"),
     CheckSpec(nofile.NAME, nofile.check, "open-files limit high enough"),
+    CheckSpec(memlock.NAME, memlock.check, "locked memory unlimited where RDMA is used"),
     CheckSpec(ports.NAME, ports.check, "the launcher's ports are free on every host"),
     CheckSpec(bandwidth.NAME, bandwidth.check, "iperf3: no host or path far below the "
               "cluster's median host (or the policy floor); low loss"),

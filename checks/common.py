@@ -5,16 +5,19 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
-from typing import Any, Optional, TypeVar
+from typing import Any, Optional, TypeVar, Union
 
 from preflight.common.units import hosts_text
 from preflight.model.cluster import Cluster
 from preflight.model.facts import (
     PADDLE_NOT_REQUESTED,
+    ContainerFacts,
     HostFacts,
     Interface,
+    LimitsFacts,
     NetworkFacts,
     SectionError,
+    ShmFacts,
 )
 from preflight.model.findings import Finding, Status
 
@@ -36,6 +39,38 @@ def sections(cluster: Cluster, pick: Callable[[HostFacts], Any],
         else:
             missing[name] = f"unexpected {type(sec).__name__}"
     return have, missing
+
+
+def _not_read(c: ContainerFacts) -> SectionError:
+    why = c.missing or c.error or "its process was not read"
+    return SectionError(f"the job's {c.subject}: {why}")
+
+
+def job_shm(f: HostFacts) -> Union[ShmFacts, SectionError]:
+    """The /dev/shm the job gets: its container's where it runs in one, else the host's."""
+    c = f.container
+    if c is None or isinstance(c, SectionError):
+        return f.shm if c is None else c
+    return c.shm if c.shm is not None else _not_read(c)
+
+
+def job_limits(f: HostFacts) -> Union[LimitsFacts, SectionError]:
+    """The limits the job runs with: its container's where it runs in one, else the host's."""
+    c = f.container
+    if c is None or isinstance(c, SectionError):
+        return f.limits if c is None else c
+    return c.limits if c.limits is not None else _not_read(c)
+
+
+def in_container(f: HostFacts) -> bool:
+    return f.container is not None
+
+
+def read_containers(cluster: Cluster) -> list[tuple[str, ContainerFacts, HostFacts]]:
+    """(host, its job's container, its facts) where the container started and was read
+    (the container check speaks of the others)."""
+    return [(h, f.container, f) for h, f in cluster.probed()
+            if isinstance(f.container, ContainerFacts) and f.container.host_network is not None]
 
 
 def job_interfaces(check: str, cluster: Cluster,

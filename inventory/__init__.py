@@ -21,7 +21,7 @@ from preflight.config.errors import read_input
 from preflight.config.yamlfile import parse as parse_yaml
 from preflight.inventory.entry import Entry, Inventory
 from preflight.inventory.errors import InventoryError
-from preflight.inventory.resolve import resolve
+from preflight.inventory.resolve import ContainerLayers, resolve
 from preflight.inventory.yaml_loader import TOP_KEYS, load_yaml
 from preflight.model.host import Host
 
@@ -105,12 +105,15 @@ def read(source: Optional[str], fmt: str = "auto") -> Inventory:
 
 
 def load(source: Optional[str], fmt: str = "auto", ssh_config: Optional[str] = None,
-         limit_to: Optional[str] = None) -> list[Host]:
+         limit_to: Optional[str] = None,
+         containers: ContainerLayers = (None, None)) -> list[Host]:
     """Returns the hosts of a source with the OpenSSH config applied (ssh_config: -F; else
-    the inventory's own, else ~/.ssh/config and /etc/ssh/ssh_config) and --limit."""
+    the inventory's own, else ~/.ssh/config and /etc/ssh/ssh_config) and --limit;
+    containers: the job's container as the policy and the command line give it, merged with
+    the inventory's for every host."""
     inv = read(source, fmt)
     config = sshconfig.load(ssh_config or inv.ssh_config)
-    hosts = resolve(inv, config)
+    hosts = resolve(inv, config, containers)
     return limit.apply(hosts, limit_to) if limit_to else hosts
 
 

@@ -9,13 +9,18 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Mapping
 from typing import Any, Optional
 
+from preflight.config.container import spec_of
 from preflight.inventory import validate as V
 from preflight.inventory.entry import Entry, Inventory
 from preflight.inventory.errors import InventoryError
 from preflight.inventory.sshconfig import SshConfig
 from preflight.model.host import Host, SshTarget, local_user
+
+# The job's container below the inventory's (the policy's) and above it (the command line's).
+ContainerLayers = tuple[Optional[Mapping[str, Any]], Optional[Mapping[str, Any]]]
 
 USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
@@ -70,8 +75,10 @@ def jump_from_proxy_command(command: str) -> Optional[str]:
 
 
 class Resolver:
-    def __init__(self, config: SshConfig, source: str, fmt: str = "yaml") -> None:
+    def __init__(self, config: SshConfig, source: str, fmt: str = "yaml",
+                 containers: ContainerLayers = (None, None)) -> None:
         self.config, self.source, self.fmt = config, source, fmt
+        self.containers = containers
 
     def _fail(self, message: str, host: str, field: str) -> InventoryError:
         return InventoryError(self.config.path, message, host, field)
@@ -169,9 +176,12 @@ class Resolver:
                                  "supported; write ProxyJump for this host", e.name,
                                  "ProxyCommand")
         jump = self._chain(str(jump_spec), e.name, 0) if jump_spec else ()
+        below, above = self.containers
         return Host(name=e.name, address=address, python=e.python,
                     probe_python=e.probe_python, roles=e.roles, groups=e.groups,
-                    slots=e.slots, ssh=self._ssh(e.name, opts, e, jump))
+                    slots=e.slots, ssh=self._ssh(e.name, opts, e, jump),
+                    container=spec_of(e.path or self.source, [below, e.container, above],
+                                      e.name))
 
 
 def _to_itself(spec: Any, name: str) -> bool:
@@ -182,8 +192,10 @@ def _to_itself(spec: Any, name: str) -> bool:
         return False
 
 
-def resolve(inv: Inventory, config: SshConfig) -> list[Host]:
-    """Returns the inventory's hosts with the config applied; raises InventoryError."""
-    r = Resolver(config, inv.source, inv.fmt)
+def resolve(inv: Inventory, config: SshConfig,
+            containers: ContainerLayers = (None, None)) -> list[Host]:
+    """Returns the inventory's hosts with the config applied and their containers merged;
+    raises InventoryError (InputError for a container no layer completes)."""
+    r = Resolver(config, inv.source, inv.fmt, containers)
     return [r.host(e) for e in inv.entries]
 

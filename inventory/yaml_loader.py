@@ -7,6 +7,9 @@ from typing import Any, Optional
 
 import hostlist
 
+from preflight.config import container
+from preflight.config.container import layered
+from preflight.config.document import Fields
 from preflight.config.yamlfile import line_of
 from preflight.config.yamlfile import read as read_yaml
 from preflight.inventory import validate as V
@@ -15,7 +18,7 @@ from preflight.inventory.errors import InventoryError
 
 TOP_KEYS = {"defaults", "hosts"}
 HOST_KEYS = {"address", "user", "port", "identity_file", "known_hosts", "jump", "python",
-             "probe_python", "roles"}
+             "probe_python", "roles", "container"}
 DEFAULT_KEYS = (HOST_KEYS - {"address"}) | {"ssh_config"}
 VALIDATORS = {
     "address": V.address, "user": V.user, "port": V.port,
@@ -27,7 +30,7 @@ VALIDATORS = {
 # (resolve.py): the user is the current one, never root by assumption.
 BUILTIN_DEFAULTS: dict[str, Any] = {
     "user": None, "port": None, "identity_file": None, "known_hosts": None, "jump": None,
-    "python": "python3", "probe_python": "python3", "roles": V.ROLES,
+    "python": "python3", "probe_python": "python3", "roles": V.ROLES, "container": None,
 }
 
 
@@ -56,8 +59,14 @@ def _check_keys(path: str, d: Any, allowed: set[str], host: Optional[str]) -> No
 
 
 def _validated(path: str, d: Any, host: Optional[str]) -> dict[str, Any]:
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in d.items():
+        if key == "container":  # its own reader names container.KEY, with the line
+            if not isinstance(value, dict):
+                raise InventoryError(path, "expected a mapping (runtime, image, ...)", host,
+                                     key, line_of(d, key))
+            out[key] = container.layer(Fields(path, value, key, host))
+            continue
         try:
             out[key] = VALIDATORS[key](value)
         except V.BadValue as e:
@@ -102,8 +111,10 @@ def load_yaml(path: str, doc: Any = None) -> Inventory:
                 path, f"range expands to {len(addresses)} address(es) but the name to "
                 f"{len(names)} host(s); they pair one to one", pattern, "address",
                 line_of(entry, "address") or line)
-        settings = dict(defaults, **_validated(path, {k: v for k, v in entry.items()
-                                                      if k != "address"}, pattern))
+        own = _validated(path, {k: v for k, v in entry.items() if k != "address"}, pattern)
+        settings = dict(defaults, **own)
+        # A host's container keys add to the defaults' (its image replaces theirs).
+        settings["container"] = layered(defaults["container"], own.get("container")) or None
         addr: Optional[str]
         for name, addr in zip(names, addresses):
             try:
@@ -125,6 +136,6 @@ def load_yaml(path: str, doc: Any = None) -> Inventory:
                 known_hosts=_resolve_file(settings["known_hosts"], base_dir),
                 jump=settings["jump"], python=settings["python"],
                 probe_python=settings["probe_python"], roles=settings["roles"],
-                path=path, line=line))
+                container=settings["container"], path=path, line=line))
     return Inventory(tuple(hosts), path, _resolve_file(defaults.get("ssh_config"), base_dir),
                      "yaml")

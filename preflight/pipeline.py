@@ -56,6 +56,9 @@ class CheckOptions:
     write_log: bool = True
     progress: bool = True  # the live count, when stderr is a terminal
     transport: Via = Via.SSH  # as named (--transport); transport.table.pick decides
+    # The job's container as the command line gives it: above the inventory's and the
+    # policy's (config/container.py).
+    container: Optional[Mapping[str, Any]] = None
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,8 @@ def is_local(opts: CheckOptions) -> bool:
 
 def host_query(opts: CheckOptions) -> HostQuery:
     return HostQuery(opts.inventory, opts.inventory_format, opts.ssh_config, opts.limit,
-                     opts.python, opts.connect_timeout_given)
+                     opts.python, opts.connect_timeout_given,
+                     (opts.policy.container, opts.container))
 
 
 def checks_to_run(skip: Sequence[str]) -> list[CheckSpec]:

@@ -15,10 +15,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn, Optional, TextIO
 
 from preflight.collect.remote import Remote, Started, in_parallel
+from preflight.common.containercmd import command, node_argv
+from preflight.config.container import checked
 from preflight.config.errors import InputError
 from preflight.model.findings import Verdict
 from preflight.model.plan import Node
@@ -87,15 +89,29 @@ def _node(n: NodeEntry, i: int, fail: Callable[[str, str], NoReturn]) -> Node:
         fail(f"{rank} is not a count from 0 to {1 << 20}", f"{at}.rank")
     if not 1 <= nproc <= 4096:
         fail(f"{nproc} is not a count from 1 to 4096", f"{at}.nproc")
+    box = None if n.container is None else checked(n.container, fail, f"{at}.container")
     return Node(n.host, n.address or "", n.argv[0], rank, nproc, (), n.argv,
-                tuple(n.env.items()))
+                tuple(n.env.items()), box)
 
 
 def host_command(node: Node, opts: LaunchOptions, token: str) -> str:
     """Returns the one command run on a host: the plan's launcher line with the script, its
     output merged, the job's marker in its environment; every value quoted."""
     q = shlex.quote
-    env = [f"{MARKER}={token}", *(f"{k}={v}" for k, v in node.flag_env())]
+    mark = f"{MARKER}={token}"
+    if node.container is not None:
+        # The job's container, started as the job's, the marker inside it (its processes are
+        # this host's too, so the stop finds them) and on the runtime's client outside.
+        script = list(opts.script)
+        if opts.chdir:  # the directory is the container's
+            script = ["sh", "-c", 'cd "$0" || exit 97; exec "$@"', opts.chdir, *node.argv,
+                      *script]
+            inner = replace(node, argv=())
+        else:
+            inner = node
+        argv = node_argv(inner, script, env=[mark], name=f"paddle-job-{node.host}-{token[:8]}")
+        return "sh -c " + q(f"exec 2>&1; exec env {q(mark)} {command(argv)}")
+    env = [mark, *(f"{k}={v}" for k, v in node.flag_env())]
     run = " ".join(q(a) for a in ["env", *env, *node.argv, *opts.script])
     cd = f"cd {q(opts.chdir)} || exit 97; " if opts.chdir else ""
     return "sh -c " + q(f"{cd}exec 2>&1; exec {run}")

@@ -134,7 +134,16 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
                    help="do not import Paddle on the hosts (about 1 s of CPU each): the "
                    "Paddle checks then say n/a, not requested, and block nothing")
     c.add_argument("--policy", metavar="FILE", help="YAML policy: mode, require, files, "
-                   "ports, limits (flags below add to or override it)")
+                   "ports, limits, container (flags below add to or override it)")
+    k = c.add_argument_group("where the job runs (its container; every option of it in the "
+                             "policy's or the inventory's container:)")
+    k.add_argument("--container-image", metavar="IMAGE",
+                   help="the job's image: Paddle is checked inside it, started as the job "
+                   "would be, and the plan's commands run it")
+    k.add_argument("--container-name", metavar="NAME",
+                   help="a container already running on every host, instead of an image")
+    k.add_argument("--container-runtime", choices=("docker", "podman", "apptainer", "pyxis"),
+                   help="the runtime that starts it (default docker)")
     c.add_argument("--mode", choices=("collective", "ps"),
                    help="job mode (default collective); ps requires the PS core")
     c.add_argument("--require", action="append", default=[], metavar="PIN",

@@ -17,6 +17,8 @@ from preflight.collect import slurm
 from preflight.collect.fanout import CollectOptions
 from preflight.common import profile
 from preflight.common.units import rate
+from preflight.config import container
+from preflight.config.document import Fields
 from preflight.config.errors import InputError, UsageError
 from preflight.config.policy import build as build_policy
 from preflight.history import baseline, diff, runlog
@@ -69,6 +71,11 @@ def check_options(args: argparse.Namespace) -> CheckOptions:
     outputs = report_files(args).outputs()
     outputs["--emit-launch"] = getattr(args, "emit_launch", None)
     via = Via(args.transport)
+    given = {"image": args.container_image, "name": args.container_name,
+             "runtime": args.container_runtime}
+    cli_container = {k: v for k, v in given.items() if v is not None} or None
+    if cli_container:
+        container.layer(Fields("command line", cli_container, "--container"))
     return CheckOptions(
         policy=policy, inventory=args.inventory, python=args.python, transport=via,
         inventory_format=table.inventory_format(via, args.inventory, args.inventory_format),
@@ -82,7 +89,7 @@ def check_options(args: argparse.Namespace) -> CheckOptions:
                                cpu_sample_s=_cpu_sample(args), paddle=not args.no_paddle),
         network=network, fail_on=getattr(args, "fail_on", None) or "fail", outputs=outputs,
         log=args.log, write_log=not args.no_log,
-        progress=not (args.no_progress or args.quiet))
+        progress=not (args.no_progress or args.quiet), container=cli_container)
 
 
 def _exit_code(run: CheckRun) -> int:

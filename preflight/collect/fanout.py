@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from preflight.collect import probe_text, ssh
+from preflight.collect.container import probe_arg
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
 from preflight.collect.remote import MAX_OUTPUT, Done, run_with_input
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
@@ -56,8 +57,10 @@ def probe_payload() -> bytes:
 
 def probe_args(host: Host, opts: CollectOptions, budget: float) -> list[str]:
     files = [a for path in opts.files for a in ("--file", path)]
+    container = [] if host.container is None else probe_arg(host.container, host.name, budget)
     return ["--python", host.python, "--sample", f"{opts.cpu_sample_s:g}",
-            "--budget", f"{budget:.0f}", *files, *([] if opts.paddle else ["--no-paddle"])]
+            "--budget", f"{budget:.0f}", *files, *([] if opts.paddle else ["--no-paddle"]),
+            *container]
 
 
 # The probe arrives on stdin (probe_payload) and runs from memory: nothing is written on

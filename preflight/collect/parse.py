@@ -337,6 +337,44 @@ def _gpu_ops(v: Any) -> Optional[tuple[tuple[int, Optional[str]], ...]]:
     return tuple(out)
 
 
+def _strings(v: Any, what: str) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    raw = items(v, what)
+    if len(raw) > MAX_ITEMS or not all(isinstance(x, str) for x in raw):
+        raise Malformed(f"{what}: expected at most {MAX_ITEMS} strings")
+    return tuple(x[:MAX_STR] for x in raw)
+
+
+def container(d: dict[str, Any]) -> F.ContainerFacts:
+    """The job's container: what the probe found and what its process runs with."""
+    raw_intent = d.get("intent")
+    intent = None
+    if raw_intent is not None:
+        x = obj(raw_intent, "intent")
+        intent = F.ContainerIntent(
+            network_mode=s(x, "network_mode", False), ipc_mode=s(x, "ipc_mode", False),
+            shm_size_bytes=i(x, "shm_size_bytes", False),
+            devices=_strings(x.get("devices"), "intent.devices"),
+            gpu_requests=_strings(x.get("gpu_requests"), "intent.gpu_requests"))
+    gpu_env = []
+    for pair in items(d.get("gpu_env") or [], "gpu_env"):
+        kv = _strings(pair, "gpu_env")
+        if len(kv) != 2:
+            raise Malformed("gpu_env: expected [name, value] pairs")
+        gpu_env.append((kv[0][:256], kv[1]))
+    return F.ContainerFacts(
+        runtime=req(s(d, "runtime")), image=s(d, "image", False), name=s(d, "name", False),
+        image_id=s(d, "image_id", False), missing=s(d, "missing", False),
+        start_s=f(d, "start_s", False), error=s(d, "error", False),
+        host_network=b(d, "host_network"),
+        shm=shm(obj(d["shm"], "shm")) if isinstance(d.get("shm"), dict)
+        and "error" not in d["shm"] else None,
+        limits=limits(obj(d["limits"], "limits")) if d.get("limits") else None,
+        infiniband=_strings(d.get("infiniband"), "infiniband"),
+        nvidia=_strings(d.get("nvidia"), "nvidia"), gpu_env=tuple(gpu_env), intent=intent)
+
+
 def clock(d: dict[str, Any], received_at: float) -> F.ClockFacts:
     epoch = req(f(d, "epoch"))
     # The probe stamps its clock just before it prints; the output arrives one transfer
@@ -350,7 +388,10 @@ SECTIONS: dict[str, SectionParser] = {
     "network": network, "ports": ports, "env": env, "files": files, "gpu": gpu,
     "paddle": paddle,
 }
-OPTIONAL = ("tmp",)  # sections an older probe did not report: absent, not an error
+# Sections that may be absent: tmp (an older probe did not report it) and container (the
+# job runs on the host).
+OPTIONAL = ("tmp", "container")
+OPTIONAL_PARSERS: dict[str, SectionParser] = {"tmp": tmp, "container": container}
 
 
 def parse_section(name: str, raw: Any, received_at: float = 0.0) -> Any:
@@ -363,8 +404,8 @@ def parse_section(name: str, raw: Any, received_at: float = 0.0) -> Any:
     if "error" in raw:
         return F.SectionError(str(raw["error"])[:MAX_STR])
     parser: SectionParser = (
-        (lambda d: clock(d, received_at)) if name == "clock" else tmp if name == "tmp"
-        else SECTIONS[name])
+        (lambda d: clock(d, received_at)) if name == "clock" else OPTIONAL_PARSERS.get(name)
+        or SECTIONS[name])
     try:
         return parser(raw)
     except (Malformed, ValueError, TypeError) as e:

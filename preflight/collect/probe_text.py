@@ -29,11 +29,11 @@ MAIN_GUARD = 'if __name__ == "__main__":'
 @functools.lru_cache(maxsize=1)
 def shipped() -> str:
     """The one text: main without its "# joined" imports, then, before main's entry point,
-    the sources it passes on (NVML's, to the Paddle child; the child's own) and nvml's
-    functions."""
+    the sources it passes on (NVML's, to the Paddle child; the child's own), nvml's
+    functions and the container part's."""
     body, guard, entry = without_joined_lines(part("main")).rpartition(MAIN_GUARD)
     if not guard:
         raise RuntimeError(f"probe/main.py lost its {MAIN_GUARD!r} line")
     return (f"{body}NVML_SRC = {NVML_SRC!r}\nPADDLE_CHILD = {PADDLE_CHILD!r}\n\n\n{NVML_SRC}\n\n"
-            f"{guard}{entry}")
+            f"{without_joined_lines(part('container'))}\n\n{guard}{entry}")
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 from preflight.model.container import ContainerSpec
+from preflight.model.plan import Node
 
 
 def _gpu_args(spec: ContainerSpec) -> list[str]:
@@ -84,7 +85,9 @@ def run_argv(spec: ContainerSpec, argv: Sequence[str], name: Optional[str] = Non
         return ["apptainer", "exec", *_gpu_args(spec), *(a for m in spec.mounts
                                                          for a in ("--bind", m)),
                 *(a for k, v in spec.env for a in ("--env", f"{k}={v}")), spec.image, *argv]
-    head = [spec.runtime, "run", "--detach" if detach else "--rm"]
+    # Detached, it is removed all the same when its command ends: a probe that is killed
+    # leaves nothing behind once the command's own time is up.
+    head = [spec.runtime, "run", *(["--detach"] if detach else []), "--rm"]
     if stdin and not detach:
         head.append("--interactive")
     if name:
@@ -110,3 +113,18 @@ def exec_argv(spec: ContainerSpec, argv: Sequence[str], stdin: bool = False,
 def command(argv: Sequence[str]) -> str:
     """argv as one shell command line, every argument quoted."""
     return shlex.join(argv)
+
+
+def node_argv(node: Node, script: Sequence[str] = (), env: Sequence[str] = (),
+              name: Optional[str] = None) -> list[str]:
+    """A plan host's launcher run in the job's container, started as the job's: the
+    launcher's variables set inside, env (more NAME=value, a launch's marker) too."""
+    assert node.container is not None
+    inner = ["env", *env, *(f"{k}={v}" for k, v in node.flag_env()), *node.argv, *script]
+    return run_argv(node.container, inner, name=name or f"paddle-job-{node.host}")
+
+
+def node_command(node: Node, script: Sequence[str] = ()) -> str:
+    """A plan host's command line: the launcher, or its container run where the job runs in
+    one."""
+    return node.command(script) if node.container is None else command(node_argv(node, script))

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Optional
 
 from preflight.model.facts import (
+    ContainerFacts,
     CpuFacts,
     GpuFacts,
     MemoryFacts,
@@ -78,6 +79,12 @@ def key_facts(host: HostEntry) -> list[tuple[str, str]]:
                  ("CUDA / cuDNN / NCCL", f"{paddle.cuda} / {paddle.cudnn or '-'} / "
                                          f"{paddle.nccl or '-'}"
                   if paddle.compiled_with_cuda else "CPU build")]
+    box = facts.container
+    if box is not None:  # the job's container: its Paddle is the one above
+        rows.append(("container", _err(box) if not isinstance(box, ContainerFacts) else
+                     f"{box.subject}: not on this host" if box.missing else
+                     f"{box.subject}: did not start" if box.error else
+                     f"{box.subject} {(box.image_id or '?')[:19]}"))
     rows.append(("Python (training)", (paddle.python if isinstance(paddle, PaddleFacts)
                                        else None) or "?"))
     rows.append(("job NIC", _err(net) or (

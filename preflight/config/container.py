@@ -7,11 +7,12 @@ container runs no image the defaults named)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any, Optional
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn, Optional
 
 from preflight.common.literal import one_of
 from preflight.config.document import Fields
+from preflight.config.errors import InputError
 from preflight.model.container import RUNTIMES, ContainerSpec
 
 KEYS = {"runtime", "image", "name", "python", "gpus", "devices", "network", "ipc", "shm_size",
@@ -99,8 +100,16 @@ def one_of_or_fail(f: Fields, key: str, allowed: tuple[str, ...]) -> str:
         f.fail(str(e)[:200], key)
 
 
-def parse(f: Fields) -> ContainerSpec:
-    """The container of f's mapping (the layers already merged)."""
+def layer(f: Fields) -> dict[str, Any]:
+    """One layer (a policy's, an inventory's defaults or host), every value it gives checked
+    where it is written; what it leaves out may come from another layer."""
+    parse(f, complete=False)
+    return dict(f.data)
+
+
+def parse(f: Fields, complete: bool = True) -> ContainerSpec:
+    """The container of f's mapping (the layers already merged); complete False: a layer,
+    whose image may come from another."""
     f.keys_within(KEYS, "container key")
     runtime = f.data.get("runtime", "docker")
     try:
@@ -108,8 +117,10 @@ def parse(f: Fields) -> ContainerSpec:
     except ValueError as e:
         f.fail(str(e)[:200], "runtime")
     image, name = _word(f, "image"), _word(f, "name")
-    if (image is None) == (name is None):
-        f.fail("give the job's image (image:) or its running container (name:), one of them")
+    if image is not None and name is not None:
+        f.fail("give the job's image (image:) or its running container (name:), not both")
+    if complete and image is None and name is None:
+        f.fail("give the job's image (image:) or its running container (name:)")
     for key in ("shm_size",):
         if f.data.get(key) is not None and not _SIZE.match(str(f.data[key])):
             f.fail(f"{f.data[key]!r:.40} is not a size (16g, 512m, 1073741824)", key)
@@ -134,3 +145,24 @@ def spec_of(path: str, layers: list[Optional[Mapping[str, Any]]],
     path, host and the field container.KEY."""
     merged = layered(*layers)
     return parse(Fields(path, merged, "container", host)) if merged else None
+
+
+def as_mapping(spec: ContainerSpec) -> dict[str, Any]:
+    """A spec as the container: mapping writes it (what parse reads back)."""
+    out: dict[str, Any] = {"runtime": spec.runtime, "image": spec.image, "name": spec.name,
+                           "python": spec.python, "gpus": spec.gpus,
+                           "devices": list(spec.devices), "network": spec.network,
+                           "ipc": spec.ipc, "shm_size": spec.shm_size,
+                           "ulimits": dict(spec.ulimits), "mounts": list(spec.mounts),
+                           "env": dict(spec.env)}
+    return {k: v for k, v in out.items() if v not in (None, [], {})}
+
+
+def checked(spec: ContainerSpec, fail: Callable[[str, str], NoReturn],
+            field: str) -> ContainerSpec:
+    """spec (read back from a report) as the container: reader would have taken it; else
+    fail(why, the field): a hand-edited report cannot slip an option into a command."""
+    try:
+        return parse(Fields("report", as_mapping(spec), "container"))
+    except InputError as e:
+        fail(str(e).split(": ", 1)[-1], field)

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any, Optional
 
 from preflight.common.literal import one_of
-from preflight.config import yamlfile
+from preflight.config import container, yamlfile
 from preflight.config.document import Fields
 from preflight.config.errors import InputError
 from preflight.config.pinspec import contradiction, parse_pin
@@ -74,7 +74,7 @@ def _limits(f: Fields) -> Limits:
     return limits
 
 
-POLICY_KEYS = {"mode", "require", "files", "ports", "limits", *SHAPE_KEYS}
+POLICY_KEYS = {"mode", "require", "files", "ports", "limits", "container", *SHAPE_KEYS}
 
 
 def load_policy(path: str) -> Policy:
@@ -103,6 +103,8 @@ def load_policy(path: str) -> Policy:
                                                    yamlfile.line_of(doc, "ports")))
     if f.has("limits"):
         policy = replace(policy, limits=_limits(f.at("limits")))
+    if f.has("container"):
+        policy = replace(policy, container=container.layer(f.at("container")))
     sizes = {key: f.count(key) for key in SHAPE_KEYS if f.has(key)}
     return replace(policy, job=JobShape(**sizes))
 

@@ -28,6 +28,7 @@ ENDPOINTS_SHOWN = 8  # a plan's endpoints named in a change; the rest counted
 VOLATILE = re.compile(r"^(cpu\.(utilization|loadavg|pressure_avg\d+|other_work\..*)"
                       r"|memory\.available_bytes|(shm|tmp)\.free_bytes|ports\.tcp"
                       r"|clock\..*|probe_elapsed_s|paddle\.import_s"
+                      r"|container\.(start_s|shm\.free_bytes)"
                       r"|gpu\.devices\[[^]]*\]\.(processes|clock_event_reasons))$")
 # Absent and zero or empty say the same thing (paddle.nccl 0 from one build, absent from
 # another), and so does false: nothing to report.

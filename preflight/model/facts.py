@@ -260,6 +260,43 @@ class ClockFacts:
 
 
 @dataclass(frozen=True)
+class ContainerIntent:
+    """What the runtime was asked for, as its inspect reports it (docker and podman)."""
+
+    network_mode: Optional[str] = None
+    ipc_mode: Optional[str] = None
+    shm_size_bytes: Optional[int] = None
+    devices: tuple[str, ...] = ()  # host paths of the device nodes passed
+    gpu_requests: tuple[str, ...] = ()  # --gpus (DeviceRequests), CDI names among devices
+
+
+@dataclass(frozen=True)
+class ContainerFacts:
+    """The job's container on one host: which image it is, what it took to start, and what
+    its process really runs with (read through /proc/<pid>: the truth where it differs from
+    what inspect says). The Paddle section of the same facts is the container's Paddle."""
+
+    runtime: str
+    image: Optional[str] = None  # the reference the job uses (a tag, a digest)
+    name: Optional[str] = None  # the running container named instead of an image
+    image_id: Optional[str] = None  # the image's ID (config digest); None: not on the host
+    missing: Optional[str] = None  # why the image (or container) is not there
+    start_s: Optional[float] = None  # the container's start, as the job would start it
+    error: Optional[str] = None  # it is there but did not start (or could not be read)
+    host_network: Optional[bool] = None  # shares the host's network namespace
+    shm: Optional[ShmFacts] = None
+    limits: Optional[LimitsFacts] = None
+    infiniband: tuple[str, ...] = ()  # /dev/infiniband entries inside
+    nvidia: tuple[str, ...] = ()  # /dev/nvidia* entries inside
+    gpu_env: tuple[tuple[str, str], ...] = ()  # CUDA_/NVIDIA_VISIBLE_DEVICES inside
+    intent: Optional[ContainerIntent] = None
+
+    @property
+    def subject(self) -> str:
+        return f"container {self.name}" if self.name else f"image {self.image}"
+
+
+@dataclass(frozen=True)
 class HostFacts:
     """Every section of one probe run; each is its facts or the SectionError that replaced it."""
 
@@ -278,6 +315,8 @@ class HostFacts:
     clock: Union[ClockFacts, SectionError]
     probe_elapsed_s: float = 0.0
     tmp: Union[TmpFacts, SectionError, None] = None  # None: a probe from before it reported it
+    # None: the job runs on the host. Else the job's container, whose Paddle is `paddle`.
+    container: Union[ContainerFacts, SectionError, None] = None
 
     def nccl_interface(self, ip: str) -> Optional[str]:
         """The interface NCCL's bootstrap must be told (NCCL_SOCKET_IFNAME) for the job to

@@ -8,6 +8,7 @@ import pwd
 from dataclasses import dataclass, field
 from typing import Optional
 
+from preflight.model.container import ContainerSpec
 from preflight.model.facts import HostFacts
 
 
@@ -58,6 +59,7 @@ class Host:
     slots: Optional[int] = None  # ranks the inventory gives it (a hostfile's slots=N)
     via: Via = Via.SSH
     ssh: SshTarget = field(default_factory=SshTarget)
+    container: Optional[ContainerSpec] = None  # where the job runs; None: on the host itself
 
     @property
     def reached_over_ssh(self) -> Optional[SshTarget]:

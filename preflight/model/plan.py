@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
+from preflight.model.container import ContainerSpec
 from preflight.model.policy import JobShape, Mode
 
 LAUNCHER = ("-m", "paddle.distributed.launch")
@@ -42,13 +43,15 @@ class Node:
     ports: tuple[int, ...]  # every port the plan reserves on this host
     argv: tuple[str, ...]  # the launcher command; the training script and its args follow
     env: tuple[tuple[str, str], ...]  # Paddle's own variables for the same plan, and more
+    container: Optional[ContainerSpec] = None  # the job's container; None: on the host
 
     def flag_env(self) -> list[tuple[str, str]]:
         """Returns the variables the flags cannot carry (they go before the command)."""
         return [(k, v) for k, v in self.env if k in FLAG_ENV]
 
     def command(self, script: Sequence[str] = ()) -> str:
-        """Returns the launcher command line, shell-quoted: `VAR=v python -m ... [script]`."""
+        """Returns the launcher command line, shell-quoted: `VAR=v python -m ... [script]`
+        (in the job's container: common.containercmd.node_command)."""
         q = shlex.quote
         return " ".join([*(f"{k}={q(v)}" for k, v in self.flag_env()),
                          *(q(a) for a in (*self.argv, *script))])

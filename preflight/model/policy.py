@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Optional, get_args
+from typing import Any, Literal, Optional, get_args
 
 Mode = Literal["collective", "ps"]  # Paddle's collective training, or parameter servers
 MODES: tuple[Mode, ...] = get_args(Mode)
@@ -36,6 +37,7 @@ class Limits:
     tmp_fail_mib: int = 64  # full: tempfile, pip, JIT caches and launchers fail there
     nofile_warn: int = 16384
     nofile_fail: int = 4096  # the common 1024 default: "Too many open files" under load
+    memlock_min_mib: int = 0  # where RDMA is used; 0: unlimited required (memlock=-1)
     # Links, relative to the cluster's own median host (see preflight/network/localise.py).
     link_warn_ratio: float = 0.75
     link_fail_ratio: float = 0.5
@@ -80,6 +82,9 @@ class Policy:
     ports: Optional[tuple[int, ...]] = None  # None: Paddle's defaults, the plan picks free ones
     limits: Limits = field(default_factory=Limits)
     job: JobShape = field(default_factory=JobShape)
+    # Where the job runs, as the policy says it for every host (config/container.py): a
+    # layer, checked, that an inventory's defaults and hosts and the command line add to.
+    container: Optional[Mapping[str, Any]] = None
 
 
 # The policy keys and flags that size the job (JobShape's fields).

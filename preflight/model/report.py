@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from preflight.model.container import ContainerSpec
 from preflight.model.facts import HostFacts
 from preflight.model.findings import FailOn, Finding, Verdict
 from preflight.model.host import Via
@@ -138,6 +139,7 @@ class NodeEntry:
     argv: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     command: Optional[str] = None
+    container: Optional[ContainerSpec] = None  # the job's container; None: on the host
 
 
 @dataclass(frozen=True)

@@ -183,7 +183,10 @@ def plan(cluster: Cluster, findings: Sequence[Finding], ips: Mapping[str, str]) 
     excluded.update(left)
     policy = cluster.policy
     made = (_ps if policy.mode == "ps" else _collective)(cluster, cands, excluded, policy)
-    return replace(made, costs=straggler_costs(made, cluster.network))
+    # Where the job runs in a container, each host's launcher runs in it, started as the job's.
+    boxes = {o.host.name: o.host.container for o in cluster.outcomes}
+    nodes = tuple(replace(n, container=boxes.get(n.host)) for n in made.nodes)
+    return replace(made, nodes=nodes, costs=straggler_costs(made, cluster.network))
 
 
 def _exclude(excluded: dict[str, list[str]], hosts: Sequence[Candidate], why: str) -> None:

@@ -9,6 +9,7 @@ import sys
 import tempfile
 from typing import Any, Optional
 
+from preflight.common.containercmd import node_command
 from preflight.common.plain import facts_json
 from preflight.common.plain import jsonable as jsonable  # the report's writer, shared
 from preflight.config.errors import InputError, read_input
@@ -111,7 +112,8 @@ def plan_doc(plan: Optional[Plan]) -> Optional[dict[str, Any]]:
                       "basis": c.basis} for h, c in plan.costs.items()},
         "nodes": [{"host": n.host, "address": n.address, "rank": n.rank, "nproc": n.nproc,
                    "python": n.python, "ports": list(n.ports), "argv": list(n.argv),
-                   "env": dict(n.env), "command": n.command()} for n in plan.nodes],
+                   "env": dict(n.env), "command": node_command(n),
+                   "container": jsonable(n.container)} for n in plan.nodes],
     }
 
 

@@ -10,6 +10,7 @@ from preflight.act.launch import LaunchOptions, Source
 from preflight.collect.fanout import CollectOptions
 from preflight.collect.remote import Remote
 from preflight.inventory import load
+from preflight.inventory.resolve import ContainerLayers
 from preflight.model.host import Host, HostOutcome, Via
 from preflight.model.plan import Node, Plan
 from preflight.placement import launcher
@@ -28,6 +29,7 @@ class HostQuery:
     limit: Optional[str] = None  # --limit PATTERN
     python: str = "python3"  # the training interpreter of a host audited locally
     cli_timeout: bool = False  # --connect-timeout given: it beats the config's ConnectTimeout
+    containers: ContainerLayers = (None, None)  # the policy's and the command line's
 
 
 @runtime_checkable
@@ -81,7 +83,7 @@ def host_scripts(plan: Plan, directory: str) -> str:
 def inventory_hosts(query: HostQuery) -> list[Host]:
     """The inventory's hosts as SSH reaches them (the OpenSSH config applied, --limit), with
     the config's ConnectTimeout dropped when --connect-timeout was given."""
-    hosts = load(query.inventory, query.fmt, query.ssh_config, query.limit)
+    hosts = load(query.inventory, query.fmt, query.ssh_config, query.limit, query.containers)
     return cli_timeout_wins(hosts) if query.cli_timeout else hosts
 
 

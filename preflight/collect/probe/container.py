@@ -6,6 +6,7 @@
 #
 # Standard library only, Python 3.6 syntax: joined into the shipped probe like nvml.py.
 import os
+import time
 
 # /proc/<pid>/limits rows the checks read, by the names the policy uses.
 LIMIT_ROWS = (("Max open files", "nofile"), ("Max locked memory", "memlock"))
@@ -68,3 +69,78 @@ def process_truth(pid, proc="/proc"):
         "nvidia": [d for d in listing(base + "/root/dev") if d.startswith("nvidia")],
         "gpu_env": dict((k, env[k]) for k in GPU_ENV if k in env),
     }
+
+
+def run_for(argv, timeout):
+    """(exit code, stdout, the last line of stderr) of argv, bounded by timeout."""
+    import subprocess
+    try:
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, "", "no answer within %.0f s" % timeout
+    except OSError as e:
+        return None, "", "cannot run %s: %s" % (argv[0], e.strerror or e)
+    err = p.stderr.decode("utf-8", "replace").strip().splitlines()
+    return p.returncode, p.stdout.decode("utf-8", "replace"), (err[-1] if err else "")[:500]
+
+
+def intent(doc):
+    """What inspect says the container was asked for (docker's and podman's shapes)."""
+    hc = doc.get("HostConfig") or {}
+    devices = [d.get("PathOnHost") for d in hc.get("Devices") or [] if isinstance(d, dict)]
+    gpus = []
+    for r in hc.get("DeviceRequests") or []:  # docker --gpus
+        if isinstance(r, dict) and any("gpu" in c for caps in r.get("Capabilities") or []
+                                       for c in caps):
+            ids = r.get("DeviceIDs") or []
+            gpus.append(",".join(ids) if ids else "count=%s" % r.get("Count"))
+    shm = hc.get("ShmSize")
+    return {"network_mode": hc.get("NetworkMode"), "ipc_mode": hc.get("IpcMode"),
+            "shm_size_bytes": shm if isinstance(shm, int) else None,
+            "devices": [d for d in devices if isinstance(d, str)], "gpu_requests": gpus}
+
+
+def container_start(req, budget):
+    """Starts (or finds) the job's container as the request says, and reads it: returns
+    (its facts, the argv prefix that runs a command inside it, or None where there is no
+    container to run in). The request's argvs are built by the controller."""
+    import json
+    facts = {"runtime": req["runtime"], "image": req.get("image"), "name": req.get("name")}
+    if not req.get("inspect"):  # apptainer, pyxis: command shapes, no inspect
+        facts["error"] = "%s has no inspect: the container's settings are not read" \
+            % req["runtime"]
+        return facts, None
+    code, out, err = run_for(req["id"], min(20.0, budget))
+    if code != 0 or not out.strip():
+        facts["missing"] = err or "exit %s" % code
+        return facts, None
+    facts["image_id"] = out.strip().splitlines()[0]
+    if req.get("start"):
+        began = time.time()
+        code, out, err = run_for(req["start"], budget)
+        facts["start_s"] = round(time.time() - began, 3)
+        if code != 0:
+            facts["error"] = "did not start: %s" % (err or "exit %s" % code)
+            return facts, None
+    code, out, err = run_for(req["inspect"], min(20.0, budget))
+    if code != 0:
+        facts["error"] = "inspect: %s" % (err or "exit %s" % code)
+        return facts, req["exec"]
+    doc = json.loads(out)
+    doc = doc[0] if isinstance(doc, list) else doc
+    facts["intent"] = intent(doc)
+    pid = (doc.get("State") or {}).get("Pid")
+    if not pid:
+        facts["error"] = "inspect gives no process (is it running?)"
+        return facts, None
+    truth = process_truth(int(pid))
+    truth["gpu_env"] = sorted(truth["gpu_env"].items())
+    facts.update(truth)
+    return facts, req["exec"]
+
+
+def container_stop(req):
+    """Removes the container the probe started (it would go by itself when its sleep ends)."""
+    if req.get("rm"):
+        run_for(req["rm"], 20.0)

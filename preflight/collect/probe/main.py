@@ -19,6 +19,7 @@ import struct
 import sys
 import time
 
+from preflight.collect.probe.container import container_start, container_stop  # joined
 from preflight.collect.probe.nvml import nvml_facts  # joined
 from preflight.collect.probe_text import NVML_SRC, PADDLE_CHILD  # joined
 
@@ -702,12 +703,16 @@ def gpu_source(pynvml, paddle):
 
 
 # ---------------------------------------------------------------- paddle
-def start_paddle(python, want_nvml):
+def start_paddle(python, want_nvml, inside=None):
+    """Starts the Paddle child: with the host's python, or inside the job's container (inside:
+    the argv prefix that runs a command there), where the variables go through `env`."""
     import subprocess
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", GLOG_minloglevel="3")
+    quiet = {"PYTHONDONTWRITEBYTECODE": "1", "GLOG_minloglevel": "3"}
     argv = [python, "-c", PADDLE_CHILD, PADDLE_MARK, "1" if want_nvml else "0", NVML_SRC]
+    if inside:
+        argv = list(inside) + ["env"] + ["%s=%s" % kv for kv in sorted(quiet.items())] + argv
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
+                            stderr=subprocess.PIPE, env=dict(os.environ, **quiet))
 
 
 def finish_paddle(proc, python, budget):
@@ -768,8 +773,17 @@ def to_json(obj):
     return "".join(parts)
 
 
+def paddle_or_reason(python, want_nvml, inside=None):
+    """(the Paddle child, None), or (None, the Paddle section when it cannot start)."""
+    try:
+        return start_paddle(python, want_nvml, inside), None
+    except OSError as e:
+        return None, {"available": False, "interpreter": python,
+                      "reason": "cannot run %s: %s" % (python, e.strerror or e)}
+
+
 def main(argv):
-    args = {"--python": "python3", "--sample": "0.5", "--budget": "60"}
+    args = {"--python": "python3", "--sample": "0.5", "--budget": "60", "--container": ""}
     files = []
     want_paddle = True
     it = iter(argv)
@@ -785,14 +799,24 @@ def main(argv):
     started = time.time()
     paddle_proc = None
     pynvml = local_pynvml()
+    container = inside = None
+    if args["--container"]:
+        # The job runs in a container: its Paddle is the one to judge. It is started as the
+        # job would be (the controller built the command lines), read, and removed at the end.
+        import json
+        container = json.loads(args["--container"])
+        python = container.get("python") or python  # the training environment's, inside
+        got = section(container_start, container, budget / 2)
+        facts, inside = got if isinstance(got, tuple) else (got, None)  # raised: an error
     if not want_paddle:
         paddle = {"error": "not collected (preflight ran with --no-paddle)"}  # type: object
-    else:
-        try:
-            paddle_proc = start_paddle(python, pynvml is None)
-        except OSError as e:
-            paddle = {"available": False, "interpreter": python,
-                      "reason": "cannot run %s: %s" % (python, e.strerror or e)}
+    elif container is not None and inside is None:
+        what = container.get("name") or container.get("image")
+        paddle = {"error": "not run: the job's container (%s) did not start here" % what}
+    elif container is None:
+        paddle_proc, paddle = paddle_or_reason(python, pynvml is None)
+    # In a container, the Paddle child runs under the runtime, not as this probe's child:
+    # started during the CPU sample, its import would count as other work on the host.
     children = [paddle_proc.pid] if paddle_proc is not None else []
     first = cpu_sample_start(children)
     doc = {"schema": SCHEMA, "started": started}  # type: dict
@@ -807,9 +831,14 @@ def main(argv):
     doc["files"] = section(files_facts, [f for f in files if f])
     # The CPU sample ends here; the Paddle import runs meanwhile in its child process.
     doc["cpu"] = section(cpu_facts, float(args["--sample"]), first, children)
+    if inside is not None and want_paddle:
+        paddle_proc, paddle = paddle_or_reason(python, pynvml is None, inside)
     if paddle_proc is not None:
         left = max(1.0, budget - (time.time() - started) - 2.0)
         paddle = section(finish_paddle, paddle_proc, python, left)
+    if container is not None:
+        container_stop(container)
+        doc["container"] = facts
     doc["paddle"] = paddle
     doc["gpu"] = section(gpu_facts, pynvml, paddle)
     if isinstance(paddle, dict):

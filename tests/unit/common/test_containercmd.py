@@ -51,8 +51,8 @@ def test_no_gpus_asked_is_no_gpu_option():
 
 def test_detached_and_interactive_starts():
     spec = ContainerSpec("podman", image="img", network="host")
-    assert run_argv(spec, ["sleep", "60"], name="pf-1", detach=True)[:5] == [
-        "podman", "run", "--detach", "--name", "pf-1"]
+    assert run_argv(spec, ["sleep", "60"], name="pf-1", detach=True)[:6] == [
+        "podman", "run", "--detach", "--rm", "--name", "pf-1"]
     assert run_argv(spec, ["python3", "-"], stdin=True)[:4] == [
         "podman", "run", "--rm", "--interactive"]
 

@@ -33,7 +33,7 @@ def test_no_container_anywhere_is_the_host():
 @pytest.mark.parametrize("layer, field, words", [
     ({"runtime": "lxc", "image": "i"}, "container.runtime", "'lxc' is not one of docker"),
     ({"runtime": "docker"}, "container", "give the job's image (image:) or its running"),
-    ({"image": "i", "name": "n"}, "container", "one of them"),
+    ({"image": "i", "name": "n"}, "container", "not both"),
     ({"image": "--privileged"}, "container.image", "option-like"),
     ({"image": "i", "shm_size": "lots"}, "container.shm_size", "is not a size"),
     ({"image": "i", "ulimits": {"memlock": "big"}}, "container.ulimits.memlock",

@@ -1,0 +1,59 @@
+"""The job's container is there on every host, starts, and is the same image everywhere:
+another image under the same tag is another Paddle, CUDA and NCCL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from preflight.checks.common import compare, could_not_check, pass_others
+from preflight.model.cluster import Cluster
+from preflight.model.facts import ContainerFacts, SectionError
+from preflight.model.findings import Finding, Status
+
+NAME = "container"
+ABOUT = r"""
+Where the job runs in a container (`container:` in the policy or the inventory,
+`--container-image`): the image is on every host, the container starts as the job would
+start it, and its image ID (the config digest, the same however the image was loaded) is
+the same on every host. Paddle, CUDA, cuDNN and NCCL are then read inside it.
+"""
+WHY = ("An image missing on a host is a pull when the job starts (minutes, or a hang with no "
+       "registry) while the other ranks wait; another image under the same tag is another "
+       "Paddle or NCCL, and the ranks disagree at the first collective.")
+FIX = ("Load the one image on every host (`docker save` / `docker load`, or pull it by "
+       "digest) and start the job by that reference")
+LIMITS: tuple[str, ...] = ()
+
+
+def check(cluster: Cluster) -> Iterator[Finding]:
+    boxed = [(h, f) for h, f in cluster.probed() if f.container is not None]
+    boxes = {h: f.container for h, f in boxed if isinstance(f.container, ContainerFacts)}
+    yield from could_not_check(NAME, "the job's container", {
+        h: f.container.message for h, f in boxed if isinstance(f.container, SectionError)})
+    bad: list[Finding] = []
+    ids = {}
+    for host, c in boxes.items():
+        if c.missing is not None:
+            bad.append(Finding(NAME, Status.FAIL, (host,), (
+                f"{host}: {c.subject} is not on this host ({c.missing}): load it there "
+                "before the job (docker/podman load, or pull it by digest); a pull when the "
+                "job starts holds every other rank"), {"missing": c.missing}))
+        elif c.error is not None:
+            bad.append(Finding(NAME, Status.FAIL, (host,),
+                               f"{host}: the job's {c.subject} did not start: {c.error}",
+                               {"error": c.error}))
+        if c.image_id is not None:
+            ids[host] = c.image_id
+    yield from bad
+    # The ID is the config digest: equal however the image was loaded (a repo digest is not).
+    refs = {boxes[h].image or boxes[h].name for h in ids}
+    label = f"image ID of {refs.pop()}" if len(refs) == 1 else "image ID"
+    differ = compare(NAME, label, ids, show=lambda v: str(v)[:19])
+    yield from differ
+    started = {h: c.start_s for h, c in boxes.items() if c.start_s is not None}
+    slowest = max(started.values(), default=None)
+    yield from pass_others(
+        NAME, [h for h in boxes if h in ids], [*bad, *differ],
+        "the job's container: one image on {n} hosts"
+        + (f", started in at most {slowest:.1f} s" if slowest is not None else ""),
+        image_id=next(iter(ids.values()), None), start_s=started)

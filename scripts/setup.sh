@@ -8,8 +8,11 @@ export DEBIAN_FRONTEND=noninteractive
 
 # chromium and a font: the tests render the HTML report in a real headless browser.
 # slurm-wlm and munge: the Slurm tests run a real slurmctld and one slurmd per simulated node.
+# podman (with runc: crun does not start in this kind of sandbox) and mmdebstrap: the container
+# tests run the job's containers in the simulated hosts, from an image built below.
 packages=(openssh-server openssh-client iperf3 iproute2 util-linux procps python3 python3-venv
-          faketime chromium fonts-dejavu-core slurm-wlm munge)
+          faketime chromium fonts-dejavu-core slurm-wlm munge podman runc conmon catatonit
+          containernetworking-plugins mmdebstrap)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -49,6 +52,29 @@ make_env 3.3.1 paddlepaddle==3.3.1
 # 2.6.2 needs protobuf<5 for parameter-server mode and numpy<2 for its C extensions.
 make_env 2.6.2 paddlepaddle==2.6.2 "protobuf<5" "numpy<2"
 
+# The job's image of the container tests, built here without any registry: a minimal Debian
+# root filesystem with the Paddle 3.3.1 environment above copied in (the same Debian
+# python3), imported into a store every simulated host reads and none writes (each has its
+# own store beside it, where a test can put another image under the same tag).
+images=$envs/images
+image=localhost/preflight-paddle:3.3.1
+shared=(podman --root "$images/storage" --runroot "$images/run" --storage-driver overlay
+        --events-backend file --cgroup-manager cgroupfs)
+if ! "${shared[@]}" image exists "$image" 2>/dev/null; then
+  rootfs=$(mktemp -d /var/tmp/preflight-rootfs.XXXXXX)
+  trap 'rm -rf "$rootfs"' EXIT
+  mmdebstrap --quiet --variant=minbase --include=python3,python3-venv,libgomp1 \
+    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+    --mode=root bookworm "$rootfs" http://deb.debian.org/debian
+  cp -a "$envs/paddle-3.3.1" "$rootfs/opt/paddle"
+  tar -C "$rootfs" -c . | "${shared[@]}" import --quiet \
+    --change 'ENV PATH=/opt/paddle/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    - "$image" >/dev/null
+  rm -rf "$rootfs"
+  trap - EXIT
+fi
+
 # preflight for an unprivileged user: the tests run the controller as a user who is not root,
 # and .venv's interpreter (a pyenv under /root) or this checkout may be where only root can
 # read. Built from Debian's python3 in a directory every user can read, with preflight's
@@ -59,4 +85,4 @@ if ! "$controller/bin/python" -c "import fabric, yaml, hostlist" >/dev/null 2>&1
   /usr/bin/python3 -m venv "$controller"
   "$controller/bin/pip" install -q --disable-pip-version-check .
 fi
-echo "setup done: .venv (preflight), $envs/paddle-3.3.1, $envs/paddle-2.6.2, $controller"
+echo "setup done: .venv (preflight), $envs/paddle-3.3.1, $envs/paddle-2.6.2, $image, $controller"

@@ -32,3 +32,19 @@ else:
         fleet.fleet._runtime_handle._worker.stop_server()
     fleet.stop_worker()
 """
+
+# A collective job on CPU: one gloo all-reduce over every rank, each rank leaving a marker.
+TRAIN_GLOO = """\
+import os, socket, sys
+open("/root/ran-collective", "a").write(socket.gethostname() + "\\n")
+import paddle
+import paddle.distributed as dist
+dist.init_parallel_env()
+t = paddle.to_tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(t)
+n = dist.get_world_size()
+total = float(t.numpy()[0])
+assert total == n * (n + 1) / 2, total
+open("/root/done-rank-%d" % dist.get_rank(), "w").write("%g of %d ranks\\n" % (total, n))
+print("all_reduce sum", total, "ranks", n, flush=True)
+"""

@@ -25,6 +25,7 @@ from preflight.collect.fanout import CollectOptions, probe_payload, probe_script
 from preflight.collect.local import LocalProcess
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
 from preflight.collect.remote import Done, Started, in_parallel
+from preflight.model.container import ContainerSpec
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
 
 IMMEDIATE_S = 10  # how long a step may wait for its nodes before it is refused
@@ -234,14 +235,15 @@ def collect(hosts: Sequence[Host], opts: CollectOptions, job: Optional[Allocatio
     findings with its reason; the rest are probed in one step per interpreter (job is None
     only when no node can run one)."""
     done: dict[str, HostOutcome] = {}
-    runnable: dict[tuple[str, str], list[Host]] = {}
+    runnable: dict[tuple[str, str, Optional[ContainerSpec]], list[Host]] = {}
     for h in hosts:
         node = states.get(h.name)
         why = "Slurm does not know this node" if node is None else node.usable
         if why:
             done[h.name] = HostOutcome(h, failure=HostFailure(Stage.SLURM, why))
         else:
-            runnable.setdefault((h.probe_python, h.python), []).append(h)
+            # One step runs one command line: hosts that differ in it get steps of their own.
+            runnable.setdefault((h.probe_python, h.python, h.container), []).append(h)
     for group in runnable.values():
         assert job is not None, "a node that can run a step, and no job to run it in"
         for o in probe_step(group, job, opts):

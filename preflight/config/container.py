@@ -2,7 +2,8 @@
 -> ContainerSpec, with one-line errors naming the file, host and field. Layers merge key by
 key, the nearer one winning: the command line, then the host, then the inventory's defaults,
 then the policy; `image` and `name` replace each other (a host that names its running
-container runs no image the defaults named)."""
+container runs no image the defaults named), and a null takes back what a layer below gave
+(`shm_size: null`: the runtime's default)."""
 
 from __future__ import annotations
 

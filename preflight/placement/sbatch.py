@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from dataclasses import replace
 
+from preflight.common.containercmd import node_argv, pyxis_options
 from preflight.model.plan import DEVICES_ENV, Node
 from preflight.model.policy import Mode
 
@@ -24,8 +26,20 @@ def batch_script(nodes: Sequence[Node], mode: Mode, job_name: str = "preflight-p
         raise ValueError("a plan with no nodes has no batch script")
     q = shlex.quote
     names = ",".join(n.host for n in nodes)
+    pyxis = {n.container for n in nodes if n.container is not None
+             and n.container.runtime == "pyxis"}
+    if pyxis and (len(pyxis) > 1 or any(n.container not in pyxis for n in nodes)):
+        raise ValueError("pyxis runs one container for the whole step: give every node the "
+                         "same pyxis container")
+    # pyxis: srun enters the container for every task (--container-image); the case line
+    # is the same launcher, run inside it.
+    step = "".join(f"{q(o)} " for o in pyxis_options(next(iter(pyxis)))) if pyxis else ""
     cases = []
     for n in nodes:
+        if n.container is not None and n.container.runtime != "pyxis":
+            run = shlex.join(node_argv(replace(n, argv=tuple(_no_devices(n.argv)))))
+            cases.append(f"  {q(n.host)}) exec {run} \"$@\" ;;")
+            continue
         env = " ".join(q(f"{k}={v}") for k, v in n.env if k != DEVICES_ENV)
         cases.append(f"  {q(n.host)}) exec env {env} {shlex.join(_no_devices(n.argv))} "
                      "\"$@\" ;;")
@@ -52,7 +66,7 @@ plan=$(cat <<'{END}'
 {END}
 )
 exec srun --nodes={len(nodes)} --ntasks-per-node=1 --nodelist={q(names)} --kill-on-bad-exit=1 \\
-    sh -c "$plan" preflight "$@"
+    {step}sh -c "$plan" preflight "$@"
 """
 
 

@@ -10,6 +10,7 @@ from which preflight connects.
 from __future__ import annotations
 
 import os
+import resource
 import secrets
 import shlex
 import shutil
@@ -69,9 +70,44 @@ mount --move {dir}/cgroup-hold /sys/fs/cgroup
 mount --bind {dir}/root /root
 mount --bind {tmp} /tmp
 mount --bind {etc_hosts} /etc/hosts
-hostname {name}
+{containers}hostname {name}
 exec {sshd} -D -e -f {dir}/sshd_config
 """
+# With containers: the host's own Podman configuration and state (its store beside the
+# shared, read-only one), and its own /dev/shm (Podman's lock lives there; a host's shm is
+# its own on a real cluster too).
+CONTAINERS_INIT = """\
+mount --bind {dir}/etc-containers /etc/containers
+mount -t tmpfs -o size={shm},mode=1777 tmpfs /dev/shm
+"""
+# Podman as the rig runs it: runc (crun refuses this kernel's hybrid cgroups), cgroupfs (no
+# systemd), events in a file, and host networking by default: the bridge network would change
+# this machine's own namespace (a bridge, iptables chains, ip_forward). The sandbox cannot
+# raise rlimits, so the defaults stay within the machine's hard limits.
+CONTAINERS_CONF = """\
+[containers]
+netns = "host"
+default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+events_logfile_path = "{dir}/containers/events.log"
+tmp_dir = "{dir}/containers/tmp"
+"""
+STORAGE_CONF = """\
+[storage]
+driver = "overlay"
+graphroot = "{dir}/containers/storage"
+runroot = "{dir}/containers/run"
+
+[storage.options]
+additionalimagestores = [{shared}]
+"""
+# The store scripts/setup.sh builds the job's image into, and the image.
+IMAGES = os.path.join(TESTENV, "images", "storage")
+IMAGE = "localhost/preflight-paddle:3.3.1"
 
 # A port that accepts TCP and never speaks: the "hung host". Bounded: it exits by itself.
 SILENT_LISTENER = """\
@@ -204,7 +240,7 @@ class Testbed:
 
     def __init__(self, n_hosts: int, base_dir: Optional[str] = None,
                  names: Optional[Sequence[str]] = None, root_login: bool = True,
-                 shared_tmp: bool = False) -> None:
+                 shared_tmp: bool = False, containers: bool = False) -> None:
         why = can_run()
         if why:
             raise TestbedError(f"cannot build a simulated cluster: {why}")
@@ -227,6 +263,10 @@ class Testbed:
         # with several slurmd on one machine (the real shape where names in /tmp collide).
         self.shared_tmp = os.path.join(self.base, "shared-tmp") if shared_tmp else None
         names = list(names or [f"h{i + 1}" for i in range(n_hosts)])
+        # True: every host runs rootful Podman with its own store and /dev/shm (the job's
+        # image from the shared store scripts/setup.sh builds).
+        self.containers = containers
+        self.libpod_cgroups = self._libpod_cgroups() if containers else set()
         self._closed = False
         try:
             self._build(names)
@@ -284,6 +324,8 @@ class Testbed:
                 os.makedirs(os.path.join(host.dir, sub))
             os.makedirs(host.tmp, exist_ok=True)
             os.chmod(host.tmp, 0o1777)
+            if self.containers:
+                self._podman_config(host)
             self._netns(host.ns)
             self._plug(host.ns, f"v{i}", host.address)
             self._new_host_key(host)
@@ -297,6 +339,59 @@ class Testbed:
         for host in self.hosts.values():
             self.start_sshd(host.name)
         self.wait_listening(list(self.hosts))
+
+    def _podman_config(self, host: SimHost, shared: bool = True) -> None:
+        """The host's /etc/containers: its own store and state, the shared image store
+        (unless shared is False: then the job's image is not on this host)."""
+        etc = os.path.join(host.dir, "etc-containers")
+        for sub in ("storage", "run", "tmp"):
+            os.makedirs(os.path.join(host.dir, "containers", sub), exist_ok=True)
+        os.makedirs(etc, exist_ok=True)
+        for name in ("policy.json", "registries.conf"):
+            if os.path.exists(f"/etc/containers/{name}"):
+                shutil.copy(f"/etc/containers/{name}", os.path.join(etc, name))
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        nofile = 1 << 20 if nofile == resource.RLIM_INFINITY else nofile
+        with open(os.path.join(etc, "containers.conf"), "w") as fh:
+            fh.write(CONTAINERS_CONF.format(dir=host.dir, nofile=nofile, nproc=4096))
+        with open(os.path.join(etc, "storage.conf"), "w") as fh:
+            fh.write(STORAGE_CONF.format(dir=host.dir, shared=f'"{IMAGES}"' if shared else ""))
+
+    def _libpod_cgroups(self) -> set[str]:
+        """Podman's cgroupfs parents that exist before this testbed (left alone at close)."""
+        return {p for p in self._libpod_paths() if os.path.isdir(p)}
+
+    @staticmethod
+    def _libpod_paths() -> list[str]:
+        top = "/sys/fs/cgroup"
+        names = os.listdir(top) if os.path.isdir(top) else []
+        return [os.path.join(top, n, "libpod_parent", sub) for n in names
+                for sub in ("conmon", "")]
+
+    def podman(self, name: str, *args: str, timeout: float = 60.0,
+               check: bool = True) -> subprocess.CompletedProcess[str]:
+        """Runs podman inside a host's namespaces, as a session on it would."""
+        host = self.hosts[name]
+        assert host.sshd is not None and self.containers
+        return run(["nsenter", "-t", str(host.sshd.pid), "-m", "-n", "-u", "--", "podman",
+                    *args], check=check, timeout=timeout)
+
+    def plant_image(self, name: str, step: str, tag: str = "") -> str:
+        """Another image under the job's tag, in this host's own store only (it shadows the
+        shared one there): the shared image with one more build step (a RUN line's
+        command). Returns the new image's ID."""
+        work = os.path.join(self.hosts[name].dir, "containers", "build")
+        os.makedirs(work, exist_ok=True)
+        with open(os.path.join(work, "Containerfile"), "w") as fh:
+            fh.write(f"FROM {tag or IMAGE}\nRUN {step}\n")
+        self.podman(name, "build", "--quiet", "--network", "host", "--tag", tag or IMAGE,
+                    work, timeout=120)
+        return self.podman(name, "image", "inspect", "--format", "{{.Id}}",
+                           tag or IMAGE).stdout.strip()
+
+    def without_image(self, name: str) -> None:
+        """The job's image is not on this host (its Podman no longer sees the shared store)."""
+        self._podman_config(self.hosts[name], shared=False)
 
     def _host_cgroups(self, host: SimHost) -> None:
         """Gives the host a cgroup of its own (cgroup v1 cpu and cpuacct), as a container or
@@ -367,9 +462,11 @@ class Testbed:
 
     def start_sshd(self, name: str) -> None:
         host = self.hosts[name]
+        boxes = CONTAINERS_INIT.format(dir=shlex.quote(host.dir), shm="256m") \
+            if self.containers else ""
         script = HOST_INIT.format(dir=shlex.quote(host.dir), name=shlex.quote(name), sshd=SSHD,
                                   tmp=shlex.quote(host.tmp),
-                                  etc_hosts=shlex.quote(self.etc_hosts))
+                                  etc_hosts=shlex.quote(self.etc_hosts), containers=boxes)
         log = open(os.path.join(host.dir, "sshd.log"), "ab")
         # nsenter and unshare exec (no fork), so the Popen pid ends up being sshd itself.
         host.sshd = subprocess.Popen(
@@ -646,6 +743,14 @@ class Testbed:
         if self._closed:
             return
         self._closed = True
+        if self.containers:  # also those off the host's network (--network none)
+            for name, host in self.hosts.items():
+                if host.sshd is not None and host.sshd.poll() is None:
+                    try:
+                        self.podman(name, "rm", "--all", "--force", "--time", "0",
+                                    check=False, timeout=60)
+                    except subprocess.TimeoutExpired:
+                        pass
         inodes = {i for i in (netns_inode(ns) for ns in self.namespaces) if i is not None}
         procs = [p for h in self.hosts.values() for p in [h.sshd, *h.extra] if p is not None]
         for p in procs:
@@ -681,6 +786,13 @@ class Testbed:
                     os.rmdir(path)
                 except OSError:
                     pass
+        if self.containers:  # Podman's cgroupfs parents, where this testbed made them
+            for path in self._libpod_paths():
+                if path.rstrip("/") not in {p.rstrip("/") for p in self.libpod_cgroups}:
+                    try:
+                        os.rmdir(path)
+                    except OSError:
+                        pass
         for ns in reversed(self.namespaces):
             run(["ip", "netns", "del", ns], check=False)
         for user in self.users:  # its processes died with the namespaces above

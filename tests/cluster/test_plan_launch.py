@@ -10,7 +10,7 @@ import subprocess
 import time
 
 import pytest
-from jobscripts import PS_FLEET
+from jobscripts import PS_FLEET, TRAIN_GLOO
 
 pytestmark = pytest.mark.cluster
 
@@ -21,21 +21,6 @@ open("/root/ran-" + role, "a").write(socket.gethostname() + "\\n")
 """ + PS_FLEET + """\
     open("/root/done-trainer-%d" % fleet.worker_index(), "w").write("20 steps\\n")
 print("finished as", role, flush=True)
-"""
-
-TRAIN_GLOO = """\
-import os, socket, sys
-open("/root/ran-collective", "a").write(socket.gethostname() + "\\n")
-import paddle
-import paddle.distributed as dist
-dist.init_parallel_env()
-t = paddle.to_tensor([float(dist.get_rank() + 1)])
-dist.all_reduce(t)
-n = dist.get_world_size()
-total = float(t.numpy()[0])
-assert total == n * (n + 1) / 2, total
-open("/root/done-rank-%d" % dist.get_rank(), "w").write("%g of %d ranks\\n" % (total, n))
-print("all_reduce sum", total, "ranks", n, flush=True)
 """
 
 FAIL_EARLY = "import sys\nprint('bad input shard', flush=True)\nsys.exit(3)\n"

@@ -115,7 +115,9 @@ def container_start(req, budget):
     if code != 0 or not out.strip():
         facts["missing"] = err or "exit %s" % code
         return facts, None
-    facts["image_id"] = out.strip().splitlines()[0]
+    image_id = out.strip().splitlines()[0]
+    # Docker writes the algorithm before the digest, Podman does not: one form to compare.
+    facts["image_id"] = image_id if ":" in image_id else "sha256:" + image_id
     if req.get("start"):
         began = time.time()
         code, out, err = run_for(req["start"], budget)

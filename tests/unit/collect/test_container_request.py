@@ -25,7 +25,7 @@ def test_an_image_is_started_as_the_job_would_be_and_removed():
                             "host", "--shm-size", "16g", "--ulimit", "memlock=-1", "--env",
                             "A=1", "localhost/paddle:3.3.1", "sleep", "90"]
     assert req["exec"] == ["podman", "exec", "--env", "A=1", name]
-    assert req["rm"] == ["podman", "rm", "--force", name]
+    assert req["rm"] == ["podman", "rm", "--force", "--time", "0", name]
     # One argument, JSON: quoted like any other on its way to the host.
     (flag, text) = probe_arg(SPEC, "node01", 60)
     assert flag == "--container" and json.loads(text)["runtime"] == "podman"

@@ -42,3 +42,22 @@ def test_each_node_runs_its_own_launcher_with_the_job_s_arguments(tmp_path):
 def test_no_plan_no_script():
     with pytest.raises(ValueError):
         batch_script([], "collective")
+
+
+def test_pyxis_puts_the_container_on_the_step_and_others_run_it_per_node(tmp_path):
+    from dataclasses import replace
+
+    from preflight.model.container import ContainerSpec
+    pyxis = ContainerSpec("pyxis", image="nvcr.io#nvidia/paddle:24.01", mounts=("/d:/d",))
+    text = batch_script([replace(node("n1", 0), container=pyxis),
+                         replace(node("n2", 1), container=pyxis)], "collective")
+    srun = [ln for ln in text.splitlines() if "sh -c \"$plan\"" in ln][0]
+    assert srun.strip().startswith(
+        "'--container-image=nvcr.io#nvidia/paddle:24.01' --container-mounts=/d:/d sh -c")
+    assert "n1) exec env PADDLE_RANK=0" in text  # the launcher itself, inside pyxis's container
+    podman = ContainerSpec("podman", image="paddle:3.3.1", network="host")
+    text = batch_script([replace(node("n1", 0), container=podman)], "collective")
+    assert ("n1) exec podman run --rm --name paddle-job-n1 --network host paddle:3.3.1 env "
+            "/opt/py/bin/python -m paddle.distributed.launch --rank 0 \"$@\" ;;") in text
+    with pytest.raises(ValueError, match="same pyxis container"):
+        batch_script([replace(node("n1", 0), container=pyxis), node("n2", 1)], "collective")

@@ -32,6 +32,8 @@ from typing import Optional
 
 from preflight.collect.remote import Done, Remote, in_parallel
 from preflight.common import nccllog
+from preflight.common.containercmd import run_argv
+from preflight.model.container import ContainerSpec
 from preflight.model.measure import AllReduce, Backend, SizeResult
 from preflight.network import progress as P
 from preflight.network.budget import LAUNCH_IDLE_S
@@ -80,6 +82,8 @@ class Member:
     ip: str  # the address the launcher advertises (--host)
     nproc: int = 1
     gloo_ifname: Optional[str] = None  # set when the host's own environment does not
+    container: Optional[ContainerSpec] = None  # the job's container, where it runs in one
+    host_python: str = "python3"  # the host's own (the probe's): unpacks the benchmark
 
 
 @functools.lru_cache(maxsize=1)
@@ -110,12 +114,19 @@ def host_command(m: Member, rank: int, members: Sequence[Member], opts: AllReduc
               "--job_id", "preflight", "--log_dir", f"{run_dir}/log",
               f"{run_dir}/allreduce.py", "--sizes", ",".join(f"{s:g}" for s in opts.sizes_mib),
               "--iters", str(opts.iters), "--dir", run_dir]
-    run = " ".join(q(a) for a in ["env", *env, *launch])
+    inner = ["env", *env, *launch]
+    if m.container is not None:
+        # In the job's container, started as the job's, the run directory shared with the
+        # host: the script goes in and the progress and logs come out through it.
+        box = replace(m.container, mounts=(*m.container.mounts, f"{run_dir}:{run_dir}"))
+        inner = run_argv(box, inner, name=run_dir.rsplit("/.", 1)[-1])
+    run = " ".join(q(a) for a in inner)
     d = q(run_dir)
+    unpack = m.python if m.container is None else m.host_python
     script = "\n".join([
         f"mkdir -m 700 {d} || exit 96",
         f"cd {d} || exit 96",
-        f"{q(m.python)} -c {q(_UNPACK)} {d}/allreduce.py {_packed_script()} || exit 95",
+        f"{q(unpack)} -c {q(_UNPACK)} {d}/allreduce.py {_packed_script()} || exit 95",
         f"if command -v timeout >/dev/null 2>&1; then timeout -k 3 "
         f"{int(opts.timeout + HOST_EXTRA_S)} {run} > {d}/launch.log 2>&1; "
         f"else {run} > {d}/launch.log 2>&1; fi",

@@ -188,7 +188,8 @@ def allreduce_members(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Rem
             left_out[o.host.name] = f"cannot resolve {o.host.address}"
             continue
         members.append(Member(o.host.name, remotes[o.host.name], paddle.interpreter, ip,
-                              nproc, facts.gloo_interface(ip)))
+                              nproc, facts.gloo_interface(ip), o.host.container,
+                              o.host.probe_python))
     return members, backend, left_out
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import time
 from collections.abc import Iterator
@@ -23,11 +24,14 @@ from preflight.testing import testbed
 pytestmark = pytest.mark.cluster
 
 HOSTS = ["ctr1", "ctr2", "ctr3", "ctr4", "ctr5", "ctr6"]
+INSIDE_PYTHON = "/opt/paddle/bin/python"  # where the image has Paddle; no host has it
 # As the job would start it: host networking, a real /dev/shm, nofile and nproc repeated
 # (a --ulimit replaces Podman's default list, which this sandbox could not raise anyway).
-JOB = {"runtime": "podman", "image": testbed.IMAGE, "network": "host", "shm_size": "2g",
-       "python": "/opt/paddle/bin/python", "mounts": ["/root:/root"],
-       "ulimits": {"nofile": "20000:20000", "nproc": "4096:4096"}}
+JOB: dict[str, object] = {
+    "runtime": "podman", "image": testbed.IMAGE, "network": "host", "shm_size": "2g",
+    "python": INSIDE_PYTHON, "mounts": ["/root:/root"],
+    "ulimits": {"nofile": "{0}:{0}".format(min(resource.getrlimit(resource.RLIMIT_NOFILE)[1],
+                                               65536)), "nproc": "4096:4096"}}
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +72,17 @@ def by_host(run: Any, check: str) -> dict[str, dict[str, Any]]:
     return {h: f for f in run.findings(check) if f["status"] != "pass" for h in f["hosts"]}
 
 
-def test_healthy_containers_are_go_with_paddle_read_inside(boxes):
+def test_healthy_containers_are_go_with_paddle_and_the_all_reduce_inside(boxes):
     policy = boxes.policy("ctr-policy.yaml")
+    # With the active tests: iperf3 on the hosts, the all-reduce in the job's containers.
     run = boxes.preflight("check", "-i", inventory(boxes, "ok.yaml", HOSTS[:3]),
-                          "--policy", policy)
+                          "--policy", policy, "--iperf-seconds", "1", network=True)
     assert run.rc == 0, run.stdout + run.stderr
+    # The container's python is at a path the hosts do not have: Paddle ran inside.
+    assert not os.path.exists(INSIDE_PYTHON)
+    ar = run.report["network"]["allreduce"]
+    assert ar["backend"] == "gloo" and ar["ranks"] == 3 and ar["error"] is None, ar
+    assert ar["sizes"] and all(s["busbw_bytes_s"] > 0 for s in ar["sizes"])
     for name in HOSTS[:3]:
         facts = run.report["hosts"][name]["facts"]
         box = facts["container"]
@@ -82,7 +92,7 @@ def test_healthy_containers_are_go_with_paddle_read_inside(boxes):
         assert facts["shm"]["size_bytes"] == 256 << 20
         # Paddle as the container has it, run with the container's python.
         assert facts["paddle"]["version"] == "3.3.1"
-        assert facts["paddle"]["interpreter"] == "/opt/paddle/bin/python"
+        assert facts["paddle"]["interpreter"] == INSIDE_PYTHON
     assert len({run.report["hosts"][h]["facts"]["container"]["image_id"]
                 for h in HOSTS[:3]}) == 1
     [ok] = run.findings("container")

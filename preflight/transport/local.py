@@ -4,6 +4,7 @@ peers and so no plan to launch."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar, Optional
 
 from preflight.act.launch import LaunchOptions, Source
@@ -11,6 +12,7 @@ from preflight.collect import fanout
 from preflight.collect.fanout import CollectOptions
 from preflight.collect.local import LocalJob, LocalRemote, local_host
 from preflight.collect.remote import Remote
+from preflight.config.container import spec_of
 from preflight.config.errors import UsageError
 from preflight.model.host import Host, HostOutcome, Via
 from preflight.model.plan import Node, Plan
@@ -29,7 +31,10 @@ class LocalTransport:
         if query.inventory:
             raise UsageError(f"--transport local checks this machine alone; it reads no "
                              f"inventory ({query.inventory})")
-        return [local_host(python=query.python)]
+        me = local_host(python=query.python)
+        # The job's container on this machine: the policy's and the command line's.
+        return [replace(me, container=spec_of("command line", list(query.containers),
+                                              me.name))]
 
     def collect(self, hosts: Sequence[Host], opts: CollectOptions,
                 on_result: Optional[OnResult] = None) -> list[HostOutcome]:

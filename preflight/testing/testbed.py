@@ -462,7 +462,7 @@ class Testbed:
 
     def start_sshd(self, name: str) -> None:
         host = self.hosts[name]
-        boxes = CONTAINERS_INIT.format(dir=shlex.quote(host.dir), shm="256m") \
+        boxes = CONTAINERS_INIT.format(dir=shlex.quote(host.dir), shm="1g") \
             if self.containers else ""
         script = HOST_INIT.format(dir=shlex.quote(host.dir), name=shlex.quote(name), sshd=SSHD,
                                   tmp=shlex.quote(host.tmp),

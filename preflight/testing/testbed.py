@@ -15,6 +15,7 @@ import secrets
 import shlex
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -70,7 +71,7 @@ mount --move {dir}/cgroup-hold /sys/fs/cgroup
 mount --bind {dir}/root /root
 mount --bind {tmp} /tmp
 mount --bind {etc_hosts} /etc/hosts
-{containers}hostname {name}
+{rdma}{containers}hostname {name}
 exec {sshd} -D -e -f {dir}/sshd_config
 """
 # With containers: the host's own Podman configuration and state (its store beside the
@@ -80,6 +81,19 @@ CONTAINERS_INIT = """\
 mount --bind {dir}/etc-containers /etc/containers
 mount -t tmpfs -o size={shm},mode=1777 tmpfs /dev/shm
 """
+# An RDMA host, as the kernel shows one (the rig's kernel has no RDMA device): an ACTIVE
+# InfiniBand port in /sys/class/infiniband and the verbs node in /dev/infiniband, each an
+# overlay on this host's own view (sysfs and devtmpfs take no new entries), /dev/pts kept.
+RDMA_INIT = """\
+r={dir}/rdma
+mount -t overlay -o lowerdir=/sys/class,upperdir=$r/sys-up,workdir=$r/sys-work overlay /sys/class
+mount --move /dev/pts $r/pts
+mount -t overlay -o lowerdir=/dev,upperdir=$r/dev-up,workdir=$r/dev-work overlay /dev
+mount --move $r/pts /dev/pts
+"""
+RDMA_PORT = {"state": "4: ACTIVE", "rate": "200 Gb/sec (4X HDR)", "link_layer": "InfiniBand"}
+UVERBS = (231, 192)  # /dev/infiniband/uverbs0, as the kernel numbers it
+
 # Podman as the rig runs it: runc (crun refuses this kernel's hybrid cgroups), cgroupfs (no
 # systemd), events in a file, and host networking by default: the bridge network would change
 # this machine's own namespace (a bridge, iptables chains, ip_forward). The sandbox cannot
@@ -240,7 +254,8 @@ class Testbed:
 
     def __init__(self, n_hosts: int, base_dir: Optional[str] = None,
                  names: Optional[Sequence[str]] = None, root_login: bool = True,
-                 shared_tmp: bool = False, containers: bool = False) -> None:
+                 shared_tmp: bool = False, containers: bool = False,
+                 rdma: Sequence[str] = ()) -> None:
         why = can_run()
         if why:
             raise TestbedError(f"cannot build a simulated cluster: {why}")
@@ -266,6 +281,11 @@ class Testbed:
         # True: every host runs rootful Podman with its own store and /dev/shm (the job's
         # image from the shared store scripts/setup.sh builds).
         self.containers = containers
+        # Hosts with an ACTIVE RDMA port and its verbs device (with containers only: the
+        # overlaid /dev then gets its /dev/shm from them).
+        self.rdma = frozenset(rdma)
+        if self.rdma and not containers:
+            raise TestbedError("rdma hosts need containers=True")
         self.libpod_cgroups = self._libpod_cgroups() if containers else set()
         self._closed = False
         try:
@@ -326,6 +346,8 @@ class Testbed:
             os.chmod(host.tmp, 0o1777)
             if self.containers:
                 self._podman_config(host)
+            if name in self.rdma:
+                self._rdma_tree(host)
             self._netns(host.ns)
             self._plug(host.ns, f"v{i}", host.address)
             self._new_host_key(host)
@@ -356,6 +378,19 @@ class Testbed:
             fh.write(CONTAINERS_CONF.format(dir=host.dir, nofile=nofile, nproc=4096))
         with open(os.path.join(etc, "storage.conf"), "w") as fh:
             fh.write(STORAGE_CONF.format(dir=host.dir, shared=f'"{IMAGES}"' if shared else ""))
+
+    def _rdma_tree(self, host: SimHost) -> None:
+        """What an RDMA host's sysfs and /dev add: mlx5_0 port 1 ACTIVE, uverbs0."""
+        top = os.path.join(host.dir, "rdma")
+        port = os.path.join(top, "sys-up", "infiniband", "mlx5_0", "ports", "1")
+        for sub in ("sys-work", "dev-work", "pts", os.path.join("dev-up", "infiniband")):
+            os.makedirs(os.path.join(top, sub))
+        os.makedirs(port)
+        for name, text in RDMA_PORT.items():
+            with open(os.path.join(port, name), "w") as fh:
+                fh.write(text + "\n")
+        os.mknod(os.path.join(top, "dev-up", "infiniband", "uverbs0"), 0o666 | stat.S_IFCHR,
+                 os.makedev(*UVERBS))
 
     def _libpod_cgroups(self) -> set[str]:
         """Podman's cgroupfs parents that exist before this testbed (left alone at close)."""
@@ -464,9 +499,11 @@ class Testbed:
         host = self.hosts[name]
         boxes = CONTAINERS_INIT.format(dir=shlex.quote(host.dir), shm="1g") \
             if self.containers else ""
+        rdma = RDMA_INIT.format(dir=shlex.quote(host.dir)) if name in self.rdma else ""
         script = HOST_INIT.format(dir=shlex.quote(host.dir), name=shlex.quote(name), sshd=SSHD,
                                   tmp=shlex.quote(host.tmp),
-                                  etc_hosts=shlex.quote(self.etc_hosts), containers=boxes)
+                                  etc_hosts=shlex.quote(self.etc_hosts), containers=boxes,
+                                  rdma=rdma)
         log = open(os.path.join(host.dir, "sshd.log"), "ab")
         # nsenter and unshare exec (no fork), so the Popen pid ends up being sshd itself.
         host.sshd = subprocess.Popen(

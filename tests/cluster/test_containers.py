@@ -23,13 +23,14 @@ from preflight.testing import testbed
 
 pytestmark = pytest.mark.cluster
 
-HOSTS = ["ctr1", "ctr2", "ctr3", "ctr4", "ctr5", "ctr6"]
+HOSTS = ["ctr1", "ctr2", "ctr3", "ctr4", "ctr5", "ctr6", "ctr7"]
 INSIDE_PYTHON = "/opt/paddle/bin/python"  # where the image has Paddle; no host has it
-# As the job would start it: host networking, a real /dev/shm, nofile and nproc repeated
-# (a --ulimit replaces Podman's default list, which this sandbox could not raise anyway).
+# As the job would start it: host networking, a real /dev/shm, the RDMA devices, nofile and
+# nproc repeated (a --ulimit replaces Podman's default list, which this sandbox could not
+# raise anyway).
 JOB: dict[str, object] = {
     "runtime": "podman", "image": testbed.IMAGE, "network": "host", "shm_size": "2g",
-    "python": INSIDE_PYTHON, "mounts": ["/root:/root"],
+    "python": INSIDE_PYTHON, "mounts": ["/root:/root"], "devices": ["/dev/infiniband"],
     "ulimits": {"nofile": "{0}:{0}".format(min(resource.getrlimit(resource.RLIMIT_NOFILE)[1],
                                                65536)), "nproc": "4096:4096"}}
 
@@ -43,7 +44,9 @@ def boxes() -> Iterator[Cluster]:
     if subprocess.run([*shared, "image", "exists", testbed.IMAGE], capture_output=True,
                       timeout=60).returncode != 0:
         _unavailable(f"{testbed.IMAGE} is not in {testbed.IMAGES}: run scripts/setup.sh")
-    tb = testbed.Testbed(len(HOSTS), names=HOSTS, containers=True)
+    # Every host has an ACTIVE RDMA port and its verbs device, so memlock and /dev/infiniband
+    # matter on each.
+    tb = testbed.Testbed(len(HOSTS), names=HOSTS, containers=True, rdma=HOSTS)
     try:
         # ctr4: another image under the job's tag, whose Paddle says 3.3.0.
         path = "/opt/paddle/lib/python3.11/site-packages/paddle/version/__init__.py"
@@ -52,6 +55,16 @@ def boxes() -> Iterator[Cluster]:
         yield Cluster(tb)
     finally:
         tb.close()
+
+
+def policy(c: Cluster) -> str:
+    """The shared-CPU limits of the rig, and the most locked memory this sandbox can give a
+    container (8 MiB: it cannot raise rlimits, so memlock=-1 is out of reach here)."""
+    path = os.path.join(c.tb.base, "ctr-policy.yaml")
+    with open(path, "w") as fh:
+        fh.write("limits: {ps_server_cores: 0, ps_trainer_cores: 0, cpu_busy_ratio: 100, "
+                 "memlock_min_mib: 8}\n")
+    return path
 
 
 def inventory(c: Cluster, name: str, hosts: list[str],
@@ -73,10 +86,10 @@ def by_host(run: Any, check: str) -> dict[str, dict[str, Any]]:
 
 
 def test_healthy_containers_are_go_with_paddle_and_the_all_reduce_inside(boxes):
-    policy = boxes.policy("ctr-policy.yaml")
+    rules = policy(boxes)
     # With the active tests: iperf3 on the hosts, the all-reduce in the job's containers.
     run = boxes.preflight("check", "-i", inventory(boxes, "ok.yaml", HOSTS[:3]),
-                          "--policy", policy, "--iperf-seconds", "1", network=True)
+                          "--policy", rules, "--iperf-seconds", "1", network=True)
     assert run.rc == 0, run.stdout + run.stderr
     # The container's python is at a path the hosts do not have: Paddle ran inside.
     assert not os.path.exists(INSIDE_PYTHON)
@@ -108,7 +121,7 @@ def test_healthy_containers_are_go_with_paddle_and_the_all_reduce_inside(boxes):
     # the host (the figure the docs give; no bound asserted on this noisy machine).
     bare = boxes.preflight("check", "-i", boxes.tb.inventory(
         os.path.join(boxes.tb.base, "bare.yaml"), HOSTS[:3],
-        python=testbed.paddle_python("3.3.1")), "--policy", policy)
+        python=testbed.paddle_python("3.3.1")), "--policy", rules)
     assert bare.rc == 0, bare.stdout + bare.stderr
     start = sorted(run.report["hosts"][h]["facts"]["container"]["start_s"] for h in HOSTS[:3])
     boxed = sorted(run.report["hosts"][h]["elapsed_s"] for h in HOSTS[:3])
@@ -123,7 +136,7 @@ def test_the_plan_runs_a_gloo_all_reduce_in_the_containers(boxes):
     for name in hosts:
         boxes.tb.write_file(name, "/root/train_gloo.py", TRAIN_GLOO)
     run = boxes.preflight("check", "-i", inventory(boxes, "job.yaml", hosts), "--policy",
-                          boxes.policy("ctr-policy.yaml"))
+                          policy(boxes))
     assert run.rc == 0, run.stdout + run.stderr
     report = os.path.join(boxes.tb.base, "ctr-report.json")
     with open(report, "w") as fh:
@@ -139,11 +152,14 @@ def test_the_plan_runs_a_gloo_all_reduce_in_the_containers(boxes):
 
 def test_each_planted_fault_is_named_on_its_host_with_its_fix(boxes):
     # ctr2 started without --shm-size (the runtime's 64 MB default), ctr3 with --network
-    # none, ctr4 has another image under the tag (Paddle 3.3.0), ctr5 has no image at all.
-    # (A null takes back what the defaults gave.)
-    inv = inventory(boxes, "faults.yaml", HOSTS[:5],
-                    {"ctr2": {"shm_size": None}, "ctr3": {"network": "none"}})
-    run = boxes.preflight("check", "-i", inv, "--policy", boxes.policy("ctr-policy.yaml"))
+    # none, ctr4 has another image under the tag (Paddle 3.3.0), ctr5 has no image at all,
+    # ctr6 is not given /dev/infiniband, ctr7 gets 64 KiB of locked memory. (A null takes
+    # back what the defaults gave.)
+    limits = dict(JOB["ulimits"], memlock="65536:65536")  # type: ignore[call-overload]
+    inv = inventory(boxes, "faults.yaml", HOSTS,
+                    {"ctr2": {"shm_size": None}, "ctr3": {"network": "none"},
+                     "ctr6": {"devices": None}, "ctr7": {"ulimits": limits}})
+    run = boxes.preflight("check", "-i", inv, "--policy", policy(boxes))
     assert run.rc == 1, run.stdout + run.stderr
     shm = by_host(run, "shm")
     # ctr5's container never started: its /dev/shm could not be read (the container check
@@ -162,6 +178,15 @@ def test_each_planted_fault_is_named_on_its_host_with_its_fix(boxes):
     paddle = by_host(run, "paddle-stack")
     assert "ctr4: paddle 3.3.0 != 3.3.1" in paddle["ctr4"]["message"]
     assert paddle["ctr5"]["status"] == "could-not-check"
+    rdma = by_host(run, "container-rdma")
+    assert set(rdma) == {"ctr6"} and "--device /dev/infiniband" in rdma["ctr6"]["message"]
+    lock = by_host(run, "memlock")
+    assert {h: f["status"] for h, f in lock.items()} == {"ctr7": "fail",
+                                                         "ctr5": "could-not-check"}, lock
+    assert "limited to 64 KiB" in lock["ctr7"]["message"]
+    assert "--ulimit memlock=-1" in lock["ctr7"]["message"]
+    # Each fault on its own host: the good one, ctr1, is named by none of them.
+    assert not [f for f in run.findings() if f["status"] != "pass" and "ctr1" in f["hosts"]]
 
 
 def test_a_host_without_the_image_is_a_finding_in_seconds(boxes):

@@ -6,12 +6,14 @@ parent groups before child groups, same depth by name, then the host's own).
 Only the variables that say how to reach and run a host are read: ansible_host,
 ansible_port, ansible_user, ansible_ssh_private_key_file, ansible_python_interpreter (the
 deprecated ansible_ssh_* spellings too), a ProxyJump in ansible_ssh_common_args or
-ansible_ssh_extra_args, and preflight_python / preflight_probe_python / preflight_roles.
+ansible_ssh_extra_args, and preflight_python / preflight_probe_python / preflight_roles /
+preflight_container (where the job runs: a mapping, or JSON in INI).
 Everything else an inventory carries for its playbooks is left alone; a misspelt preflight_*
 variable is an error. Passwords (ansible_password) are never read."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -20,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from preflight.config import container
+from preflight.config.document import Fields
 from preflight.config.yamlfile import line_of
 from preflight.inventory import validate as V
 from preflight.inventory.entry import Entry, Inventory
@@ -38,7 +42,7 @@ def has_sections(text: str) -> bool:
 
 
 PREFLIGHT_VARS = {"preflight_python", "preflight_probe_python", "preflight_roles",
-                  "preflight_jump"}
+                  "preflight_jump", "preflight_container"}
 
 
 @dataclass
@@ -380,7 +384,28 @@ def _entry(path: str, host: str, v: Mapping[str, Any], groups: tuple[str, ...],
                  python=get("preflight_python", V.command_path) or interpreter,
                  probe_python=get("preflight_probe_python", V.command_path) or interpreter,
                  roles=roles or V.ROLES, groups=groups,
+                 container=_container(path, host, v.get("preflight_container"), line),
                  path=path, line=line)
+
+
+def _container(path: str, host: str, value: Any, line: Optional[int]
+               ) -> Optional[dict[str, Any]]:
+    """preflight_container: the job's container as a group or host gives it (a mapping; in
+    INI, one as JSON). As every Ansible variable, the nearest group or the host replaces it
+    whole; key by key it adds to the policy's and the command line's."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise InventoryError(path, "expected a mapping (INI: as JSON, "
+                                 '\'{"image": "paddle:3.3.1"}\')', host, "preflight_container",
+                                 line) from None
+    if not isinstance(value, dict):
+        raise InventoryError(path, "expected a mapping (runtime, image, ...)", host,
+                             "preflight_container", line)
+    return container.layer(Fields(path, value, "preflight_container", host, line))
 
 
 def load_ini(path: str, text: str) -> Inventory:

@@ -70,12 +70,14 @@ def _env_prefix(spec: ContainerSpec) -> list[str]:
 
 
 def run_argv(spec: ContainerSpec, argv: Sequence[str], name: Optional[str] = None,
-             detach: bool = False, stdin: bool = False) -> list[str]:
+             detach: bool = False, stdin: bool = False,
+             env_file: Optional[str] = None) -> list[str]:
     """Runs argv in the job's container: a new one from the image (removed when argv ends;
     detach: left running in the background, to be inspected and entered), or, for a spec
     naming a running container, inside that one. name: the new container's name (the
     probe's, the all-reduce's, a launch's), which is how preflight finds it to stop it.
-    stdin: argv reads standard input (the probe's payload)."""
+    stdin: argv reads standard input (the probe's payload). env_file: a KEY=value file whose
+    variables are set inside (docker and podman)."""
     if spec.running:
         return exec_argv(spec, argv, stdin)
     assert spec.image is not None
@@ -92,7 +94,8 @@ def run_argv(spec: ContainerSpec, argv: Sequence[str], name: Optional[str] = Non
         head.append("--interactive")
     if name:
         head += ["--name", name]
-    return [*head, *_engine_options(spec), spec.image, *argv]
+    files = ["--env-file", env_file] if env_file else []
+    return [*head, *_engine_options(spec), *files, spec.image, *argv]
 
 
 def exec_argv(spec: ContainerSpec, argv: Sequence[str], stdin: bool = False,

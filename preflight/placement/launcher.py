@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Optional
 
+from preflight.common.containercmd import command, run_argv
 from preflight.model.plan import DEVICES_ENV, LAUNCHER, Endpoint, Node, Plan
 from preflight.placement import sbatch
 
@@ -77,9 +78,9 @@ def env_file(node: Node) -> str:
 
 
 def script(plan: Plan, node: Node) -> str:
-    """Returns the host's launch script: it exports the env file beside it, then runs the
-    launcher with the training script and arguments it is given."""
-    q = shlex.quote
+    """Returns the host's launch script: it runs the launcher with the env file beside it
+    (in the job's container where it runs in one) and the training script and arguments it
+    is given."""
     role = (f"rank {node.rank} of {len(plan.nodes)}" if plan.mode == "collective" else
             f"{sum(e.host == node.host for e in plan.servers)} server(s), "
             f"{sum(e.host == node.host for e in plan.workers)} trainer(s)")
@@ -90,11 +91,28 @@ def script(plan: Plan, node: Node) -> str:
 # PADDLE_MASTER, ...); the equivalent flags are in the JSON report's plan.
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
-set -a
-. "$here/{node.host}.env"
-set +a
-exec {q(node.python)} -m paddle.distributed.launch "$@"
+{_run(node)}
 """
+
+
+def _run(node: Node) -> str:
+    """The script's last lines: the launcher with the env file's variables, on the host or
+    in the job's container (Docker and Podman read the same file with --env-file; under
+    pyxis the script runs inside the step's container already)."""
+    q = shlex.quote
+    box = node.container
+    if box is None or box.runtime not in ("docker", "podman", "apptainer") or box.running:
+        return (f'set -a\n. "$here/{node.host}.env"\nset +a\n'
+                f'exec {q(node.python)} -m paddle.distributed.launch "$@"')
+    if box.runtime == "apptainer":  # it takes the host's environment in
+        return (f'set -a\n. "$here/{node.host}.env"\nset +a\n'
+                f'exec {command(run_argv(box, [node.python, *LAUNCHER]))} "$@"')
+    env_file = f"$here/{node.host}.env"  # a plain host name: safe inside double quotes
+    argv = run_argv(box, [node.python, *LAUNCHER], name=f"paddle-job-{node.host}",
+                    env_file=env_file)
+    words = [f'"{a}"' if a == env_file else q(a) for a in argv]
+    return f'exec {" ".join(words)} "$@"'
+
 
 
 def emit(plan: Plan, directory: str, batch: bool = False) -> list[str]:

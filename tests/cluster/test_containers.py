@@ -23,7 +23,7 @@ from preflight.testing import testbed
 
 pytestmark = pytest.mark.cluster
 
-HOSTS = ["ctr1", "ctr2", "ctr3", "ctr4", "ctr5", "ctr6", "ctr7"]
+HOSTS = ["ctr1", "ctr2", "ctr3", "ctr4", "ctr5", "ctr6", "ctr7", "ctr8"]
 INSIDE_PYTHON = "/opt/paddle/bin/python"  # where the image has Paddle; no host has it
 # As the job would start it: host networking, a real /dev/shm, the RDMA devices, nofile and
 # nproc repeated (a --ulimit replaces Podman's default list, which this sandbox could not
@@ -52,6 +52,7 @@ def boxes() -> Iterator[Cluster]:
         path = "/opt/paddle/lib/python3.11/site-packages/paddle/version/__init__.py"
         tb.plant_image("ctr4", f"sed -i \"s/^full_version .*/full_version = '3.3.0'/\" {path}")
         tb.without_image("ctr5")  # ctr5: the job's image is not there at all
+        tb.plant_image("ctr8", "touch /etc/a-rebuild")  # ctr8: the same Paddle, another image
         yield Cluster(tb)
     finally:
         tb.close()
@@ -153,8 +154,8 @@ def test_the_plan_runs_a_gloo_all_reduce_in_the_containers(boxes):
 def test_each_planted_fault_is_named_on_its_host_with_its_fix(boxes):
     # ctr2 started without --shm-size (the runtime's 64 MB default), ctr3 with --network
     # none, ctr4 has another image under the tag (Paddle 3.3.0), ctr5 has no image at all,
-    # ctr6 is not given /dev/infiniband, ctr7 gets 64 KiB of locked memory. (A null takes
-    # back what the defaults gave.)
+    # ctr6 is not given /dev/infiniband, ctr7 gets 64 KiB of locked memory, ctr8 has another
+    # image under the tag with the same Paddle. (A null takes back what the defaults gave.)
     limits = dict(JOB["ulimits"], memlock="65536:65536")  # type: ignore[call-overload]
     inv = inventory(boxes, "faults.yaml", HOSTS,
                     {"ctr2": {"shm_size": None}, "ctr3": {"network": "none"},
@@ -171,13 +172,15 @@ def test_each_planted_fault_is_named_on_its_host_with_its_fix(boxes):
     net = by_host(run, "container-network")
     assert set(net) == {"ctr3"} and "--network host" in net["ctr3"]["message"]
     box = by_host(run, "container")
-    assert set(box) == {"ctr4", "ctr5"}, box
+    assert set(box) == {"ctr4", "ctr5", "ctr8"}, box
+    assert "image ID of localhost/preflight-paddle:3.3.1" in box["ctr8"]["message"]
     assert "image ID of localhost/preflight-paddle:3.3.1" in box["ctr4"]["message"]
     assert "is not on this host" in box["ctr5"]["message"]
     assert "load it there" in box["ctr5"]["message"]
     paddle = by_host(run, "paddle-stack")
     assert "ctr4: paddle 3.3.0 != 3.3.1" in paddle["ctr4"]["message"]
     assert paddle["ctr5"]["status"] == "could-not-check"
+    assert set(paddle) == {"ctr4", "ctr5"}  # ctr8's Paddle is the others': only its image
     rdma = by_host(run, "container-rdma")
     assert set(rdma) == {"ctr6"} and "--device /dev/infiniband" in rdma["ctr6"]["message"]
     lock = by_host(run, "memlock")
@@ -187,6 +190,27 @@ def test_each_planted_fault_is_named_on_its_host_with_its_fix(boxes):
     assert "--ulimit memlock=-1" in lock["ctr7"]["message"]
     # Each fault on its own host: the good one, ctr1, is named by none of them.
     assert not [f for f in run.findings() if f["status"] != "pass" and "ctr1" in f["hosts"]]
+
+
+def test_a_running_container_is_checked_where_it_runs_and_left_running(boxes):
+    # The job's own container, started by hand on ctr1 as an operator would, long-lived.
+    boxes.tb.podman("ctr1", "run", "--detach", "--name", "trainer", "--network", "host",
+                    "--shm-size", "2g", "--device", "/dev/infiniband", testbed.IMAGE,
+                    "sleep", "600")
+    try:
+        inv = inventory(boxes, "running.yaml", ["ctr1"], {"ctr1": {
+            "name": "trainer", "runtime": "podman", "python": INSIDE_PYTHON}})
+        run = boxes.preflight("check", "-i", inv, "--policy", policy(boxes))
+        assert run.rc == 0, run.stdout + run.stderr
+        facts = run.report["hosts"]["ctr1"]["facts"]
+        assert facts["container"]["name"] == "trainer" and facts["container"]["start_s"] is None
+        assert facts["container"]["shm"]["size_bytes"] == 2 << 30
+        assert facts["paddle"]["version"] == "3.3.1"
+        # Entered, never started or removed: it is still there, and alone.
+        names = boxes.tb.podman("ctr1", "ps", "--all", "--format", "{{.Names}}").stdout.split()
+        assert names == ["trainer"]
+    finally:
+        boxes.tb.podman("ctr1", "rm", "--force", "--time", "0", "trainer", check=False)
 
 
 def test_a_host_without_the_image_is_a_finding_in_seconds(boxes):

@@ -67,3 +67,40 @@ def test_a_bad_container_is_one_line_naming_file_host_and_field(tmp_path, text, 
     with pytest.raises(InputError) as e:
         load(str(inv))
     assert where in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+ANSIBLE = """\
+all:
+  vars:
+    preflight_container: {runtime: podman, image: "paddle:3.3.1", network: host}
+  children:
+    gpu:
+      vars:
+        preflight_container: {runtime: docker, image: "paddle:3.3.1-gpu", gpus: all}
+      hosts:
+        gpu01: {ansible_host: 10.0.0.1}
+        gpu02:
+          ansible_host: 10.0.0.2
+          preflight_container: {name: trainer}
+    cpu:
+      hosts:
+        cpu01: {ansible_host: 10.0.0.3}
+"""
+
+
+def test_ansible_groups_and_hosts_give_the_container_as_ansible_vars_go(tmp_path):
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(ANSIBLE)
+    got = {h.name: h.container for h in load(str(inv))}
+    # As Ansible resolves a variable: the nearest group, then the host, replace it whole.
+    assert got["cpu01"] == ContainerSpec("podman", image="paddle:3.3.1", network="host")
+    assert got["gpu01"] == ContainerSpec("docker", image="paddle:3.3.1-gpu", gpus="all")
+    assert got["gpu02"] == ContainerSpec("docker", name="trainer")
+    ini = tmp_path / "hosts.ini"
+    ini.write_text("[gpu]\ngpu01 ansible_host=10.0.0.1\n[gpu:vars]\n"
+                   "preflight_container='{\"runtime\": \"podman\", \"image\": \"p:1\"}'\n")
+    [h] = load(str(ini))
+    assert h.container == ContainerSpec("podman", image="p:1")
+    ini.write_text("[gpu]\ngpu01 ansible_host=10.0.0.1 preflight_container=p:1\n")
+    with pytest.raises(InputError, match="field 'preflight_container': expected a mapping"):
+        load(str(ini))

@@ -26,3 +26,29 @@ def test_emitted_env_file_and_script(tmp_path):
                                    "exec env"))
     out = os.popen(f"sh {fake} | sort").read()
     assert "PADDLE_RANK=1\n" in out and "POD_IP=10.0.0.1\n" in out
+
+
+def test_a_containers_script_runs_the_launcher_in_it_with_the_env_file(tmp_path):
+    from dataclasses import replace
+
+    from preflight.model.container import ContainerSpec
+    node = collective_node("n1", "10.0.0.1", "/opt/paddle/bin/python", 1, 2, 1,
+                           "10.0.0.2:6767", [6070, 6071], (6070, 6071), None)
+    node = replace(node, container=ContainerSpec("podman", image="paddle:3.3.1",
+                                                 network="host", shm_size="16g"))
+    plan = Plan("collective", JobShape(), (node,), master="10.0.0.2:6767", nproc_per_node=1)
+    emit(plan, str(tmp_path / "launch"))
+    path = tmp_path / "launch" / "n1.sh"
+    script = path.read_text()
+    # Run it with a stand-in podman that prints the arguments it was given, one a line.
+    stub = tmp_path / "podman"
+    stub.write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done\n')
+    stub.chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}")
+    import subprocess
+    out = subprocess.run(["sh", str(path), "train.py", "--lr", "0.1"], capture_output=True,
+                         text=True, env=env, timeout=30, check=True).stdout.splitlines()
+    assert out == ["run", "--rm", "--name", "paddle-job-n1", "--network", "host",
+                   "--shm-size", "16g", "--env-file", str(tmp_path / "launch" / "n1.env"),
+                   "paddle:3.3.1", "/opt/paddle/bin/python", "-m",
+                   "paddle.distributed.launch", "train.py", "--lr", "0.1"], script

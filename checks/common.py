@@ -46,11 +46,17 @@ def _not_read(c: ContainerFacts) -> SectionError:
     return SectionError(f"the job's {c.subject}: {why}")
 
 
+# Runtimes whose containers share the host's IPC and limits (and have no inspect to read).
+HOST_SHARED = ("apptainer", "pyxis")
+
+
 def job_shm(f: HostFacts) -> Union[ShmFacts, SectionError]:
     """The /dev/shm the job gets: its container's where it runs in one, else the host's."""
     c = f.container
     if c is None or isinstance(c, SectionError):
         return f.shm if c is None else c
+    if c.runtime in HOST_SHARED:
+        return f.shm
     return c.shm if c.shm is not None else _not_read(c)
 
 
@@ -59,6 +65,8 @@ def job_limits(f: HostFacts) -> Union[LimitsFacts, SectionError]:
     c = f.container
     if c is None or isinstance(c, SectionError):
         return f.limits if c is None else c
+    if c.runtime in HOST_SHARED:
+        return f.limits
     return c.limits if c.limits is not None else _not_read(c)
 
 

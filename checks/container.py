@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from preflight.checks.common import compare, could_not_check, pass_others
+from preflight.checks.common import HOST_SHARED, compare, could_not_check, pass_others
 from preflight.model.cluster import Cluster
 from preflight.model.facts import ContainerFacts, SectionError
 from preflight.model.findings import Finding, Status
 
 NAME = "container"
+SHAPES = HOST_SHARED  # runtimes without inspect: nothing is started or read
 ABOUT = r"""
 Where the job runs in a container (`container:` in the policy or the inventory,
 `--container-image`): the image is on every host, the container starts as the job would
@@ -33,7 +34,15 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     bad: list[Finding] = []
     ids = {}
     for host, c in boxes.items():
-        if c.missing is not None:
+        if c.runtime in SHAPES:
+            bad.append(Finding(NAME, Status.SKIP, (host,), (
+                f"{host}: n/a: {c.runtime} has no inspect, its container shares the host's "
+                "network, IPC and limits (checked on the host)"), {"runtime": c.runtime}))
+        elif c.missing is not None and c.name is not None:
+            bad.append(Finding(NAME, Status.FAIL, (host,), (
+                f"{host}: {c.subject} is not running on this host ({c.missing}): start the "
+                "job's container first, or check its image (image:)"), {"missing": c.missing}))
+        elif c.missing is not None:
             bad.append(Finding(NAME, Status.FAIL, (host,), (
                 f"{host}: {c.subject} is not on this host ({c.missing}): load it there "
                 "before the job (docker/podman load, or pull it by digest); a pull when the "

@@ -18,7 +18,9 @@ def probe_request(spec: ContainerSpec, host: str, budget: float) -> dict[str, An
     """The probe's --container request for one host (see collect/probe/container.py)."""
     req: dict[str, Any] = {"runtime": spec.runtime, "image": spec.image, "name": spec.name,
                            "python": spec.python}
-    if spec.runtime not in ENGINES:  # apptainer, pyxis: no inspect to read
+    if spec.runtime == "apptainer":  # no inspect to read; its Paddle is entered all the same
+        req.update(exec=run_argv(spec, []))
+    if spec.runtime not in ENGINES:  # apptainer, pyxis: no inspect, nothing started
         return req
     rt = spec.runtime
     if spec.name is not None:  # a running container: entered, never started or removed

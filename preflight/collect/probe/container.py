@@ -107,10 +107,10 @@ def container_start(req, budget):
     container to run in). The request's argvs are built by the controller."""
     import json
     facts = {"runtime": req["runtime"], "image": req.get("image"), "name": req.get("name")}
-    if not req.get("inspect"):  # apptainer, pyxis: command shapes, no inspect
+    if not req.get("inspect"):  # apptainer (entered with exec), pyxis (srun only)
         facts["error"] = "%s has no inspect: the container's settings are not read" \
             % req["runtime"]
-        return facts, None
+        return facts, req.get("exec")
     code, out, err = run_for(req["id"], min(20.0, budget))
     if code != 0 or not out.strip():
         facts["missing"] = err or "exit %s" % code

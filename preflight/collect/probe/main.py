@@ -812,7 +812,10 @@ def main(argv):
         paddle = {"error": "not collected (preflight ran with --no-paddle)"}  # type: object
     elif container is not None and inside is None:
         what = container.get("name") or container.get("image")
-        paddle = {"error": "not run: the job's container (%s) did not start here" % what}
+        paddle = {"error": "not read: the job's container (%s) did not start here" % what
+                  if container.get("runtime") != "pyxis" else
+                  "not read: under pyxis the job's image is entered only by srun "
+                  "--container-image in a job step"}
     elif container is None:
         paddle_proc, paddle = paddle_or_reason(python, pynvml is None)
     # In a container, the Paddle child runs under the runtime, not as this probe's child:

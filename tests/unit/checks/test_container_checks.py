@@ -113,3 +113,16 @@ def test_gpus_hidden_by_a_variable_inside():
         GOOD, gpu_env=(("NVIDIA_VISIBLE_DEVICES", "void"),))}))
     assert "hides its GPUs (NVIDIA_VISIBLE_DEVICES=void)" in bad(container_gpus.check(c))[
         "node01"][1]
+
+
+def test_a_missing_running_container_and_the_command_shape_runtimes():
+    gone = F.ContainerFacts(runtime="docker", name="trainer", missing="no such object")
+    shape = F.ContainerFacts(runtime="apptainer", image="paddle.sif",
+                             error="apptainer has no inspect")
+    c = cluster(**boxed(2, node01={"container": gone}, node02={"container": shape}))
+    found = {f.hosts[0]: f for f in container.check(c)}
+    assert found["node01"].status is Status.FAIL
+    assert "container trainer is not running on this host" in found["node01"].message
+    assert found["node02"].status is Status.SKIP  # shares the host's: judged there
+    # Its /dev/shm and limits are the host's, so shm and nofile read the host's.
+    assert "node02" not in bad(shm.check(c)) and "node02" not in bad(nofile.check(c))

@@ -57,3 +57,11 @@ def test_the_probes_container_section_parses():
                                           "missing": "No such image: x"})
     assert isinstance(missing, F.ContainerFacts) and missing.missing == "No such image: x"
     assert isinstance(parse_section("container", {"runtime": 3}), F.SectionError)
+
+
+def test_apptainer_is_entered_with_exec_and_pyxis_not_at_all():
+    req = probe_request(ContainerSpec("apptainer", image="/images/paddle.sif", gpus="all"),
+                        "n1", 60)
+    assert req["exec"] == ["apptainer", "exec", "--nv", "/images/paddle.sif"]
+    assert "inspect" not in req and "start" not in req
+    assert "exec" not in probe_request(ContainerSpec("pyxis", image="nvcr.io#x"), "n1", 60)

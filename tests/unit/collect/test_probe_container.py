@@ -72,3 +72,27 @@ def test_a_process_in_its_own_namespaces_reads_as_it_runs():
     assert got["limits"]["memlock"] == {"soft": 65536, "hard": 65536}
     assert got["gpu_env"] == {"CUDA_VISIBLE_DEVICES": "1"}
     assert got["infiniband"] == []
+
+
+def test_what_inspect_says_was_asked_for_in_docker_and_podman_shapes():
+    from preflight.collect.probe.container import intent
+
+    # Docker's `docker run --gpus all --ipc host --device /dev/infiniband/uverbs0` (field
+    # names and values as docs.docker.com documents HostConfig: DeviceRequests for --gpus).
+    docker = {"HostConfig": {
+        "NetworkMode": "host", "IpcMode": "host", "ShmSize": 67108864,
+        "Devices": [{"PathOnHost": "/dev/infiniband/uverbs0",
+                     "PathInContainer": "/dev/infiniband/uverbs0",
+                     "CgroupPermissions": "rwm"}],
+        "DeviceRequests": [{"Driver": "", "Count": -1, "DeviceIDs": None,
+                            "Capabilities": [["gpu"]], "Options": {}}]}}
+    assert intent(docker) == {"network_mode": "host", "ipc_mode": "host",
+                              "shm_size_bytes": 67108864,
+                              "devices": ["/dev/infiniband/uverbs0"],
+                              "gpu_requests": ["count=-1"]}
+    # Podman lists no DeviceRequests; `--gpus '"device=0,1"'` in Docker names the IDs.
+    docker["HostConfig"]["DeviceRequests"][0].update(Count=0, DeviceIDs=["0", "1"])
+    assert intent(docker)["gpu_requests"] == ["0,1"]
+    assert intent({"HostConfig": {"NetworkMode": "none", "Devices": []}}) == {
+        "network_mode": "none", "ipc_mode": None, "shm_size_bytes": None, "devices": [],
+        "gpu_requests": []}

@@ -9,6 +9,7 @@ import resource
 import shutil
 import subprocess
 import time
+from typing import Any
 
 import pytest
 
@@ -79,7 +80,7 @@ def test_what_inspect_says_was_asked_for_in_docker_and_podman_shapes():
 
     # Docker's `docker run --gpus all --ipc host --device /dev/infiniband/uverbs0` (field
     # names and values as docs.docker.com documents HostConfig: DeviceRequests for --gpus).
-    docker = {"HostConfig": {
+    docker: dict[str, Any] = {"HostConfig": {
         "NetworkMode": "host", "IpcMode": "host", "ShmSize": 67108864,
         "Devices": [{"PathOnHost": "/dev/infiniband/uverbs0",
                      "PathInContainer": "/dev/infiniband/uverbs0",

@@ -38,6 +38,11 @@ def check(cluster: Cluster) -> Iterator[Finding]:
             bad.append(Finding(NAME, Status.SKIP, (host,), (
                 f"{host}: n/a: {c.runtime} has no inspect, its container shares the host's "
                 "network, IPC and limits (checked on the host)"), {"runtime": c.runtime}))
+        elif c.missing is not None and _no_access(c.missing):
+            bad.append(Finding(NAME, Status.COULD_NOT_CHECK, (host,), (
+                f"{host}: could not ask {c.runtime} for {c.subject} ({c.missing}): the user "
+                "preflight logs in as needs the runtime the job uses (the docker group; for "
+                "Podman, the same rootful or rootless store)"), {"missing": c.missing}))
         elif c.missing is not None and c.name is not None:
             bad.append(Finding(NAME, Status.FAIL, (host,), (
                 f"{host}: {c.subject} is not running on this host ({c.missing}): start the "
@@ -66,3 +71,13 @@ def check(cluster: Cluster) -> Iterator[Finding]:
         "the job's container: one image on {n} hosts"
         + (f", started in at most {slowest:.1f} s" if slowest is not None else ""),
         image_id=next(iter(ids.values()), None), start_s=started)
+
+
+# What the runtime says when the user cannot reach it at all (Docker's socket, Podman's
+# store): the image may well be there.
+_ACCESS = ("permission denied", "cannot connect", "is the docker daemon running",
+           "no such file or directory", "cannot run ")
+
+
+def _no_access(why: str) -> bool:
+    return any(word in why.lower() for word in _ACCESS)

@@ -126,3 +126,13 @@ def test_a_missing_running_container_and_the_command_shape_runtimes():
     assert found["node02"].status is Status.SKIP  # shares the host's: judged there
     # Its /dev/shm and limits are the host's, so shm and nofile read the host's.
     assert "node02" not in bad(shm.check(c)) and "node02" not in bad(nofile.check(c))
+
+
+def test_a_runtime_the_user_cannot_reach_is_could_not_check_not_a_missing_image():
+    denied = F.ContainerFacts(runtime="docker", image="paddle:3.3.1", missing=(
+        "permission denied while trying to connect to the Docker daemon socket at "
+        "unix:///var/run/docker.sock"))
+    c = cluster(**boxed(2, node01={"container": denied}))
+    [f] = [f for f in container.check(c) if "node01" in f.hosts]
+    assert f.status is Status.COULD_NOT_CHECK and "could not ask docker" in f.message
+    assert "is not on this host" not in f.message

@@ -50,24 +50,26 @@ def _not_read(c: ContainerFacts) -> SectionError:
 HOST_SHARED = ("apptainer", "pyxis")
 
 
-def job_shm(f: HostFacts) -> Union[ShmFacts, SectionError]:
-    """The /dev/shm the job gets: its container's where it runs in one, else the host's."""
+def _job_section(f: HostFacts, host: Any, pick: Callable[[ContainerFacts], Any]) -> Any:
+    """What the job runs with: its container's (pick) where it runs in one and the
+    container is read, the host's (host) where it runs on the host or shares the host's."""
     c = f.container
     if c is None or isinstance(c, SectionError):
-        return f.shm if c is None else c
+        return host if c is None else c
     if c.runtime in HOST_SHARED:
-        return f.shm
-    return c.shm if c.shm is not None else _not_read(c)
+        return host
+    got = pick(c)
+    return got if got is not None else _not_read(c)
+
+
+def job_shm(f: HostFacts) -> Union[ShmFacts, SectionError]:
+    """The /dev/shm the job gets: its container's where it runs in one, else the host's."""
+    return _job_section(f, f.shm, lambda c: c.shm)  # type: ignore[no-any-return]
 
 
 def job_limits(f: HostFacts) -> Union[LimitsFacts, SectionError]:
     """The limits the job runs with: its container's where it runs in one, else the host's."""
-    c = f.container
-    if c is None or isinstance(c, SectionError):
-        return f.limits if c is None else c
-    if c.runtime in HOST_SHARED:
-        return f.limits
-    return c.limits if c.limits is not None else _not_read(c)
+    return _job_section(f, f.limits, lambda c: c.limits)  # type: ignore[no-any-return]
 
 
 def in_container(f: HostFacts) -> bool:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn, Optional
+from typing import Any, NoReturn, Optional, TypeVar
 
 from preflight.common.literal import one_of
 from preflight.config.document import Fields
 from preflight.config.errors import InputError
 from preflight.model.container import RUNTIMES, ContainerSpec
 
+T = TypeVar("T", bound=str)
 KEYS = {"runtime", "image", "name", "python", "gpus", "devices", "network", "ipc", "shm_size",
         "ulimits", "mounts", "env"}
 ULIMITS = ("core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice", "nofile",
@@ -76,7 +77,7 @@ def _pairs(f: Fields, key: str, check: Any) -> tuple[tuple[str, str], ...]:
 
 
 def _ulimit(f: Fields, name: str) -> str:
-    one_of_or_fail(f, name, ULIMITS)
+    _one_of(f, name, name, ULIMITS)
     v = f.data.get(name)
     text = str(v).strip() if isinstance(v, (int, str)) and not isinstance(v, bool) else ""
     if not _LIMIT.match(text):
@@ -94,9 +95,10 @@ def _env_value(f: Fields, name: str) -> str:
     return str(v)
 
 
-def one_of_or_fail(f: Fields, key: str, allowed: tuple[str, ...]) -> str:
+def _one_of(f: Fields, value: Any, key: str, allowed: tuple[T, ...]) -> T:
+    """value as one of allowed, or one line naming key."""
     try:
-        return one_of(key, allowed)
+        return one_of(value, allowed)
     except ValueError as e:
         f.fail(str(e)[:200], key)
 
@@ -112,19 +114,15 @@ def parse(f: Fields, complete: bool = True) -> ContainerSpec:
     """The container of f's mapping (the layers already merged); complete False: a layer,
     whose image may come from another."""
     f.keys_within(KEYS, "container key")
-    runtime = f.data.get("runtime", "docker")
-    try:
-        rt = one_of(runtime, RUNTIMES)
-    except ValueError as e:
-        f.fail(str(e)[:200], "runtime")
+    rt = _one_of(f, f.data.get("runtime", "docker"), "runtime", RUNTIMES)
     image, name = _word(f, "image"), _word(f, "name")
     if image is not None and name is not None:
         f.fail("give the job's image (image:) or its running container (name:), not both")
     if complete and image is None and name is None:
         f.fail("give the job's image (image:) or its running container (name:)")
-    for key in ("shm_size",):
-        if f.data.get(key) is not None and not _SIZE.match(str(f.data[key])):
-            f.fail(f"{f.data[key]!r:.40} is not a size (16g, 512m, 1073741824)", key)
+    shm = f.data.get("shm_size")
+    if shm is not None and not _SIZE.match(str(shm)):
+        f.fail(f"{shm!r:.40} is not a size (16g, 512m, 1073741824)", "shm_size")
     gpus = _word(f, "gpus")
     if gpus is not None and not _GPUS.match(gpus):
         f.fail(f"{gpus!r:.60} is not all or a list of GPU indices or UUIDs", "gpus")

@@ -1,11 +1,14 @@
 """Commands on hosts already connected: run to completion or start in the background,
-every wait bounded. The active tests use these over the connections the probe opened."""
+every wait bounded, and how one that ended without an exit status ended (the signal sshd
+named, or the connection lost). The active tests use these over the connections the probe
+opened."""
 
 from __future__ import annotations
 
 import select
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
@@ -87,6 +90,7 @@ class _Channel:
     """A paramiko session channel running one command; reads both streams, bounded."""
 
     def __init__(self, transport: Any, command: str, open_timeout: float) -> None:
+        watch_exit_signals(transport)  # before the command can end: its signal is read then
         self.ch = transport.open_session(timeout=open_timeout)
         self.ch.exec_command(command)
         self.out, self.err = bytearray(), bytearray()
@@ -158,12 +162,18 @@ class _Channel:
         err = self.err.decode("utf-8", "replace")
         if exit == -1:
             # paramiko's -1: the channel closed with no exit status. sshd sends none when the
-            # command died of a signal (exit-signal, which paramiko does not read), and none
-            # comes when the connection itself went; say which, or "no output" says nothing.
+            # command died of a signal (it sends exit-signal, read below), and
+            # none comes when the connection itself went; say which, or "no output" says
+            # nothing.
             transport = self.ch.get_transport()
             alive = transport is not None and transport.is_active()
-            err += ("\n(ended with no exit status: killed by a signal?)" if alive else
-                    f"\n(the SSH connection to the host was lost{lost_why(transport)})")
+            died = exit_signal(self.ch)
+            if died is not None:
+                err += f"\n(killed by signal {died[0]}{', core dumped' if died[1] else ''})"
+            elif alive:
+                err += "\n(ended with no exit status: killed by a signal?)"
+            else:
+                err += f"\n(the SSH connection to the host was lost{lost_why(transport)})"
         return Done(exit, self.out.decode("utf-8", "replace"), err, self.overflow)
 
     def close(self) -> None:
@@ -213,3 +223,68 @@ class SshRemote:
             return ch.wait(timeout)
         finally:
             ch.close()
+
+
+# ---------------------------------------------------------------- the signal that ended it
+# sshd reports a command that died of a signal with "exit-signal" (RFC 4254 6.10: the
+# signal's name without "SIG", whether it dumped core) instead of "exit-status". paramiko
+# reads only the latter and drops the former, so its channel says -1 and not which signal:
+# KILL (the OOM killer, a scheduler's hard stop), TERM (an operator, a job's epilog), HUP (a
+# session torn down) are different stories for whoever reads the finding. The transports
+# preflight opens read the request before paramiko does and leave the rest to it. This
+# hooks paramiko's per-message dispatch table, which is not public API: where a paramiko
+# release lays it out differently nothing is hooked, and such a command reads as before.
+
+_MSG_CHANNEL_REQUEST = 98  # SSH_MSG_CHANNEL_REQUEST (RFC 4250 4.1.2): paramiko's key too
+
+# channel -> (signal name, core dumped); weak, so a closed channel takes its entry along.
+_SIGNALS: weakref.WeakKeyDictionary[Any, tuple[str, bool]] = weakref.WeakKeyDictionary()
+_HOOKED = "_preflight_exit_signal"
+
+
+def watch_exit_signals(transport: Any) -> None:
+    """Makes transport note every channel's exit-signal; once per transport, idempotent."""
+    if transport is None or getattr(transport, _HOOKED, False):
+        return
+    table = getattr(transport, "_channel_handler_table", None)
+    if not isinstance(table, dict) or table.get(_MSG_CHANNEL_REQUEST) is None:
+        return
+    original = table[_MSG_CHANNEL_REQUEST]
+    # The instance's own copy: other transports (and other users of paramiko) keep theirs.
+    mine = dict(table)
+    mine[_MSG_CHANNEL_REQUEST] = _reader(original)
+    try:
+        transport._channel_handler_table = mine
+        setattr(transport, _HOOKED, True)
+    except AttributeError:  # pragma: no cover - a transport that takes no attributes
+        pass
+
+
+def _reader(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+    def handle(chan: Any, m: Any) -> None:
+        packet = getattr(m, "packet", None)
+        if packet is None:
+            original(chan, m)
+            return
+        start = packet.tell()
+        try:
+            if m.get_text() == "exit-signal":
+                m.get_boolean()  # want-reply: sshd sends False
+                name, core = m.get_text(), m.get_boolean()
+                if name:  # paramiko reads past a short message as empty
+                    _SIGNALS[chan] = (name, core)
+        except Exception:
+            pass  # a request we cannot read is paramiko's to refuse, as before
+        finally:
+            packet.seek(start)
+        original(chan, m)
+
+    return handle
+
+
+def exit_signal(chan: Any) -> Optional[tuple[str, bool]]:
+    """The (signal name, core dumped) that ended chan's command, if sshd said so."""
+    try:
+        return _SIGNALS.get(chan)
+    except TypeError:  # pragma: no cover - a channel that cannot be weakly referenced
+        return None

@@ -48,6 +48,9 @@ LOG_LINES = 40
 # Lines of a failing rank's log that say why; the last one found is quoted in the finding.
 _WHY = re.compile(r"(Error|Exception|error:|refused|timed out|Timeout|Killed|Abort|"
                   r"No such|not found|cannot|failed)", re.IGNORECASE)
+# How a shell reports a command that the stop's TERM or KILL ended: dash's bare word, bash's
+# "sh: line 1: 1234 Terminated  timeout ...".
+_STOP_REPORT = re.compile(r"^(?:.*: line \d+: +\d+ +)?(?:Terminated|Killed)\b")
 _SECRET = re.compile(r"(?i)\b(\w*(?:passw|secret|token|api_?key|credential)\w*)=\S+")
 
 
@@ -113,7 +116,7 @@ def host_command(m: Member, rank: int, members: Sequence[Member], opts: AllReduc
               "--gloo_port", str(opts.port + 1),
               "--job_id", "preflight", "--log_dir", f"{run_dir}/log",
               f"{run_dir}/allreduce.py", "--sizes", ",".join(f"{s:g}" for s in opts.sizes_mib),
-              "--iters", str(opts.iters), "--dir", run_dir]
+              "--iters", str(opts.iters), "--dir", run_dir]  # last: see stop_pattern
     inner = ["env", *env, *launch]
     if m.container is not None:
         # In the job's container, started as the job's, the run directory shared with the
@@ -151,13 +154,24 @@ def hints_script(run_dir: str) -> str:
 
 
 def kill_pattern(run_dir: str) -> str:
-    """Returns a pkill pattern for the run's processes that the killing shell itself lacks:
-    `[.]` matches the dot of the directory name but not the pattern's own text."""
+    """Returns a pkill pattern for every process of the run, the host command's own shell
+    included, that the killing shell itself lacks: `[.]` matches the dot of the directory
+    name but not the pattern's own text."""
     return "[.]" + run_dir.rsplit("/.", 1)[1] + "/"
 
 
+def stop_pattern(run_dir: str) -> str:
+    """Returns a pkill pattern for what runs the benchmark: the launcher, its ranks and what
+    wraps them (`timeout`, a container runtime), each of whose command lines ends with
+    `--dir <run dir>`. The host command's shell holds that text mid-script, not at its end:
+    stopped, the shell lives on to print the ranks' last progress, the NCCL hints and the
+    log's tail, which the findings of a stopped run quote."""
+    head, tail = run_dir.rsplit("/.", 1)
+    return f"[-]-dir {head}/[.]{tail}$"
+
+
 def stop_command(run_dir: str) -> str:
-    pat = shlex.quote(kill_pattern(run_dir))
+    pat = shlex.quote(stop_pattern(run_dir))
     return (f"sh -c {shlex.quote(f'pkill -TERM -f {pat}; sleep 1; pkill -KILL -f {pat}; true')}")
 
 
@@ -170,11 +184,19 @@ def redact(line: str) -> str:
     return _SECRET.sub(lambda m: m.group(1) + "=***", line)
 
 
-def log_reason(done: Done) -> str:
-    """Returns the line of a failing rank's log that says why (redacted), or its exit."""
+def log_lines(done: Done, stopped: bool = False) -> list[str]:
+    """The log lines a host command printed (redacted), Paddle's launcher chatter left out.
+    stopped: the host's launcher was stopped by the run, so the shell's report of the
+    signals it sent ("Terminated", "Killed") is the run's doing, not the host's."""
     lines = [redact(ln[len(LOG):].strip()) for ln in done.stdout.splitlines()
              if ln.startswith(LOG) and ln[len(LOG):].strip()]
-    lines = [ln for ln in lines if not ln.startswith("LAUNCH INFO")]
+    return [ln for ln in lines if not ln.startswith("LAUNCH INFO")
+            and not (stopped and _STOP_REPORT.search(ln))]
+
+
+def log_reason(done: Done, stopped: bool = False) -> str:
+    """Returns the line of a failing rank's log that says why, or its exit."""
+    lines = log_lines(done, stopped)
     why = [ln for ln in lines if _WHY.search(ln)]
     text = (why or lines or [done.tail()])[-1][:300]
     if done.exit == 96:
@@ -490,6 +512,7 @@ def _joined_all(watch: Watch, nproc: Mapping[str, int]) -> bool:
 
 
 def _log_of(done: Optional[Done]) -> str:
-    if done is None or not any(ln.startswith(LOG) for ln in done.stdout.splitlines()):
+    """What a stopped host's log said last, as a suffix; "" where it said nothing."""
+    if done is None or not log_lines(done, stopped=True):
         return ""
-    return f"; its log last said: {log_reason(done)}"
+    return f"; its log last said: {log_reason(done, stopped=True)}"

@@ -169,16 +169,20 @@ def good3_named_alone(cluster, run, outcome):
 
 
 def test_a_rank_that_never_joins_is_named_alone_and_every_host_cleaned(cluster):
-    # good3's interpreter starts Paddle's launcher as a process that never does anything:
-    # the other launchers wait for it at the rendezvous until the launch stops progressing.
-    hang = launcher_wrapper(cluster, "good3", "hang-python",
-                            '  exec python3 -c "import time; time.sleep(600)" "$@"\n')
+    # good3's interpreter starts Paddle's launcher as a process that says why it waits and
+    # then never does anything: the other launchers wait for it at the rendezvous until the
+    # launch stops progressing.
+    hang = launcher_wrapper(cluster, "good3", "hang-python", (
+        '  echo "connecting to the master: no route to host" >&2\n'
+        '  exec python3 -c "import time; time.sleep(600)" "$@"\n'))
     inv = cluster.inventory("hang.yaml", GOOD, overrides={"good3": {"python": hang}})
     start = time.monotonic()
     run = cluster.preflight("check", "-i", inv, *FAST, network=True)
     ar, message = good3_named_alone(cluster, run, "never-joined")
     assert "never joined the rendezvous: its launcher never reached" in message
     assert "nothing progressed for" in message and "good1, good2 waited for it" in message
+    # Stopped, its host command still printed its log's tail: what the launcher said.
+    assert "its log last said: connecting to the master: no route to host" in message, message
     assert ar["progress"]["good1"] == "launcher waited for peers but started no worker"
     # Cut once nothing progressed for its idle window (30 s or twice the measured import),
     # not at the 600 s time limit.

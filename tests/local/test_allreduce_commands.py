@@ -8,6 +8,7 @@ import shlex
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 from support import HOSTILE
@@ -38,19 +39,55 @@ def test_hostile_interpreter_never_runs_in_the_launch_command(tmp_path, value):
 
 def test_stop_command_kills_the_runs_processes_and_not_itself(tmp_path):
     run_dir = str(tmp_path / ".preflight-ar-0123abcd")
-    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
-                               f"{run_dir}/allreduce.py"])
-    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
-                                  f"{run_dir}-other/allreduce.py"])
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    # As the launcher and its ranks end their command lines; the host command's shell holds
+    # the run directory mid-line.
+    victim = subprocess.Popen([*sleep, f"{run_dir}/allreduce.py", "--dir", run_dir])
+    bystander = subprocess.Popen([*sleep, "--dir", f"{run_dir}-other"])
+    shell = subprocess.Popen([*sleep, f"{run_dir}/allreduce.py --dir {run_dir} > log"])
     try:
         done = LocalRemote("n").run(AR.stop_command(run_dir), timeout=10)
         assert done.exit == 0  # the stopping shell survived its own pattern
         assert victim.wait(5) is not None
-        assert bystander.poll() is None
+        assert bystander.poll() is None and shell.poll() is None
     finally:
-        for p in (victim, bystander):
+        for p in (victim, bystander, shell):
             p.kill()
             p.wait()
+
+
+def test_a_stopped_host_command_still_prints_its_log(tmp_path):
+    # A launcher that never gets anywhere, as one waiting on an unreachable master does,
+    # after saying why in its log. Stopped, the host command's shell outlives it: its log's
+    # tail is what the finding quotes ("its log last said").
+    wrapper = tmp_path / "python"
+    wrapper.write_text(
+        '#!/bin/sh\nif [ "$2" = paddle.distributed.launch ]; then\n'
+        '  echo "waiting for the master at 10.9.9.9:36000: connection refused" >&2\n'
+        f'  exec {sys.executable} -c "import time; time.sleep(60)" "$@"\nfi\n'
+        f'exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    m = AR.Member("n", LocalRemote("n"), str(wrapper), "127.0.0.1")
+    run_dir = str(tmp_path / ".preflight-ar-5ca1ab1e-0")
+    proc = LocalRemote("n").start(AR.host_command(m, 0, [m], AR.AllReduceOptions(), run_dir))
+    try:
+        log = os.path.join(run_dir, "launch.log")
+        for _ in range(200):  # until the launcher has said its line: 20 s at most
+            if os.path.exists(log) and "refused" in open(log).read():
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the stand-in launcher never started")
+        assert LocalRemote("n").run(AR.stop_command(run_dir), timeout=10).exit == 0
+        done = proc.wait(15)
+        # Its own exit status (the launcher's TERM, passed on by `timeout`), not a signal's.
+        assert done.exit is not None and done.exit > 0, done
+        assert f"{AR.LOG}waiting for the master at 10.9.9.9:36000: connection refused" \
+            in done.stdout.splitlines(), done
+        assert AR.log_reason(done) == ("waiting for the master at 10.9.9.9:36000: "
+                                       "connection refused")
+    finally:
+        proc.close()
 
 
 @pytest.mark.parametrize("version", ["3.3.1", "2.6.2"])

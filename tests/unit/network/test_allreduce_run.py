@@ -53,6 +53,19 @@ def test_log_reason_quotes_the_error_line_and_redacts_secrets():
     assert why == "RuntimeError: connect refused with API_TOKEN=*** set"
 
 
+@pytest.mark.parametrize("report", ["Terminated", "Killed",
+                                    "sh: line 1:  4242 Terminated   timeout -k 3 630 env"])
+def test_a_stopped_hosts_log_is_quoted_without_the_shells_report_of_the_stop(report):
+    # Its launcher stopped by the run: the shell's report of that signal is the run's doing.
+    out = "\n".join(AR.LOG + ln for ln in ["waiting for the master: no route to host",
+                                             report])
+    assert AR.log_reason(Done(143, out, ""), stopped=True) == (
+        "waiting for the master: no route to host")
+    assert AR._log_of(Done(143, AR.LOG + report + "\n", "")) == ""
+    # A rank that failed by itself keeps it: a Killed there is the host's (its OOM killer).
+    assert AR.log_reason(Done(137, out, "")) == report
+
+
 def test_first_failing_rank_is_the_culprit_and_the_rest_were_stopped():
     results = {"b": Done(1, AR.LOG + "RuntimeError: Unable to find address for: nope0", ""),
                "a": Done(-15, "", ""), "c": Done(-15, "", "")}

@@ -76,20 +76,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
 
 
 def _sshd_logs(item: pytest.Item) -> str:
-    """The tail of every sshd log of the testbeds the test used that is not empty (sshd runs
-    with LogLevel ERROR: a session it ended, a fatal error)."""
+    """What every sshd of the testbeds the test used logged that was not routine, and the
+    connections with no end in its log: their session process was killed (a signal from
+    outside the test, the OOM killer), where the client closing or the network breaking is
+    logged."""
     beds = [getattr(v, "tb", v) for v in getattr(item, "funcargs", {}).values()]
     out = []
     for tb in beds:
         if isinstance(tb, testbed.Testbed):
             for host in tb.hosts.values():
-                try:
-                    with open(os.path.join(host.dir, "sshd.log"), errors="replace") as fh:
-                        tail = fh.read()[-1500:]
-                except OSError:
-                    continue
-                if tail.strip():
-                    out.append(f"--- {host.name}\n{tail}")
+                said = tb.sshd_unusual(host.name)
+                if said:
+                    out.append(f"--- {host.name}\n{said}")
     return "\n".join(out)
 
 

@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 
+from paramiko.ssh_exception import ChannelException
+
 MAX_OUTPUT = 4 << 20  # what one command may print before the rest is dropped
 POLL_S = 0.01
 
@@ -166,11 +168,10 @@ class _Channel:
             # none comes when the connection itself went; say which, or "no output" says
             # nothing.
             transport = self.ch.get_transport()
-            alive = transport is not None and transport.is_active()
             died = exit_signal(self.ch)
             if died is not None:
                 err += f"\n(killed by signal {died[0]}{', core dumped' if died[1] else ''})"
-            elif alive:
+            elif connection_alive(transport):
                 err += "\n(ended with no exit status: killed by a signal?)"
             else:
                 err += f"\n(the SSH connection to the host was lost{lost_why(transport)})"
@@ -181,6 +182,17 @@ class _Channel:
             self.ch.close()
         except Exception:
             pass
+
+
+def connection_alive(transport: Any) -> bool:
+    """Whether the connection still stands. paramiko's transport thread, on losing it, first
+    notes why (saved_exception), then closes every channel (which wakes their waiters) and
+    only then turns inactive: a waiter woken by that close still sees is_active() true. (A
+    channel the host refused to open is noted there too, and leaves the connection up.)"""
+    if transport is None or not transport.is_active():
+        return False
+    why = getattr(transport, "saved_exception", None)
+    return why is None or isinstance(why, ChannelException)
 
 
 def lost_why(transport: Any) -> str:

@@ -10,6 +10,7 @@ from which preflight connects.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import secrets
 import shlex
@@ -54,7 +55,7 @@ PrintMotd no
 Subsystem sftp internal-sftp
 MaxStartups 500:30:1000
 MaxSessions 100
-LogLevel ERROR
+LogLevel VERBOSE
 """
 
 # Runs inside the host's network namespace and a new mount + UTS namespace. A fresh sysfs
@@ -175,6 +176,36 @@ def run(cmd: Sequence[str], check: bool = True, timeout: float = 30.0,
     if check and p.returncode != 0:
         raise TestbedError(f"{shlex.join(cmd)} exited {p.returncode}: {p.stderr.strip()[:500]}")
     return p
+
+
+# sshd's lines at LogLevel VERBOSE for a connection that came, ran commands and went
+# (paramiko closes its socket without a disconnect message: "Connection closed by").
+_SSHD_ROUTINE = re.compile(r"^(Server listening|Connection from|Accepted key|Postponed |"
+                           r"Accepted publickey|Starting session|Close session|"
+                           r"Received disconnect|Disconnected from|Connection closed by)")
+_SSHD_OPENED = re.compile(r"^Accepted publickey for \S+ from \S+ port (\d+)")
+# A connection's end as its sshd session logs it: closed by the client, or broken.
+_SSHD_ENDED = re.compile(r"^(?:Disconnected from|Connection (?:closed|reset) by|"
+                         r"Received disconnect from|Read error from|Timeout).* port (\d+)")
+
+
+def sshd_unusual(text: str, last: int = 12) -> str:
+    """From an sshd log: its last lines that are not routine, then the connections it
+    accepted that have no end in the log. A session process that dies of a signal logs
+    nothing, where the client closing or the network breaking is logged: once no client is
+    connected, such a connection's session process was killed."""
+    lines = text.splitlines()
+    odd = [ln for ln in lines if ln.strip() and not _SSHD_ROUTINE.match(ln)][-last:]
+    open_ports: dict[str, None] = {}  # in the order accepted; a port may be used again later
+    for ln in lines:
+        if m := _SSHD_OPENED.match(ln):
+            open_ports[m.group(1)] = None
+        elif m := _SSHD_ENDED.match(ln):
+            open_ports.pop(m.group(1), None)
+    if open_ports:
+        odd.append(f"(connections from port {', '.join(list(open_ports)[-last:])}: no end "
+                   "logged: still open, or their session process was killed)")
+    return "\n".join(odd)
 
 
 def can_run() -> Optional[str]:
@@ -529,6 +560,14 @@ class Testbed:
                 if time.monotonic() > end:
                     raise TestbedError(f"{name} does not listen on port {port}")
                 time.sleep(0.05)
+
+    def sshd_unusual(self, name: str, last: int = 12) -> str:
+        """What the host's sshd logged that was not routine (see sshd_unusual)."""
+        try:
+            with open(os.path.join(self.hosts[name].dir, "sshd.log"), errors="replace") as fh:
+                return sshd_unusual(fh.read(), last)
+        except OSError:
+            return ""
 
     # ------------------------------------------------------------------ faults
     def stop_sshd(self, name: str) -> None:

@@ -27,6 +27,7 @@ out = {}
 d = remote.run("echo half; kill -9 $$", timeout=20)
 out["signal"] = [d.exit, d.tail(), d.stdout]
 # The connection goes while a command runs (as when the host drops off the network).
+out["lost_port"] = conn.client.get_transport().sock.getsockname()[1]
 threading.Timer(1.0, conn.client.get_transport().close).start()
 d = remote.run("sleep 10; echo never", timeout=20)
 out["lost"] = [d.exit, d.tail(), d.stdout]
@@ -35,6 +36,7 @@ out["again"] = remote.run("echo again", timeout=20).stdout
 # The host's side of the connection ends (its sshd session process dies): EOF, said so.
 conn = ssh.connection(host, 10.0, False)
 conn.open()
+out["port"] = conn.client.get_transport().sock.getsockname()[1]
 d = SshRemote(host.name, conn).run("kill -9 $PPID; sleep 10", timeout=20)
 out["closed"] = [d.exit, d.tail(), d.stdout]
 print(json.dumps(out))
@@ -55,3 +57,9 @@ def test_a_command_without_exit_status_says_killed_or_connection_lost(cluster):
     assert out["again"] == "again\n", out
     exit, tail, stdout = out["closed"]
     assert exit == -1 and "connection to the host was lost: the host closed it" in tail, out
+    # What a failing cluster test shows of the host's sshd log names that connection as one
+    # with no end logged (the client's own, closed or lost, end in the log).
+    said = cluster.tb.sshd_unusual("good1", last=1000)
+    silent = said.rsplit("(connections from port ", 1)[-1].split(": no end")[0].split(", ")
+    assert str(out["port"]) in silent, said
+    assert str(out["lost_port"]) not in silent, said

@@ -72,3 +72,24 @@ def test_an_unreadable_request_is_left_to_paramiko():
     finally:
         for s in socks:
             s.close()
+
+
+def test_a_connection_whose_transport_thread_noted_its_loss_reads_as_lost():
+    # paramiko's transport thread, losing the connection, notes why, then closes every
+    # channel (waking its waiter), and only then turns inactive: the waiter sees it active.
+    transport, _, socks = transport_and_channel()
+    try:
+        transport.active = True  # as while its thread runs
+        assert remote.connection_alive(transport)
+        transport.saved_exception = EOFError()  # the host closed the connection
+        assert not remote.connection_alive(transport)
+        assert remote.lost_why(transport) == ": the host closed it"
+        # A channel the host refused to open is noted there too; the connection stands.
+        transport.saved_exception = paramiko.ChannelException(1, "administratively prohibited")
+        assert remote.connection_alive(transport)
+        transport.saved_exception, transport.active = None, False
+        assert not remote.connection_alive(transport) and not remote.connection_alive(None)
+    finally:
+        transport.active = False
+        for s in socks:
+            s.close()

@@ -179,14 +179,17 @@ def run(cmd: Sequence[str], check: bool = True, timeout: float = 30.0,
 
 
 # sshd's lines at LogLevel VERBOSE for a connection that came, ran commands and went
-# (paramiko closes its socket without a disconnect message: "Connection closed by").
+# (paramiko closes its socket without a disconnect message: "Connection closed by", or
+# "Transferred: ..." and "Closing connection to ...").
 _SSHD_ROUTINE = re.compile(r"^(Server listening|Connection from|Accepted key|Postponed |"
                            r"Accepted publickey|Starting session|Close session|"
-                           r"Received disconnect|Disconnected from|Connection closed by)")
+                           r"Received disconnect|Disconnected from|Connection closed by|"
+                           r"Transferred: |Closing connection to)")
 _SSHD_OPENED = re.compile(r"^Accepted publickey for \S+ from \S+ port (\d+)")
 # A connection's end as its sshd session logs it: closed by the client, or broken.
 _SSHD_ENDED = re.compile(r"^(?:Disconnected from|Connection (?:closed|reset) by|"
-                         r"Received disconnect from|Read error from|Timeout).* port (\d+)")
+                         r"Closing connection to|Received disconnect from|Read error from|"
+                         r"Timeout).* port (\d+)")
 
 
 def sshd_unusual(text: str, last: int = 12) -> str:

@@ -206,6 +206,7 @@ def cluster() -> Iterator[Cluster]:
     for py in (PADDLE_A, PADDLE_B):
         if not os.access(py, os.X_OK):
             _unavailable(f"{py} missing: run scripts/setup.sh (builds the Paddle test envs)")
+    shm_before = set(os.listdir(testbed.SHM))
     tb = testbed.Testbed(len(HOSTS), names=HOSTS)
     try:
         tb.stop_sshd("dead")
@@ -234,3 +235,5 @@ def cluster() -> Iterator[Cluster]:
         yield Cluster(tb)
     finally:
         tb.close()
+        testbed.remove_faketime_leftovers(shm_before)
+

@@ -211,6 +211,27 @@ def sshd_unusual(text: str, last: int = 12) -> str:
     return "\n".join(odd)
 
 
+SHM = "/dev/shm"
+_FAKETIME_STATE = re.compile(r"^(?:faketime_shm_|sem\.faketime_sem_)(\d+)$")
+
+
+def remove_faketime_leftovers(before: set[str]) -> list[str]:
+    """libfaketime (a host's drifting clock) keeps each process's state in /dev/shm, which
+    the simulated hosts share with this machine, and removes it when the process exits; a
+    process killed (the testbed's close kills what its hosts still run) leaves it behind.
+    Removes those not in `before` whose process is gone; returns their names."""
+    gone = []
+    for name in sorted(set(os.listdir(SHM)) - before):
+        m = _FAKETIME_STATE.match(name)
+        if m and not os.path.exists(f"/proc/{m.group(1)}"):
+            try:
+                os.unlink(os.path.join(SHM, name))
+                gone.append(name)
+            except OSError:
+                pass
+    return gone
+
+
 def can_run() -> Optional[str]:
     """Returns why a testbed cannot run here, or None if it can."""
     if os.geteuid() != 0:

@@ -51,6 +51,8 @@ _WHY = re.compile(r"(Error|Exception|error:|refused|timed out|Timeout|Killed|Abo
 # How a shell reports a command that the stop's TERM or KILL ended: dash's bare word, bash's
 # "sh: line 1: 1234 Terminated  timeout ...".
 _STOP_REPORT = re.compile(r"^(?:.*: line \d+: +\d+ +)?(?:Terminated|Killed)\b")
+# Paddle's launcher's own lines: "LAUNCH INFO 2026-11-24 19:29:09,044 Waiting peer start...".
+_LAUNCHER_LINE = re.compile(r"^LAUNCH [A-Z]+ (?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ )?(.*)$")
 _SECRET = re.compile(r"(?i)\b(\w*(?:passw|secret|token|api_?key|credential)\w*)=\S+")
 
 
@@ -512,7 +514,22 @@ def _joined_all(watch: Watch, nproc: Mapping[str, int]) -> bool:
 
 
 def _log_of(done: Optional[Done]) -> str:
-    """What a stopped host's log said last, as a suffix; "" where it said nothing."""
-    if done is None or not log_lines(done, stopped=True):
+    """What a stopped host's log said last, as a suffix; where it holds nothing but Paddle's
+    launcher's own lines, the last of those (how far the launcher got: the step it hung in);
+    "" where it said nothing."""
+    if done is None:
         return ""
-    return f"; its log last said: {log_reason(done, stopped=True)}"
+    if log_lines(done, stopped=True):
+        return f"; its log last said: {log_reason(done, stopped=True)}"
+    said = launcher_last(done)
+    return f"; its launcher last said: {said}" if said else ""
+
+
+def launcher_last(done: Done) -> str:
+    """The last line Paddle's launcher printed (redacted), its level and time dropped; ""
+    where it printed none."""
+    for ln in reversed(done.stdout.splitlines()):
+        m = _LAUNCHER_LINE.match(ln[len(LOG):].strip()) if ln.startswith(LOG) else None
+        if m and m.group(1).strip("-= "):
+            return redact(m.group(1))[:300]
+    return ""

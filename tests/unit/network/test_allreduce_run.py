@@ -66,6 +66,21 @@ def test_a_stopped_hosts_log_is_quoted_without_the_shells_report_of_the_stop(rep
     assert AR.log_reason(Done(137, out, "")) == report
 
 
+def test_a_stopped_host_with_only_launcher_lines_says_how_far_its_launcher_got():
+    # Its launcher hung before the rendezvous: its last line says in which step.
+    out = "".join(AR.LOG + ln + "\n" for ln in [
+        "LAUNCH INFO 2026-11-24 19:29:09,043 master: 10.0.0.1:36000",
+        "LAUNCH INFO 2026-11-24 19:29:09,044 token=s3cr3t job_id  preflight",
+        "LAUNCH INFO 2026-11-24 19:29:09,044 -----------------------------------------", "",
+        "Terminated"])
+    assert AR._log_of(Done(143, out, "")) == (
+        "; its launcher last said: token=*** job_id  preflight")
+    # Lines of its own come first; nothing at all says nothing.
+    assert AR._log_of(Done(143, out + AR.LOG + "no route to host\n", "")) == (
+        "; its log last said: no route to host")
+    assert AR._log_of(Done(143, "", "")) == "" and AR._log_of(None) == ""
+
+
 def test_first_failing_rank_is_the_culprit_and_the_rest_were_stopped():
     results = {"b": Done(1, AR.LOG + "RuntimeError: Unable to find address for: nope0", ""),
                "a": Done(-15, "", ""), "c": Done(-15, "", "")}

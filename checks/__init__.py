@@ -26,6 +26,7 @@ from preflight.checks import (
     gpu_homogeneous,
     ib_ports,
     memlock,
+    memory,
     mtu,
     nic_speed,
     nofile,
@@ -71,6 +72,8 @@ ALL_CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(pins.NAME, pins.check, "the policy's version pins hold on every host"),
     CheckSpec(cpu_cores.NAME, cpu_cores.check, "effective CPU cores not far below the "
               "cluster median", across=True),
+    CheckSpec(memory.NAME, memory.check, "memory the job may use not far below the cluster "
+              "median", across=True),
     CheckSpec(env.NAME, env.check, "training variables alike; none set to a hurtful value"),
     CheckSpec(files.NAME, files.check, "training script and configs identical on every host",
               across=True),

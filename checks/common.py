@@ -12,6 +12,7 @@ from preflight.model.cluster import Cluster
 from preflight.model.facts import (
     PADDLE_NOT_REQUESTED,
     ContainerFacts,
+    EnvFacts,
     HostFacts,
     Interface,
     LimitsFacts,
@@ -42,7 +43,8 @@ def sections(cluster: Cluster, pick: Callable[[HostFacts], Any],
 
 
 def _not_read(c: ContainerFacts) -> SectionError:
-    why = c.missing or c.error or "its process was not read"
+    why = (c.no_runtime or c.missing or (c.error and f"did not start: {c.error}") or c.unread
+           or "its process was not read")
     return SectionError(f"the job's {c.subject}: {why}")
 
 
@@ -70,6 +72,13 @@ def job_shm(f: HostFacts) -> Union[ShmFacts, SectionError]:
 def job_limits(f: HostFacts) -> Union[LimitsFacts, SectionError]:
     """The limits the job runs with: its container's where it runs in one, else the host's."""
     return _job_section(f, f.limits, lambda c: c.limits)  # type: ignore[no-any-return]
+
+
+def job_env(f: HostFacts) -> Union[EnvFacts, SectionError]:
+    """The training variables the job gets: its container's process's (the image's ENV and
+    the run's --env; not the login shell's, which a container does not inherit) where it
+    runs in one, else the host's login environment."""
+    return _job_section(f, f.env, lambda c: c.env)  # type: ignore[no-any-return]
 
 
 def in_container(f: HostFacts) -> bool:

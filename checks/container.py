@@ -34,7 +34,12 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     bad: list[Finding] = []
     ids = {}
     for host, c in boxes.items():
-        if c.runtime in SHAPES:
+        if c.no_runtime is not None:
+            bad.append(Finding(NAME, Status.COULD_NOT_CHECK, (host,), (
+                f"{host}: could not check the job's container: the runtime {c.runtime} is "
+                f"missing on this host ({c.no_runtime}): install it there, or put it on the "
+                "PATH of the user preflight logs in as"), {"no_runtime": c.no_runtime}))
+        elif c.runtime in SHAPES:
             bad.append(Finding(NAME, Status.SKIP, (host,), (
                 f"{host}: n/a: {c.runtime} has no inspect, its container shares the host's "
                 "network, IPC and limits (checked on the host)"), {"runtime": c.runtime}))
@@ -53,9 +58,16 @@ def check(cluster: Cluster) -> Iterator[Finding]:
                 "before the job (docker/podman load, or pull it by digest); a pull when the "
                 "job starts holds every other rank"), {"missing": c.missing}))
         elif c.error is not None:
-            bad.append(Finding(NAME, Status.FAIL, (host,),
-                               f"{host}: the job's {c.subject} did not start: {c.error}",
-                               {"error": c.error}))
+            # Started as the job will be: the job's own start fails the same way.
+            bad.append(Finding(NAME, Status.FAIL, (host,), (
+                f"{host}: the job's container does not start from {c.subject}: "
+                f"{c.runtime} says: {c.error}: the job's start would fail the same way; fix "
+                "the options it is given (devices, mounts, limits) or the host"),
+                {"error": c.error}))
+        elif c.unread is not None:
+            bad.append(Finding(NAME, Status.COULD_NOT_CHECK, (host,), (
+                f"{host}: could not read the job's {c.subject}: {c.unread}"),
+                {"unread": c.unread}))
         if c.image_id is not None:
             ids[host] = c.image_id
     yield from bad
@@ -76,7 +88,7 @@ def check(cluster: Cluster) -> Iterator[Finding]:
 # What the runtime says when the user cannot reach it at all (Docker's socket, Podman's
 # store): the image may well be there.
 _ACCESS = ("permission denied", "cannot connect", "is the docker daemon running",
-           "no such file or directory", "cannot run ")
+           "no such file or directory")
 
 
 def _no_access(why: str) -> bool:

@@ -18,9 +18,10 @@ NAME = "cpu-cores"
 # What docs/checks.md says of it (generated from these): what it judges, why that
 # stalls a job, the fix, and the policy limits it reads.
 ABOUT = r"""
-Effective cores (CPU affinity and the cgroup v1/v2 quota, not just `nproc`) are within 80 % of
-the cluster's median (warn) and not below 50 % (fail): a synchronous job runs at the slowest
-host's pace. The cores that other work leaves free over the CPU sample, counted where the job
+Effective cores (CPU affinity and the cgroup v1/v2 quota, not just `nproc`; where the job runs
+in a container, what its cgroup allows: `--cpus`, `--cpuset-cpus`) are within 80 % of the
+cluster's median (warn) and not below 50 % (fail): a synchronous job runs at the slowest host's
+pace. The cores that other work leaves free over the CPU sample, counted where the job
 will run (the cgroup holding the quota, else the host's CPUs; net of the probe itself; PSI
 `some avg10` quoted where the kernel has it), are judged the same way against the median
 host's: a host busy with another job is flagged (below 0.25 busy cores is noise). The
@@ -41,11 +42,12 @@ TAKEN_FLOOR = 0.25
 
 
 def _why(cpu: CpuFacts) -> str:
+    where = "the job's container: " if cpu.host_effective is not None else ""
     if cpu.quota is not None and cpu.quota.cores <= cpu.affinity:
-        return (f"cgroup v{cpu.quota.version} quota {cpu.quota.quota_us}/"
+        return (f"{where}cgroup v{cpu.quota.version} quota {cpu.quota.quota_us}/"
                 f"{cpu.quota.period_us} us")
     if cpu.affinity < cpu.logical:
-        return f"CPU affinity {cpu.affinity} of {cpu.logical}"
+        return f"{where}CPU affinity {cpu.affinity} of {cpu.logical}"
     return f"{cpu.logical} logical cores"
 
 
@@ -74,7 +76,7 @@ def _smt(cpus: Mapping[str, CpuFacts]) -> tuple[int, list[Finding]]:
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:
-    cpus, missing = sections(cluster, lambda f: f.cpu, CpuFacts)
+    cpus, missing = sections(cluster, lambda f: f.job_cpu(), CpuFacts)
     yield from could_not_check(NAME, "CPU facts", missing)
     if not cpus:
         return

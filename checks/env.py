@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from preflight.checks.common import compare, could_not_check, passed, sections
+from preflight.checks.common import compare, could_not_check, job_env, passed, sections
 from preflight.model.cluster import Cluster
 from preflight.model.facts import EnvFacts, NetworkFacts
 from preflight.model.findings import Finding, Status
@@ -18,7 +18,9 @@ others warn); variables that name a host's own devices are judged on each host, 
 sameness: `NCCL_SOCKET_IFNAME` selects an interface of the host that is not down (NCCL's `^`
 and `=` list syntax), `GLOO_SOCKET_IFNAME` names one, `NCCL_IB_HCA` selects one of its RDMA
 devices (with `:port`); `NCCL_IB_DISABLE=1` on a host with InfiniBand (fail);
-`NCCL_DEBUG=INFO/TRACE`, `NCCL_P2P_DISABLE=1` (warn).
+`NCCL_DEBUG=INFO/TRACE`, `NCCL_P2P_DISABLE=1` (warn). Where the job runs in a container, the
+variables are its container's as its process has them (the image's `ENV` and the run's
+`--env`), not the login shell's, which a container does not inherit.
 """
 WHY = ("NCCL_*, FLAGS_* and PADDLE_* variables choose algorithms, transports and numerics: ranks"
        " that disagree take different paths and hang, and one naming a missing interface or HCA "
@@ -100,7 +102,7 @@ def _hurtful(env: dict[str, str], net: object) -> Iterator[tuple[Status, str]]:
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:
-    envs, missing = sections(cluster, lambda f: f.env, EnvFacts)
+    envs, missing = sections(cluster, job_env, EnvFacts)
     yield from could_not_check(NAME, "environment", missing)
     if not envs:
         return

@@ -94,13 +94,22 @@ def system(d: dict[str, Any]) -> F.SystemFacts:
                          arch=req(s(d, "arch")), os=req(s(d, "os")), python=req(s(d, "python")))
 
 
+def _quota(q: Any) -> Optional[F.CpuQuota]:
+    if q is None:
+        return None
+    q = obj(q, "quota")
+    return F.CpuQuota(version=req(i(q, "version")), quota_us=req(i(q, "quota_us")),
+                      period_us=req(i(q, "period_us")), cores=req(f(q, "cores")))
+
+
+def _cgroup(d: dict[str, Any]) -> F.ContainerCgroup:
+    return F.ContainerCgroup(affinity=req(i(d, "affinity")), cpuset=s(d, "cpuset", False) or "",
+                             quota=_quota(d.get("quota")),
+                             memory_limit_bytes=i(d, "memory_limit_bytes", False))
+
+
 def cpu(d: dict[str, Any]) -> F.CpuFacts:
-    q = d.get("quota")
-    quota = None
-    if q is not None:
-        q = obj(q, "quota")
-        quota = F.CpuQuota(version=req(i(q, "version")), quota_us=req(i(q, "quota_us")),
-                           period_us=req(i(q, "period_us")), cores=req(f(q, "cores")))
+    quota = _quota(d.get("quota"))
     load = tuple(float(x) for x in items(d.get("loadavg", []), "loadavg")
                  if isinstance(x, (int, float)))
     work = None
@@ -121,8 +130,11 @@ def cpu(d: dict[str, Any]) -> F.CpuFacts:
 
 
 def memory(d: dict[str, Any]) -> F.MemoryFacts:
+    limit = d.get("cgroup_limit_bytes")
     return F.MemoryFacts(total_bytes=i(d, "total_bytes", False),
-                         available_bytes=i(d, "available_bytes", False))
+                         available_bytes=i(d, "available_bytes", False),
+                         cgroup_limit_bytes=limit if isinstance(limit, int)
+                         and not isinstance(limit, bool) else None)
 
 
 def shm(d: dict[str, Any]) -> F.ShmFacts:
@@ -366,8 +378,12 @@ def container(d: dict[str, Any]) -> F.ContainerFacts:
     return F.ContainerFacts(
         runtime=req(s(d, "runtime")), image=s(d, "image", False), name=s(d, "name", False),
         image_id=s(d, "image_id", False), missing=s(d, "missing", False),
-        start_s=f(d, "start_s", False), error=s(d, "error", False),
-        host_network=b(d, "host_network"),
+        start_s=f(d, "start_s", False), error=s(d, "start_error", False),
+        no_runtime=s(d, "no_runtime", False), unread=s(d, "unread", False),
+        env=env(obj(d["env"], "env")) if isinstance(d.get("env"), dict) else None,
+        cgroup=_cgroup(d["cgroup"]) if isinstance(d.get("cgroup"), dict)
+        and "error" not in d["cgroup"] else None,
+        host_network=b(d, "host_network"), host_ipc=b(d, "host_ipc"),
         shm=shm(obj(d["shm"], "shm")) if isinstance(d.get("shm"), dict)
         and "error" not in d["shm"] else None,
         limits=limits(obj(d["limits"], "limits")) if d.get("limits") else None,

@@ -35,6 +35,19 @@ def _gpu_args(spec: ContainerSpec) -> list[str]:
     return ["--nv"] + ([] if gpus == "all" else ["--env", f"CUDA_VISIBLE_DEVICES={gpus}"])
 
 
+def _limit_args(spec: ContainerSpec) -> list[str]:
+    """Its CPU and memory limits, under the flags Docker, Podman and Apptainer share. Under
+    pyxis they are the Slurm step's (--cpus-per-task, --mem): nothing to add."""
+    if spec.runtime == "pyxis":
+        return []
+    out: list[str] = []
+    for flag, value in (("--cpus", spec.cpus), ("--cpuset-cpus", spec.cpuset),
+                        ("--memory", spec.memory)):
+        if value:
+            out += [flag, value]
+    return out
+
+
 def _engine_options(spec: ContainerSpec) -> list[str]:
     """docker/podman run options of the spec, in a fixed order."""
     out: list[str] = []
@@ -42,8 +55,9 @@ def _engine_options(spec: ContainerSpec) -> list[str]:
         out += ["--network", spec.network]
     if spec.ipc:
         out += ["--ipc", spec.ipc]
-    if spec.shm_size:
+    if spec.shm_size and spec.private_ipc:  # else the host's /dev/shm (the shm check says so)
         out += ["--shm-size", spec.shm_size]
+    out += _limit_args(spec)
     for name, value in spec.ulimits:
         out += ["--ulimit", f"{name}={value}"]
     out += _gpu_args(spec)
@@ -84,8 +98,8 @@ def run_argv(spec: ContainerSpec, argv: Sequence[str], name: Optional[str] = Non
     if spec.runtime == "pyxis":
         return ["srun", *pyxis_options(spec), "--ntasks=1", *_env_prefix(spec), *argv]
     if spec.runtime == "apptainer":
-        return ["apptainer", "exec", *_gpu_args(spec), *(a for m in spec.mounts
-                                                         for a in ("--bind", m)),
+        return ["apptainer", "exec", *_gpu_args(spec), *_limit_args(spec),
+                *(a for m in spec.mounts for a in ("--bind", m)),
                 *(a for k, v in spec.env for a in ("--env", f"{k}={v}")), spec.image, *argv]
     # Detached, it is removed all the same when its command ends: a probe that is killed
     # leaves nothing behind once the command's own time is up.

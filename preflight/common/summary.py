@@ -82,6 +82,7 @@ def key_facts(host: HostEntry) -> list[tuple[str, str]]:
     box = facts.container
     if box is not None:  # the job's container: its Paddle is the one above
         rows.append(("container", _err(box) if not isinstance(box, ContainerFacts) else
+                     f"{box.runtime} missing on this host" if box.no_runtime else
                      f"{box.subject}: not on this host" if box.missing else
                      f"{box.subject}: did not start" if box.error else
                      f"{box.subject} {(box.image_id or '?')[:19]}"))

@@ -18,13 +18,15 @@ from preflight.model.container import RUNTIMES, ContainerSpec
 
 T = TypeVar("T", bound=str)
 KEYS = {"runtime", "image", "name", "python", "gpus", "devices", "network", "ipc", "shm_size",
-        "ulimits", "mounts", "env"}
+        "cpus", "cpuset", "memory", "ulimits", "mounts", "env"}
 ULIMITS = ("core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice", "nofile",
            "nproc", "rss", "rtprio", "rttime", "sigpending", "stack")
 _SIZE = re.compile(r"^[0-9]+(\.[0-9]+)?[bkmgtBKMGT]?$")
 _LIMIT = re.compile(r"^(-1|unlimited|[0-9]+)(:(-1|unlimited|[0-9]+))?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GPUS = re.compile(r"^(all|[A-Za-z0-9-]+(,[A-Za-z0-9-]+)*)$")
+_CPUS = re.compile(r"^([0-9]+(\.[0-9]+)?|\.[0-9]+)$")
+_CPUSET = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
 
 
 def layered(*layers: Optional[Mapping[str, Any]]) -> dict[str, Any]:
@@ -120,9 +122,17 @@ def parse(f: Fields, complete: bool = True) -> ContainerSpec:
         f.fail("give the job's image (image:) or its running container (name:), not both")
     if complete and image is None and name is None:
         f.fail("give the job's image (image:) or its running container (name:)")
-    shm = f.data.get("shm_size")
-    if shm is not None and not _SIZE.match(str(shm)):
-        f.fail(f"{shm!r:.40} is not a size (16g, 512m, 1073741824)", "shm_size")
+    for key in ("shm_size", "memory"):
+        size = f.data.get(key)
+        if size is not None and not _SIZE.match(str(size)):
+            f.fail(f"{size!r:.40} is not a size (16g, 512m, 1073741824)", key)
+    cpus = f.data.get("cpus")
+    if cpus is not None and (isinstance(cpus, bool) or not _CPUS.match(str(cpus))
+                             or float(cpus) <= 0):
+        f.fail(f"{cpus!r:.40} is not a number of cores (1.5, 8)", "cpus")
+    cpuset = f.data.get("cpuset")
+    if cpuset is not None and not _CPUSET.match(str(cpuset)):
+        f.fail(f"{cpuset!r:.40} is not a list of CPUs (0-7,16)", "cpuset")
     gpus = _word(f, "gpus")
     if gpus is not None and not _GPUS.match(gpus):
         f.fail(f"{gpus!r:.60} is not all or a list of GPU indices or UUIDs", "gpus")
@@ -133,7 +143,8 @@ def parse(f: Fields, complete: bool = True) -> ContainerSpec:
     return ContainerSpec(
         runtime=rt, image=image, name=name, python=_word(f, "python") or "python3",
         gpus=gpus, devices=_words(f, "devices"), network=_word(f, "network"),
-        ipc=_word(f, "ipc"), shm_size=_word(f, "shm_size"),
+        ipc=_word(f, "ipc"), shm_size=_word(f, "shm_size"), cpus=_word(f, "cpus"),
+        cpuset=_word(f, "cpuset"), memory=_word(f, "memory"),
         ulimits=_pairs(f, "ulimits", _ulimit), mounts=mounts,
         env=_pairs(f, "env", _env_value))
 
@@ -151,7 +162,8 @@ def as_mapping(spec: ContainerSpec) -> dict[str, Any]:
     out: dict[str, Any] = {"runtime": spec.runtime, "image": spec.image, "name": spec.name,
                            "python": spec.python, "gpus": spec.gpus,
                            "devices": list(spec.devices), "network": spec.network,
-                           "ipc": spec.ipc, "shm_size": spec.shm_size,
+                           "ipc": spec.ipc, "shm_size": spec.shm_size, "cpus": spec.cpus,
+                           "cpuset": spec.cpuset, "memory": spec.memory,
                            "ulimits": dict(spec.ulimits), "mounts": list(spec.mounts),
                            "env": dict(spec.env)}
     return {k: v for k, v in out.items() if v not in (None, [], {})}

@@ -31,9 +31,19 @@ class ContainerSpec:
     network: Optional[str] = None  # host, none, bridge, container:NAME, ...; None: default
     ipc: Optional[str] = None  # host, private, shareable, ...; None: the runtime's default
     shm_size: Optional[str] = None  # "16g"; None: the runtime's default (64 MB in Docker)
+    cpus: Optional[str] = None  # "1.5": --cpus, a CFS quota of that many cores
+    cpuset: Optional[str] = None  # "0-7,16": --cpuset-cpus, the CPUs it may run on
+    memory: Optional[str] = None  # "64g": --memory, its cgroup's memory limit
     ulimits: tuple[tuple[str, str], ...] = ()  # (name, "soft[:hard]"), e.g. ("memlock", "-1")
     mounts: tuple[str, ...] = ()  # "SRC:DST[:OPTIONS]"
     env: tuple[tuple[str, str], ...] = ()  # set inside, in order
+
+    @property
+    def private_ipc(self) -> bool:
+        """Whether it gets an IPC namespace (and a /dev/shm) of its own, which shm_size
+        sizes; on the host's or another container's (ipc host, container:NAME) it does not
+        apply (Podman refuses the pair)."""
+        return self.ipc is None or not (self.ipc == "host" or self.ipc.startswith("container:"))
 
     @property
     def running(self) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Optional, Union, get_args
 
 
@@ -53,22 +53,31 @@ class CpuFacts:
     pressure_avg10: Optional[float] = None  # PSI cpu "some avg10", percent
     threads_per_core: Optional[int] = None  # SMT: 2 (or more) when on
     smt_active: Optional[bool] = None
+    # Where the job's container is allowed fewer cores than the host (effective is then
+    # the container's): the host's own effective cores, which other work shares.
+    host_effective: Optional[float] = None
 
     @property
     def free_cores(self) -> float:
         """Effective cores that other work left free over the sample; without a cgroup-aware
-        sample (older probes, saved reports), the 1-minute load average stands in."""
+        sample (older probes, saved reports), the 1-minute load average stands in. In a
+        container narrower than its host: its cores, or what other work left of the host's,
+        whichever is fewer."""
         if self.other_work is not None:
             busy = self.other_work.busy_cores
         else:
             busy = self.loadavg[0] if self.loadavg else self.utilization * self.logical
-        return max(0.0, round(self.effective - busy, 3))
+        left = (self.host_effective if self.host_effective is not None else self.effective) - busy
+        return max(0.0, round(min(self.effective, left), 3))
 
 
 @dataclass(frozen=True)
 class MemoryFacts:
     total_bytes: Optional[int]
     available_bytes: Optional[int]
+    # The smallest memory limit of the probe's cgroup and those above it (a Slurm step's
+    # --mem, a systemd slice); None: none below the machine's memory.
+    cgroup_limit_bytes: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -271,6 +280,24 @@ class ContainerIntent:
 
 
 @dataclass(frozen=True)
+class ContainerCgroup:
+    """What the cgroup and CPU affinity of the job's container's process let it use, read
+    on the host (docker/podman --cpus, --cpuset-cpus, --memory, or what a Slurm step or
+    Kubernetes set above it)."""
+
+    affinity: int  # CPUs it may run on (its cpuset)
+    cpuset: str = ""  # those CPUs, as cpuset.cpus writes them ("0-7")
+    quota: Optional[CpuQuota] = None  # the smallest CFS quota above it
+    memory_limit_bytes: Optional[int] = None  # the smallest memory limit above it
+
+    @property
+    def cores(self) -> float:
+        """The cores it may use: its affinity, capped by its quota."""
+        cores = float(self.affinity) if self.affinity else float("inf")
+        return min(cores, self.quota.cores) if self.quota is not None else cores
+
+
+@dataclass(frozen=True)
 class ContainerFacts:
     """The job's container on one host: which image it is, what it took to start, and what
     its process really runs with (read through /proc/<pid>: the truth where it differs from
@@ -282,14 +309,20 @@ class ContainerFacts:
     image_id: Optional[str] = None  # the image's ID (config digest); None: not on the host
     missing: Optional[str] = None  # why the image (or container) is not there
     start_s: Optional[float] = None  # the container's start, as the job would start it
-    error: Optional[str] = None  # it is there but did not start (or could not be read)
+    error: Optional[str] = None  # the image is there but the container did not start: why
+    # The runtime cannot run on the host at all (not on the login user's PATH): why.
+    no_runtime: Optional[str] = None
+    unread: Optional[str] = None  # it started (or runs) but its process was not read: why
     host_network: Optional[bool] = None  # shares the host's network namespace
+    host_ipc: Optional[bool] = None  # shares the host's IPC namespace (and its /dev/shm)
     shm: Optional[ShmFacts] = None
     limits: Optional[LimitsFacts] = None
     infiniband: tuple[str, ...] = ()  # /dev/infiniband entries inside
     nvidia: tuple[str, ...] = ()  # /dev/nvidia* entries inside
     gpu_env: tuple[tuple[str, str], ...] = ()  # CUDA_/NVIDIA_VISIBLE_DEVICES inside
     intent: Optional[ContainerIntent] = None
+    env: Optional[EnvFacts] = None  # its process's training variables (the job's)
+    cgroup: Optional[ContainerCgroup] = None
 
     @property
     def subject(self) -> str:
@@ -317,6 +350,20 @@ class HostFacts:
     tmp: Union[TmpFacts, SectionError, None] = None  # None: a probe from before it reported it
     # None: the job runs on the host. Else the job's container, whose Paddle is `paddle`.
     container: Union[ContainerFacts, SectionError, None] = None
+
+    def job_cpu(self) -> Union[CpuFacts, SectionError]:
+        """The CPU the job gets: the host's, narrowed to what its container's cgroup and
+        affinity allow where it runs in one (--cpus, --cpuset-cpus): a container limited to
+        one core on a 64-core host has one core, and at most what other work leaves of the
+        host's."""
+        cpu, c = self.cpu, self.container
+        if not isinstance(cpu, CpuFacts) or not isinstance(c, ContainerFacts) or \
+                c.cgroup is None or c.cgroup.cores >= cpu.effective:
+            return cpu
+        g = c.cgroup
+        return replace(cpu, effective=round(g.cores, 3), quota=g.quota or cpu.quota,
+                       affinity=min(cpu.affinity, g.affinity or cpu.affinity),
+                       host_effective=cpu.effective)
 
     def nccl_interface(self, ip: str) -> Optional[str]:
         """The interface NCCL's bootstrap must be told (NCCL_SOCKET_IFNAME) for the job to

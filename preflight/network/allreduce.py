@@ -32,7 +32,7 @@ from typing import Optional
 
 from preflight.collect.remote import Done, Remote, in_parallel
 from preflight.common import nccllog
-from preflight.common.containercmd import run_argv
+from preflight.common.containercmd import command, exec_argv, run_argv
 from preflight.model.container import ContainerSpec
 from preflight.model.measure import AllReduce, Backend, SizeResult
 from preflight.network import progress as P
@@ -101,6 +101,22 @@ _UNPACK = ("import base64,sys,zlib;open(sys.argv[1],'wb').write("
            "zlib.decompress(base64.b64decode(sys.argv[2])))")
 
 
+def in_running(m: Member) -> bool:
+    """Whether m's commands run inside a container already running (named, not started by
+    preflight): its filesystem is not the host's, so the run directory lives inside it and
+    every command of the run (launch, progress, stop, cleanup) is run there."""
+    return m.container is not None and m.container.running
+
+
+def on_member(m: Member, script: str) -> str:
+    """The command that runs the shell script for m: on the host, or inside its running
+    container through the runtime's exec."""
+    if in_running(m):
+        assert m.container is not None
+        return command(exec_argv(m.container, ["sh", "-c", script]))
+    return "sh -c " + shlex.quote(script)
+
+
 def host_command(m: Member, rank: int, members: Sequence[Member], opts: AllReduceOptions,
                  run_dir: str) -> str:
     """Returns the one command run on a host; every value is quoted."""
@@ -120,14 +136,15 @@ def host_command(m: Member, rank: int, members: Sequence[Member], opts: AllReduc
               f"{run_dir}/allreduce.py", "--sizes", ",".join(f"{s:g}" for s in opts.sizes_mib),
               "--iters", str(opts.iters), "--dir", run_dir]  # last: see stop_pattern
     inner = ["env", *env, *launch]
-    if m.container is not None:
+    unpack = m.python  # on the host, or inside a running container: where the launcher runs
+    if m.container is not None and not in_running(m):
         # In the job's container, started as the job's, the run directory shared with the
         # host: the script goes in and the progress and logs come out through it.
         box = replace(m.container, mounts=(*m.container.mounts, f"{run_dir}:{run_dir}"))
         inner = run_argv(box, inner, name=run_dir.rsplit("/.", 1)[-1])
+        unpack = m.host_python
     run = " ".join(q(a) for a in inner)
     d = q(run_dir)
-    unpack = m.python if m.container is None else m.host_python
     script = "\n".join([
         f"mkdir -m 700 {d} || exit 96",
         f"cd {d} || exit 96",
@@ -142,7 +159,7 @@ def host_command(m: Member, rank: int, members: Sequence[Member], opts: AllReduc
         f"2>/dev/null | sed 's/^/{LOG}/'; fi",
         "exit $rc",
     ])
-    return "sh -c " + q(script)
+    return on_member(m, script)
 
 
 def hints_script(run_dir: str) -> str:
@@ -182,6 +199,58 @@ def cleanup_command(run_dir: str) -> str:
     return "sh -c " + shlex.quote(f"pkill -KILL -f {pat}; rm -rf {shlex.quote(run_dir)}; true")
 
 
+# stop_command and cleanup_command inside a running container, with its python: a job's
+# image need not have pkill (procps), and a process exec'd there outlives a runtime client
+# killed on the host. Matches as pkill -f does (the command line, arguments joined by spaces).
+_KILL_PY = """import os,re,shutil,signal,sys,time
+pat=re.compile(sys.argv[1])
+def hits():
+    for p in os.listdir('/proc'):
+        if not p.isdigit() or int(p)==os.getpid():
+            continue
+        try:
+            with open('/proc/%s/cmdline'%p,'rb') as f:
+                cmd=f.read().replace(b'\\0',b' ').decode('utf-8','replace').strip()
+        except OSError:
+            continue
+        if pat.search(cmd):
+            yield int(p)
+def kill(sig):
+    for p in hits():
+        try:
+            os.kill(p,sig)
+        except OSError:
+            pass
+for sig in sys.argv[3].split(','):
+    if sig=='wait':
+        time.sleep(1)
+    else:
+        kill(getattr(signal,sig))
+if sys.argv[2]:
+    shutil.rmtree(sys.argv[2],ignore_errors=True)
+"""
+
+
+def _kill_inside(m: Member, pattern: str, steps: str, remove: str = "") -> str:
+    assert m.container is not None
+    return command(exec_argv(m.container, [m.python, "-c", _KILL_PY, pattern, remove, steps]))
+
+
+def member_stop(m: Member, run_dir: str) -> str:
+    """The stop of m's run (TERM, then KILL a second later): on the host, or inside the
+    running container its run is in."""
+    if in_running(m):
+        return _kill_inside(m, stop_pattern(run_dir), "SIGTERM,wait,SIGKILL")
+    return stop_command(run_dir)
+
+
+def member_cleanup(m: Member, run_dir: str) -> str:
+    """Kills what is left of m's run and removes its run directory, where the run was."""
+    if in_running(m):
+        return _kill_inside(m, kill_pattern(run_dir), "SIGKILL", run_dir)
+    return cleanup_command(run_dir)
+
+
 def redact(line: str) -> str:
     return _SECRET.sub(lambda m: m.group(1) + "=***", line)
 
@@ -210,8 +279,8 @@ def log_reason(done: Done, stopped: bool = False) -> str:
     return text
 
 
-def status_command(run_dir: str) -> str:
-    return "sh -c " + shlex.quote(P.status_script(run_dir))
+def status_command(m: Member, run_dir: str) -> str:
+    return on_member(m, P.status_script(run_dir))
 
 
 @dataclass
@@ -309,7 +378,7 @@ def _poll(members: Sequence[Member], dirs: Mapping[str, str], watch: Watch) -> N
 
     def one(m: Member) -> None:
         try:
-            done = m.remote.run(status_command(dirs[m.name]), timeout=8.0)
+            done = m.remote.run(status_command(m, dirs[m.name]), timeout=8.0)
         except Exception:
             return  # no news from it this time; its command's own end will tell
         status = P.parse_status(done.stdout)
@@ -406,11 +475,11 @@ def _quiet_run(remote: Remote, command: str) -> None:
 
 
 def _stop_all(members: Sequence[Member], dirs: Mapping[str, str]) -> None:
-    _on_all(members, {h: stop_command(d) for h, d in dirs.items()})
+    _on_all(members, {m.name: member_stop(m, dirs[m.name]) for m in members})
 
 
 def _cleanup(members: Sequence[Member], dirs: Mapping[str, str]) -> None:
-    _on_all(members, {h: cleanup_command(d) for h, d in dirs.items()})
+    _on_all(members, {m.name: member_cleanup(m, dirs[m.name]) for m in members})
 
 
 def finished_anyway(done: Done, progress: Optional[P.HostProgress], nproc: int) -> bool:

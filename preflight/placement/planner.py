@@ -134,7 +134,7 @@ def candidates(cluster: Cluster, excluded: Mapping[str, Sequence[str]],
         if not isinstance(f.ports, PortsFacts):
             left[name] = ["listening ports unknown: no free port can be chosen"]
             continue
-        cpu = f.cpu
+        cpu = f.job_cpu()  # its container's cores where it runs in one (--cpus, a cpuset)
         effective, free, over = 0.0, 0.0, True
         if isinstance(cpu, CpuFacts):
             # What other work used where the job will run (its cgroup, else its CPUs), net of

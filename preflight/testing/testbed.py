@@ -466,18 +466,32 @@ class Testbed:
         return run(["nsenter", "-t", str(host.sshd.pid), "-m", "-n", "-u", "--", "podman",
                     *args], check=check, timeout=timeout)
 
-    def plant_image(self, name: str, step: str, tag: str = "") -> str:
+    def plant_image(self, name: str, step: str, tag: str = "", instruction: str = "RUN") -> str:
         """Another image under the job's tag, in this host's own store only (it shadows the
-        shared one there): the shared image with one more build step (a RUN line's
-        command). Returns the new image's ID."""
+        shared one there): the shared image with one more build step (a RUN line's command,
+        or with instruction="ENV" a variable the image sets). Returns the new image's ID."""
         work = os.path.join(self.hosts[name].dir, "containers", "build")
         os.makedirs(work, exist_ok=True)
         with open(os.path.join(work, "Containerfile"), "w") as fh:
-            fh.write(f"FROM {tag or IMAGE}\nRUN {step}\n")
+            fh.write(f"FROM {tag or IMAGE}\n{instruction} {step}\n")
         self.podman(name, "build", "--quiet", "--network", "host", "--tag", tag or IMAGE,
                     work, timeout=120)
         return self.podman(name, "image", "inspect", "--format", "{{.Id}}",
                            tag or IMAGE).stdout.strip()
+
+    def without_runtime(self, name: str) -> None:
+        """Podman is not there for this host's sessions (a file that cannot run lies over
+        its binary, in the host's own mount namespace), as on a node whose login PATH lacks
+        the runtime or that never had it installed."""
+        host = self.hosts[name]
+        assert host.sshd is not None
+        blank = os.path.join(host.dir, "no-podman")
+        with open(blank, "w"):
+            pass
+        os.chmod(blank, 0o644)
+        podman = shutil.which("podman") or "/usr/bin/podman"
+        run(["nsenter", "-t", str(host.sshd.pid), "-m", "--", "mount", "--bind", blank,
+             os.path.realpath(podman)])
 
     def without_image(self, name: str) -> None:
         """The job's image is not on this host (its Podman no longer sees the shared store)."""

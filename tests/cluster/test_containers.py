@@ -24,6 +24,9 @@ from preflight.testing import testbed
 pytestmark = pytest.mark.cluster
 
 HOSTS = ["ctr1", "ctr2", "ctr3", "ctr4", "ctr5", "ctr6", "ctr7", "ctr8"]
+# ctr9: another image under the tag, which sets FLAGS_check_nan_inf=1 (its ENV); ctr10: no
+# runtime for the login user. Kept out of HOSTS: only the test of what the job gets uses them.
+ODD = ["ctr9", "ctr10"]
 INSIDE_PYTHON = "/opt/paddle/bin/python"  # where the image has Paddle; no host has it
 # As the job would start it: host networking, a real /dev/shm, the RDMA devices, nofile and
 # nproc repeated (a --ulimit replaces Podman's default list, which this sandbox could not
@@ -46,25 +49,28 @@ def boxes() -> Iterator[Cluster]:
         _unavailable(f"{testbed.IMAGE} is not in {testbed.IMAGES}: run scripts/setup.sh")
     # Every host has an ACTIVE RDMA port and its verbs device, so memlock and /dev/infiniband
     # matter on each.
-    tb = testbed.Testbed(len(HOSTS), names=HOSTS, containers=True, rdma=HOSTS)
+    tb = testbed.Testbed(len(HOSTS + ODD), names=HOSTS + ODD, containers=True, rdma=HOSTS + ODD)
     try:
         # ctr4: another image under the job's tag, whose Paddle says 3.3.0.
         path = "/opt/paddle/lib/python3.11/site-packages/paddle/version/__init__.py"
         tb.plant_image("ctr4", f"sed -i \"s/^full_version .*/full_version = '3.3.0'/\" {path}")
         tb.without_image("ctr5")  # ctr5: the job's image is not there at all
         tb.plant_image("ctr8", "touch /etc/a-rebuild")  # ctr8: the same Paddle, another image
+        tb.plant_image("ctr9", "FLAGS_check_nan_inf=1", instruction="ENV")
+        tb.without_runtime("ctr10")
         yield Cluster(tb)
     finally:
         tb.close()
 
 
-def policy(c: Cluster) -> str:
+def policy(c: Cluster, more: str = "") -> str:
     """The shared-CPU limits of the rig, and the most locked memory this sandbox can give a
-    container (8 MiB: it cannot raise rlimits, so memlock=-1 is out of reach here)."""
-    path = os.path.join(c.tb.base, "ctr-policy.yaml")
+    container (8 MiB: it cannot raise rlimits, so memlock=-1 is out of reach here); more:
+    other limits ("shm_warn_mib: 1536")."""
+    path = os.path.join(c.tb.base, f"ctr-policy{len(more)}.yaml")
     with open(path, "w") as fh:
         fh.write("limits: {ps_server_cores: 0, ps_trainer_cores: 0, cpu_busy_ratio: 100, "
-                 "memlock_min_mib: 8}\n")
+                 f"memlock_min_mib: 8{', ' + more if more else ''}}}\n")
     return path
 
 
@@ -211,6 +217,70 @@ def test_a_running_container_is_checked_where_it_runs_and_left_running(boxes):
         assert names == ["trainer"]
     finally:
         boxes.tb.podman("ctr1", "rm", "--force", "--time", "0", "trainer", check=False)
+
+
+def test_a_running_container_takes_part_in_the_network_tests(boxes):
+    # ctr1 runs the job's container by hand (no mount of the host's /tmp: the all-reduce's
+    # script must reach it through the runtime); ctr2 and ctr3 start the image.
+    boxes.tb.podman("ctr1", "run", "--detach", "--name", "trainer", "--network", "host",
+                    "--shm-size", "2g", "--device", "/dev/infiniband", testbed.IMAGE,
+                    "sleep", "600")
+    try:
+        inv = inventory(boxes, "running-net.yaml", HOSTS[:3], {"ctr1": {
+            "name": "trainer", "runtime": "podman", "python": INSIDE_PYTHON}})
+        run = boxes.preflight("check", "-i", inv, "--policy", policy(boxes),
+                              "--iperf-seconds", "1", "--allreduce-sizes", "1",
+                              network=True)
+        assert run.rc == 0, run.stdout + run.stderr
+        ar = run.report["network"]["allreduce"]
+        assert ar["error"] is None and ar["ranks"] == 3 and ar["sizes"], ar
+        # The run left nothing in the running container, and the container runs on alone.
+        left = boxes.tb.podman("ctr1", "exec", "trainer", "sh", "-c",
+                               "ls -a /tmp | grep preflight || true").stdout.strip()
+        assert left == ""
+        names = boxes.tb.podman("ctr1", "ps", "--all", "--format", "{{.Names}}").stdout.split()
+        assert names == ["trainer"]
+    finally:
+        boxes.tb.podman("ctr1", "rm", "--force", "--time", "0", "trainer", check=False)
+
+
+def test_what_the_job_gets_in_its_container_is_judged_on_each_host(boxes):
+    # ctr2's container cannot start (a device the host lacks); ctr3 runs on the host's IPC
+    # (the defaults' shm_size then does not apply) over a 1 GiB host /dev/shm where the
+    # policy wants 1.5 GiB; ctr6's inventory sets FLAGS_check_nan_inf=1 inside, ctr9's image
+    # does; ctr7's container may use half a core and 1 GiB; ctr10 has no podman at all.
+    hosts = ["ctr1", "ctr2", "ctr3", "ctr6", "ctr7", *ODD]
+    inv = inventory(boxes, "inside.yaml", hosts, {
+        "ctr2": {"devices": ["/dev/infiniband", "/dev/nonexistent"]}, "ctr3": {"ipc": "host"},
+        "ctr6": {"env": {"FLAGS_check_nan_inf": "1"}},
+        "ctr7": {"cpus": 0.5, "memory": "1g"}})
+    run = boxes.preflight("check", "-i", inv, "--policy", policy(boxes, "shm_warn_mib: 1536"))
+    assert run.rc == 1, run.stdout + run.stderr
+    box = by_host(run, "container")
+    assert {h: f["status"] for h, f in box.items()} == {
+        "ctr2": "fail", "ctr9": "fail", "ctr10": "could-not-check"}, box
+    # The runtime's own words, as a failure: the job's start fails the same way.
+    assert "does not start" in box["ctr2"]["message"]
+    assert "podman says: Error: stat /dev/nonexistent" in box["ctr2"]["message"]
+    # A missing runtime is said as such, not as a missing image.
+    assert "the runtime podman is missing on this host" in box["ctr10"]["message"]
+    assert "load it there" not in box["ctr10"]["message"]
+    shm = by_host(run, "shm")
+    assert shm["ctr3"]["status"] == "warn", shm
+    assert "shares the host's IPC" in shm["ctr3"]["message"]
+    assert "enlarge the host's" in shm["ctr3"]["message"]
+    assert "shm_size 2g does not apply" in shm["ctr3"]["message"]
+    assert set(shm) == {"ctr2", "ctr3", "ctr10"}, shm  # ctr2, ctr10: could not check (why)
+    env = by_host(run, "env")
+    assert {h for h, f in env.items() if f["status"] == "fail"} == {"ctr6", "ctr9"}, env
+    assert "FLAGS_check_nan_inf 1 != unset" in env["ctr9"]["message"]
+    cores = by_host(run, "cpu-cores")
+    assert set(cores) == {"ctr7"} and cores["ctr7"]["status"] == "fail", cores
+    assert "the job's container: cgroup v1 quota 50000/100000 us" in cores["ctr7"]["message"]
+    mem = by_host(run, "memory")
+    assert set(mem) == {"ctr7"} and "1 GiB (the job's container's memory limit)" in \
+        mem["ctr7"]["message"]
+    assert not [f for f in run.findings() if f["status"] != "pass" and "ctr1" in f["hosts"]]
 
 
 def test_a_host_without_the_image_is_a_finding_in_seconds(boxes):

@@ -15,6 +15,7 @@ from support import HOSTILE
 
 from preflight.collect.local import LocalRemote
 from preflight.common.nccllog import transport
+from preflight.model.container import ContainerSpec
 from preflight.network import allreduce as AR
 from preflight.network.allreduce import AllReduceOptions, Member, run_allreduce
 from preflight.testing import testbed
@@ -50,6 +51,38 @@ def test_stop_command_kills_the_runs_processes_and_not_itself(tmp_path):
         assert done.exit == 0  # the stopping shell survived its own pattern
         assert victim.wait(5) is not None
         assert bystander.poll() is None and shell.poll() is None
+    finally:
+        for p in (victim, bystander, shell):
+            p.kill()
+            p.wait()
+
+
+def test_inside_a_running_container_the_stop_and_cleanup_need_only_its_python(
+        tmp_path, monkeypatch):
+    # A runtime whose exec runs the command here, on a PATH with no pkill: what a job's
+    # image without procps gives the stop and the cleanup inside a running container.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    runtime = bin_dir / "podman"
+    runtime.write_text('#!/bin/sh\n[ "$1" = exec ] || exit 99\nshift 2\nexec "$@"\n')
+    runtime.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    box = ContainerSpec("podman", name="trainer", python=sys.executable)
+    m = AR.Member("n", LocalRemote("n"), sys.executable, "127.0.0.1", container=box)
+    run_dir = str(tmp_path / ".preflight-ar-0badcafe-1")
+    os.makedirs(f"{run_dir}/log")
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    victim = subprocess.Popen([*sleep, f"{run_dir}/allreduce.py", "--dir", run_dir])
+    bystander = subprocess.Popen([*sleep, "--dir", f"{run_dir}-other"])
+    shell = subprocess.Popen([*sleep, f"{run_dir}/allreduce.py --dir {run_dir} > log"])
+    try:
+        assert AR.member_stop(m, run_dir).startswith("podman exec trainer ")
+        assert LocalRemote("n").run(AR.member_stop(m, run_dir), timeout=10).exit == 0
+        assert victim.wait(5) is not None
+        assert bystander.poll() is None and shell.poll() is None
+        assert LocalRemote("n").run(AR.member_cleanup(m, run_dir), timeout=10).exit == 0
+        assert shell.wait(5) is not None and bystander.poll() is None
+        assert not os.path.exists(run_dir)
     finally:
         for p in (victim, bystander, shell):
             p.kill()

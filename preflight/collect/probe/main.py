@@ -19,14 +19,13 @@ import struct
 import sys
 import time
 
-from preflight.collect.probe.container import container_start, container_stop  # joined
+# One import a line (the alias keeps isort from merging them): the join drops lines.
+from preflight.collect.probe.container import container_start as container_start  # joined
+from preflight.collect.probe.container import container_stop, training_env  # joined
 from preflight.collect.probe.nvml import nvml_facts  # joined
 from preflight.collect.probe_text import NVML_SRC, PADDLE_CHILD  # joined
 
 SCHEMA = 1
-ENV_PREFIXES = ("NCCL_", "FLAGS_", "PADDLE_", "GLOG_", "GLOO_", "CUDA_VISIBLE_DEVICES")
-# Names that look secret keep their presence, never their value: reports get shared.
-SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "_KEY", "APIKEY")
 PADDLE_MARK = "PREFLIGHT-PADDLE-JSON:"
 
 
@@ -72,12 +71,13 @@ def cpu_times():
     raise ValueError("no cpu line in /proc/stat")
 
 
-def cgroup_v1_quota():
-    """Smallest cfs quota/period from this process's cpu cgroup up to the root."""
+def cgroup_v1_dir(controller, pid="self"):
+    """(the directory of pid's cgroup in the v1 hierarchy holding controller, that
+    hierarchy's mount point), as this process's mount namespace sees them; None without."""
     rel = None
-    for line in read("/proc/self/cgroup").splitlines():
+    for line in read("/proc/%s/cgroup" % pid).splitlines():
         parts = line.split(":", 2)
-        if len(parts) == 3 and "cpu" in parts[1].split(","):
+        if len(parts) == 3 and controller in parts[1].split(","):
             rel = parts[2]
     if rel is None:
         return None
@@ -85,34 +85,20 @@ def cgroup_v1_quota():
     for line in read("/proc/self/mountinfo", 1 << 20).splitlines():
         left, _, right = line.partition(" - ")
         fields, rfields = left.split(), right.split()
-        if len(rfields) >= 3 and rfields[0] == "cgroup" and "cpu" in rfields[2].split(","):
+        if len(rfields) >= 3 and rfields[0] == "cgroup" and \
+                controller in rfields[2].split(","):
             mount_root, mount_point = fields[3], fields[4]
     if mount_root is None or mount_point is None:
         return None
     if mount_root != "/" and rel.startswith(mount_root):
         rel = rel[len(mount_root):]
-    path = os.path.normpath(mount_point + "/" + rel.lstrip("/"))
-    best = None
-    while True:
-        try:
-            quota = int(read(os.path.join(path, "cpu.cfs_quota_us")))
-            period = int(read(os.path.join(path, "cpu.cfs_period_us")))
-            if quota > 0 and period > 0:
-                cores = quota / float(period)
-                if best is None or cores < best["cores"]:
-                    best = {"version": 1, "path": path, "quota_us": quota,
-                            "period_us": period, "cores": cores,
-                            "rel": path[len(mount_point):] or "/"}
-        except (OSError, ValueError):
-            pass
-        if path == mount_point or len(path) <= len(mount_point):
-            return best
-        path = os.path.dirname(path)
+    return os.path.normpath(mount_point + "/" + rel.lstrip("/")), mount_point
 
 
-def cgroup_v2_quota():
+def cgroup_v2_dir(pid="self"):
+    """(the directory of pid's cgroup v2, the cgroup2 mount point); None without one."""
     rel = None
-    for line in read("/proc/self/cgroup").splitlines():
+    for line in read("/proc/%s/cgroup" % pid).splitlines():
         if line.startswith("0::"):
             rel = line[3:]
     if rel is None:
@@ -124,9 +110,43 @@ def cgroup_v2_quota():
             root = left.split()[4]
     if root is None:
         return None
-    path = os.path.normpath(root + "/" + rel.lstrip("/"))
-    best = None
+    return os.path.normpath(root + "/" + rel.lstrip("/")), root
+
+
+def up_from(found):
+    """The directories from a cgroup's up to its hierarchy's root (found: a *_dir result)."""
+    if found is None:
+        return
+    path, top = found
     while True:
+        yield path
+        if path == top or len(path) <= len(top):
+            return
+        path = os.path.dirname(path)
+
+
+def cgroup_v1_quota(pid="self"):
+    """Smallest cfs quota/period from pid's cpu cgroup up to the root."""
+    found = cgroup_v1_dir("cpu", pid)
+    best = None
+    for path in up_from(found):
+        try:
+            quota = int(read(os.path.join(path, "cpu.cfs_quota_us")))
+            period = int(read(os.path.join(path, "cpu.cfs_period_us")))
+            if quota > 0 and period > 0:
+                cores = quota / float(period)
+                if best is None or cores < best["cores"]:
+                    best = {"version": 1, "path": path, "quota_us": quota,
+                            "period_us": period, "cores": cores,
+                            "rel": path[len(found[1]):] or "/"}
+        except (OSError, ValueError):
+            pass
+    return best
+
+
+def cgroup_v2_quota(pid="self"):
+    best = None
+    for path in up_from(cgroup_v2_dir(pid)):
         try:
             quota, period = read(os.path.join(path, "cpu.max")).split()[:2]
             if quota != "max":
@@ -136,9 +156,54 @@ def cgroup_v2_quota():
                             "period_us": int(period), "cores": cores}
         except (OSError, ValueError):
             pass
-        if len(path) <= len(root):
-            return best
-        path = os.path.dirname(path)
+    return best
+
+
+def memory_limit(pid="self"):
+    """The smallest memory limit from pid's cgroup up to the root (v2 memory.max, v1
+    memory.limit_in_bytes), in bytes; None where nothing limits it."""
+    best = None
+    for found, name in ((section(cgroup_v2_dir, pid), "memory.max"),
+                        (section(cgroup_v1_dir, "memory", pid), "memory.limit_in_bytes")):
+        if not isinstance(found, tuple):
+            continue
+        for path in up_from(found):
+            try:
+                text = read(os.path.join(path, name)).strip()
+            except OSError:
+                continue
+            # v1 writes "no limit" as a page-rounded 2**63-1
+            if text.isdigit() and int(text) < (1 << 62) and (best is None or int(text) < best):
+                best = int(text)
+    return best
+
+
+def process_cgroup(pid):
+    """What the cgroup and affinity of process pid (the job's container's) let it use: CPUs
+    of its affinity (its cpuset), the smallest CPU quota above it and the smallest memory
+    limit; as the host's CPU facts read them for the probe itself."""
+    try:
+        cpus = sorted(os.sched_getaffinity(pid))
+    except (AttributeError, OSError):
+        cpus = []
+    quotas = [q for q in (section(cgroup_v1_quota, pid), section(cgroup_v2_quota, pid))
+              if isinstance(q, dict) and "cores" in q]
+    quota = min(quotas, key=lambda q: q["cores"]) if quotas else None
+    if quota is not None:
+        quota.pop("rel", None)
+    return {"affinity": len(cpus), "cpuset": cpu_list(cpus), "quota": quota,
+            "memory_limit_bytes": memory_limit(pid)}
+
+
+def cpu_list(cpus):
+    """[0, 1, 2, 5] -> "0-2,5", as cpuset.cpus writes it."""
+    out = []  # type: list
+    for c in cpus:
+        if out and out[-1][1] == c - 1:
+            out[-1][1] = c
+        else:
+            out.append([c, c])
+    return ",".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in out)
 
 
 def cpu_quota():
@@ -335,7 +400,8 @@ def memory_facts():
         if parts:
             info[key] = int(parts[0]) * 1024
     return {"total_bytes": info.get("MemTotal"), "available_bytes": info.get("MemAvailable"),
-            "swap_total_bytes": info.get("SwapTotal")}
+            "swap_total_bytes": info.get("SwapTotal"),
+            "cgroup_limit_bytes": section(memory_limit)}
 
 
 def shm_facts():
@@ -547,12 +613,7 @@ def files_facts(paths):
 
 # ---------------------------------------------------------------- environment
 def env_facts():
-    out = {}
-    for k in sorted(os.environ):
-        if k.startswith(ENV_PREFIXES):
-            secret = any(m in k.upper() for m in SECRET_MARKERS)
-            out[k] = "<redacted>" if secret else os.environ[k][:4096]
-    return {"vars": out}
+    return {"vars": training_env(os.environ)}
 
 
 # ---------------------------------------------------------------- GPUs
@@ -808,14 +869,18 @@ def main(argv):
         python = container.get("python") or python  # the training environment's, inside
         got = section(container_start, container, budget / 2)
         facts, inside = got if isinstance(got, tuple) else (got, None)  # raised: an error
+        if facts.get("pid"):
+            facts["cgroup"] = section(process_cgroup, facts.pop("pid"))
     if not want_paddle:
         paddle = {"error": "not collected (preflight ran with --no-paddle)"}  # type: object
     elif container is not None and inside is None:
         what = container.get("name") or container.get("image")
-        paddle = {"error": "not read: the job's container (%s) did not start here" % what
-                  if container.get("runtime") != "pyxis" else
-                  "not read: under pyxis the job's image is entered only by srun "
-                  "--container-image in a job step"}
+        why = facts.get("no_runtime") or facts.get("missing") or facts.get("start_error") \
+            if isinstance(facts, dict) else None
+        paddle = {"error": "not read: under pyxis the job's image is entered only by srun "
+                  "--container-image in a job step" if container.get("runtime") == "pyxis"
+                  else "not read: the job's container (%s) did not start here%s" % (
+                      what, ": " + why if why else "")}
     elif container is None:
         paddle_proc, paddle = paddle_or_reason(python, pynvml is None)
     # In a container, the Paddle child runs under the runtime, not as this probe's child:

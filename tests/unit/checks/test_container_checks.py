@@ -13,11 +13,15 @@ from preflight.checks import (
     container_gpus,
     container_network,
     container_rdma,
+    cpu_cores,
+    env,
     memlock,
+    memory,
     nofile,
     shm,
 )
 from preflight.model import facts as F
+from preflight.model.container import ContainerSpec
 from preflight.model.findings import Status
 from preflight.model.policy import Limits, Policy
 
@@ -117,8 +121,7 @@ def test_gpus_hidden_by_a_variable_inside():
 
 def test_a_missing_running_container_and_the_command_shape_runtimes():
     gone = F.ContainerFacts(runtime="docker", name="trainer", missing="no such object")
-    shape = F.ContainerFacts(runtime="apptainer", image="paddle.sif",
-                             error="apptainer has no inspect")
+    shape = F.ContainerFacts(runtime="apptainer", image="paddle.sif")
     c = cluster(**boxed(2, node01={"container": gone}, node02={"container": shape}))
     found = {f.hosts[0]: f for f in container.check(c)}
     assert found["node01"].status is Status.FAIL
@@ -136,3 +139,93 @@ def test_a_runtime_the_user_cannot_reach_is_could_not_check_not_a_missing_image(
     [f] = [f for f in container.check(c) if "node01" in f.hosts]
     assert f.status is Status.COULD_NOT_CHECK and "could not ask docker" in f.message
     assert "is not on this host" not in f.message
+
+
+def test_a_runtime_missing_on_a_host_is_could_not_check_naming_the_runtime():
+    gone = F.ContainerFacts(runtime="podman", image="paddle:3.3.1", no_runtime=(
+        "podman: not found on this host's PATH (/usr/local/bin:/usr/bin:/bin)"))
+    c = cluster(**boxed(3, node02={"container": gone, "paddle": F.SectionError(
+        "not read: the job's container (paddle:3.3.1) did not start here")}))
+    found = bad(container.check(c))
+    assert set(found) == {"node02"}
+    status, text = found["node02"]
+    assert status is Status.COULD_NOT_CHECK
+    assert "the runtime podman is missing on this host (podman: not found on this " \
+        "host's PATH" in text
+    assert "not on this host" not in text.split("(")[0] and "load it" not in text
+    # The checks that read the container say why they could not, with the same cause.
+    assert "podman: not found" in bad(shm.check(c))["node02"][1]
+
+
+def test_a_container_that_does_not_start_fails_with_the_runtimes_words():
+    broken = replace(GOOD, start_s=0.2, host_network=None, shm=None, limits=None,
+                     intent=None, error="Error: stat /dev/nvidia9: no such file or directory")
+    c = cluster(**boxed(3, node03={"container": broken}))
+    status, text = bad(container.check(c))["node03"]
+    assert status is Status.FAIL
+    assert "does not start" in text and "podman says: Error: stat /dev/nvidia9" in text
+    # Started but unreadable (inspect failed) is what could not be checked.
+    unread = replace(broken, error=None, unread="inspect: no such container")
+    c = cluster(**boxed(3, node03={"container": unread}))
+    assert bad(container.check(c))["node03"][0] is Status.COULD_NOT_CHECK
+
+
+def test_on_the_hosts_ipc_the_shm_fix_is_the_hosts_and_shm_size_is_said_not_to_apply():
+    # Podman 4.3's inspect says "shareable" for --ipc host: the namespace is the truth.
+    on_host = replace(GOOD, shm=F.ShmFacts(64 << 20, 64 << 20), host_ipc=True,
+                      intent=F.ContainerIntent(network_mode="host", ipc_mode="shareable"))
+    c = cluster(**boxed(3, node01={"container": on_host}))
+    status, text = bad(shm.check(c))["node01"]
+    assert "shares the host's IPC" in text and "enlarge the host's" in text
+    assert "--shm-size" not in text
+    # Given a shm_size under ipc: host (from the defaults, say), it says it did not apply.
+    spec = ContainerSpec("podman", image="paddle:3.3.1", ipc="host", shm_size="16g")
+    c = replace(c, outcomes=tuple(replace(o, host=replace(o.host, container=spec))
+                                  if o.host.name == "node02" else o for o in c.outcomes))
+    [ok] = [f for f in shm.check(c) if f.status is Status.PASS]
+    assert "node02: shm_size 16g does not apply on the host's IPC" in ok.message
+
+
+def test_the_environment_compared_is_the_containers():
+    login = F.EnvFacts((("NCCL_DEBUG", "WARN"),))
+    inside = replace(GOOD, env=F.EnvFacts(()))
+    nan = replace(GOOD, env=F.EnvFacts((("FLAGS_check_nan_inf", "1"),)))
+    # Every login shell sets the same; one image sets a flag the others do not.
+    c = cluster(**boxed(3, node01={"env": login, "container": inside},
+                        node02={"env": login, "container": inside},
+                        node03={"env": login, "container": nan}))
+    found = bad(env.check(c))
+    assert set(found) == {"node03"} and "FLAGS_check_nan_inf 1 != unset" in found["node03"][1]
+
+
+def test_the_containers_cpu_and_memory_limits_are_what_the_job_gets():
+    narrow = replace(GOOD, cgroup=F.ContainerCgroup(
+        affinity=16, cpuset="0-15", quota=F.CpuQuota(1, 100000, 100000, 1.0),
+        memory_limit_bytes=4 * GIB))
+    c = cluster(**boxed(3, node02={"container": narrow}))
+    cores = bad(cpu_cores.check(c))
+    assert set(cores) == {"node02"} and cores["node02"][0] is Status.FAIL
+    assert "node02: 1 effective cores (the job's container: cgroup v1 quota 100000/100000 " \
+        "us) vs cluster median 16" in cores["node02"][1]
+    mem = bad(memory.check(c))
+    assert set(mem) == {"node02"} and mem["node02"][0] is Status.FAIL
+    assert "4 GiB (the job's container's memory limit) vs cluster median 64 GiB" in \
+        mem["node02"][1]
+    # A cpuset narrower than the host: its CPUs are what the job has.
+    pinned = replace(GOOD, cgroup=F.ContainerCgroup(affinity=4, cpuset="0-3"))
+    c = cluster(**boxed(3, node01={"container": pinned}))
+    assert "CPU affinity 4 of 16" in bad(cpu_cores.check(c))["node01"][1]
+    # A container allowed more than its host changes nothing.
+    wide = replace(GOOD, cgroup=F.ContainerCgroup(affinity=16, cpuset="0-15",
+                                                  memory_limit_bytes=1 << 40))
+    c = cluster(**boxed(3, node01={"container": wide}))
+    assert bad(cpu_cores.check(c)) == {} and bad(memory.check(c)) == {}
+
+
+def test_free_cores_in_a_narrow_container_are_its_own_or_what_the_host_leaves():
+    host = F.CpuFacts(logical=64, affinity=64, effective=64.0, utilization=0.1,
+                      loadavg=(1.0,), other_work=F.OtherWork("host", 62.5, 1.0),
+                      host_effective=None)
+    assert replace(host, effective=2.0, host_effective=64.0).free_cores == 1.5
+    assert replace(host, other_work=F.OtherWork("host", 3.0, 1.0), effective=2.0,
+                   host_effective=64.0).free_cores == 2.0

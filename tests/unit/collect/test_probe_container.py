@@ -37,7 +37,7 @@ def test_this_process_reads_as_itself():
     assert got["limits"]["nofile"] == {"soft": soft, "hard": hard}
     st = os.statvfs("/dev/shm")
     assert got["shm"]["size_bytes"] == st.f_blocks * st.f_frsize
-    assert got["host_network"] is True
+    assert got["host_network"] is True and got["host_ipc"] is True
 
 
 def _started(argv: list[str]) -> subprocess.Popen[bytes]:
@@ -61,14 +61,19 @@ def test_a_process_in_its_own_namespaces_reads_as_it_runs():
     # variable: what `podman run --network none --shm-size 16m --ulimit memlock=...` gives.
     script = "mount -t tmpfs -o size=16m tmpfs /dev/shm && exec sleep 30"
     p = _started(["prlimit", "--memlock=65536:65536", "--", "env",
-                  "CUDA_VISIBLE_DEVICES=1", "unshare", "--net", "--mount",
+                  "CUDA_VISIBLE_DEVICES=1", "FLAGS_check_nan_inf=1", "PADDLE_API_TOKEN=x",
+                  "unshare", "--net", "--ipc", "--mount",
                   "--propagation", "private", "sh", "-c", script])
     try:
         got = process_truth(p.pid)
     finally:
         p.kill()
         p.communicate(timeout=10)
-    assert got["host_network"] is False
+    assert got["host_network"] is False and got["host_ipc"] is False
+    # Its training variables (a secret's value never read into the facts).
+    assert got["env"]["vars"]["FLAGS_check_nan_inf"] == "1"
+    assert got["env"]["vars"]["CUDA_VISIBLE_DEVICES"] == "1"
+    assert got["env"]["vars"]["PADDLE_API_TOKEN"] == "<redacted>"
     assert got["shm"]["size_bytes"] == 16 << 20  # its own, not this machine's /dev/shm
     assert got["limits"]["memlock"] == {"soft": 65536, "hard": 65536}
     assert got["gpu_env"] == {"CUDA_VISIBLE_DEVICES": "1"}

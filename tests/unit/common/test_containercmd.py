@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+from dataclasses import replace
 
 import pytest
 
 from preflight.common.containercmd import command, exec_argv, pyxis_options, run_argv
 from preflight.model.container import ContainerSpec
 
-JOB = ContainerSpec("docker", image="paddle:3.3.1", network="host", ipc="host",
-                    shm_size="16g", ulimits=(("memlock", "-1"), ("nofile", "65536:65536")),
+JOB = ContainerSpec("docker", image="paddle:3.3.1", network="host", shm_size="16g",
+                    cpus="7.5", cpuset="0-7", memory="64g",
+                    ulimits=(("memlock", "-1"), ("nofile", "65536:65536")),
                     devices=("/dev/infiniband",), mounts=("/data:/data:ro",),
                     env=(("NCCL_DEBUG", "WARN"),), gpus="all")
 
@@ -20,11 +22,29 @@ JOB = ContainerSpec("docker", image="paddle:3.3.1", network="host", ipc="host",
 def test_docker_run_carries_every_option_before_the_image():
     argv = run_argv(JOB, ["python3", "-c", "print(1)"], name="pf-ab12-node01")
     assert argv == [
-        "docker", "run", "--rm", "--name", "pf-ab12-node01", "--network", "host", "--ipc",
-        "host", "--shm-size", "16g", "--ulimit", "memlock=-1", "--ulimit",
-        "nofile=65536:65536", "--gpus", "all", "--device", "/dev/infiniband", "--volume",
-        "/data:/data:ro", "--env", "NCCL_DEBUG=WARN", "paddle:3.3.1", "python3", "-c",
-        "print(1)"]
+        "docker", "run", "--rm", "--name", "pf-ab12-node01", "--network", "host",
+        "--shm-size", "16g", "--cpus", "7.5", "--cpuset-cpus", "0-7", "--memory", "64g",
+        "--ulimit", "memlock=-1", "--ulimit", "nofile=65536:65536", "--gpus", "all",
+        "--device", "/dev/infiniband", "--volume", "/data:/data:ro", "--env",
+        "NCCL_DEBUG=WARN", "paddle:3.3.1", "python3", "-c", "print(1)"]
+
+
+@pytest.mark.parametrize("ipc", ["host", "container:trainer"])
+def test_on_a_shared_ipc_namespace_shm_size_is_not_passed(ipc):
+    # Podman refuses --shm-size beside --ipc host ("cannot set shmsize when running in the
+    # host IPC Namespace"); the container's /dev/shm is the host's (or the other's) then.
+    argv = run_argv(replace(JOB, ipc=ipc, runtime="podman"), ["true"])
+    assert ["--ipc", ipc] == argv[argv.index("--ipc"):argv.index("--ipc") + 2]
+    assert "--shm-size" not in argv
+    assert "--shm-size" in run_argv(replace(JOB, ipc="private"), ["true"])
+
+
+def test_limits_go_to_apptainer_and_not_to_pyxis():
+    app = run_argv(replace(JOB, runtime="apptainer"), ["true"])
+    assert app[app.index("--cpus"):app.index("--cpus") + 6] == [
+        "--cpus", "7.5", "--cpuset-cpus", "0-7", "--memory", "64g"]
+    # Under pyxis the Slurm step's --cpus-per-task and --mem are the limits.
+    assert "--cpus" not in run_argv(replace(JOB, runtime="pyxis"), ["true"])
 
 
 @pytest.mark.parametrize("runtime, gpus, args", [

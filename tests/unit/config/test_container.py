@@ -19,6 +19,13 @@ def test_layers_merge_key_by_key_the_nearest_winning():
                                  ulimits=(("memlock", "-1"), ("nofile", "65536:65536")))
 
 
+def test_cpu_and_memory_limits_are_read_as_dockers_flags_take_them():
+    spec = spec_of("inv.yaml", [{"image": "i", "cpus": 1.5, "cpuset": "0-7,16",
+                                 "memory": "64g"}])
+    assert spec is not None
+    assert (spec.cpus, spec.cpuset, spec.memory) == ("1.5", "0-7,16", "64g")
+
+
 def test_a_running_container_replaces_an_inherited_image():
     merged = layered({"runtime": "docker", "image": "paddle:3.3.1"}, {"name": "dev"})
     assert merged == {"runtime": "docker", "name": "dev"}
@@ -42,6 +49,11 @@ def test_no_container_anywhere_is_the_host():
     ({"image": "i", "env": {"1X": "a"}}, "container.env.1X", "environment variable"),
     ({"image": "i", "gpus": "0;1"}, "container.gpus", "GPU indices"),
     ({"image": "i", "mounts": ["/data"]}, "container.mounts", "SRC:DST"),
+    ({"image": "i", "cpus": "two"}, "container.cpus", "is not a number of cores"),
+    ({"image": "i", "cpus": 0}, "container.cpus", "is not a number of cores"),
+    ({"image": "i", "cpus": True}, "container.cpus", "is not a number of cores"),
+    ({"image": "i", "cpuset": "0-7;8"}, "container.cpuset", "is not a list of CPUs"),
+    ({"image": "i", "memory": "64 gigs"}, "container.memory", "is not a size"),
     ({"image": "i", "colour": "red"}, "container.colour", "unknown container key"),
 ])
 def test_a_bad_value_is_one_line_naming_host_and_field(layer, field, words):

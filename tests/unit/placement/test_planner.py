@@ -239,6 +239,18 @@ def test_ps_headroom_is_what_other_work_leaves_in_the_hosts_cgroup_not_the_load_
     assert "hot: no server here: overloaded (2 cores free of 16)" in p.notes
 
 
+def test_ps_headroom_is_what_the_jobs_container_may_use():
+    # boxed: 16 idle cores on the host, but the job's container runs under --cpus 1 there:
+    # the classic throttled parameter server. The plan puts no server in it.
+    narrow = F.ContainerFacts(runtime="docker", image="paddle:3.3.1", cgroup=F.ContainerCgroup(
+        affinity=16, cpuset="0-15", quota=F.CpuQuota(1, 100000, 100000, 1.0)))
+    hosts = [node("a", "10.0.0.1", cpu=cpu(busy=0.2)),
+             node("boxed", "10.0.0.2", cpu=cpu(busy=0.2), container=narrow),
+             node("c", "10.0.0.3", cpu=cpu(busy=0.5))]
+    _, p = make(hosts, "ps", server_num=2, trainer_num=1, limits=Limits(ps_server_cores=1.5))
+    assert sorted(e.host for e in p.servers) == ["a", "c"]
+
+
 def test_ps_odd_trainer_count_spreads_evenly_and_keeps_each_host_contiguous():
     hosts = [node(n, f"10.0.0.{i}", **cpu_only()) for i, n in enumerate("abc", 1)]
     _, p = make(hosts, "ps", server_num=1, trainer_num=5)

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from preflight.checks.common import tier
+from preflight.checks.cpu_cores import short_of_cpu
 from preflight.common import localise
 from preflight.common.units import hosts_text, rate
 from preflight.model.cluster import Cluster
@@ -92,11 +93,12 @@ def _confirmed(bps: float, ref: float | None, healthy_low: float | None,
 
 
 def _transient(bps: float, ref: float | None, low: float | None, limits: Limits) -> str:
-    """Why a retest cleared a suspect: fine outright, or within the healthy hosts' spread."""
+    """Why a retest cleared a suspect, as the finding's conclusion: fine outright, or within
+    the healthy hosts' spread."""
     if _status(bps, ref, limits) is Status.PASS or low is None:
         return "transient (contention during the survey)"
-    return (f"within the spread of this cluster's healthy links (the slowest "
-            f"{rate(low)}): not a clear deficit")
+    return (f"not a clear deficit (within the spread of this cluster's healthy links, the "
+            f"slowest {rate(low)})")
 
 
 def _healthy_low(survey: Sequence[LinkRun], loc: localise.Localisation) -> float | None:
@@ -109,10 +111,12 @@ def _healthy_low(survey: Sequence[LinkRun], loc: localise.Localisation) -> float
     return min(healthy) if healthy else None
 
 
-def _yardstick(ref: float | None, limits: Limits) -> str:
+def _yardstick(ref: float | None, limits: Limits, capped: bool = False) -> str:
+    """What links are judged against: the median host's best link, or, where the links run
+    faster than their NICs negotiated (virtual NICs), that line rate."""
     parts = []
     if ref is not None:
-        parts.append(f"median host {rate(ref)}")
+        parts.append(f"the NICs' line rate {rate(ref)}" if capped else f"median host {rate(ref)}")
     if limits.link_min_gbps:
         parts.append(f"floor {limits.link_min_gbps:g} Gbit/s")
     return ", ".join(parts)
@@ -135,6 +139,10 @@ def _judged(cluster: Cluster, net: NetworkTests) -> Iterator[Finding]:
         return
     line = net.line_bps()
     ref = localise.reference_bps(survey, line)
+    best = localise.reference_bps(survey)  # the median host's best link, as measured
+    capped = ref is not None and best is not None and ref < best
+    yard = _yardstick(ref, limits, capped)
+    short = short_of_cpu(cluster)
     threshold = localise.suspect_threshold(survey, limits.link_warn_ratio,
                                               limits.link_min_gbps * 1e9, line)
     named: set[str] = set()
@@ -144,10 +152,11 @@ def _judged(cluster: Cluster, net: NetworkTests) -> Iterator[Finding]:
         loc = localise.localise(survey, threshold, line)
         low = _healthy_low(survey, loc)
         for host, directions in loc.slow_hosts.items():
-            f = _slow_host(host, directions, survey, net.links, ref, low, limits)
+            f = _slow_host(host, directions, survey, net.links, ref, low, limits, yard,
+                           short.get(host))
             named.update(f.hosts)
             yield f
-        paths = [_slow_path(s, r, survey, net.links, ref, low, limits)
+        paths = [_slow_path(s, r, survey, net.links, ref, low, limits, yard)
                  for s, r in loc.slow_paths]
         cleared = {f.hosts for f in paths if f.status is Status.PASS}
         paths = [f for f in paths if f.status is not Status.PASS] or paths
@@ -159,14 +168,30 @@ def _judged(cluster: Cluster, net: NetworkTests) -> Iterator[Finding]:
     yield from _loss(survey, loc, limits, named, ref, cleared)
     rest = [h for h in net.hosts if h not in named and h not in net.skipped]
     if rest:
-        low = min(r.bps for r in survey if r.bps is not None)
-        note = "" if threshold is not None else (
-            "; fewer than 3 hosts: nothing to compare with (set limits.link_min_gbps)")
-        yield Finding(NAME, Status.PASS, tuple(rest), (
-            f"iperf3 {net.schedule}: {len(survey)} runs, "
-            + (f"median host {rate(ref)}, " if ref is not None else "")
-            + f"slowest {rate(low)}{note}"),
-            {"reference_bps": ref, "slowest_bps": low})
+        yield _passed(net, survey, rest, best, ref if capped else None, threshold is None)
+
+
+def _passed(net: NetworkTests, survey: Sequence[LinkRun], rest: Sequence[str],
+            best: float | None, line: float | None, alone: bool) -> Finding:
+    """The hosts no finding names, with their own links' figures side by side: the slowest
+    link between two of them and the median host's best link, both measured (a named
+    host's links are its finding's; a line rate is said as one, not as a host's speed)."""
+    among = set(rest)
+    own = [r.bps for r in survey if r.bps is not None and r.sender in among
+           and r.receiver in among]
+    runs = [r.bps for r in survey if r.bps is not None]
+    low = min(own or runs)
+    parts = [f"iperf3 {net.schedule}: {len(survey)} runs, slowest link {rate(low)}"
+             + ("" if own or len(runs) == 0 else " (with a named host)")]
+    if best is not None:
+        parts.append(f"median host's best {rate(best)}")
+    text = ", ".join(parts)
+    if line is not None:
+        text += f"; judged against the NICs' line rate {rate(line)} (links ran faster)"
+    if alone:
+        text += "; fewer than 3 hosts: nothing to compare with (set limits.link_min_gbps)"
+    return Finding(NAME, Status.PASS, tuple(rest), text,
+                   {"reference_bps": line or best, "slowest_bps": low, "best_median_bps": best})
 
 
 def _unmeasured(net: NetworkTests) -> Iterator[Finding]:
@@ -183,7 +208,8 @@ def _unmeasured(net: NetworkTests) -> Iterator[Finding]:
 
 def _slow_host(host: str, directions: tuple[str, ...], survey: Sequence[LinkRun],
                links: Sequence[LinkRun], ref: float | None, low: float | None,
-               limits: Limits) -> Finding:
+               limits: Limits, yard: str, cpu: str | None = None) -> Finding:
+    """cpu: why cpu-cores finds the host short of CPU, which then explains its links."""
     mine = [r for r in survey if host in (r.sender, r.receiver)]
     sends = [r.bps for r in mine if r.sender == host and r.bps is not None]
     recvs = [r.bps for r in mine if r.receiver == host and r.bps is not None]
@@ -196,44 +222,55 @@ def _slow_host(host: str, directions: tuple[str, ...], survey: Sequence[LinkRun]
     retests = [best for p in sorted(pairs) if (best := _retest(links, *p)) is not None]
     retrans = sum(r.result.retransmits or 0 for r in mine)
     data = {"directions": list(directions), "reference_bps": ref, "peers": peers,
-            "retest_bps": [r.bps for r in retests], "retransmits": retrans}
-    base = (f"{host}: slow host: {what} with every peer ({hosts_text(peers)}); "
-            f"{_yardstick(ref, limits)}")
+            "retest_bps": [r.bps for r in retests], "retransmits": retrans, "cpu": cpu}
+    seen = f"{what} with every peer ({hosts_text(peers)}); {yard}"
     if not retests:
         status = _status(max(sends or recvs or [0.0]), ref, limits)
-        return Finding(NAME, status, (host,), base + "; not confirmed by a retest (no "
-                       "healthy host to retest against)", data)
+        return Finding(NAME, status, (host,), f"{host}: slow host: {seen}; not confirmed by a "
+                       "retest (no healthy host to retest against)" + _cpu_note(cpu), data)
     worst = min(r.bps for r in retests if r.bps is not None)
     status = _confirmed(worst, ref, low, limits)
     other = next(r.receiver if r.sender == host else r.sender for r in retests)
-    if status is Status.PASS:
-        return Finding(NAME, Status.PASS, (host,), base + f"; but {rate(worst)} on a retest "
-                       f"alone against {other}: {_transient(worst, ref, low, limits)}", data)
-    return Finding(NAME, status, (host,), base + f"; retest against {other}: {rate(worst)}"
-                   + (f"; {retrans} retransmits" if retrans else "")
-                   + ": check its NIC, cable, link speed (ethtool) and driver", data)
+    if status is Status.PASS:  # the conclusion first: what the retest made of it
+        return Finding(NAME, Status.PASS, (host,), (
+            f"{host}: {_transient(worst, ref, low, limits)}: {rate(worst)} on a retest alone "
+            f"against {other}, after the survey's {seen}"), data)
+    again = f"retest against {other}: {rate(worst)}" + (
+        f"; {retrans} retransmits" if retrans else "")
+    if cpu is not None:
+        return Finding(NAME, status, (host,), (
+            f"{host}: slow host, explained by its CPU ({cpu}): iperf3 and the job's "
+            f"communication are CPU-bound there; {seen}; {again}: fix its CPU first "
+            "(cpu-cores), not its NIC"), data)
+    return Finding(NAME, status, (host,), f"{host}: slow host: {seen}; {again}: check its "
+                   "NIC, cable, link speed (ethtool) and driver", data)
+
+
+def _cpu_note(cpu: str | None) -> str:
+    return f"; its CPU may explain it ({cpu}): see cpu-cores" if cpu else ""
 
 
 def _slow_path(sender: str, receiver: str, survey: Sequence[LinkRun],
                links: Sequence[LinkRun], ref: float | None, low: float | None,
-               limits: Limits) -> Finding:
+               limits: Limits, yard: str) -> Finding:
     run = next(r for r in survey if (r.sender, r.receiver) == (sender, receiver))
     assert run.bps is not None
     again = _retest(links, sender, receiver)
     data = {"survey_bps": run.bps, "retest_bps": again.bps if again else None,
             "reference_bps": ref, "retransmits": run.result.retransmits}
-    base = (f"{sender} -> {receiver}: slow path, {rate(run.bps)} while both hosts are fine "
-            f"with other peers; {_yardstick(ref, limits)}")
+    pair = f"{sender} -> {receiver}"
+    seen = f"{rate(run.bps)} while both hosts are fine with other peers; {yard}"
     if again is None or again.bps is None:
         return Finding(NAME, _status(run.bps, ref, limits), (sender, receiver),
-                       base + "; not confirmed by a retest", data)
+                       f"{pair}: slow path, {seen}; not confirmed by a retest", data)
     status = _confirmed(again.bps, ref, low, limits)
     if status is Status.PASS:
-        return Finding(NAME, Status.PASS, (sender, receiver), base + f"; but "
-                       f"{rate(again.bps)} on a retest alone: "
-                       f"{_transient(again.bps, ref, low, limits)}", data)
-    return Finding(NAME, status, (sender, receiver), base + f"; retest {rate(again.bps)}: "
-                   "check the switch ports, cabling and routes between them", data)
+        return Finding(NAME, Status.PASS, (sender, receiver), (
+            f"{pair}: {_transient(again.bps, ref, low, limits)}: {rate(again.bps)} on a "
+            f"retest alone, after the survey's {seen}"), data)
+    return Finding(NAME, status, (sender, receiver), f"{pair}: slow path, {seen}; retest "
+                   f"{rate(again.bps)}: check the switch ports, cabling and routes between "
+                   "them", data)
 
 
 def _shared_bottleneck(paths: Sequence[Finding], survey: Sequence[LinkRun], n_hosts: int,
@@ -288,9 +325,9 @@ def _loss(survey: Sequence[LinkRun], loc: localise.Localisation | None, limits: 
 def _with_nic_note(f: Finding, net: NetworkTests) -> Finding:
     """A slow or lossy link's finding says what its hosts' NICs counted meanwhile: errors
     point at a cable or NIC; none, at congestion or a queue."""
-    if f.status is Status.PASS or f.check != NAME or not f.hosts or \
+    if f.status is Status.PASS or f.check != NAME or not f.hosts or f.data.get("cpu") or \
             "could not" in f.message or "iperf3 failed" in f.message:
-        return f
+        return f  # (a host's CPU explains its links: its NIC's counters are beside the point)
     read = [h for h in f.hosts if h in net.nic_counters]
     if not read:
         return f

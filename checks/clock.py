@@ -8,14 +8,19 @@ from collections.abc import Iterator
 from preflight.checks.common import could_not_check, passed, sections, tier
 from preflight.model.cluster import Cluster
 from preflight.model.facts import ClockFacts
-from preflight.model.findings import Finding
+from preflight.model.findings import Finding, Status
 
 NAME = "clock"
 # What docs/checks.md says of it (generated from these): what it judges, why that
 # stalls a job, the fix, and the policy limits it reads.
 ABOUT = r"""
 Each host's clock within 1 s (warn) / 5 s (fail) of the cluster's median, measured against the
-controller as each probe's output arrives.
+controller: each probe stamps its clock between the moment its command was sent and the moment
+its answer arrived, so each host's offset is an interval whose width is the command's own
+delays (a slow start, a late answer), not the probe's run. A host is blamed only by what even
+the near end of its interval shows; where the interval is too wide to tell an offset within
+the limit (a starved host, a slow Slurm step), the host is "could not check" with the delay
+named, never a false clock.
 """
 WHY = ("Timeouts, certificates and logs read side by side assume one time: skewed clocks make "
        "NCCL and gloo timeouts fire early or late and the hosts' logs disagree on what came "
@@ -27,23 +32,47 @@ LIMITS: tuple[str, ...] = ("clock_skew_warn_s", "clock_skew_fail_s")
 def check(cluster: Cluster) -> Iterator[Finding]:
     clocks, missing = sections(cluster, lambda f: f.clock, ClockFacts)
     yield from could_not_check(NAME, "the clock", missing)
-    skews = {h: c.skew_s for h, c in clocks.items() if c.skew_s is not None}
-    if not skews:
+    spans = {h: _span(c) for h, c in clocks.items() if c.skew_s is not None}
+    if not spans:
         return
     # Against the median, not the controller: the controller's own clock may be the odd one.
-    median = statistics.median(skews.values())
+    # The median's own bounds are the medians of the hosts' bounds.
+    mid_lo = statistics.median(lo for lo, _ in spans.values())
+    mid_hi = statistics.median(hi for _, hi in spans.values())
+    median = (mid_lo + mid_hi) / 2
     lim = cluster.policy.limits
     ok = []
-    for host, skew in skews.items():
-        off = skew - median
-        status, limit = tier(abs(off), lim.clock_skew_warn_s, lim.clock_skew_fail_s)
-        if status is None:
+    for host, (lo, hi) in spans.items():
+        # At least this far from the median, and at most that far, however the delays fell.
+        near = max(0.0, lo - mid_hi, mid_lo - hi)
+        far = max(hi - mid_lo, mid_hi - lo)
+        status, limit = tier(near, lim.clock_skew_warn_s, lim.clock_skew_fail_s)
+        off = (lo + hi) / 2 - median
+        if status is not None:
+            bound = "at least " if hi - lo + mid_hi - mid_lo > 0.1 else ""
+            yield Finding(NAME, status, (host,),
+                          f"{host}: clock {bound}{near:.1f} s "
+                          f"{'ahead of' if off > 0 else 'behind'} the cluster median (limit "
+                          f"{limit:g} s): fix NTP/chrony",
+                          {"offset_s": round(off, 3), "at_least_s": round(near, 3),
+                           "limit_s": limit})
+        elif far > lim.clock_skew_warn_s:
+            delay = (hi - lo) + (mid_hi - mid_lo) / 2
+            yield Finding(NAME, Status.COULD_NOT_CHECK, (host,), (
+                f"{host}: could not judge its clock: its probe's command was {delay:.1f} s "
+                "slower to start or answer than its own run (a starved or loaded host, a slow "
+                f"step), so an offset within {lim.clock_skew_warn_s:g} s cannot be told from "
+                "the delay"), {"offset_s": round(off, 3), "uncertainty_s": round(far, 3)})
+        else:
             ok.append(host)
-            continue
-        yield Finding(NAME, status, (host,),
-                      f"{host}: clock {abs(off):.1f} s {'ahead of' if off > 0 else 'behind'} "
-                      f"the cluster median (limit {limit:g} s): fix NTP/chrony",
-                      {"offset_s": round(off, 3), "limit_s": limit})
     if ok:
-        spread = max(skews[h] for h in ok) - min(skews[h] for h in ok)
-        yield passed(NAME, ok, f"clocks within {spread:.2f} s of each other on {len(ok)} hosts")
+        mids = [sum(spans[h]) / 2 for h in ok]
+        yield passed(NAME, ok, f"clocks within {max(mids) - min(mids):.2f} s of each other on "
+                     f"{len(ok)} hosts")
+
+
+def _span(c: ClockFacts) -> tuple[float, float]:
+    """The interval the host's offset lies in (a report from before the bounds: a point)."""
+    assert c.skew_s is not None
+    u = c.uncertainty_s or 0.0
+    return c.skew_s - u, c.skew_s + u

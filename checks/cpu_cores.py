@@ -113,6 +113,15 @@ def check(cluster: Cluster) -> Iterator[Finding]:
                      median=median, median_free=median_free if sampled else None)
 
 
+def short_of_cpu(cluster: Cluster) -> dict[str, str]:
+    """{host: why} for the hosts this check finds short of CPU (too few effective cores, or
+    cores taken by other work): there iperf3, gloo and the data loaders are CPU-bound, which
+    explains slow links better than a NIC does."""
+    return {h: f.message.split(": ", 1)[1] for f in check(cluster)
+            if f.status in (Status.WARN, Status.FAIL) and len(f.hosts) == 1
+            and ("effective" in f.data or "busy_cores" in f.data) for h in f.hosts}
+
+
 def _taken(host: str, c: CpuFacts, median_free: float) -> Optional[Finding]:
     """A host whose cores other work takes (another job, a runaway process) while its peers'
     are free: the job would wait on it as on a host with fewer cores."""

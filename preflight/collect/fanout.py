@@ -105,6 +105,7 @@ class Job:
         self.conn: Any = None  # an open connection collect() hands on (keep)
         self.keep = False
         self.budget = opts.deadline  # what the probe may spend on the host; set before it runs
+        self.sent_at = 0.0  # the controller's epoch when the probe's command was sent
         self.thread = threading.Thread(target=self._run, name=f"probe-{host.name}", daemon=True)
 
     def _run(self) -> None:
@@ -127,7 +128,7 @@ class Job:
         return self.opts.deadline - (time.monotonic() - self.started)
 
     def finish(self, stdout: str, exited: int, stderr: str) -> HostOutcome:
-        received = time.time()
+        received = time.time()  # with sent_at: what bounds the host's clock
         elapsed = time.monotonic() - self.started
         if exited != 0:
             tail = " | ".join(stderr.strip().splitlines()[-3:])[:400]
@@ -144,12 +145,12 @@ class Job:
                                elapsed_s=elapsed)
         self.stage = Stage.PARSE
         try:
-            facts = parse_probe_output(stdout, received_at=received)
+            facts = parse_probe_output(stdout, received_at=received, sent_at=self.sent_at)
         except ProbeOutputError as e:
             return HostOutcome(self.host, failure=HostFailure(Stage.PARSE, str(e)),
                                elapsed_s=elapsed)
         return HostOutcome(self.host, facts=facts, elapsed_s=elapsed, received_at=received,
-                           probe_output=stdout)
+                           sent_at=self.sent_at, probe_output=stdout)
 
     def deadline_outcome(self) -> HostOutcome:
         return HostOutcome(self.host, failure=deadline_failure(self),
@@ -169,6 +170,7 @@ class SshJob(Job):
             self.conn.open()
             self.stage = Stage.UPLOAD  # the probe travels on the command's stdin
             self.budget = max(1.0, self.remaining() - PROBE_MARGIN_S)
+            self.sent_at = time.time()
             done = run_with_input(self.conn.client.get_transport(),
                                   remote_command(self.host, self.opts, self.budget),
                                   probe_payload(), timeout=max(0.1, self.remaining()),

@@ -104,6 +104,7 @@ class LocalJob(Job):
     def _collect(self) -> HostOutcome:
         self.budget = max(1.0, self.remaining() - PROBE_MARGIN_S)
         self.stage = Stage.PROBE
+        self.sent_at = time.time()
         self.proc = subprocess.Popen([self.host.probe_python, "-S", "-c", BOOTSTRAP,
                                       *probe_args(self.host, self.opts, self.budget)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -391,11 +391,23 @@ def container(d: dict[str, Any]) -> F.ContainerFacts:
         nvidia=_strings(d.get("nvidia"), "nvidia"), gpu_env=tuple(gpu_env), intent=intent)
 
 
-def clock(d: dict[str, Any], received_at: float) -> F.ClockFacts:
+def clock(d: dict[str, Any], received_at: float, sent_at: float = 0.0,
+          started: Optional[float] = None) -> F.ClockFacts:
+    """The host's clock against the controller's, as an interval: the probe stamped its
+    clock (epoch) after the controller sent the command (sent_at) plus the probe's own run
+    on the host (epoch - started, a duration both clocks agree on), and before its output
+    arrived (received_at). So host minus controller lies in [epoch - received_at,
+    started - sent_at]: its midpoint is the skew, half its width the uncertainty, which is
+    the command's delays alone (a slow start, a late answer), not the probe's own run."""
     epoch = req(f(d, "epoch"))
-    # The probe stamps its clock just before it prints; the output arrives one transfer
-    # later, so host-minus-controller is right to within that transfer (milliseconds).
-    return F.ClockFacts(epoch=epoch, skew_s=round(epoch - received_at, 3) if received_at else None)
+    if not received_at:
+        return F.ClockFacts(epoch=epoch)
+    lo = epoch - received_at
+    if not sent_at or started is None:
+        return F.ClockFacts(epoch=epoch, skew_s=round(lo, 3))
+    hi = max(lo, started - sent_at)
+    return F.ClockFacts(epoch=epoch, skew_s=round((lo + hi) / 2, 3),
+                        uncertainty_s=round((hi - lo) / 2, 3))
 
 
 SectionParser = Callable[[dict[str, Any]], Any]
@@ -410,9 +422,11 @@ OPTIONAL = ("tmp", "container")
 OPTIONAL_PARSERS: dict[str, SectionParser] = {"tmp": tmp, "container": container}
 
 
-def parse_section(name: str, raw: Any, received_at: float = 0.0) -> Any:
+def parse_section(name: str, raw: Any, received_at: float = 0.0, sent_at: float = 0.0,
+                  started: Optional[float] = None) -> Any:
     """Returns one section's fact, or the SectionError that replaces it (missing, failed on
-    the host, or malformed). clock needs the controller's time of arrival for its skew."""
+    the host, or malformed). clock needs the controller's times of sending and arrival, and
+    the probe's start, for its skew."""
     if raw is None:
         return F.SectionError(f"section {name} missing from the probe output")
     if not isinstance(raw, dict):
@@ -420,7 +434,8 @@ def parse_section(name: str, raw: Any, received_at: float = 0.0) -> Any:
     if "error" in raw:
         return F.SectionError(str(raw["error"])[:MAX_STR])
     parser: SectionParser = (
-        (lambda d: clock(d, received_at)) if name == "clock" else OPTIONAL_PARSERS.get(name)
+        (lambda d: clock(d, received_at, sent_at, started)) if name == "clock"
+        else OPTIONAL_PARSERS.get(name)
         or SECTIONS[name])
     try:
         return parser(raw)
@@ -428,8 +443,11 @@ def parse_section(name: str, raw: Any, received_at: float = 0.0) -> Any:
         return F.SectionError(f"malformed {name} section: {e}"[:MAX_STR])
 
 
-def parse_probe_output(raw: Union[str, bytes], received_at: float = 0.0) -> F.HostFacts:
-    """Returns the facts of one probe document; raises ProbeOutputError if it is unusable."""
+def parse_probe_output(raw: Union[str, bytes], received_at: float = 0.0,
+                       sent_at: float = 0.0) -> F.HostFacts:
+    """Returns the facts of one probe document; raises ProbeOutputError if it is unusable.
+    received_at, sent_at: the controller's epoch when its output arrived and when the
+    command that ran it was sent (the clock's bounds)."""
     if len(raw) > MAX_OUTPUT:
         raise ProbeOutputError(f"probe output is {len(raw)} bytes, over the limit "
                                f"of {MAX_OUTPUT}")
@@ -450,7 +468,10 @@ def parse_probe_output(raw: Union[str, bytes], received_at: float = 0.0) -> F.Ho
     if schema != SCHEMA:
         raise ProbeOutputError(f"probe output has schema {schema}; this preflight reads "
                                f"schema {SCHEMA}")
-    parsed = {name: parse_section(name, doc.get(name), received_at)
+    started = doc.get("started")
+    started = float(started) if isinstance(started, (int, float)) and \
+        not isinstance(started, bool) else None
+    parsed = {name: parse_section(name, doc.get(name), received_at, sent_at, started)
               for name in (*SECTIONS, "clock")}
     parsed.update({name: parse_section(name, doc[name]) for name in OPTIONAL if name in doc})
     elapsed = doc.get("elapsed_s")

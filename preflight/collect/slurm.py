@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -175,6 +176,54 @@ def decode_task(lines: Sequence[str]) -> tuple[str, Optional[int]]:
     return text, exit_code
 
 
+def stream_step(argv: Sequence[str], payload: bytes, timeout: float,
+                ) -> tuple[str, str, Optional[dict[int, float]]]:
+    """Runs a labelled step: (its stdout, its stderr, {task: the epoch its exit line
+    arrived}), the last None when the step did not end within timeout (it is killed)."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    out: list[bytes] = []
+    err: list[bytes] = []
+    arrived: dict[int, float] = {}
+    mark = EXIT_MARK.encode()
+
+    def read_out() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.append(line)
+            m = _LABEL.match(line.decode(errors="replace"))
+            if m and m.group(2).startswith(EXIT_MARK) and mark in line:
+                arrived.setdefault(int(m.group(1)), time.time())
+
+    def read_err() -> None:
+        assert proc.stderr is not None
+        err.append(proc.stderr.read())
+
+    def write_in() -> None:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(payload)
+            proc.stdin.close()
+        except OSError:
+            pass  # the step ended (refused) before reading it
+
+    threads = [threading.Thread(target=fn, daemon=True, name=f"srun-{fn.__name__}")
+               for fn in (read_out, read_err, write_in)]
+    for t in threads:
+        t.start()
+    ended: Optional[dict[int, float]] = arrived
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        ended = None
+    for t in threads:
+        t.join(5.0)  # the pipes close with srun: bounded all the same
+    return (b"".join(out).decode(errors="replace"), b"".join(err).decode(errors="replace"),
+            ended)
+
+
 def probe_step(hosts: Sequence[Host], job: Allocation, opts: CollectOptions
                ) -> list[HostOutcome]:
     """Runs the probe on every host (Slurm node) in one step; one outcome per host."""
@@ -184,14 +233,10 @@ def probe_step(hosts: Sequence[Host], job: Allocation, opts: CollectOptions
     script = TASK_SCRIPT.format(node=NODE_MARK, exit=EXIT_MARK,
                                 probe=probe_script(first, opts, budget))
     argv = job.srun([h.name for h in hosts], "sh", "-c", script, label=True)
-    try:
-        p = subprocess.run(argv, input=probe_payload(), capture_output=True,
-                           timeout=opts.deadline + IMMEDIATE_S)
-        stdout, stderr = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
-    except subprocess.TimeoutExpired as e:
-        stdout = (e.stdout or b"").decode(errors="replace")
-        stderr = (e.stderr or b"").decode(errors="replace") + \
-            f"\nno answer within the {opts.deadline:.0f} s deadline"
+    sent = time.time()
+    stdout, stderr, arrived = stream_step(argv, probe_payload(), opts.deadline + IMMEDIATE_S)
+    if arrived is None:
+        stderr += f"\nno answer within the {opts.deadline:.0f} s deadline"
     received = time.time()
     elapsed = time.monotonic() - started
     by_task = split_labelled(stdout)
@@ -219,13 +264,16 @@ def probe_step(hosts: Sequence[Host], job: Allocation, opts: CollectOptions
                 Stage.PROBE, f"{why}: {tail or 'no output'}"), elapsed_s=elapsed))
             continue
         try:
-            facts = parse_probe_output(text, received_at=received)
+            # Each task's own arrival: a fast node's answer does not wait for the slowest
+            # node's (its clock would look behind by the difference).
+            got = (arrived or {}).get(t, received)
+            facts = parse_probe_output(text, received_at=got, sent_at=sent)
         except ProbeOutputError as e:
             outcomes.append(HostOutcome(h, failure=HostFailure(
                 Stage.PROBE, f"{e}" + (f": {tail}" if tail else "")), elapsed_s=elapsed))
             continue
-        outcomes.append(HostOutcome(h, facts=facts, elapsed_s=elapsed, received_at=received,
-                                    probe_output=text))
+        outcomes.append(HostOutcome(h, facts=facts, elapsed_s=elapsed, received_at=got,
+                                    sent_at=sent, probe_output=text))
     return outcomes
 
 

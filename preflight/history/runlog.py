@@ -110,7 +110,8 @@ class RunLog:
     def host(self, outcome: HostOutcome) -> None:
         rec: dict[str, Any] = {"kind": "host", "name": outcome.host.name,
                                "elapsed_s": outcome.elapsed_s,
-                               "received_at": outcome.received_at}
+                               "received_at": outcome.received_at,
+                               "sent_at": outcome.sent_at}
         if outcome.ok:
             rec["probe"] = outcome.probe_output
         elif outcome.failure is not None:
@@ -274,10 +275,11 @@ _SSH_FIELDS_OF_OLD = ("user", "port", "identity_file", "identity_files", "known_
 
 def _outcome(host: Host, rec: dict[str, Any]) -> HostOutcome:
     elapsed, received = float(rec.get("elapsed_s", 0.0)), float(rec.get("received_at", 0.0))
+    sent = float(rec.get("sent_at", 0.0))  # 0: a log from before it was kept
     if "probe" in rec:
-        facts = parse_probe_output(str(rec["probe"]), received_at=received)
+        facts = parse_probe_output(str(rec["probe"]), received_at=received, sent_at=sent)
         return HostOutcome(host, facts=facts, elapsed_s=elapsed, received_at=received,
-                           probe_output=str(rec["probe"]))
+                           sent_at=sent, probe_output=str(rec["probe"]))
     failure = rec["failure"]
     return HostOutcome(host, failure=HostFailure(Stage(failure["stage"]),
                                                  str(failure["reason"])), elapsed_s=elapsed)

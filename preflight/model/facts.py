@@ -265,7 +265,11 @@ class PaddleFacts:
 @dataclass(frozen=True)
 class ClockFacts:
     epoch: float  # the host's own time when the probe finished
-    skew_s: Optional[float] = None  # host minus controller, measured on arrival
+    skew_s: Optional[float] = None  # host minus controller (the middle of what it can be)
+    # How far the true skew may lie from skew_s either way: half the command's own delays
+    # (its start after the controller sent it, its output's way back). None: not bounded
+    # (a report from before it was).
+    uncertainty_s: Optional[float] = None
 
 
 @dataclass(frozen=True)

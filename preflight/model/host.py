@@ -107,6 +107,7 @@ class HostOutcome:
     failure: Optional[HostFailure] = None
     elapsed_s: float = 0.0
     received_at: float = 0.0  # controller's epoch time when the probe output arrived
+    sent_at: float = 0.0  # controller's epoch time when the probe's command was sent
     # What the probe printed, as parsed into facts: the results log keeps it.
     probe_output: str = field(default="", repr=False, compare=False)
 

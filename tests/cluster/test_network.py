@@ -105,6 +105,28 @@ def test_throttled_host_is_named_slow_not_its_peers(cluster):
     assert traces(cluster, hosts) == {}
 
 
+def test_a_cpu_starved_host_has_its_slow_links_put_on_its_cpu_not_its_cable(cluster):
+    # starved: 3 % of a core for this test (a quarter for the others): far too
+    # little for iperf3 to fill a 1 Gbit/s link (a tenth fills 40-70 % of it, which a retest
+    # may find within the spread of healthy links). Its cable is fine: the finding must say
+    # its CPU.
+    cluster.tb.limit_cpu("starved", 0.03)
+    try:
+        run = cluster.preflight("check", "-i", cluster.inventory("starved-net.yaml",
+                                                                 [*GOOD, "starved"]),
+                                "--iperf-seconds", "1", "--no-allreduce", "--no-paddle",
+                                network=True)
+    finally:
+        cluster.tb.limit_cpu("starved", cluster.starved_cores)
+    assert run.rc == 1, run.stdout + run.stderr
+    assert by_host(run, "cpu-cores")["starved"]["status"] == "fail"
+    [slow] = [f for f in run.findings("bandwidth") if f["status"] != "pass"]
+    assert slow["hosts"] == ["starved"], run.stdout
+    assert slow["message"].startswith("starved: slow host, explained by its CPU (0.03 "
+                                      "effective cores"), slow["message"]
+    assert "cable" not in slow["message"] and "fix its CPU first" in slow["message"]
+
+
 def test_a_job_sized_to_the_good_hosts_is_go_and_says_what_the_slow_one_costs(cluster):
     hosts = [*GOOD4, "slow"]
     run = cluster.preflight("check", "-i", cluster.inventory("sized.yaml", hosts),

@@ -52,7 +52,13 @@ def test_32_healthy_hosts_are_go_with_every_network_test(large):
         doc = json.load(fh)
     ar = doc["network"]["allreduce"]
     assert ar["error"] is None and ar["outcome"] == "done", (ar["error"], ar["progress"])
-    assert ar["ranks"] == N_HOSTS and len(ar["sizes"]) == 3
+    # What preflight promises, not how fast two cores are: every size it kept within its
+    # budget measured over all 32 ranks, and each size it left out said as left out (the
+    # 32 MiB one, some runs: the links measured slower that time).
+    assert ar["ranks"] == N_HOSTS and ar["sizes"], ar
+    measured = {s["nbytes"] >> 20 for s in ar["sizes"]}
+    cut = {float(d.split(" MiB")[0]) for d in ar["dropped"] if "past the" in d}
+    assert 1 in measured and len(measured) + len(cut) == 3, (measured, ar["dropped"])
     blocking = [f["message"] for f in doc["findings"]
                 if f["status"] in ("fail", "could-not-check", "error")]
     assert blocking == [] and p.returncode == 0, p.stdout

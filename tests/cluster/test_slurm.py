@@ -162,6 +162,31 @@ def test_a_node_whose_slurmd_is_stopped_is_a_finding(rig):
         rig.slurm.wait_idle(["node3"], timeout=60)
 
 
+def test_a_starved_slurmd_is_no_clock_ahead(rig):
+    # node3's slurmd (and the step it starts) under a fifth of a core: its probe starts
+    # late and ends last, while every node shares this machine's clock. A late answer is
+    # not a clock ahead: the clock is judged within the step's own delays, or said to be
+    # past judging, never blamed.
+    inv = rig.inventory(NODES[:4], "four.yaml")
+    rig.tb.limit_cpu("node3", 0.2)
+    try:
+        rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
+                                     "--no-network-tests", "--policy", rig.policy())
+    finally:
+        rig.tb.limit_cpu("node3", float(os.cpu_count() or 1))
+    assert rc == 1, out
+    assert [f["hosts"] for f in doc["findings"] if f["status"] == "fail"
+            and f["check"] == "cpu-cores"] == [["node3"]], out
+    clocks = [f for f in doc["findings"] if f["check"] == "clock"]
+    assert not [f for f in clocks if f["status"] in ("warn", "fail")], clocks
+    for f in clocks:
+        if f["status"] == "could-not-check":
+            assert f["hosts"] == ["node3"] and "could not judge its clock" in f["message"]
+    for node in NODES[:4]:
+        skew = doc["hosts"][node]["facts"]["clock"]
+        assert abs(skew["skew_s"]) <= skew["uncertainty_s"] + 0.5, (node, skew)
+
+
 def test_a_starved_node_is_drained_then_resumed_when_it_passes_again(rig):
     inv = rig.inventory(NODES[:3], "three.yaml")
     rig.tb.limit_cpu("node2", STARVED_CORES)  # the quota holds slurmd and its jobs

@@ -5,9 +5,21 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from support import NODES, G, cluster, link, net_tests, same, slow_host, survey, with_network
+from support import (
+    NODES,
+    G,
+    cluster,
+    cpu,
+    link,
+    net_tests,
+    same,
+    slow_host,
+    survey,
+    with_network,
+)
 
 from preflight.checks import bandwidth
+from preflight.model import facts as F
 from preflight.model.findings import Status
 from preflight.model.measure import (
     RETEST,
@@ -44,7 +56,41 @@ def test_suspect_fine_on_retest_is_not_blamed():
         link("node03", "node01", 9 * G, RETEST), link("node01", "node03", 9.5 * G, RETEST)]
     fs = list(bandwidth.check(with_network(net_tests(links))))
     assert all(f.status is Status.PASS for f in fs)
-    assert any("transient" in f.message and f.hosts == ("node03",) for f in fs)
+    # A pass line leads with its conclusion: a terminal's cut must not hide it.
+    [cleared] = [f for f in fs if f.hosts == ("node03",)]
+    assert cleared.message.startswith("node03: transient (contention during the survey): "
+                                      "9 Gbit/s on a retest alone against node01")
+    assert not cleared.message.startswith("node03: slow host")
+    # The others' line compares their own links: not node03's 3 Gbit/s.
+    [rest] = [f for f in fs if f.hosts != ("node03",)]
+    assert rest.message.startswith("iperf3 ring: 8 runs, slowest link 10 Gbit/s")
+
+
+def test_pass_line_of_the_others_leaves_a_named_hosts_links_out():
+    links = survey(NODES, slow_host("node03")) + [
+        link("node03", "node01", 0.1 * G, RETEST), link("node01", "node03", 0.1 * G, RETEST)]
+    [ok] = [f for f in bandwidth.check(with_network(net_tests(links)))
+            if f.status is Status.PASS]
+    assert ok.hosts == ("node01", "node02", "node04")
+    assert "slowest link 10 Gbit/s, median host's best 10 Gbit/s" in ok.message
+
+
+def test_a_host_short_of_cpu_has_its_slow_links_put_on_its_cpu_not_its_nic():
+    # node03 under a quarter-core quota: its iperf3 is CPU-bound, and cpu-cores says so.
+    links = survey(NODES, slow_host("node03", rate=0.6 * G, fast=0.95 * G)) + [
+        link("node03", "node01", 0.6 * G, RETEST), link("node01", "node03", 0.6 * G, RETEST)]
+    hosts = same(4, cpu=cpu(effective=2.0, logical=2))
+    hosts["node03"] = {"cpu": cpu(effective=0.25, logical=2,
+                                  quota=F.CpuQuota(1, 25000, 100000, 0.25))}
+    c = replace(cluster(**hosts), network=net_tests(links))
+    [slow] = [f for f in bandwidth.check(c) if f.status is not Status.PASS]
+    assert slow.hosts == ("node03",)
+    assert slow.message.startswith(
+        "node03: slow host, explained by its CPU (0.25 effective cores (cgroup v1 quota "
+        "25000/100000 us) vs cluster median 2): iperf3 and the job's communication are "
+        "CPU-bound there")
+    assert "fix its CPU first (cpu-cores), not its NIC" in slow.message
+    assert "cable" not in slow.message
 
 
 @pytest.mark.parametrize("retest,status", [(6 * G, Status.WARN), (4 * G, Status.FAIL)],
@@ -168,8 +214,11 @@ def test_a_retest_within_the_healthy_links_spread_is_not_a_slow_path():
     fs = list(bandwidth.check(with_network(net_tests(links))))
     assert all(f.status is Status.PASS for f in fs), [f.message for f in fs]
     [path] = [f for f in fs if f.hosts == ("node02", "node03")]
-    assert ("within the spread of this cluster's healthy links (the slowest 9 Gbit/s)"
-            in path.message)
+    # The conclusion first, then what it rests on.
+    assert path.message.startswith(
+        "node02 -> node03: not a clear deficit (within the spread of this cluster's healthy "
+        "links, the slowest 9 Gbit/s): 7 Gbit/s on a retest alone, after the survey's "
+        "6.5 Gbit/s")
     # The same retest far below every healthy host is a slow path.
     slow = [*links[:-1], link("node02", "node03", 3 * G, phase=RETEST)]
     [bad] = [f for f in bandwidth.check(with_network(net_tests(slow)))
@@ -257,4 +306,8 @@ def test_figures_above_what_the_nics_negotiated_are_judged_against_the_line_rate
     line = {h: 10000 for h in NODES}
     fs = list(bandwidth.check(with_network(replace(net_tests(links), nic_mbps=line))))
     assert all(f.status is Status.PASS for f in fs), [f.message for f in fs]
-    assert "median host 10 Gbit/s" in fs[-1].message
+    # Like with like: the slowest link beside the median host's best, both measured, and
+    # the line rate said as the yardstick it is (not as "median host 10 Gbit/s, slowest 12").
+    assert fs[-1].message == (
+        "iperf3 ring: 8 runs, slowest link 8 Gbit/s, median host's best 12 Gbit/s; judged "
+        "against the NICs' line rate 10 Gbit/s (links ran faster)")

@@ -6,10 +6,14 @@ preflight and with the tools users would otherwise pick, side by side in one run
 
 Needs root (network namespaces), Debian's pdsh, and a virtual environment with ansible-core,
 pyinfra and paramiko (--tools-venv; `python3 -m venv V && V/bin/pip install ansible-core
-pyinfra paramiko`). Every command is a whole process started from the client namespace, with
-cold SSH connections (no ControlMaster), against the same hosts; the tools take turns within
-each repetition so that a load spike hits them all alike. Prints a table (min and median of
-the repetitions) and the ratios of the targets, and writes everything as JSON."""
+pyinfra paramiko`). preflight runs as a user gets it: `pip install` of this checkout into a
+fresh virtual environment made with the tools' own interpreter (bytecode written by pip, as
+for the other tools), its `preflight` command with the defaults (no --forks, no
+--no-progress) and a YAML inventory that names each host's training python. Every command is a
+whole process started from the client namespace, with cold SSH connections (no
+ControlMaster), against the same hosts; the tools take turns within each repetition so that a
+load spike hits them all alike. Prints a table (min and median of the repetitions) and the
+ratios of the targets, and writes everything as JSON."""
 
 from __future__ import annotations
 
@@ -57,9 +61,10 @@ sys.exit(1 if errors else 0)
 
 
 class Bench:
-    def __init__(self, tb: testbed.Testbed, venv: str) -> None:
+    def __init__(self, tb: testbed.Testbed, venv: str, user_venv: str) -> None:
         self.tb = tb
         self.venv = venv
+        self.user = user_venv  # preflight as a user installs it
         self.base = tb.base
         with open(os.path.join(self.base, "floor.py"), "w") as fh:
             fh.write(FLOOR)
@@ -96,11 +101,11 @@ class Bench:
     def commands(self, names: Sequence[str]) -> dict[str, list[str]]:
         """Returns {tool: argv} for these hosts (forks/parallelism = the host count)."""
         p, n, v = self.files(names), str(len(names)), self.venv
-        pf = [sys.executable, "-m", "preflight", "check", "--no-network-tests",
-              "--no-progress", "--forks", n]
+        pf = [f"{self.user}/bin/preflight", "check", "--no-network-tests", "-i",
+              p["paddle.yaml"]]  # each host's training python named, as users write it
         return {
-            "preflight --no-paddle": [*pf, "-i", p["preflight.yaml"], "--no-paddle"],
-            "preflight (Paddle on)": [*pf, "-i", p["paddle.yaml"]],
+            "preflight --no-paddle": [*pf, "--no-paddle"],
+            "preflight (Paddle on)": pf,
             "ssh floor (paramiko, true)": self.floor("true", names),
             "ssh + python3 -S -c pass": self.floor("python3 -S -c pass", names),
             "pyinfra fact server.Os": [f"{v}/bin/pyinfra", p["pyinfra_inv.py"], "fact",
@@ -144,15 +149,18 @@ class Bench:
                 (p.stderr or p.stdout)[-300:])
 
 
-def precompile() -> None:
-    """Writes preflight's bytecode, as pip does when it installs a package (the other tools
-    run from an installed venv): a development checkout run with PYTHONDONTWRITEBYTECODE
-    would compile every module on every run and measure that instead."""
-    import compileall
-
-    import preflight
-    for path in preflight.__path__:
-        compileall.compile_dir(path, quiet=2)
+def user_install(tools_venv: str, where: str) -> str:
+    """A fresh virtual environment with this checkout installed by pip (not editable), made
+    with the interpreter the other tools run on; returns its directory."""
+    base = subprocess.run([f"{tools_venv}/bin/python", "-c",
+                           "import sys; print(sys._base_executable)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    venv = os.path.join(where, "preflight-user")
+    subprocess.run([base, "-m", "venv", venv], check=True)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.run([f"{venv}/bin/pip", "install", "-q", "--disable-pip-version-check", root],
+                   check=True)
+    return venv
 
 
 def machine_busy_s() -> float:
@@ -180,9 +188,8 @@ def main() -> int:
         print("pdsh missing: apt-get install pdsh", file=sys.stderr)
         return 2
     results: dict[str, dict[str, Any]] = {}
-    precompile()
     with testbed.Testbed(max(sizes)) as tb:
-        bench = Bench(tb, args.tools_venv)
+        bench = Bench(tb, args.tools_venv, user_install(args.tools_venv, tb.base))
         names = list(tb.hosts)
         for n in sizes:
             cmds = {k: v for k, v in bench.commands(names[:n]).items()

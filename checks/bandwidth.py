@@ -9,7 +9,7 @@ FIFO) from congestion, which counts nothing there."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from preflight.checks.common import tier
@@ -156,7 +156,7 @@ def _judged(cluster: Cluster, net: NetworkTests) -> Iterator[Finding]:
                            short.get(host))
             named.update(f.hosts)
             yield f
-        paths = [_slow_path(s, r, survey, net.links, ref, low, limits, yard)
+        paths = [_slow_path(s, r, survey, net.links, ref, low, limits, yard, short)
                  for s, r in loc.slow_paths]
         cleared = {f.hosts for f in paths if f.status is Status.PASS}
         paths = [f for f in paths if f.status is not Status.PASS] or paths
@@ -165,7 +165,7 @@ def _judged(cluster: Cluster, net: NetworkTests) -> Iterator[Finding]:
         for f in paths:
             named.update(f.hosts)
             yield f
-    yield from _loss(survey, loc, limits, named, ref, cleared)
+    yield from _loss(survey, loc, limits, named, ref, cleared, short)
     rest = [h for h in net.hosts if h not in named and h not in net.skipped]
     if rest:
         yield _passed(net, survey, rest, best, ref if capped else None, threshold is None)
@@ -252,12 +252,16 @@ def _cpu_note(cpu: str | None) -> str:
 
 def _slow_path(sender: str, receiver: str, survey: Sequence[LinkRun],
                links: Sequence[LinkRun], ref: float | None, low: float | None,
-               limits: Limits, yard: str) -> Finding:
+               limits: Limits, yard: str, short: Mapping[str, str]) -> Finding:
+    """short: the hosts cpu-cores finds short of CPU, and why (an end of the path among
+    them explains it better than the switch does)."""
     run = next(r for r in survey if (r.sender, r.receiver) == (sender, receiver))
     assert run.bps is not None
     again = _retest(links, sender, receiver)
+    starved = next((h for h in (sender, receiver) if h in short), None)
     data = {"survey_bps": run.bps, "retest_bps": again.bps if again else None,
-            "reference_bps": ref, "retransmits": run.result.retransmits}
+            "reference_bps": ref, "retransmits": run.result.retransmits,
+            "cpu": short[starved] if starved else None}
     pair = f"{sender} -> {receiver}"
     seen = f"{rate(run.bps)} while both hosts are fine with other peers; {yard}"
     if again is None or again.bps is None:
@@ -268,6 +272,11 @@ def _slow_path(sender: str, receiver: str, survey: Sequence[LinkRun],
         return Finding(NAME, Status.PASS, (sender, receiver), (
             f"{pair}: {_transient(again.bps, ref, low, limits)}: {rate(again.bps)} on a "
             f"retest alone, after the survey's {seen}"), data)
+    if starved is not None:
+        return Finding(NAME, status, (sender, receiver), (
+            f"{pair}: slow path, explained by {starved}'s CPU ({short[starved]}): "
+            f"{seen}; retest {rate(again.bps)}: fix its CPU first (cpu-cores), not the "
+            "path"), data)
     return Finding(NAME, status, (sender, receiver), f"{pair}: slow path, {seen}; retest "
                    f"{rate(again.bps)}: check the switch ports, cabling and routes between "
                    "them", data)
@@ -291,7 +300,7 @@ def _shared_bottleneck(paths: Sequence[Finding], survey: Sequence[LinkRun], n_ho
 
 def _loss(survey: Sequence[LinkRun], loc: localise.Localisation | None, limits: Limits,
           named: set[str], ref: float | None, cleared: set[tuple[str, ...]],
-          ) -> Iterator[Finding]:
+          short: Mapping[str, str]) -> Iterator[Finding]:
     """Links that lose far more than this cluster's links do, or lose and fall short of the
     median host while no slow host explains it and no retest cleared it: loss on the path.
     The rest is how TCP finds a link's speed (it overflows the bottleneck's queue), not a
@@ -316,10 +325,14 @@ def _loss(survey: Sequence[LinkRun], loc: localise.Localisation | None, limits: 
         else:
             why = f"below {limits.link_warn_ratio:.0%} of the median host {rate(ref or 0.0)}"
         named.update((r.sender, r.receiver))
+        starved = next((h for h in (r.sender, r.receiver) if h in short), None)
+        cause = (f"{starved}'s CPU ({short[starved]}) drops what it cannot take in time: fix "
+                 "its CPU first (cpu-cores)" if starved else "loss on the path")
         yield Finding(NAME, Status.WARN, (r.sender, r.receiver), (
             f"{r.sender} -> {r.receiver}: {loss:.2g}% of segments retransmitted "
-            f"({r.result.retransmits}) at {rate(r.bps)}, {why}: loss on the path"),
-            {"loss_pct": loss, "retransmits": r.result.retransmits, "typical_loss_pct": typical})
+            f"({r.result.retransmits}) at {rate(r.bps)}, {why}: {cause}"),
+            {"loss_pct": loss, "retransmits": r.result.retransmits, "typical_loss_pct": typical,
+             "cpu": short[starved] if starved else None})
 
 
 def _with_nic_note(f: Finding, net: NetworkTests) -> Finding:

@@ -311,3 +311,24 @@ def test_figures_above_what_the_nics_negotiated_are_judged_against_the_line_rate
     assert fs[-1].message == (
         "iperf3 ring: 8 runs, slowest link 8 Gbit/s, median host's best 12 Gbit/s; judged "
         "against the NICs' line rate 10 Gbit/s (links ran faster)")
+
+
+def test_a_slow_path_or_loss_to_a_host_short_of_cpu_is_put_on_its_cpu():
+    hosts = same(4, cpu=cpu(effective=2.0, logical=2))
+    hosts["node03"] = {"cpu": cpu(effective=0.25, logical=2,
+                                  quota=F.CpuQuota(1, 25000, 100000, 0.25))}
+    links = [link(s, r, 1 * G if (s, r) == ("node02", "node03") else 10 * G)
+             for rnd in ring_rounds(NODES) for s, r in rnd]
+    links.append(link("node02", "node03", 1.1 * G, RETEST))
+    [path] = [f for f in bandwidth.check(replace(cluster(**hosts), network=net_tests(links)))
+              if f.status is not Status.PASS]
+    assert path.hosts == ("node02", "node03")
+    assert path.message.startswith("node02 -> node03: slow path, explained by node03's CPU "
+                                   "(0.25 effective cores")
+    assert "switch" not in path.message and "fix its CPU first" in path.message
+    lossy = [link(s, r, 10 * G, loss_pct=15.0 if (s, r) == ("node02", "node03") else 0.2)
+             for rnd in ring_rounds(NODES) for s, r in rnd]
+    [warn] = [f for f in bandwidth.check(replace(cluster(**hosts), network=net_tests(lossy)))
+              if f.status is Status.WARN]
+    assert "node03's CPU (0.25 effective cores" in warn.message
+    assert "loss on the path" not in warn.message

@@ -148,44 +148,45 @@ def _judged(cluster: Cluster, net: NetworkTests) -> Iterator[Finding]:
     named: set[str] = set()
     loc = None
     cleared: set[tuple[str, ...]] = set()  # suspect paths a retest alone found fine
+    found: list[Finding] = []
     if threshold is not None:
         loc = localise.localise(survey, threshold, line)
         low = _healthy_low(survey, loc)
         for host, directions in loc.slow_hosts.items():
-            f = _slow_host(host, directions, survey, net.links, ref, low, limits, yard,
-                           short.get(host))
-            named.update(f.hosts)
-            yield f
+            found.append(_slow_host(host, directions, survey, net.links, ref, low, limits,
+                                    yard, short.get(host)))
         paths = [_slow_path(s, r, survey, net.links, ref, low, limits, yard, short)
                  for s, r in loc.slow_paths]
         cleared = {f.hosts for f in paths if f.status is Status.PASS}
         paths = [f for f in paths if f.status is not Status.PASS] or paths
         if len(paths) > MAX_PATH_FINDINGS:
             paths = [_shared_bottleneck(paths, survey, len(set(net.hosts)))]
-        for f in paths:
-            named.update(f.hosts)
-            yield f
-    yield from _loss(survey, loc, limits, named, ref, cleared, short)
+        found += paths
+    named.update(h for f in found for h in f.hosts)
+    found += _loss(survey, loc, limits, named, ref, cleared, short)
+    yield from found
     rest = [h for h in net.hosts if h not in named and h not in net.skipped]
     if rest:
-        yield _passed(net, survey, rest, best, ref if capped else None, threshold is None)
+        yield _passed(net, survey, rest, named, best, ref if capped else None,
+                      threshold is None)
 
 
 def _passed(net: NetworkTests, survey: Sequence[LinkRun], rest: Sequence[str],
-            best: float | None, line: float | None, alone: bool) -> Finding:
-    """The hosts no finding names, with their own links' figures side by side: the slowest
-    link between two of them and the median host's best link, both measured (a named
-    host's links are its finding's; a line rate is said as one, not as a host's speed)."""
-    among = set(rest)
-    own = [r.bps for r in survey if r.bps is not None and r.sender in among
-           and r.receiver in among]
-    runs = [r.bps for r in survey if r.bps is not None]
-    low = min(own or runs)
-    parts = [f"iperf3 {net.schedule}: {len(survey)} runs, slowest link {rate(low)}"
-             + ("" if own or len(runs) == 0 else " (with a named host)")]
-    if best is not None:
-        parts.append(f"median host's best {rate(best)}")
-    text = ", ".join(parts)
+            named: set[str], best: float | None, line: float | None, alone: bool,
+            ) -> Finding:
+    """The hosts no finding names, with figures of one set of links side by side: the
+    slowest and the fastest link with no named host at either end (a named host's links are
+    its finding's, slow or cleared); where no such link was run, the median host's best. A
+    line rate is said as one, not as a host's speed."""
+    own = [r.bps for r in survey if r.bps is not None and r.sender not in named
+           and r.receiver not in named]
+    low = min(own) if own else None
+    text = f"iperf3 {net.schedule}: {len(survey)} runs"
+    if own:
+        lo, hi = rate(min(own)), rate(max(own))
+        text += f", links between these hosts {lo}" + (f" to {hi}" if hi != lo else "")
+    elif best is not None:
+        text += f", median host's best {rate(best)}"
     if line is not None:
         text += f"; judged against the NICs' line rate {rate(line)} (links ran faster)"
     if alone:

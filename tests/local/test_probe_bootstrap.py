@@ -8,8 +8,9 @@ import json
 import marshal
 import subprocess
 import sys
+import zlib
 
-from preflight.collect.fanout import BOOTSTRAP, probe_payload
+from preflight.collect.fanout import BOOTSTRAP, pack, probe_payload
 
 
 def bootstrap(payload: bytes, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -18,7 +19,7 @@ def bootstrap(payload: bytes, *args: str) -> subprocess.CompletedProcess[bytes]:
 
 
 def payload(magic: bytes, code: bytes, source: bytes) -> bytes:
-    return magic + b"%08d" % len(code) + code + source
+    return pack(magic, code, source)
 
 
 def test_the_same_magic_runs_the_shipped_bytecode_and_not_the_source():
@@ -33,8 +34,9 @@ def test_another_magic_compiles_the_source_instead():
 
 
 def test_the_shipped_probe_runs_from_either_part():
-    whole = probe_payload()
+    whole = zlib.decompress(probe_payload())
     for data in (whole, b"\x00\x00\r\n" + whole[4:]):  # bytecode; then the source
+        data = zlib.compress(data)
         p = bootstrap(data, "--no-paddle", "--sample", "0.01")
         assert p.returncode == 0, p.stderr
         assert json.loads(p.stdout)["schema"] == 1

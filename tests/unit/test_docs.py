@@ -7,8 +7,11 @@ import dataclasses
 import pathlib
 import re
 import sys
+from dataclasses import replace
+from typing import Any
 
 import pytest
+import yaml
 
 from preflight.checks import ALL_CHECKS
 from preflight.cli import docgen
@@ -50,3 +53,36 @@ def test_the_readme_is_an_entry_point_whose_links_lead_somewhere():
     for page in (ROOT / "docs").glob("*.md"):
         for link in re.findall(r"\]\(([\w-]+\.md)", page.read_text()):
             assert (ROOT / "docs" / link).is_file(), f"{page.name} links to missing {link}"
+
+
+def _yaml_blocks(page: str) -> list[str]:
+    return re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / page).read_text(), re.S)
+
+
+def test_the_docs_container_examples_read_and_start_as_the_runtimes_take_them(tmp_path):
+    # Every container example of the docs is read by the real readers, and its command line
+    # is one the runtime accepts: never --shm-size beside --ipc host, which Podman refuses
+    # ("cannot set shmsize when running in the host IPC Namespace").
+    from preflight.common.containercmd import run_argv
+    from preflight.config.container import spec_of
+    from preflight.config.policy import load_policy
+
+    specs: list[Any] = []
+    for block in _yaml_blocks("containers.md"):
+        doc = yaml.safe_load(block)
+        if isinstance(doc, dict) and "container" in doc:
+            spec = spec_of("docs/containers.md", [doc["container"]])
+            assert spec is not None
+            specs.append(spec)
+    [policy_block] = _yaml_blocks("policy.md")
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy_block)
+    policy = load_policy(str(path))
+    assert policy.container is not None
+    specs.append(spec_of(str(path), [policy.container]))
+    assert len(specs) >= 2
+    for spec in specs:
+        for runtime in ("docker", "podman"):
+            argv = run_argv(replace(spec, runtime=runtime), ["true"])
+            assert not ("--shm-size" in argv and "--ipc" in argv
+                        and argv[argv.index("--ipc") + 1] == "host"), argv

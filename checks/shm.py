@@ -76,5 +76,5 @@ def host_ipc(f: HostFacts) -> bool:
 
 def _ignored(host: str, ignored: dict[str, str]) -> str:
     size = ignored.get(host)
-    return (f"; {host}: shm_size {size} does not apply on the host's IPC (not passed to the "
-            "runtime)") if size else ""
+    return (f"; {host}: shm_size {size} does not apply on a shared IPC namespace (not "
+            "passed to the runtime)") if size else ""

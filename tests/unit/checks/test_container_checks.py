@@ -183,7 +183,7 @@ def test_on_the_hosts_ipc_the_shm_fix_is_the_hosts_and_shm_size_is_said_not_to_a
     c = replace(c, outcomes=tuple(replace(o, host=replace(o.host, container=spec))
                                   if o.host.name == "node02" else o for o in c.outcomes))
     [ok] = [f for f in shm.check(c) if f.status is Status.PASS]
-    assert "node02: shm_size 16g does not apply on the host's IPC" in ok.message
+    assert "node02: shm_size 16g does not apply on a shared IPC namespace" in ok.message
 
 
 def test_the_environment_compared_is_the_containers():

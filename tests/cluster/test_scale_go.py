@@ -56,7 +56,7 @@ def test_32_healthy_hosts_are_go_with_every_network_test(large):
     # budget measured over all 32 ranks, and each size it left out said as left out (the
     # 32 MiB one, some runs: the links measured slower that time).
     assert ar["ranks"] == N_HOSTS and ar["sizes"], ar
-    measured = {s["nbytes"] >> 20 for s in ar["sizes"]}
+    measured = {s["bytes"] >> 20 for s in ar["sizes"]}
     cut = {float(d.split(" MiB")[0]) for d in ar["dropped"] if "past the" in d}
     assert 1 in measured and len(measured) + len(cut) == 3, (measured, ar["dropped"])
     blocking = [f["message"] for f in doc["findings"]

@@ -9,6 +9,7 @@ from typing import Any, Optional, TypeVar, Union
 
 from preflight.common.units import hosts_text
 from preflight.model.cluster import Cluster
+from preflight.model.container import traits
 from preflight.model.facts import (
     PADDLE_NOT_REQUESTED,
     ContainerFacts,
@@ -48,8 +49,6 @@ def _not_read(c: ContainerFacts) -> SectionError:
     return SectionError(f"the job's {c.subject}: {why}")
 
 
-# Runtimes whose containers share the host's IPC and limits (and have no inspect to read).
-HOST_SHARED = ("apptainer", "pyxis")
 
 
 def _job_section(f: HostFacts, host: Any, pick: Callable[[ContainerFacts], Any]) -> Any:
@@ -58,7 +57,7 @@ def _job_section(f: HostFacts, host: Any, pick: Callable[[ContainerFacts], Any])
     c = f.container
     if c is None or isinstance(c, SectionError):
         return host if c is None else c
-    if c.runtime in HOST_SHARED:
+    if traits(c.runtime).host_shared:  # its IPC and limits are the host's
         return host
     got = pick(c)
     return got if got is not None else _not_read(c)

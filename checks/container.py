@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from preflight.checks.common import HOST_SHARED, compare, could_not_check, pass_others
+from preflight.checks.common import compare, could_not_check, pass_others
 from preflight.model.cluster import Cluster
+from preflight.model.container import traits
 from preflight.model.facts import ContainerFacts, SectionError
 from preflight.model.findings import Finding, Status
 
 NAME = "container"
-SHAPES = HOST_SHARED  # runtimes without inspect: nothing is started or read
 ABOUT = r"""
 Where the job runs in a container (`container:` in the policy or the inventory,
 `--container-image`): the image is on every host, the container starts as the job would
@@ -39,7 +39,7 @@ def check(cluster: Cluster) -> Iterator[Finding]:
                 f"{host}: could not check the job's container: the runtime {c.runtime} is "
                 f"missing on this host ({c.no_runtime}): install it there, or put it on the "
                 "PATH of the user preflight logs in as"), {"no_runtime": c.no_runtime}))
-        elif c.runtime in SHAPES:
+        elif not traits(c.runtime).inspects:  # nothing was started or read
             bad.append(Finding(NAME, Status.SKIP, (host,), (
                 f"{host}: n/a: {c.runtime} has no inspect, its container shares the host's "
                 "network, IPC and limits (checked on the host)"), {"runtime": c.runtime}))

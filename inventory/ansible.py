@@ -29,6 +29,7 @@ from preflight.inventory import validate as V
 from preflight.inventory.entry import Entry, Inventory
 from preflight.inventory.errors import InventoryError
 from preflight.inventory.resolve import jump_from_proxy_command
+from preflight.model.container import ContainerLayer
 
 ALIASES = {"ansible_ssh_host": "ansible_host", "ansible_ssh_port": "ansible_port",
            "ansible_ssh_user": "ansible_user"}
@@ -389,7 +390,7 @@ def _entry(path: str, host: str, v: Mapping[str, Any], groups: tuple[str, ...],
 
 
 def _container(path: str, host: str, value: Any, line: Optional[int]
-               ) -> Optional[dict[str, Any]]:
+               ) -> Optional[ContainerLayer]:
     """preflight_container: the job's container as a group or host gives it (a mapping; in
     INI, one as JSON). As every Ansible variable, the nearest group or the host replaces it
     whole; key by key it adds to the policy's and the command line's."""

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 from preflight.inventory import validate as V
+from preflight.model.container import ContainerLayer
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Entry:
     slots: Optional[int] = None  # a hostfile's slots: the host's ranks in the plan
     # The job's container as the inventory gives it (defaults, then the host), a checked
     # layer: the policy's goes below it and the command line's above (config/container.py).
-    container: Optional[Mapping[str, Any]] = None
+    container: Optional[ContainerLayer] = None
     path: str = ""  # where it was read (a file, or how the hosts were given) and its line:
     line: Optional[int] = None  # errors found once it is resolved name them
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Mapping
 from typing import Any, Optional
 
 from preflight.config.container import spec_of
@@ -17,10 +16,11 @@ from preflight.inventory import validate as V
 from preflight.inventory.entry import Entry, Inventory
 from preflight.inventory.errors import InventoryError
 from preflight.inventory.sshconfig import SshConfig
+from preflight.model.container import ContainerLayer
 from preflight.model.host import Host, SshTarget, local_user
 
 # The job's container below the inventory's (the policy's) and above it (the command line's).
-ContainerLayers = tuple[Optional[Mapping[str, Any]], Optional[Mapping[str, Any]]]
+ContainerLayers = tuple[Optional[ContainerLayer], Optional[ContainerLayer]]
 
 USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
 GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")

@@ -8,7 +8,7 @@ from typing import Any, Optional
 import hostlist
 
 from preflight.config import container
-from preflight.config.container import layered
+from preflight.config.container import merged
 from preflight.config.document import Fields
 from preflight.config.yamlfile import line_of
 from preflight.config.yamlfile import read as read_yaml
@@ -114,7 +114,7 @@ def load_yaml(path: str, doc: Any = None) -> Inventory:
         own = _validated(path, {k: v for k, v in entry.items() if k != "address"}, pattern)
         settings = dict(defaults, **own)
         # A host's container keys add to the defaults' (its image replaces theirs).
-        settings["container"] = layered(defaults["container"], own.get("container")) or None
+        settings["container"] = merged(defaults["container"], own.get("container")) or None
         addr: Optional[str]
         for name, addr in zip(names, addresses):
             try:

@@ -17,6 +17,7 @@ from preflight.history import runlog
 from preflight.judge import judge, run_checks
 from preflight.model.baseline import Audit
 from preflight.model.cluster import Cluster
+from preflight.model.container import ContainerLayer
 from preflight.model.findings import FailOn, Finding, Judgement
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage, Via
 from preflight.model.measure import NetworkTests
@@ -58,7 +59,7 @@ class CheckOptions:
     transport: Via = Via.SSH  # as named (--transport); transport.table.pick decides
     # The job's container as the command line gives it: above the inventory's and the
     # policy's (config/container.py).
-    container: Optional[Mapping[str, Any]] = None
+    container: Optional[ContainerLayer] = None
 
 
 @dataclass(frozen=True)

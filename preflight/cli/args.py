@@ -12,6 +12,7 @@ from preflight.act.health import DEFAULT_DEADLINE_S as DEFAULT_HEALTH_S
 from preflight.checks import ALL_CHECKS
 from preflight.inventory import FORMATS
 from preflight.model.baseline import DEFAULT_MAX_AGE_S, DEFAULT_TOLERANCE
+from preflight.model.container import RUNTIMES
 from preflight.model.findings import FAIL_ON
 from preflight.model.host import Via
 from preflight.network.allreduce import DEFAULT_SIZES_MIB
@@ -142,7 +143,7 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
                    "would be, and the plan's commands run it")
     k.add_argument("--container-name", metavar="NAME",
                    help="a container already running on every host, instead of an image")
-    k.add_argument("--container-runtime", choices=("docker", "podman", "apptainer", "pyxis"),
+    k.add_argument("--container-runtime", choices=RUNTIMES,
                    help="the runtime that starts it (default docker)")
     c.add_argument("--mode", choices=("collective", "ps"),
                    help="job mode (default collective); ps requires the PS core")

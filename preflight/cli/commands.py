@@ -73,9 +73,10 @@ def check_options(args: argparse.Namespace) -> CheckOptions:
     via = Via(args.transport)
     given = {"image": args.container_image, "name": args.container_name,
              "runtime": args.container_runtime}
-    cli_container = {k: v for k, v in given.items() if v is not None} or None
-    if cli_container:
-        container.layer(Fields("command line", cli_container, "--container"))
+    flags = {k: v for k, v in given.items() if v is not None}
+    # Checked here, once; a typed layer above the inventory's and the policy's from here on.
+    cli_container = container.layer(Fields("command line", flags, "--container")) \
+        if flags else None
     return CheckOptions(
         policy=policy, inventory=args.inventory, python=args.python, transport=via,
         inventory_format=table.inventory_format(via, args.inventory, args.inventory_format),

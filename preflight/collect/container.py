@@ -9,7 +9,7 @@ import secrets
 from typing import Any
 
 from preflight.common.containercmd import exec_argv, run_argv
-from preflight.model.container import ENGINES, ContainerSpec
+from preflight.model.container import ContainerSpec
 
 LINGER_S = 30  # beyond the probe's budget, a started container's own lifetime (it is --rm)
 
@@ -18,9 +18,10 @@ def probe_request(spec: ContainerSpec, host: str, budget: float) -> dict[str, An
     """The probe's --container request for one host (see collect/probe/container.py)."""
     req: dict[str, Any] = {"runtime": spec.runtime, "image": spec.image, "name": spec.name,
                            "python": spec.python}
-    if spec.runtime == "apptainer":  # no inspect to read; its Paddle is entered all the same
-        req.update(exec=run_argv(spec, []))
-    if spec.runtime not in ENGINES:  # apptainer, pyxis: no inspect, nothing started
+    t = spec.traits
+    if not t.inspects:  # nothing started or read; its Paddle entered where a host can
+        if t.entered_from_host:
+            req.update(exec=run_argv(spec, []))
         return req
     rt = spec.runtime
     if spec.name is not None:  # a running container: entered, never started or removed
@@ -34,9 +35,7 @@ def probe_request(spec: ContainerSpec, host: str, budget: float) -> dict[str, An
     start = run_argv(spec, ["sleep", str(int(budget) + LINGER_S)], name=name, detach=True)
     req.update(id=[rt, "image", "inspect", "--format", "{{.Id}}", spec.image], start=start,
                inspect=[rt, "inspect", name], exec=exec_argv(spec, [], container=name),
-               # Podman's rm --force waits 10 s for a process that ignores SIGTERM (a sleep
-               # as PID 1 does): --time 0 kills it at once, as Docker's does.
-               rm=[rt, "rm", "--force", *(["--time", "0"] if rt == "podman" else []), name])
+               rm=[rt, "rm", "--force", *t.rm_now, name])
     return req
 
 

@@ -21,15 +21,15 @@ def _gpu_args(spec: ContainerSpec) -> list[str]:
     device lists quoted: '"device=0,1"'), CDI devices for Podman (nvidia.com/gpu=...),
     --nv for Apptainer (all GPUs; CUDA_VISIBLE_DEVICES narrows them). Under pyxis the GPUs
     are the Slurm step's (its --gres), so there is nothing to add."""
-    gpus = spec.gpus
-    if gpus is None or spec.runtime == "pyxis":
+    gpus, style = spec.gpus, spec.traits.gpus
+    if gpus is None or style == "step":
         return []
     ids = [g.strip() for g in gpus.split(",") if g.strip()]
-    if spec.runtime == "docker":
+    if style == "docker":
         if gpus == "all":
             return ["--gpus", "all"]
         return ["--gpus", f'"device={",".join(ids)}"' if len(ids) > 1 else f"device={ids[0]}"]
-    if spec.runtime == "podman":
+    if style == "cdi":
         return [a for g in (["all"] if gpus == "all" else ids)
                 for a in ("--device", f"nvidia.com/gpu={g}")]
     return ["--nv"] + ([] if gpus == "all" else ["--env", f"CUDA_VISIBLE_DEVICES={gpus}"])
@@ -38,7 +38,7 @@ def _gpu_args(spec: ContainerSpec) -> list[str]:
 def _limit_args(spec: ContainerSpec) -> list[str]:
     """Its CPU and memory limits, under the flags Docker, Podman and Apptainer share. Under
     pyxis they are the Slurm step's (--cpus-per-task, --mem): nothing to add."""
-    if spec.runtime == "pyxis":
+    if not spec.traits.limits:
         return []
     out: list[str] = []
     for flag, value in (("--cpus", spec.cpus), ("--cpuset-cpus", spec.cpuset),
@@ -95,10 +95,11 @@ def run_argv(spec: ContainerSpec, argv: Sequence[str], name: Optional[str] = Non
     if spec.running:
         return exec_argv(spec, argv, stdin)
     assert spec.image is not None
-    if spec.runtime == "pyxis":
+    shape = spec.traits.shape
+    if shape == "pyxis":
         return ["srun", *pyxis_options(spec), "--ntasks=1", *_env_prefix(spec), *argv]
-    if spec.runtime == "apptainer":
-        return ["apptainer", "exec", *_gpu_args(spec), *_limit_args(spec),
+    if shape == "apptainer":
+        return [spec.runtime, "exec", *_gpu_args(spec), *_limit_args(spec),
                 *(a for m in spec.mounts for a in ("--bind", m)),
                 *(a for k, v in spec.env for a in ("--env", f"{k}={v}")), spec.image, *argv]
     # Detached, it is removed all the same when its command ends: a probe that is killed
@@ -118,10 +119,11 @@ def exec_argv(spec: ContainerSpec, argv: Sequence[str], stdin: bool = False,
     started detached). The job's environment is the container's, plus the spec's env."""
     target = container or spec.name
     assert target is not None
-    if spec.runtime == "pyxis":
+    shape = spec.traits.shape
+    if shape == "pyxis":
         return ["srun", f"--container-name={target}", "--ntasks=1", *_env_prefix(spec), *argv]
-    if spec.runtime == "apptainer":
-        return ["apptainer", "exec", *(a for k, v in spec.env for a in ("--env", f"{k}={v}")),
+    if shape == "apptainer":
+        return [spec.runtime, "exec", *(a for k, v in spec.env for a in ("--env", f"{k}={v}")),
                 f"instance://{target}", *argv]
     return [spec.runtime, "exec", *(["--interactive"] if stdin else []),
             *(a for k, v in spec.env for a in ("--env", f"{k}={v}")), target, *argv]

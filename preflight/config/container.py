@@ -1,20 +1,26 @@
 """`container:` as an inventory (defaults, per host), the policy or the command line give it
--> ContainerSpec, with one-line errors naming the file, host and field. Layers merge key by
-key, the nearer one winning: the command line, then the host, then the inventory's defaults,
-then the policy; `image` and `name` replace each other (a host that names its running
-container runs no image the defaults named), and a null takes back what a layer below gave
-(`shm_size: null`: the runtime's default)."""
+-> a ContainerLayer, each value checked once where it is written, with one-line errors naming
+the file, host and field; the layers -> ContainerSpec. Layers merge key by key, the nearer
+one winning: the command line, then the host, then the inventory's defaults, then the
+policy; `image` and `name` replace each other (a host that names its running container runs
+no image the defaults named), and a null takes back what a layer below gave (`shm_size:
+null`: the runtime's default)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, Optional, TypeVar
 
 from preflight.common.literal import one_of
 from preflight.config.document import Fields
 from preflight.config.errors import InputError
-from preflight.model.container import RUNTIMES, ContainerSpec
+from preflight.model.container import (
+    DEFAULT_RUNTIME,
+    RUNTIME_TRAITS,
+    ContainerLayer,
+    ContainerSpec,
+)
 
 T = TypeVar("T", bound=str)
 KEYS = {"runtime", "image", "name", "python", "gpus", "devices", "network", "ipc", "shm_size",
@@ -27,20 +33,6 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GPUS = re.compile(r"^(all|[A-Za-z0-9-]+(,[A-Za-z0-9-]+)*)$")
 _CPUS = re.compile(r"^([0-9]+(\.[0-9]+)?|\.[0-9]+)$")
 _CPUSET = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
-
-
-def layered(*layers: Optional[Mapping[str, Any]]) -> dict[str, Any]:
-    """The layers' keys merged, a later layer winning; one that names an image or a running
-    container replaces the other from the layers below it."""
-    out: dict[str, Any] = {}
-    for layer in layers:
-        if not layer:
-            continue
-        if "image" in layer or "name" in layer:
-            out.pop("image", None)
-            out.pop("name", None)
-        out.update(layer)
-    return out
 
 
 def _word(f: Fields, key: str) -> Optional[str]:
@@ -105,56 +97,93 @@ def _one_of(f: Fields, value: Any, key: str, allowed: tuple[T, ...]) -> T:
         f.fail(str(e)[:200], key)
 
 
-def layer(f: Fields) -> dict[str, Any]:
-    """One layer (a policy's, an inventory's defaults or host), every value it gives checked
-    where it is written; what it leaves out may come from another layer."""
-    parse(f, complete=False)
-    return dict(f.data)
-
-
-def parse(f: Fields, complete: bool = True) -> ContainerSpec:
-    """The container of f's mapping (the layers already merged); complete False: a layer,
-    whose image may come from another."""
+def layer(f: Fields) -> ContainerLayer:
+    """One layer (the policy's, an inventory's defaults or host, the command line's): every
+    value it gives checked where it is written, once; what it leaves out may come from
+    another layer, and a key given as null takes back what a layer below gave."""
     f.keys_within(KEYS, "container key")
-    rt = _one_of(f, f.data.get("runtime", "docker"), "runtime", RUNTIMES)
-    image, name = _word(f, "image"), _word(f, "name")
-    if image is not None and name is not None:
+    data = f.data
+    if data.get("image") is not None and data.get("name") is not None:
         f.fail("give the job's image (image:) or its running container (name:), not both")
-    if complete and image is None and name is None:
-        f.fail("give the job's image (image:) or its running container (name:)")
+    out: dict[str, Any] = {}
+    if "runtime" in data:
+        out["runtime"] = None if data["runtime"] is None else \
+            _one_of(f, data["runtime"], "runtime", tuple(RUNTIME_TRAITS))
+    for key in ("image", "name", "python", "network", "ipc"):
+        if key in data:
+            out[key] = _word(f, key)
     for key in ("shm_size", "memory"):
-        size = f.data.get(key)
-        if size is not None and not _SIZE.match(str(size)):
-            f.fail(f"{size!r:.40} is not a size (16g, 512m, 1073741824)", key)
-    cpus = f.data.get("cpus")
-    if cpus is not None and (isinstance(cpus, bool) or not _CPUS.match(str(cpus))
-                             or float(cpus) <= 0):
-        f.fail(f"{cpus!r:.40} is not a number of cores (1.5, 8)", "cpus")
-    cpuset = f.data.get("cpuset")
-    if cpuset is not None and not _CPUSET.match(str(cpuset)):
-        f.fail(f"{cpuset!r:.40} is not a list of CPUs (0-7,16)", "cpuset")
-    gpus = _word(f, "gpus")
-    if gpus is not None and not _GPUS.match(gpus):
-        f.fail(f"{gpus!r:.60} is not all or a list of GPU indices or UUIDs", "gpus")
-    mounts = _words(f, "mounts")
-    for m in mounts:
-        if ":" not in m:
-            f.fail(f"{m!r:.80} is not SRC:DST[:OPTIONS]", "mounts")
-    return ContainerSpec(
-        runtime=rt, image=image, name=name, python=_word(f, "python") or "python3",
-        gpus=gpus, devices=_words(f, "devices"), network=_word(f, "network"),
-        ipc=_word(f, "ipc"), shm_size=_word(f, "shm_size"), cpus=_word(f, "cpus"),
-        cpuset=_word(f, "cpuset"), memory=_word(f, "memory"),
-        ulimits=_pairs(f, "ulimits", _ulimit), mounts=mounts,
-        env=_pairs(f, "env", _env_value))
+        if key in data:
+            size = data[key]
+            if size is not None and not _SIZE.match(str(size)):
+                f.fail(f"{size!r:.40} is not a size (16g, 512m, 1073741824)", key)
+            out[key] = _word(f, key)
+    if "cpus" in data:
+        cpus = data["cpus"]
+        if cpus is not None and (isinstance(cpus, bool) or not _CPUS.match(str(cpus))
+                                 or float(cpus) <= 0):
+            f.fail(f"{cpus!r:.40} is not a number of cores (1.5, 8)", "cpus")
+        out["cpus"] = _word(f, "cpus")
+    if "cpuset" in data:
+        cpuset = data["cpuset"]
+        if cpuset is not None and not _CPUSET.match(str(cpuset)):
+            f.fail(f"{cpuset!r:.40} is not a list of CPUs (0-7,16)", "cpuset")
+        out["cpuset"] = _word(f, "cpuset")
+    if "gpus" in data:
+        gpus = _word(f, "gpus")
+        if gpus is not None and not _GPUS.match(gpus):
+            f.fail(f"{gpus!r:.60} is not all or a list of GPU indices or UUIDs", "gpus")
+        out["gpus"] = gpus
+    if "mounts" in data:
+        mounts = _words(f, "mounts")
+        for m in mounts:
+            if ":" not in m:
+                f.fail(f"{m!r:.80} is not SRC:DST[:OPTIONS]", "mounts")
+        out["mounts"] = mounts
+    if "devices" in data:
+        out["devices"] = _words(f, "devices")
+    if "ulimits" in data:
+        out["ulimits"] = _pairs(f, "ulimits", _ulimit)
+    if "env" in data:
+        out["env"] = _pairs(f, "env", _env_value)
+    return ContainerLayer(tuple(out.items()))
 
 
-def spec_of(path: str, layers: list[Optional[Mapping[str, Any]]],
+def merged(*layers: Optional[ContainerLayer]) -> ContainerLayer:
+    """The layers' keys merged, a later layer winning; one that names an image or a running
+    container replaces the other from the layers below it."""
+    out: dict[str, Any] = {}
+    for lay in layers:
+        if lay is None:
+            continue
+        given = dict(lay.given)
+        if "image" in given or "name" in given:
+            out.pop("image", None)
+            out.pop("name", None)
+        out.update(given)
+    return ContainerLayer(tuple(out.items()))
+
+
+def spec_of(path: str, layers: Sequence[Optional[ContainerLayer]],
             host: Optional[str] = None) -> Optional[ContainerSpec]:
     """The container of the merged layers (None: the job runs on the host); an error names
-    path, host and the field container.KEY."""
-    merged = layered(*layers)
-    return parse(Fields(path, merged, "container", host)) if merged else None
+    path, host and the field: a job's image or running container that no layer gives."""
+    given = dict(merged(*layers).given)
+    if not given:
+        return None
+    values = {k: v for k, v in given.items() if v is not None}  # a null took it back
+    if values.get("image") is None and values.get("name") is None:
+        Fields(path, {}, "container", host).fail(
+            "give the job's image (image:) or its running container (name:)")
+    return ContainerSpec(**{"runtime": DEFAULT_RUNTIME, "python": "python3", **values})
+
+
+def parse(f: Fields) -> ContainerSpec:
+    """The container of one complete mapping (a report's, read back)."""
+    spec = spec_of(f.path, [layer(f)], f.host)
+    if spec is None:
+        f.fail("give the job's image (image:) or its running container (name:)")
+    return spec
 
 
 def as_mapping(spec: ContainerSpec) -> dict[str, Any]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional, get_args
+from typing import Literal, Optional, get_args
+
+from preflight.model.container import ContainerLayer
 
 Mode = Literal["collective", "ps"]  # Paddle's collective training, or parameter servers
 MODES: tuple[Mode, ...] = get_args(Mode)
@@ -84,7 +85,7 @@ class Policy:
     job: JobShape = field(default_factory=JobShape)
     # Where the job runs, as the policy says it for every host (config/container.py): a
     # layer, checked, that an inventory's defaults and hosts and the command line add to.
-    container: Optional[Mapping[str, Any]] = None
+    container: Optional[ContainerLayer] = None
 
 
 # The policy keys and flags that size the job (JobShape's fields).

@@ -101,10 +101,10 @@ def _run(node: Node) -> str:
     pyxis the script runs inside the step's container already)."""
     q = shlex.quote
     box = node.container
-    if box is None or box.runtime not in ("docker", "podman", "apptainer") or box.running:
+    if box is None or not box.traits.entered_from_host or box.running:
         return (f'set -a\n. "$here/{node.host}.env"\nset +a\n'
                 f'exec {q(node.python)} -m paddle.distributed.launch "$@"')
-    if box.runtime == "apptainer":  # it takes the host's environment in
+    if box.traits.takes_host_env:  # the env file sourced first is passed in
         return (f'set -a\n. "$here/{node.host}.env"\nset +a\n'
                 f'exec {command(run_argv(box, [node.python, *LAUNCHER]))} "$@"')
     env_file = f"$here/{node.host}.env"  # a plain host name: safe inside double quotes

@@ -27,7 +27,7 @@ def batch_script(nodes: Sequence[Node], mode: Mode, job_name: str = "preflight-p
     q = shlex.quote
     names = ",".join(n.host for n in nodes)
     pyxis = {n.container for n in nodes if n.container is not None
-             and n.container.runtime == "pyxis"}
+             and n.container.traits.shape == "pyxis"}
     if pyxis and (len(pyxis) > 1 or any(n.container not in pyxis for n in nodes)):
         raise ValueError("pyxis runs one container for the whole step: give every node the "
                          "same pyxis container")
@@ -36,7 +36,7 @@ def batch_script(nodes: Sequence[Node], mode: Mode, job_name: str = "preflight-p
     step = "".join(f"{q(o)} " for o in pyxis_options(next(iter(pyxis)))) if pyxis else ""
     cases = []
     for n in nodes:
-        if n.container is not None and n.container.runtime != "pyxis":
+        if n.container is not None and n.container.traits.shape != "pyxis":
             run = shlex.join(node_argv(replace(n, argv=tuple(_no_devices(n.argv)))))
             cases.append(f"  {q(n.host)}) exec {run} \"$@\" ;;")
             continue

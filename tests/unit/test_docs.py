@@ -64,14 +64,16 @@ def test_the_docs_container_examples_read_and_start_as_the_runtimes_take_them(tm
     # is one the runtime accepts: never --shm-size beside --ipc host, which Podman refuses
     # ("cannot set shmsize when running in the host IPC Namespace").
     from preflight.common.containercmd import run_argv
-    from preflight.config.container import spec_of
+    from preflight.config.container import layer, spec_of
+    from preflight.config.document import Fields
     from preflight.config.policy import load_policy
 
     specs: list[Any] = []
     for block in _yaml_blocks("containers.md"):
         doc = yaml.safe_load(block)
         if isinstance(doc, dict) and "container" in doc:
-            spec = spec_of("docs/containers.md", [doc["container"]])
+            spec = spec_of("docs/containers.md", [
+                layer(Fields("docs/containers.md", doc["container"], "container"))])
             assert spec is not None
             specs.append(spec)
     [policy_block] = _yaml_blocks("policy.md")

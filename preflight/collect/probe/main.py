@@ -912,10 +912,10 @@ def main(argv):
         what = container.get("name") or container.get("image")
         why = facts.get("no_runtime") or facts.get("missing") or facts.get("start_error") \
             if isinstance(facts, dict) else None
-        paddle = {"error": "not read: under pyxis the job's image is entered only by srun "
-                  "--container-image in a job step" if container.get("runtime") == "pyxis"
-                  else "not read: the job's container (%s) did not start here%s" % (
-                      what, ": " + why if why else "")}
+        paddle = {"error": "not read: the job's container (%s) did not start here%s" % (
+            what, ": " + why if why else "")} if container.get("inspect") or why else {
+            "error": "not read: under %s the job's image is entered only by the job's own "
+                     "step (srun --container-image), not from the host" % container["runtime"]}
     elif container is None:
         paddle_proc, paddle = paddle_or_reason(python, pynvml is None)
     # In a container, the Paddle child runs under the runtime, not as this probe's child:

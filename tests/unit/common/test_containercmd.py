@@ -107,3 +107,29 @@ def test_a_hostile_value_stays_one_argument_through_a_shell():
     out = subprocess.run(["sh", "-c", "printf '%s\\n' " + line], capture_output=True,
                          text=True, timeout=10, check=True).stdout.splitlines()
     assert out == run_argv(spec, ["echo", "ok"])
+
+
+def test_a_new_runtime_is_one_row(monkeypatch):
+    # nerdctl, containerd's Docker-compatible command: a row like Docker's is all it takes
+    # for the reader, the command lines, the probe's request and the launch script.
+    from preflight.collect.container import probe_request
+    from preflight.config.container import layer, spec_of
+    from preflight.config.document import Fields
+    from preflight.model import container as model
+    from preflight.model.plan import Node, Plan
+    from preflight.model.policy import JobShape
+    from preflight.placement.launcher import script
+
+    monkeypatch.setitem(model.RUNTIME_TRAITS, "nerdctl", model.RUNTIME_TRAITS["docker"])
+    spec = spec_of("inv.yaml", [layer(Fields("inv.yaml", {"runtime": "nerdctl",
+                                                           "image": "paddle:3.3.1",
+                                                           "gpus": "0,1"}, "container"))])
+    assert spec is not None and spec.runtime == "nerdctl"
+    argv = run_argv(spec, ["true"])
+    assert argv[:3] == ["nerdctl", "run", "--rm"] and '"device=0,1"' in argv
+    req = probe_request(spec, "n1", 60)
+    assert req["start"][:2] == ["nerdctl", "run"] and req["inspect"][0] == "nerdctl"
+    node = Node("n1", "10.0.0.1", "python3", 0, 1, (6070,), ("python3", "-m",
+                "paddle.distributed.launch"), (), container=spec)
+    text = script(Plan("collective", JobShape(), nodes=(node,)), node)
+    assert "exec nerdctl run --rm --name paddle-job-n1" in text, text

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from preflight.config.container import layer
+from preflight.config.document import Fields
 from preflight.config.errors import InputError
 from preflight.inventory import load
 from preflight.model.container import ContainerSpec
@@ -31,7 +33,8 @@ hosts:
 def test_each_host_gets_its_layers_merged(tmp_path):
     inv = tmp_path / "inv.yaml"
     inv.write_text(INVENTORY)
-    policy = {"runtime": "docker", "image": "paddle:3.3.1", "ipc": "host"}
+    policy = layer(Fields("policy.yaml", {"runtime": "docker", "image": "paddle:3.3.1",
+                                          "ipc": "host"}, "container"))
     hosts = {h.name: h.container for h in load(str(inv), containers=(policy, None))}
     base = ContainerSpec("podman", image="paddle:3.3.1", ipc="host", shm_size="16g")
     assert hosts["node01"] == hosts["node02"] == base
@@ -40,9 +43,8 @@ def test_each_host_gets_its_layers_merged(tmp_path):
     assert hosts["node04"] == ContainerSpec("podman", image="paddle:3.3.1", ipc="host",
                                             shm_size="16g", ulimits=(("memlock", "-1"),))
     # The command line's image wins everywhere, over a host's running container too.
-    cli = {hosts_name: spec for hosts_name, spec in
-           ((h.name, h.container) for h in load(str(inv), containers=(
-               policy, {"image": "paddle:3.3.2"})))}
+    cli_layer = layer(Fields("command line", {"image": "paddle:3.3.2"}))
+    cli = {h.name: h.container for h in load(str(inv), containers=(policy, cli_layer))}
     assert {s.image for s in cli.values() if s} == {"paddle:3.3.2"}
     assert all(s is not None and s.name is None for s in cli.values())
 

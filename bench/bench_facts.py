@@ -112,7 +112,8 @@ class Bench:
                                        "server.Os", "--parallel", n, "-y"],
             "pyinfra exec true": [f"{v}/bin/pyinfra", p["pyinfra_inv.py"], "exec",
                                   "--parallel", n, "-y", "--", "true"],
-            # The floor: a Python started on every host by a real fan-out tool.
+            # The floor the targets are set against: a Python started on every host by a
+            # real fan-out tool.
             "pyinfra exec python3 -S -c pass": [
                 f"{v}/bin/pyinfra", p["pyinfra_inv.py"], "exec", "--parallel", n, "-y", "--",
                 "python3", "-S", "-c", "pass"],

@@ -1,6 +1,6 @@
 """Compatibility data: which NVIDIA driver a CUDA build needs. Data only, with its sources.
 
-Sources (facts gathered in ../shared/reference/compat.md, section 1):
+Sources:
 - Minor-version compatibility floors per CUDA major: NVIDIA "CUDA Compatibility -> Minor
   Version Compatibility" (docs.nvidia.com/deploy/cuda-compatibility/). Below it, a CUDA
   build of that major does not run at all.
@@ -37,7 +37,7 @@ TOOLKIT_DRIVER: dict[str, str] = {
 # by (Paddle minor version, CUDA minor version): (sm codes, whether PTX is included). The
 # PyPI paddlepaddle-gpu 2.6.x wheels are built for CUDA 11.8 with cubins for sm_61/70/75/80/86
 # and no PTX: on Hopper (sm_90) and later every kernel fails ("no kernel image is available").
-# Source: issue 18's reading of the 2.6.2 cp311 wheel; ../shared/reference/paddle.md.
+# Source: the architectures in the PyPI paddlepaddle-gpu 2.6.2 cp311 wheel's libpaddle.so.
 WHEEL_ARCHS: dict[tuple[str, str], tuple[tuple[int, ...], bool]] = {
     ("2.6", "11.8"): ((61, 70, 75, 80, 86), False),
 }

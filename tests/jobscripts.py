@@ -1,6 +1,6 @@
 """Training scripts the cluster tests launch through the plan (real Paddle, CPU)."""
 
-# Async PS as ../shared/reference/paddle.md found it to work on 2.6.2: the new launcher never
+# Async PS as it works on Paddle 2.6.2 (CPU, protobuf < 5): the new launcher never
 # stops the servers, so the trainers meet at a barrier and the first one stops them. A
 # script puts its own lines before (what it records) and after (how it says it finished).
 PS_FLEET = """\

@@ -25,7 +25,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 
 
 def unavailable(reason: str) -> None:
-    # In CI a missing tool is a setup bug, not a reason to skip what the issue asks to prove.
+    # In CI a missing tool is a setup bug, not a reason to skip what the test proves.
     if os.environ.get("CI"):
         pytest.fail(f"{reason} (scripts/setup.sh installs it)")
     pytest.skip(reason)

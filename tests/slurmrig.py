@@ -2,7 +2,6 @@
 own on the testbed's bridge, and one slurmd per simulated host, inside that host's network,
 mount and UTS namespaces and its cgroups (so its jobs see the host's /tmp and /root, and a CPU
 quota on the host applies to them). Debian's slurm-wlm and munge; nothing starts by itself.
-../shared/reference/slurm.md has the shape and its pitfalls.
 
 Every wait is bounded; close() stops what this module started (the testbed's own close()
 removes the namespaces and whatever still runs in them)."""

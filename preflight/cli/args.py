@@ -15,7 +15,7 @@ from preflight.model.baseline import DEFAULT_MAX_AGE_S, DEFAULT_TOLERANCE
 from preflight.model.container import RUNTIMES
 from preflight.model.findings import FAIL_ON
 from preflight.model.host import Via
-from preflight.network.allreduce import DEFAULT_SIZES_MIB
+from preflight.network.allreduce_cmd import DEFAULT_SIZES_MIB
 from preflight.report.terminal import COLOR_CHOICES
 
 CHECK_NAMES = tuple(c.name for c in ALL_CHECKS)

@@ -26,7 +26,7 @@ from preflight.model.baseline import Audit
 from preflight.model.findings import Verdict
 from preflight.model.host import Via
 from preflight.model.report import Report
-from preflight.network.allreduce import AllReduceOptions
+from preflight.network.allreduce_cmd import AllReduceOptions
 from preflight.network.iperf import IperfOptions
 from preflight.network.orchestrate import NetworkOptions
 from preflight.pipeline import CheckOptions, CheckRun

@@ -13,8 +13,9 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 # What a pin may name, and where its value comes from (see checks/pins.py).
 PIN_NAMES = ("paddle", "driver", "cuda", "cudnn", "nccl", "python")
 # Paddle's launcher: --start_port 6070 (one port per local rank; 8 GPUs a host at most here)
-# and gloo's 6767 (../shared/reference/paddle.md). Without --ports the plan picks free ports
-# from these ranges itself, and the ports check only warns when the defaults are taken.
+# and gloo's 6767 (its --start_port and --gloo_port defaults). Without --ports the plan picks
+# free ports from these ranges itself, and the ports check only warns when the defaults are
+# taken.
 DEFAULT_PORTS = tuple(range(6070, 6078)) + (6767,)
 RANK_PORTS_FROM, MASTER_PORTS_FROM = 6070, 6767
 

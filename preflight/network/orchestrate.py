@@ -33,14 +33,14 @@ from preflight.model.measure import (
 )
 from preflight.model.policy import Limits
 from preflight.network import nic
-from preflight.network.allreduce import (
+from preflight.network.allreduce import run_allreduce
+from preflight.network.allreduce_cmd import (
     DEFAULT_SIZES_MIB,
     NCCL_LARGE_MIB,
     AllReduceOptions,
     Member,
-    OnProgress,
-    run_allreduce,
 )
+from preflight.network.allreduce_watch import OnProgress
 from preflight.network.budget import launch_idle_s, plan_sizes
 from preflight.network.iperf import IperfOptions, Servers, run_rounds
 from preflight.network.schedule import Pair, matrix_rounds, retest_rounds, ring_rounds

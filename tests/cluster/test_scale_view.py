@@ -1,4 +1,4 @@
-"""64 simulated hosts sharing one fault: the terminal view stays readable (issue 19)."""
+"""64 simulated hosts sharing one fault: the terminal view stays readable."""
 
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ import subprocess
 import pytest
 
 from preflight.collect.local import LocalRemote
-from preflight.network.allreduce import AllReduceOptions, Member, run_allreduce
+from preflight.network.allreduce import run_allreduce
+from preflight.network.allreduce_cmd import AllReduceOptions, Member
 
 pytestmark = pytest.mark.gpu
 

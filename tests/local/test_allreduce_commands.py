@@ -16,8 +16,10 @@ from support import HOSTILE
 from preflight.collect.local import LocalRemote
 from preflight.common.nccllog import transport
 from preflight.model.container import ContainerSpec
-from preflight.network import allreduce as AR
-from preflight.network.allreduce import AllReduceOptions, Member, run_allreduce
+from preflight.network import allreduce_cmd as C
+from preflight.network import allreduce_log as L
+from preflight.network.allreduce import run_allreduce
+from preflight.network.allreduce_cmd import AllReduceOptions, Member
 from preflight.testing import testbed
 
 
@@ -30,9 +32,9 @@ def free_port() -> int:
 @pytest.mark.parametrize("value", HOSTILE)
 def test_hostile_interpreter_never_runs_in_the_launch_command(tmp_path, value):
     marker = tmp_path / "marker"
-    m = AR.Member("n", LocalRemote("n"), value.format(m=marker), "127.0.0.1")
+    m = C.Member("n", LocalRemote("n"), value.format(m=marker), "127.0.0.1")
     run_dir = str(tmp_path / ".preflight-ar-test")
-    done = LocalRemote("n").run(AR.host_command(m, 0, [m], AR.AllReduceOptions(), run_dir),
+    done = LocalRemote("n").run(C.host_command(m, 0, [m], C.AllReduceOptions(), run_dir),
                                 timeout=20)
     assert not marker.exists()
     assert done.exit == 95  # no such interpreter: the unpack step stops the command
@@ -47,7 +49,7 @@ def test_stop_command_kills_the_runs_processes_and_not_itself(tmp_path):
     bystander = subprocess.Popen([*sleep, "--dir", f"{run_dir}-other"])
     shell = subprocess.Popen([*sleep, f"{run_dir}/allreduce.py --dir {run_dir} > log"])
     try:
-        done = LocalRemote("n").run(AR.stop_command(run_dir), timeout=10)
+        done = LocalRemote("n").run(C.stop_command(run_dir), timeout=10)
         assert done.exit == 0  # the stopping shell survived its own pattern
         assert victim.wait(5) is not None
         assert bystander.poll() is None and shell.poll() is None
@@ -68,7 +70,7 @@ def test_inside_a_running_container_the_stop_and_cleanup_need_only_its_python(
     runtime.chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
     box = ContainerSpec("podman", name="trainer", python=sys.executable)
-    m = AR.Member("n", LocalRemote("n"), sys.executable, "127.0.0.1", container=box)
+    m = C.Member("n", LocalRemote("n"), sys.executable, "127.0.0.1", container=box)
     run_dir = str(tmp_path / ".preflight-ar-0badcafe-1")
     os.makedirs(f"{run_dir}/log")
     sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -76,11 +78,11 @@ def test_inside_a_running_container_the_stop_and_cleanup_need_only_its_python(
     bystander = subprocess.Popen([*sleep, "--dir", f"{run_dir}-other"])
     shell = subprocess.Popen([*sleep, f"{run_dir}/allreduce.py --dir {run_dir} > log"])
     try:
-        assert AR.member_stop(m, run_dir).startswith("podman exec trainer ")
-        assert LocalRemote("n").run(AR.member_stop(m, run_dir), timeout=10).exit == 0
+        assert C.member_stop(m, run_dir).startswith("podman exec trainer ")
+        assert LocalRemote("n").run(C.member_stop(m, run_dir), timeout=10).exit == 0
         assert victim.wait(5) is not None
         assert bystander.poll() is None and shell.poll() is None
-        assert LocalRemote("n").run(AR.member_cleanup(m, run_dir), timeout=10).exit == 0
+        assert LocalRemote("n").run(C.member_cleanup(m, run_dir), timeout=10).exit == 0
         assert shell.wait(5) is not None and bystander.poll() is None
         assert not os.path.exists(run_dir)
     finally:
@@ -100,9 +102,9 @@ def test_a_stopped_host_command_still_prints_its_log(tmp_path):
         f'  exec {sys.executable} -c "import time; time.sleep(60)" "$@"\nfi\n'
         f'exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
-    m = AR.Member("n", LocalRemote("n"), str(wrapper), "127.0.0.1")
+    m = C.Member("n", LocalRemote("n"), str(wrapper), "127.0.0.1")
     run_dir = str(tmp_path / ".preflight-ar-5ca1ab1e-0")
-    proc = LocalRemote("n").start(AR.host_command(m, 0, [m], AR.AllReduceOptions(), run_dir))
+    proc = LocalRemote("n").start(C.host_command(m, 0, [m], C.AllReduceOptions(), run_dir))
     try:
         log = os.path.join(run_dir, "launch.log")
         for _ in range(200):  # until the launcher has said its line: 20 s at most
@@ -111,13 +113,13 @@ def test_a_stopped_host_command_still_prints_its_log(tmp_path):
             time.sleep(0.1)
         else:
             pytest.fail("the stand-in launcher never started")
-        assert LocalRemote("n").run(AR.stop_command(run_dir), timeout=10).exit == 0
+        assert LocalRemote("n").run(C.stop_command(run_dir), timeout=10).exit == 0
         done = proc.wait(15)
         # Its own exit status (the launcher's TERM, passed on by `timeout`), not a signal's.
         assert done.exit is not None and done.exit > 0, done
-        assert f"{AR.LOG}waiting for the master at 10.9.9.9:36000: connection refused" \
+        assert f"{C.LOG}waiting for the master at 10.9.9.9:36000: connection refused" \
             in done.stdout.splitlines(), done
-        assert AR.log_reason(done) == ("waiting for the master at 10.9.9.9:36000: "
+        assert L.log_reason(done) == ("waiting for the master at 10.9.9.9:36000: "
                                        "connection refused")
     finally:
         proc.close()
@@ -151,9 +153,9 @@ def test_the_host_prints_nccls_choice_of_network_once_whatever_the_ranks(tmp_pat
         lines += [f"{p}NET/IB : No device found.", f"{p}NET/Socket : Using [0]eth0:10.0.0.1<0>",
                   f"{p}Using network Socket", f"{p}comm 0x55 rank {rank} nranks 8 - Init COMPLETE"]
         (run_dir / "log" / f"workerlog.{rank}").write_text("\n".join(lines) + "\n")
-    done = LocalRemote("n").run("sh -c " + shlex.quote(AR.hints_script(str(run_dir))),
+    done = LocalRemote("n").run("sh -c " + shlex.quote(C.hints_script(str(run_dir))),
                                 timeout=10)
-    hints = [ln[len(AR.HINT):] for ln in done.stdout.splitlines()]
+    hints = [ln[len(C.HINT):] for ln in done.stdout.splitlines()]
     assert hints[0] == "Using network Socket"
     assert len(hints) == len(set(hints)) <= 8 and not any("Bootstrap" in h for h in hints)
     assert transport("; ".join(hints)) == "Socket"

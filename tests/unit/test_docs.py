@@ -47,7 +47,12 @@ def test_every_limit_is_documented_by_a_check_or_the_plan():
 def test_the_readme_is_an_entry_point_whose_links_lead_somewhere():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 200
-    assert text.splitlines()[3].startswith("bash scripts/setup.sh && .venv/bin/preflight demo")
+    # One sentence on what preflight is and for whom, then the two commands.
+    title, opening, commands = text.split("\n\n")[:3]
+    assert title == "# preflight" and opening.count(". ") == 0 and opening.endswith(").")
+    assert commands.splitlines()[1].startswith(
+        "bash scripts/setup.sh && .venv/bin/preflight demo")
+    assert commands.splitlines()[2].startswith(".venv/bin/pytest")
     links = re.findall(r"\]\((docs/[^)#]+)", text)
     assert links and all((ROOT / link).is_file() for link in links), links
     for page in (ROOT / "docs").glob("*.md"):
@@ -88,3 +93,12 @@ def test_the_docs_container_examples_read_and_start_as_the_runtimes_take_them(tm
             argv = run_argv(replace(spec, runtime=runtime), ["true"])
             assert not ("--shm-size" in argv and "--ipc" in argv
                         and argv[argv.index("--ipc") + 1] == "host"), argv
+
+
+def test_the_readmes_list_of_checks_is_every_check_the_code_runs():
+    text = (ROOT / "README.md").read_text()
+    assert docgen.with_readme_checks(text) == text, (
+        "README.md's list of checks has drifted: run .venv/bin/python -P -m "
+        "preflight.cli.docgen docs")
+    for spec in ALL_CHECKS:
+        assert f"`{spec.name}`" in text

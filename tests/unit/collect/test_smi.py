@@ -1,5 +1,5 @@
 """nvidia-smi CSV -> GpuFacts. The rows follow nvidia-smi's documented csv,noheader,nounits
-layout; no GPU machine was available to capture real ones yet (see the issue notes)."""
+layout (documented rows, not captured from a GPU machine)."""
 
 from __future__ import annotations
 

@@ -10,14 +10,17 @@ import pytest
 
 from preflight.collect.local import LocalRemote
 from preflight.collect.remote import Done
-from preflight.network import allreduce as AR
+from preflight.network import allreduce_cmd as C
+from preflight.network import allreduce_log as L
+from preflight.network import allreduce_outcome as O
+from preflight.network import allreduce_watch as W
 from preflight.network import progress as P
 
 MIB = 1 << 20
 
 
 def members(names):
-    return [AR.Member(n, LocalRemote(n), "python3", "10.0.0.1") for n in names]
+    return [C.Member(n, LocalRemote(n), "python3", "10.0.0.1") for n in names]
 
 
 def status(now, *ranks, waiting=True):
@@ -39,17 +42,17 @@ def joined(rank, world=2, ops=0, sizes=(), done=False, t=100.0):
 
 
 def summarise(names, results, ended, watch=None, **opts):
-    w = watch or AR.Watch({n: None for n in names})
-    return AR._summarise(members(names), "gloo", len(names), tuple(names), results, ended,
-                         AR.AllReduceOptions(**opts), 1.0, w)
+    w = watch or W.Watch({n: None for n in names})
+    return O.summarise(members(names), "gloo", len(names), tuple(names), results, ended,
+                         C.AllReduceOptions(**opts), 1.0, w)
 
 
 def test_log_reason_quotes_the_error_line_and_redacts_secrets():
-    out = "\n".join(AR.LOG + ln for ln in [
+    out = "\n".join(C.LOG + ln for ln in [
         "LAUNCH INFO 2026 job started", "I1121 tcp_utils.cc:132] connected",
         "Traceback (most recent call last):", "  File x.py, line 4",
         "RuntimeError: connect refused with API_TOKEN=abc123 set"])
-    why = AR.log_reason(Done(1, out, ""))
+    why = L.log_reason(Done(1, out, ""))
     assert why == "RuntimeError: connect refused with API_TOKEN=*** set"
 
 
@@ -57,34 +60,34 @@ def test_log_reason_quotes_the_error_line_and_redacts_secrets():
                                     "sh: line 1:  4242 Terminated   timeout -k 3 630 env"])
 def test_a_stopped_hosts_log_is_quoted_without_the_shells_report_of_the_stop(report):
     # Its launcher stopped by the run: the shell's report of that signal is the run's doing.
-    out = "\n".join(AR.LOG + ln for ln in ["waiting for the master: no route to host",
+    out = "\n".join(C.LOG + ln for ln in ["waiting for the master: no route to host",
                                              report])
-    assert AR.log_reason(Done(143, out, ""), stopped=True) == (
+    assert L.log_reason(Done(143, out, ""), stopped=True) == (
         "waiting for the master: no route to host")
-    assert AR._log_of(Done(143, AR.LOG + report + "\n", "")) == ""
+    assert L.log_of(Done(143, C.LOG + report + "\n", "")) == ""
     # A rank that failed by itself keeps it: a Killed there is the host's (its OOM killer).
-    assert AR.log_reason(Done(137, out, "")) == report
+    assert L.log_reason(Done(137, out, "")) == report
 
 
 def test_a_stopped_host_with_only_launcher_lines_says_how_far_its_launcher_got():
     # Its launcher hung before the rendezvous: its last line says in which step.
-    out = "".join(AR.LOG + ln + "\n" for ln in [
+    out = "".join(C.LOG + ln + "\n" for ln in [
         "LAUNCH INFO 2026-11-24 19:29:09,043 master: 10.0.0.1:36000",
         "LAUNCH INFO 2026-11-24 19:29:09,044 token=s3cr3t job_id  preflight",
         "LAUNCH INFO 2026-11-24 19:29:09,044 -----------------------------------------", "",
         "Terminated"])
-    assert AR._log_of(Done(143, out, "")) == (
+    assert L.log_of(Done(143, out, "")) == (
         "; its launcher last said: token=*** job_id  preflight")
     # Lines of its own come first; nothing at all says nothing.
-    assert AR._log_of(Done(143, out + AR.LOG + "no route to host\n", "")) == (
+    assert L.log_of(Done(143, out + C.LOG + "no route to host\n", "")) == (
         "; its log last said: no route to host")
-    assert AR._log_of(Done(143, "", "")) == "" and AR._log_of(None) == ""
+    assert L.log_of(Done(143, "", "")) == "" and L.log_of(None) == ""
 
 
 def test_first_failing_rank_is_the_culprit_and_the_rest_were_stopped():
-    results = {"b": Done(1, AR.LOG + "RuntimeError: Unable to find address for: nope0", ""),
+    results = {"b": Done(1, C.LOG + "RuntimeError: Unable to find address for: nope0", ""),
                "a": Done(-15, "", ""), "c": Done(-15, "", "")}
-    r = summarise("abc", results, ["b"], watch=AR.Watch({}, kind="failed"))
+    r = summarise("abc", results, ["b"], watch=W.Watch({}, kind="failed"))
     assert r.failed == {"b": "RuntimeError: Unable to find address for: nope0"}
     assert r.error == "the rank on b failed first; stopped the launcher on a, c"
     assert r.outcome == "failed"
@@ -93,7 +96,7 @@ def test_first_failing_rank_is_the_culprit_and_the_rest_were_stopped():
 def test_results_come_from_rank_zero_and_every_host_says_what_it_did():
     one = [(MIB, 0.01)]
     out_a = status(130, ("0", joined(0, ops=6, sizes=one, done=True), 129.5)) + \
-        AR.HINT + "NCCL INFO NET/Socket : Using eth0\n"
+        C.HINT + "NCCL INFO NET/Socket : Using eth0\n"
     out_b = status(130, ("0", joined(1, ops=6, sizes=[(MIB, 0.02)], done=True), 129.5))
     r = summarise("ab", {"a": Done(0, out_a, ""), "b": Done(0, out_b, "")}, ["a", "b"])
     assert r.error is None and r.ranks == 2 and r.outcome == "done" and r.certified
@@ -112,24 +115,24 @@ def test_a_finished_host_whose_connection_went_before_its_exit_status_passes():
     b_seen = P.parse_status(status(129, ("0", joined(1, ops=6, sizes=one, done=True), 128.5)))
     lost = Done(-1, "", "\n(the SSH connection to the host was lost: the host closed it)")
     r = summarise("ab", {"a": Done(0, out_a, ""), "b": lost}, ["a", "b"],
-                  watch=AR.Watch({"a": None, "b": b_seen}))
+                  watch=W.Watch({"a": None, "b": b_seen}))
     assert r.error is None and r.outcome == "done" and r.sizes, r
     assert "the SSH connection went before the exit status came" in r.logs["b"]
     # Before its ranks finished, the same loss is the host's failure.
     b_seen = P.parse_status(status(129, ("0", joined(1, ops=3, sizes=()), 128.5)))
     r = summarise("ab", {"a": Done(0, out_a, ""), "b": lost}, ["a", "b"],
-                  watch=AR.Watch({"a": None, "b": b_seen}))
+                  watch=W.Watch({"a": None, "b": b_seen}))
     assert r.outcome == "failed" and "connection to the host was lost" in r.failed["b"], r
 
 
 def test_a_host_behind_the_others_when_the_launch_stops_progressing_never_joined():
     # b's launcher never printed that it waits for peers; a's did: b kept a waiting.
     progress = {"a": P.parse_status(status(50)), "b": P.parse_status(status(50, waiting=False))}
-    w = AR.Watch(progress)
+    w = W.Watch(progress)
     w.moved({"a": 1, "b": 1}, 0.0)
-    assert AR._decide(w, {"a": 1, "b": 1}, AR.AllReduceOptions(launch_idle_s=40), 41.0, None)
+    assert W.decide(w, {"a": 1, "b": 1}, C.AllReduceOptions(launch_idle_s=40), 41.0, None)
     assert w.kind == "never-joined" and list(w.named) == ["b"]
-    results = {"a": Done(-15, "", ""), "b": Done(-15, AR.LOG + "sleeping", "")}
+    results = {"a": Done(-15, "", ""), "b": Done(-15, C.LOG + "sleeping", "")}
     r = summarise("ab", results, [], watch=w)
     assert r.outcome == "never-joined" and list(r.failed) == ["b"]
     assert r.failed["b"].startswith("never joined the rendezvous: its launcher never reached")
@@ -139,8 +142,8 @@ def test_a_host_behind_the_others_when_the_launch_stops_progressing_never_joined
 
 def test_before_the_launch_stops_progressing_nobody_is_blamed():
     progress = {"a": P.parse_status(status(50)), "b": P.parse_status(status(50, waiting=False))}
-    w = AR.Watch(progress)
-    assert not AR._decide(w, {"a": 1, "b": 1}, AR.AllReduceOptions(), 29.0, None)
+    w = W.Watch(progress)
+    assert not W.decide(w, {"a": 1, "b": 1}, C.AllReduceOptions(), 29.0, None)
     assert w.kind == "ended"
 
 
@@ -154,19 +157,19 @@ def test_a_rendezvous_connecting_its_mesh_is_progress_however_long_it_takes():
     # gloo connects a full mesh pair by pair through rank 0's store, each pair one more
     # connection: however long that takes on a large cluster, it is not a stall.
     nproc = {"a": 1, "b": 1}
-    w = AR.Watch({"a": at_rendezvous(100, 5), "b": at_rendezvous(100, 5)})
+    w = W.Watch({"a": at_rendezvous(100, 5), "b": at_rendezvous(100, 5)})
     w.moved(nproc, 30.0)
     for elapsed, sockets in ((60.0, 9), (90.0, 14), (120.0, 20)):
         w.progress = {"a": at_rendezvous(100 + elapsed, sockets), "b": at_rendezvous(100, 5)}
         w.moved(nproc, elapsed)
-        assert not AR._decide(w, nproc, AR.AllReduceOptions(launch_idle_s=40, timeout=600),
+        assert not W.decide(w, nproc, C.AllReduceOptions(launch_idle_s=40, timeout=600),
                               elapsed + 1, None), elapsed
     assert w.moved_at == 120.0
     # A count that only comes and goes (a connection retried) is no progress: fewer sockets.
     w.progress = {"a": at_rendezvous(250, 17), "b": at_rendezvous(250, 5)}
     w.moved(nproc, 170.0)
     assert w.moved_at == 120.0
-    assert AR._decide(w, nproc, AR.AllReduceOptions(launch_idle_s=40, timeout=600), 170.0, None)
+    assert W.decide(w, nproc, C.AllReduceOptions(launch_idle_s=40, timeout=600), 170.0, None)
     assert w.kind == "stall" and not w.named  # everyone at the rendezvous: nobody behind
     r = summarise("ab", {}, [], watch=w)
     assert r.outcome == "stall" and "no rank progressed towards the rendezvous for 50 s" in (
@@ -175,9 +178,9 @@ def test_a_rendezvous_connecting_its_mesh_is_progress_however_long_it_takes():
 
 def test_a_run_at_its_own_time_limit_while_progressing_blames_nobody():
     nproc = {"a": 1, "b": 1}
-    w = AR.Watch({"a": at_rendezvous(100, 5), "b": at_rendezvous(100, 5)})
+    w = W.Watch({"a": at_rendezvous(100, 5), "b": at_rendezvous(100, 5)})
     w.moved(nproc, 115.0)
-    assert AR._decide(w, nproc, AR.AllReduceOptions(launch_idle_s=40, timeout=120), 120.0, None)
+    assert W.decide(w, nproc, C.AllReduceOptions(launch_idle_s=40, timeout=120), 120.0, None)
     assert w.kind == "out-of-time"
     r = summarise("ab", {}, [], watch=w, timeout=120)
     assert r.outcome == "out-of-time" and not r.failed
@@ -191,8 +194,8 @@ def test_a_rank_whose_heartbeat_stopped_is_named_alone():
     # Both joined and did 3 collectives; b's heartbeat is 30 s old, a's is fresh: a waits on b.
     progress = {"a": P.parse_status(status(200, ("0", joined(0, ops=3), 199.5))),
                 "b": P.parse_status(status(200, ("0", joined(1, ops=3), 170.0)))}
-    w = AR.Watch(progress)
-    assert AR._decide(w, {"a": 1, "b": 1}, AR.AllReduceOptions(), 20.0, 12.0)
+    w = W.Watch(progress)
+    assert W.decide(w, {"a": 1, "b": 1}, C.AllReduceOptions(), 20.0, 12.0)
     assert w.kind == "stalled" and list(w.named) == ["b"]
     assert "no heartbeat for 30 s after 3 collective(s)" in w.named["b"]
     r = summarise("ab", {}, [], watch=w)
@@ -210,10 +213,10 @@ def test_progress_at_the_deadline_is_slow_and_keeps_the_sizes_that_finished():
     ev = joined(0, ops=8, sizes=[(MIB, 0.5)], t=100.0)
     progress = {"a": P.parse_status(status(110, ("0", ev, 109.8))),
                 "b": P.parse_status(status(110, ("0", joined(1, ops=8, t=100.0), 109.8)))}
-    w = AR.Watch(progress)
-    opts = AR.AllReduceOptions(collective_s=30.0)
-    assert not AR._decide(w, {"a": 1, "b": 1}, opts, 35.0, 10.0)
-    assert AR._decide(w, {"a": 1, "b": 1}, opts, 41.0, 10.0)
+    w = W.Watch(progress)
+    opts = C.AllReduceOptions(collective_s=30.0)
+    assert not W.decide(w, {"a": 1, "b": 1}, opts, 35.0, 10.0)
+    assert W.decide(w, {"a": 1, "b": 1}, opts, 41.0, 10.0)
     assert w.kind == "slow" and w.deadline_s == 40.0 and w.idle_s == pytest.approx(2.0)
     r = summarise("ab", {}, [], watch=w, collective_s=30.0)
     assert r.outcome == "slow" and r.error is None and not r.certified
@@ -224,8 +227,8 @@ def test_progress_at_the_deadline_is_slow_and_keeps_the_sizes_that_finished():
 def test_nothing_completing_and_nobody_behind_is_a_stall_of_the_cluster():
     progress = {h: P.parse_status(status(200, ("0", joined(i, ops=2, t=100.0), 199.5)))
                 for i, h in enumerate("ab")}
-    w = AR.Watch(progress)
-    assert AR._decide(w, {"a": 1, "b": 1}, AR.AllReduceOptions(collective_s=30.0), 45.0,
+    w = W.Watch(progress)
+    assert W.decide(w, {"a": 1, "b": 1}, C.AllReduceOptions(collective_s=30.0), 45.0,
                       10.0)
     assert w.kind == "stall" and w.named == {}
     r = summarise("ab", {}, [], watch=w)
@@ -235,8 +238,8 @@ def test_nothing_completing_and_nobody_behind_is_a_stall_of_the_cluster():
 
 def test_a_launch_where_every_host_is_equally_stuck_is_a_stall():
     progress = {h: P.parse_status(status(50)) for h in "ab"}  # both launchers wait
-    w = AR.Watch(progress)
-    assert AR._decide(w, {"a": 1, "b": 1}, AR.AllReduceOptions(), 61.0, None)
+    w = W.Watch(progress)
+    assert W.decide(w, {"a": 1, "b": 1}, C.AllReduceOptions(), 61.0, None)
     assert w.kind == "stall" and w.named == {}
 
 

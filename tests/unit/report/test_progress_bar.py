@@ -13,7 +13,7 @@ from preflight.model.host import HostOutcome
 from preflight.model.measure import IperfResult, LinkRun
 from preflight.network import nic, orchestrate
 from preflight.network import progress as P
-from preflight.network.allreduce import progress_of
+from preflight.network.allreduce_watch import progress_of
 from preflight.network.orchestrate import NetworkOptions, run_link_tests
 from preflight.report.terminal import Progress, bar
 

@@ -1,6 +1,6 @@
 """Reports at the sizes Paddle clusters have: 500 and 5,000 synthetic hosts sharing one fault
 (a wrong interpreter and a low open-files limit on every host), rendered in every format.
-The figures are printed (pytest -s) for the issue's closing note."""
+The figures are printed (pytest -s)."""
 
 from __future__ import annotations
 

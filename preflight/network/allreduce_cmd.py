@@ -1,0 +1,236 @@
+"""The commands an all-reduce runs on each host: the one that unpacks the benchmark into a
+fresh private run directory and runs Paddle's launcher under the host's `timeout` (in the
+job's container where it runs in one), the poll of its progress, its stop and its cleanup.
+Every value is quoted; a run directory's unique name is how each host's processes are found,
+so that hosts sharing a /tmp (several slurmd on one machine, a shared scratch) neither collide
+nor stop or remove each other's."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import secrets
+import shlex
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from importlib import resources
+from typing import Optional
+
+from preflight.collect.remote import Remote
+from preflight.common import nccllog
+from preflight.common.containercmd import command, exec_argv, run_argv
+from preflight.model.container import ContainerSpec
+from preflight.network import progress as P
+from preflight.network.budget import LAUNCH_IDLE_S
+
+# What the host command prints besides its progress: its log's tail and NCCL's hints.
+LOG, HINT = "PREFLIGHT-LOG ", "PREFLIGHT-HINT "
+# The host's own `timeout` is the net under the controller (which may be killed): it fires
+# this much after the controller's last deadline, so that the controller decides first.
+HOST_EXTRA_S = 10.0
+LOG_LINES = 40
+DEFAULT_SIZES_MIB = (1.0, 8.0, 32.0)
+NCCL_LARGE_MIB = nccllog.LARGE_MIB
+
+
+@dataclass(frozen=True)
+class AllReduceOptions:
+    port: int = 36000  # the launcher's master; gloo gets port+1, the ranks port+2..port+2+nproc
+    sizes_mib: tuple[float, ...] = DEFAULT_SIZES_MIB
+    iters: int = 5
+    timeout: float = 600.0  # launchers started -> results, at most (--allreduce-timeout)
+    budget_s: float = 30.0  # what the collectives may take, predicted from the slowest link
+    # From network/budget.py: the time the collectives get once every rank joined (None: up
+    # to the timeout) and the predicted time of the largest single collective.
+    collective_s: Optional[float] = None
+    op_s: float = 0.0
+    # Before every rank joined, the run is cut when nothing progressed for this long
+    # (network/budget.py sizes it from the Paddle import the probe measured).
+    launch_idle_s: float = LAUNCH_IDLE_S
+    poll_s: float = 2.0  # how often the controller reads every host's progress
+
+
+@dataclass(frozen=True)
+class Member:
+    """A host taking part: how to reach it and how to launch on it."""
+
+    name: str
+    remote: Remote
+    python: str
+    ip: str  # the address the launcher advertises (--host)
+    nproc: int = 1
+    gloo_ifname: Optional[str] = None  # set when the host's own environment does not
+    container: Optional[ContainerSpec] = None  # the job's container, where it runs in one
+    host_python: str = "python3"  # the host's own (the probe's): unpacks the benchmark
+
+
+@functools.lru_cache(maxsize=1)
+def _packed_script() -> str:
+    src = resources.files("preflight.network").joinpath("allreduce_script.py").read_bytes()
+    return base64.b64encode(zlib.compress(src, 9)).decode()
+
+
+_UNPACK = ("import base64,sys,zlib;open(sys.argv[1],'wb').write("
+           "zlib.decompress(base64.b64decode(sys.argv[2])))")
+
+
+def in_running(m: Member) -> bool:
+    """Whether m's commands run inside a container already running (named, not started by
+    preflight): its filesystem is not the host's, so the run directory lives inside it and
+    every command of the run (launch, progress, stop, cleanup) is run there."""
+    return m.container is not None and m.container.running
+
+
+def on_member(m: Member, script: str) -> str:
+    """The command that runs the shell script for m: on the host, or inside its running
+    container through the runtime's exec."""
+    if in_running(m):
+        assert m.container is not None
+        return command(exec_argv(m.container, ["sh", "-c", script]))
+    return "sh -c " + shlex.quote(script)
+
+
+def host_command(m: Member, rank: int, members: Sequence[Member], opts: AllReduceOptions,
+                 run_dir: str) -> str:
+    """Returns the one command run on a host; every value is quoted."""
+    q = shlex.quote
+    master = f"{members[0].ip}:{opts.port}"
+    env = ["NCCL_DEBUG=INFO", "NCCL_DEBUG_SUBSYS=INIT,NET",  # which transport NCCL chose
+           # With --master the launcher takes its rank ports (and rank 0's store) at random
+           # from PORT_RANGE, not from --start_port: keep them in the range checked free.
+           f"PORT_RANGE={opts.port + 2}:{opts.port + 2 + m.nproc}"]
+    if m.gloo_ifname:
+        env.append(f"GLOO_SOCKET_IFNAME={m.gloo_ifname}")
+    launch = [m.python, "-m", "paddle.distributed.launch", "--master", master,
+              "--nnodes", str(len(members)), "--rank", str(rank),
+              "--nproc_per_node", str(m.nproc), "--host", m.ip, "--max_restart", "0",
+              "--gloo_port", str(opts.port + 1),
+              "--job_id", "preflight", "--log_dir", f"{run_dir}/log",
+              f"{run_dir}/allreduce.py", "--sizes", ",".join(f"{s:g}" for s in opts.sizes_mib),
+              "--iters", str(opts.iters), "--dir", run_dir]  # last: see stop_pattern
+    inner = ["env", *env, *launch]
+    unpack = m.python  # on the host, or inside a running container: where the launcher runs
+    if m.container is not None and not in_running(m):
+        # In the job's container, started as the job's, the run directory shared with the
+        # host: the script goes in and the progress and logs come out through it.
+        box = replace(m.container, mounts=(*m.container.mounts, f"{run_dir}:{run_dir}"))
+        inner = run_argv(box, inner, name=run_dir.rsplit("/.", 1)[-1])
+        unpack = m.host_python
+    run = " ".join(q(a) for a in inner)
+    d = q(run_dir)
+    script = "\n".join([
+        f"mkdir -m 700 {d} || exit 96",
+        f"cd {d} || exit 96",
+        f"{q(unpack)} -c {q(_UNPACK)} {d}/allreduce.py {_packed_script()} || exit 95",
+        f"if command -v timeout >/dev/null 2>&1; then timeout -k 3 "
+        f"{int(opts.timeout + HOST_EXTRA_S)} {run} > {d}/launch.log 2>&1; "
+        f"else {run} > {d}/launch.log 2>&1; fi",
+        "rc=$?",
+        P.status_script(run_dir),
+        hints_script(run_dir),
+        f"if [ $rc -ne 0 ]; then tail -q -n {LOG_LINES} {d}/log/workerlog.0 {d}/launch.log "
+        f"2>/dev/null | sed 's/^/{LOG}/'; fi",
+        "exit $rc",
+    ])
+    return on_member(m, script)
+
+
+def hints_script(run_dir: str) -> str:
+    """Prints NCCL's lines on the network it chose, once each whatever the number of ranks
+    (the "host:pid:tid [rank] NCCL INFO " prefix dropped), as hints."""
+    lines = f"sed -n 's/^.*NCCL INFO //p' {shlex.quote(run_dir)}/log/workerlog.* 2>/dev/null"
+    # The choice first, so that a long list of plugin attempts cannot push it out.
+    return (f"{{ {lines} | grep -E {shlex.quote(nccllog.CHOSEN)} | sort -u | head -n 2; "
+            f"{lines} | grep -E {shlex.quote(nccllog.TRIED)} | awk '!seen[$0]++' "
+            f"| head -n 6; }} | sed 's/^/{HINT}/'")
+
+
+def kill_pattern(run_dir: str) -> str:
+    """Returns a pkill pattern for every process of the run, the host command's own shell
+    included, that the killing shell itself lacks: `[.]` matches the dot of the directory
+    name but not the pattern's own text."""
+    return "[.]" + run_dir.rsplit("/.", 1)[1] + "/"
+
+
+def stop_pattern(run_dir: str) -> str:
+    """Returns a pkill pattern for what runs the benchmark: the launcher, its ranks and what
+    wraps them (`timeout`, a container runtime), each of whose command lines ends with
+    `--dir <run dir>`. The host command's shell holds that text mid-script, not at its end:
+    stopped, the shell lives on to print the ranks' last progress, the NCCL hints and the
+    log's tail, which the findings of a stopped run quote."""
+    head, tail = run_dir.rsplit("/.", 1)
+    return f"[-]-dir {head}/[.]{tail}$"
+
+
+def stop_command(run_dir: str) -> str:
+    pat = shlex.quote(stop_pattern(run_dir))
+    return (f"sh -c {shlex.quote(f'pkill -TERM -f {pat}; sleep 1; pkill -KILL -f {pat}; true')}")
+
+
+def cleanup_command(run_dir: str) -> str:
+    pat = shlex.quote(kill_pattern(run_dir))
+    return "sh -c " + shlex.quote(f"pkill -KILL -f {pat}; rm -rf {shlex.quote(run_dir)}; true")
+
+
+# stop_command and cleanup_command inside a running container, with its python: a job's
+# image need not have pkill (procps), and a process exec'd there outlives a runtime client
+# killed on the host. Matches as pkill -f does (the command line, arguments joined by spaces).
+_KILL_PY = """import os,re,shutil,signal,sys,time
+pat=re.compile(sys.argv[1])
+def hits():
+    for p in os.listdir('/proc'):
+        if not p.isdigit() or int(p)==os.getpid():
+            continue
+        try:
+            with open('/proc/%s/cmdline'%p,'rb') as f:
+                cmd=f.read().replace(b'\\0',b' ').decode('utf-8','replace').strip()
+        except OSError:
+            continue
+        if pat.search(cmd):
+            yield int(p)
+def kill(sig):
+    for p in hits():
+        try:
+            os.kill(p,sig)
+        except OSError:
+            pass
+for sig in sys.argv[3].split(','):
+    if sig=='wait':
+        time.sleep(1)
+    else:
+        kill(getattr(signal,sig))
+if sys.argv[2]:
+    shutil.rmtree(sys.argv[2],ignore_errors=True)
+"""
+
+
+def _kill_inside(m: Member, pattern: str, steps: str, remove: str = "") -> str:
+    assert m.container is not None
+    return command(exec_argv(m.container, [m.python, "-c", _KILL_PY, pattern, remove, steps]))
+
+
+def member_stop(m: Member, run_dir: str) -> str:
+    """The stop of m's run (TERM, then KILL a second later): on the host, or inside the
+    running container its run is in."""
+    if in_running(m):
+        return _kill_inside(m, stop_pattern(run_dir), "SIGTERM,wait,SIGKILL")
+    return stop_command(run_dir)
+
+
+def member_cleanup(m: Member, run_dir: str) -> str:
+    """Kills what is left of m's run and removes its run directory, where the run was."""
+    if in_running(m):
+        return _kill_inside(m, kill_pattern(run_dir), "SIGKILL", run_dir)
+    return cleanup_command(run_dir)
+
+
+def status_command(m: Member, run_dir: str) -> str:
+    return on_member(m, P.status_script(run_dir))
+
+
+def run_dirs(members: Sequence[Member]) -> dict[str, str]:
+    """Returns each host's run directory: the run's random name plus the host's rank, so that
+    hosts sharing a /tmp each make, stop and remove only their own."""
+    run = f"/tmp/.preflight-ar-{secrets.token_hex(8)}"
+    return {m.name: f"{run}-{rank}" for rank, m in enumerate(members)}

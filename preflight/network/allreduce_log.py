@@ -1,0 +1,71 @@
+"""What an all-reduce's hosts printed, read for its findings: their log lines (redacted,
+Paddle's launcher's chatter and the stop's own signals left out), the line that says why a
+rank failed, and how far a stopped launcher got."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from preflight.collect.remote import Done
+from preflight.network.allreduce_cmd import LOG
+
+# Lines of a failing rank's log that say why; the last one found is quoted in the finding.
+_WHY = re.compile(r"(Error|Exception|error:|refused|timed out|Timeout|Killed|Abort|"
+                  r"No such|not found|cannot|failed)", re.IGNORECASE)
+# How a shell reports a command that the stop's TERM or KILL ended: dash's bare word, bash's
+# "sh: line 1: 1234 Terminated  timeout ...".
+_STOP_REPORT = re.compile(r"^(?:.*: line \d+: +\d+ +)?(?:Terminated|Killed)\b")
+# Paddle's launcher's own lines: "LAUNCH INFO 2026-11-24 19:29:09,044 Waiting peer start...".
+_LAUNCHER_LINE = re.compile(r"^LAUNCH [A-Z]+ (?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ )?(.*)$")
+_SECRET = re.compile(r"(?i)\b(\w*(?:passw|secret|token|api_?key|credential)\w*)=\S+")
+
+
+def redact(line: str) -> str:
+    return _SECRET.sub(lambda m: m.group(1) + "=***", line)
+
+
+def log_lines(done: Done, stopped: bool = False) -> list[str]:
+    """The log lines a host command printed (redacted), Paddle's launcher chatter left out.
+    stopped: the host's launcher was stopped by the run, so the shell's report of the
+    signals it sent ("Terminated", "Killed") is the run's doing, not the host's."""
+    lines = [redact(ln[len(LOG):].strip()) for ln in done.stdout.splitlines()
+             if ln.startswith(LOG) and ln[len(LOG):].strip()]
+    return [ln for ln in lines if not ln.startswith("LAUNCH INFO")
+            and not (stopped and _STOP_REPORT.search(ln))]
+
+
+def log_reason(done: Done, stopped: bool = False) -> str:
+    """Returns the line of a failing rank's log that says why, or its exit."""
+    lines = log_lines(done, stopped)
+    why = [ln for ln in lines if _WHY.search(ln)]
+    text = (why or lines or [done.tail()])[-1][:300]
+    if done.exit == 96:
+        text = "could not create the run directory in /tmp"
+    elif done.exit == 95:
+        text = f"could not unpack the benchmark with the host's python: {done.tail()}"
+    elif done.exit == 124:
+        text = f"did not finish within the time limit; log: {text}"
+    return text
+
+
+def log_of(done: Optional[Done]) -> str:
+    """What a stopped host's log said last, as a suffix; where it holds nothing but Paddle's
+    launcher's own lines, the last of those (how far the launcher got: the step it hung in);
+    "" where it said nothing."""
+    if done is None:
+        return ""
+    if log_lines(done, stopped=True):
+        return f"; its log last said: {log_reason(done, stopped=True)}"
+    said = launcher_last(done)
+    return f"; its launcher last said: {said}" if said else ""
+
+
+def launcher_last(done: Done) -> str:
+    """The last line Paddle's launcher printed (redacted), its level and time dropped; ""
+    where it printed none."""
+    for ln in reversed(done.stdout.splitlines()):
+        m = _LAUNCHER_LINE.match(ln[len(LOG):].strip()) if ln.startswith(LOG) else None
+        if m and m.group(1).strip("-= "):
+            return redact(m.group(1))[:300]
+    return ""

@@ -31,13 +31,14 @@ def child(inventory: str) -> int:
     """Runs one collection and prints its figures as JSON (runs in the client namespace)."""
     from preflight.collect.fanout import CollectOptions, collect
     from preflight.inventory import load
+    from preflight.transport.ssh.job import SshJob
 
     hosts = load(inventory)
     base = _state()
     opts = CollectOptions(forks=len(hosts), paddle=False, keep_connections=True)
     connections: dict[str, Any] = {}
     t0 = time.perf_counter()
-    outcomes = collect(hosts, opts, connections=connections)
+    outcomes = collect(hosts, opts, SshJob, connections=connections)
     wall = time.perf_counter() - t0
     after = _state()
     for conn in connections.values():

@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NoReturn, Optional, TextIO
 
-from preflight.collect.remote import Remote, Started, in_parallel
 from preflight.common.containercmd import command, node_argv
+from preflight.common.remote import Remote, Started, in_parallel
 from preflight.config.container import checked
 from preflight.config.errors import InputError
 from preflight.model.findings import Verdict

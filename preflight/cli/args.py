@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Optional
 
 from preflight import __version__
-from preflight.act.health import DEFAULT_DEADLINE_S as DEFAULT_HEALTH_S
 from preflight.checks import ALL_CHECKS
 from preflight.inventory import FORMATS
 from preflight.model.baseline import DEFAULT_MAX_AGE_S, DEFAULT_TOLERANCE
@@ -17,6 +16,7 @@ from preflight.model.findings import FAIL_ON
 from preflight.model.host import Via
 from preflight.network.allreduce_cmd import DEFAULT_SIZES_MIB
 from preflight.report.terminal import COLOR_CHOICES
+from preflight.transport.slurm.health import DEFAULT_DEADLINE_S as DEFAULT_HEALTH_S
 
 CHECK_NAMES = tuple(c.name for c in ALL_CHECKS)
 

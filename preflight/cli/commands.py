@@ -10,10 +10,8 @@ from dataclasses import replace
 from typing import Any, Optional, TextIO
 
 from preflight import judge, pipeline
-from preflight.act import drain, health
 from preflight.act.launch import LaunchOptions, load_plan
 from preflight.cli.args import build_parser
-from preflight.collect import slurm
 from preflight.collect.fanout import CollectOptions
 from preflight.common import profile
 from preflight.common.units import rate
@@ -34,6 +32,8 @@ from preflight.report import files, jsonreport, terminal
 from preflight.report.jsonreport import STDOUT
 from preflight.transport import table
 from preflight.transport.base import HostQuery
+from preflight.transport.slurm import drain, health
+from preflight.transport.slurm import steps as slurm
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 EXIT_GO, EXIT_NO_GO, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130

@@ -1,4 +1,6 @@
-"""Fan-out: run the probe on every host, bounded in concurrency and in time -> outcomes."""
+"""Fan-out: run the probe on every host, bounded in concurrency and in time -> outcomes. How
+the probe reaches a host is a transport's Job (transport/ssh's over one SSH connection,
+transport/local's as a process); this module knows none of them."""
 
 from __future__ import annotations
 
@@ -16,10 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from preflight.collect import probe_text, ssh
+from preflight.collect import probe_text
 from preflight.collect.container import probe_arg
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
-from preflight.collect.remote import MAX_OUTPUT, Done, run_with_input
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
 
 log = logging.getLogger(__name__)
@@ -122,12 +123,16 @@ class Job:
         try:
             outcome = self._collect()
         except BaseException as e:  # a host's failure is data, whatever it raised
-            failure = ssh.classify(e, self.stage, self.host, self.opts.connect_timeout)
-            outcome = HostOutcome(self.host, failure=failure)
+            outcome = HostOutcome(self.host, failure=self.failure(e))
         self.results.put((self, outcome))
 
     def _collect(self) -> HostOutcome:
         raise NotImplementedError
+
+    def failure(self, e: BaseException) -> HostFailure:
+        """Why the host could not be checked, from what collecting it raised (a transport
+        says it in its own terms)."""
+        return HostFailure(self.stage, f"{type(e).__name__}: {e}"[:400])
 
     def abort(self) -> None:
         """Cuts the host off, unblocking whatever the job's thread waits on."""
@@ -165,62 +170,6 @@ class Job:
                            elapsed_s=time.monotonic() - self.started)
 
 
-class SshJob(Job):
-    """The probe over SSH: one connection, the probe on the command's stdin."""
-
-    def _collect(self) -> HostOutcome:
-        early = ssh.preflight_failure(self.host)
-        if early:
-            return HostOutcome(self.host, failure=early)
-        self.conn = ssh.connection(self.host, self.opts.connect_timeout,
-                                   self.opts.accept_new_host_keys)
-        try:
-            self.conn.open()
-            self.stage = Stage.UPLOAD  # the probe travels on the command's stdin
-            self.budget = max(1.0, self.remaining() - PROBE_MARGIN_S)
-            self.sent_at = time.time()
-            done = run_with_input(self.conn.client.get_transport(),
-                                  remote_command(self.host, self.opts, self.budget),
-                                  probe_payload(), timeout=max(0.1, self.remaining()),
-                                  on_sent=self._probing)
-            outcome = self._finish_done(done)
-            if outcome.ok and self.opts.keep_connections:
-                self.keep = True  # collect() hands it on, or closes it if it came too late
-            return outcome
-        finally:
-            if not self.keep:
-                _close_quietly(self.conn)
-
-    def _probing(self) -> None:
-        self.stage = Stage.PROBE
-
-    def _finish_done(self, done: Done) -> HostOutcome:
-        if done.overflow:
-            return HostOutcome(self.host, failure=HostFailure(
-                Stage.PROBE, f"probe printed more than {MAX_OUTPUT >> 20} MiB; cut off"),
-                elapsed_s=time.monotonic() - self.started)
-        if done.exit is None:  # the same event as the dispatcher's deadline, met first
-            return self.deadline_outcome()
-        return self.finish(done.stdout, done.exit, done.stderr)
-
-    def abort(self) -> None:
-        """Closing its transport unblocks whatever the thread waits on."""
-        try:
-            if self.conn is not None:
-                self.conn.client.close()
-        except Exception:
-            pass
-
-
-def _close_quietly(conn: Any) -> None:
-    """Closes a connection whose work is done: a failure to close (the transport already
-    gone, EOF from a jump host's channel) must not turn facts already read into a failure."""
-    try:
-        conn.close()
-    except Exception as e:
-        log.debug("closing %s: %s: %s", getattr(conn, "host", "?"), type(e).__name__, e)
-
-
 def deadline_failure(job: Job) -> HostFailure:
     return HostFailure(Stage.TIMEOUT, f"no answer within the {job.opts.deadline:.0f} s deadline "
                        f"(stopped during {job.stage.value})")
@@ -250,18 +199,16 @@ def raise_fd_limit(needed: int) -> int:
     return target
 
 
-def collect(hosts: Sequence[Host], opts: CollectOptions,
+def collect(hosts: Sequence[Host], opts: CollectOptions, job: type[Job],
             on_result: Optional[Progress] = None,
-            connections: Optional[dict[str, Any]] = None,
-            job: type[Job] = SshJob) -> list[HostOutcome]:
+            connections: Optional[dict[str, Any]] = None) -> list[HostOutcome]:
     """Returns one outcome per host, in inventory order, within about
     ceil(len(hosts) / forks) * deadline seconds whatever the hosts do; job: how the probe
-    reaches a host (over SSH unless a transport says otherwise).
+    reaches a host (the transport's).
 
     With opts.keep_connections, the open connections of answered hosts are put in
     `connections` by host name; the caller closes them."""
     kept: dict[str, Any] = {} if connections is None else connections
-    ssh.quiet_paramiko()
     raise_fd_limit(fds_needed(len(hosts), opts))
     results: queue.Queue[Any] = queue.Queue()
     pending = list(hosts)

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Optional, TypeVar, Union
 
-from preflight.collect.remote import MAX_OUTPUT
 from preflight.collect.smi import parse_smi_csv
 from preflight.common.gpumode import fabric, mode
 from preflight.common.literal import one_of
+from preflight.common.remote import MAX_OUTPUT
 from preflight.model import facts as F
 from preflight.model.facts import GPU_SOURCES
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
-from preflight.collect.remote import Done, Remote, in_parallel
+from preflight.common.remote import Done, Remote, in_parallel
 from preflight.model.measure import AllReduce, Backend
 from preflight.network import progress as P
 from preflight.network.allreduce_cmd import (

@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Optional
 
-from preflight.collect.remote import Remote
 from preflight.common import nccllog
 from preflight.common.containercmd import command, exec_argv, run_argv
+from preflight.common.remote import Remote
 from preflight.model.container import ContainerSpec
 from preflight.network import progress as P
 from preflight.network.budget import LAUNCH_IDLE_S

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from preflight.collect.remote import Done
+from preflight.common.remote import Done
 from preflight.network.allreduce_cmd import LOG
 
 # Lines of a failing rank's log that say why; the last one found is quoted in the finding.

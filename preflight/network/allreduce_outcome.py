@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Optional
 
-from preflight.collect.remote import Done
+from preflight.common.remote import Done
 from preflight.model.measure import AllReduce, Backend, SizeResult
 from preflight.network import progress as P
 from preflight.network.allreduce_cmd import HINT, AllReduceOptions, Member

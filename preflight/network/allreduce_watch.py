@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
-from preflight.collect.remote import Done
+from preflight.common.remote import Done
 from preflight.network import progress as P
 from preflight.network.allreduce_cmd import AllReduceOptions
 

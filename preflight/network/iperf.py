@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from preflight.collect.remote import MAX_OUTPUT, Remote, Started, in_parallel
+from preflight.common.remote import MAX_OUTPUT, Remote, Started, in_parallel
 from preflight.model.measure import IperfResult, LinkRun, Phase
 from preflight.network.schedule import Pair, Round
 

@@ -13,7 +13,7 @@ import functools
 import shlex
 from collections.abc import Mapping
 
-from preflight.collect.remote import Remote, in_parallel
+from preflight.common.remote import Remote, in_parallel
 from preflight.model.measure import NIC_DROPPED, NIC_OVERRUN, NIC_PHYSICAL, NicCounters
 
 COUNTERS = NIC_PHYSICAL + NIC_OVERRUN + NIC_DROPPED

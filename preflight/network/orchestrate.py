@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Optional
 
-from preflight.collect.remote import Remote, in_parallel
 from preflight.common import localise
+from preflight.common.remote import Remote, in_parallel
 from preflight.model.facts import (
     HostFacts,
     NetworkFacts,

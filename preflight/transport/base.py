@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Optional, Protocol, runtime_checkable
 
 from preflight.act.launch import LaunchOptions, Source
 from preflight.collect.fanout import CollectOptions
-from preflight.collect.remote import Remote
+from preflight.common.remote import Remote
 from preflight.inventory import load
 from preflight.inventory.resolve import ContainerLayers
 from preflight.model.host import Host, HostOutcome, Via

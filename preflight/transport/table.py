@@ -7,9 +7,9 @@ from typing import Optional
 from preflight.inventory import SELF_LISTED
 from preflight.model.host import Via
 from preflight.transport.base import Transport
-from preflight.transport.local import LocalTransport
-from preflight.transport.slurm import SlurmTransport
-from preflight.transport.ssh import SshTransport
+from preflight.transport.local.transport import LocalTransport
+from preflight.transport.slurm.transport import SlurmTransport
+from preflight.transport.ssh.transport import SshTransport
 
 TRANSPORTS: dict[Via, type[Transport]] = {
     Via.SSH: SshTransport,

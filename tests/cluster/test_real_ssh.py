@@ -19,8 +19,8 @@ import pytest
 from jobscripts import PS_FLEET
 
 import preflight
-from preflight.collect import knownhosts
 from preflight.testing import testbed
+from preflight.transport.ssh import knownhosts
 
 pytestmark = pytest.mark.cluster
 

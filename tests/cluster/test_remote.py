@@ -17,8 +17,8 @@ pytestmark = pytest.mark.cluster
 SCRIPT = """\
 import json, sys, threading
 from preflight.inventory import load
-from preflight.collect import ssh
-from preflight.collect.remote import SshRemote
+from preflight.transport.ssh import connect as ssh
+from preflight.transport.ssh.channel import SshRemote
 [host] = load(sys.argv[1])
 conn = ssh.connection(host, 10.0, False)
 conn.open()

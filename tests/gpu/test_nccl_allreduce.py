@@ -11,9 +11,9 @@ import subprocess
 
 import pytest
 
-from preflight.collect.local import LocalRemote
 from preflight.network.allreduce import run_allreduce
 from preflight.network.allreduce_cmd import AllReduceOptions, Member
+from preflight.transport.local.run import LocalRemote
 
 pytestmark = pytest.mark.gpu
 

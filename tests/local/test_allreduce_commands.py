@@ -13,7 +13,6 @@ import time
 import pytest
 from support import HOSTILE
 
-from preflight.collect.local import LocalRemote
 from preflight.common.nccllog import transport
 from preflight.model.container import ContainerSpec
 from preflight.network import allreduce_cmd as C
@@ -21,6 +20,7 @@ from preflight.network import allreduce_log as L
 from preflight.network.allreduce import run_allreduce
 from preflight.network.allreduce_cmd import AllReduceOptions, Member
 from preflight.testing import testbed
+from preflight.transport.local.run import LocalRemote
 
 
 def free_port() -> int:

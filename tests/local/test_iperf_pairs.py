@@ -12,7 +12,6 @@ import time
 import pytest
 from support import HOSTILE
 
-from preflight.collect.local import LocalRemote
 from preflight.network import nic
 from preflight.network.iperf import (
     IperfOptions,
@@ -22,6 +21,7 @@ from preflight.network.iperf import (
     server_command,
     streams_for,
 )
+from preflight.transport.local.run import LocalRemote
 
 
 def need_iperf3() -> None:

@@ -17,8 +17,8 @@ from preflight.act.launch import (
     LaunchOptions,
     run,
 )
-from preflight.collect.local import LocalRemote
 from preflight.model.plan import Node
+from preflight.transport.local.run import LocalRemote
 
 
 def shell_node(host: str, body: str) -> Node:

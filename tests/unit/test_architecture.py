@@ -103,21 +103,22 @@ ALLOWED = {
                          "preflight.config.typed"),
     "preflight.config": (*BELOW, "preflight.config"),
     "preflight.inventory": (*BELOW, "preflight.config", "preflight.inventory"),
+    # What is collected (the probe, its text, its parsing), whatever transport runs it.
     "preflight.collect": (*BELOW, "preflight.collect"),
-    "preflight.network": (*BELOW, "preflight.network", "preflight.collect.remote"),
+    # The active tests run commands through the Remote a transport hands out (common).
+    "preflight.network": (*BELOW, "preflight.network"),
     "preflight.placement": (*BELOW, "preflight.placement"),
     # Baselines and results logs are documents read back: through config's one reader, and
-    # what the probe printed through collect's one parser (with nvidia-smi's, and the
-    # output limit it shares with the channels).
+    # what the probe printed through collect's one parser (with nvidia-smi's).
     "preflight.history": (*BELOW, "preflight.history", "preflight.config",
-                          "preflight.collect.parse", "preflight.collect.smi",
-                          "preflight.collect.remote"),
-    # Acting on a verdict (drain, resume, launch) reads the report (config's reader) and
-    # reaches the hosts through collect (Slurm's scontrol, a Remote per host).
-    "preflight.act": (*BELOW, "preflight.act", "preflight.collect", "preflight.config",
+                          "preflight.collect.parse", "preflight.collect.smi"),
+    # `preflight launch` reads the report (config's reader) and runs the plan through the
+    # Remote a transport hands out.
+    "preflight.act": (*BELOW, "preflight.act", "preflight.config",
                       "preflight.report.jsonreport"),
-    # A transport composes the ways of collect with the inventory (its hosts), the plan's
-    # launch files and `preflight launch` (which reads the report through config).
+    # A transport reaches hosts its way and composes that with collect (the probe), the
+    # inventory (its hosts), the plan's launch files and `preflight launch`; Slurm's acts
+    # on a verdict too (drain, resume, health: the report through config's reader).
     "preflight.transport": (*BELOW, "preflight.transport", "preflight.collect",
                             "preflight.inventory", "preflight.config", "preflight.act",
                             "preflight.placement", "preflight.report.jsonreport"),
@@ -274,3 +275,36 @@ def test_the_joined_probe_passes_its_parts_sources_on():
     assert ns["NVML_SRC"] == probe_text.part("nvml")
     assert ns["PADDLE_CHILD"] == probe_text.part("paddle_child")
     assert callable(ns["nvml_facts"]) and callable(ns["main"])
+
+
+# The SSH libraries are the SSH transport's; the one other reader of the OpenSSH config
+# (inventory/sshconfig.py applies it to the hosts before any transport runs) uses paramiko's
+# parser only.
+SSH_LIBRARIES = ("paramiko", "fabric", "invoke")
+SSH_ALLOWED = ("preflight.transport.ssh", "preflight.inventory.sshconfig")
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_only_the_ssh_transport_imports_the_ssh_libraries(name):
+    if any(
+            name == a or name.startswith(a + ".") for a in SSH_ALLOWED):
+        return
+    bad = {m for m in imports(MODULES[name]) for lib in SSH_LIBRARIES
+           if m == lib or m.startswith(lib + ".")}
+    assert not bad, f"{name} imports {sorted(bad)}: only transport/ssh/ may"
+
+
+def test_a_transport_is_one_folder_and_one_line_of_the_table():
+    # Every transport but the table and the protocol lives in its own folder, and the
+    # stages above reach it only through the table.
+    folders = {p.name for p in (ROOT / "preflight" / "transport").iterdir() if p.is_dir()
+               and p.name != "__pycache__"}
+    table = (ROOT / "preflight" / "transport" / "table.py").read_text()
+    assert folders == {"ssh", "slurm", "local"}
+    for folder in folders:
+        assert f"preflight.transport.{folder}.transport import" in table
+    users = sorted(m for m in MODULES if not m.startswith(("preflight.transport",
+                                                            "preflight.cli"))
+                   and any(e.startswith(("preflight.transport.ssh", "preflight.transport.slurm",
+                                         "preflight.transport.local")) for e in edges(m)))
+    assert not users, f"{users} reach a transport's folder directly, not through the table"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from preflight.act.drain import (
+from preflight.report.jsonreport import typed
+from preflight.transport.slurm.drain import (
     PREFIX,
     REASON_MAX,
     checks_of,
@@ -15,8 +16,7 @@ from preflight.act.drain import (
     reason,
     resume_actions,
 )
-from preflight.collect.slurm import Node, decode_task, split_labelled
-from preflight.report.jsonreport import typed
+from preflight.transport.slurm.steps import Node, decode_task, split_labelled
 
 DOC = typed({
     "hosts": {"n1": {"status": "ok"}, "n2": {"status": "ok"},

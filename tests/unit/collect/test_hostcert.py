@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from preflight.collect import hostcert
-from preflight.collect import knownhosts as K
+from preflight.transport.ssh import hostcert
+from preflight.transport.ssh import knownhosts as K
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None,
                                 reason="needs ssh-keygen (openssh-client)")

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from preflight.collect import knownhosts as K
+from preflight.transport.ssh import knownhosts as K
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None,
                                 reason="needs ssh-keygen (openssh-client)")

@@ -8,7 +8,7 @@ import pytest
 from facttools import probe_output
 
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
-from preflight.collect.remote import MAX_OUTPUT
+from preflight.common.remote import MAX_OUTPUT
 from preflight.model.facts import CpuFacts, PaddleFacts, SectionError
 
 

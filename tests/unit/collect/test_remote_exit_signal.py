@@ -8,7 +8,7 @@ import socket
 import paramiko
 from paramiko.message import Message
 
-from preflight.collect import remote
+from preflight.transport.ssh import channel as remote
 
 
 def transport_and_channel():

@@ -11,8 +11,9 @@ import threading
 import paramiko
 import pytest
 
-from preflight.collect import knownhosts, ssh
 from preflight.model.host import Host, SshTarget, Stage
+from preflight.transport.ssh import connect as ssh
+from preflight.transport.ssh import knownhosts
 
 CLIENT = paramiko.SSHClient()  # the policy never uses it: paramiko passes its own
 

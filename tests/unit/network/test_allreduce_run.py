@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from preflight.collect.local import LocalRemote
-from preflight.collect.remote import Done
+from preflight.common.remote import Done
 from preflight.network import allreduce_cmd as C
 from preflight.network import allreduce_log as L
 from preflight.network import allreduce_outcome as O
 from preflight.network import allreduce_watch as W
 from preflight.network import progress as P
+from preflight.transport.local.run import LocalRemote
 
 MIB = 1 << 20
 

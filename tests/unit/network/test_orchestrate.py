@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from support import G, cluster, gpu, link, same, slow_host, survey
 
-from preflight.collect.local import LocalRemote
 from preflight.model import facts as F
 from preflight.model.measure import SURVEY, NetworkTests
 from preflight.model.policy import Limits
@@ -16,6 +15,7 @@ from preflight.network.orchestrate import (
     run_allreduce_stage,
 )
 from preflight.network.schedule import matrix_rounds
+from preflight.transport.local.run import LocalRemote
 
 
 def test_retests_put_each_suspect_against_the_best_healthy_host():

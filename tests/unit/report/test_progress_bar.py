@@ -7,7 +7,6 @@ import io
 
 from support import G, cluster, outcome, same
 
-from preflight.collect.local import LocalRemote
 from preflight.model import facts as F
 from preflight.model.host import HostOutcome
 from preflight.model.measure import IperfResult, LinkRun
@@ -16,6 +15,7 @@ from preflight.network import progress as P
 from preflight.network.allreduce_watch import progress_of
 from preflight.network.orchestrate import NetworkOptions, run_link_tests
 from preflight.report.terminal import Progress, bar
+from preflight.transport.local.run import LocalRemote
 
 
 class Tty(io.StringIO):

@@ -10,7 +10,7 @@ from support import host_facts
 
 from preflight import pipeline
 from preflight.collect.fanout import CollectOptions
-from preflight.collect.remote import Remote
+from preflight.common.remote import Remote
 from preflight.model.host import Host, HostOutcome, Via
 from preflight.model.plan import Node, Plan
 from preflight.pipeline import CheckOptions

@@ -11,9 +11,9 @@ from preflight.config.errors import UsageError
 from preflight.model.host import Via
 from preflight.transport import table
 from preflight.transport.base import HostQuery, Transport
-from preflight.transport.local import LocalTransport
-from preflight.transport.slurm import SlurmTransport
-from preflight.transport.ssh import SshTransport
+from preflight.transport.local.transport import LocalTransport
+from preflight.transport.slurm.transport import SlurmTransport
+from preflight.transport.ssh.transport import SshTransport
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 

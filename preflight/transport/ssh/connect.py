@@ -17,8 +17,8 @@ from typing import Any, Optional
 import paramiko
 from fabric import Config, Connection
 
-from preflight.collect import hostcert, knownhosts
 from preflight.model.host import Host, HostFailure, Stage
+from preflight.transport.ssh import hostcert, knownhosts
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from preflight.collect.slurm import PREFLIGHT_REASON, Node, SlurmError, nodes
 from preflight.common.grouping import what_of
 from preflight.model.findings import BLOCKING, Status
 from preflight.model.report import Report
+from preflight.transport.slurm.steps import PREFLIGHT_REASON, Node, SlurmError, nodes
 
 PREFIX = PREFLIGHT_REASON  # how a drain reason says preflight wrote it
 REASON_MAX = 200  # characters of a reason (sinfo -R shows it on one line)

@@ -10,13 +10,16 @@ from typing import Any, ClassVar, Optional
 
 from preflight.act.launch import EXIT_FAILED, LaunchOptions, Source
 from preflight.act.launch import run as run_plan
-from preflight.collect import fanout, ssh
+from preflight.collect import fanout
 from preflight.collect.fanout import CollectOptions
-from preflight.collect.remote import Remote, SshRemote, in_parallel
+from preflight.common.remote import Remote, in_parallel
 from preflight.config.errors import UsageError
 from preflight.model.host import Host, HostOutcome, Stage, Via
 from preflight.model.plan import Node, Plan
 from preflight.transport.base import HostQuery, OnResult, host_scripts, inventory_hosts
+from preflight.transport.ssh import connect as ssh
+from preflight.transport.ssh.channel import SshRemote
+from preflight.transport.ssh.job import SshJob
 
 
 class SshTransport:
@@ -34,7 +37,9 @@ class SshTransport:
     def collect(self, hosts: Sequence[Host], opts: CollectOptions,
                 on_result: Optional[OnResult] = None) -> list[HostOutcome]:
         self.open_timeout = opts.connect_timeout
-        return fanout.collect(hosts, opts, on_result=on_result, connections=self.connections)
+        ssh.quiet_paramiko()
+        return fanout.collect(hosts, opts, SshJob, on_result=on_result,
+                              connections=self.connections)
 
     def remotes(self) -> dict[str, Remote]:
         return {name: SshRemote(name, conn, self.open_timeout)

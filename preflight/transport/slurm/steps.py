@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from typing import Optional
 
 from preflight.collect.fanout import CollectOptions, probe_payload, probe_script
-from preflight.collect.local import LocalProcess
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
-from preflight.collect.remote import Done, Started, in_parallel
+from preflight.common.remote import Done, Started, in_parallel
 from preflight.model.container import ContainerSpec
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
+from preflight.transport.local.run import LocalProcess
 
 IMMEDIATE_S = 10  # how long a step may wait for its nodes before it is refused
 NODE_MARK, EXIT_MARK = "PREFLIGHT-NODE ", "PREFLIGHT-EXIT "

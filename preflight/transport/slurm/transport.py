@@ -14,15 +14,15 @@ from dataclasses import replace
 from typing import Any, ClassVar, Optional
 
 from preflight.act.launch import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, LaunchOptions, Source
-from preflight.collect import slurm
 from preflight.collect.fanout import CollectOptions
-from preflight.collect.remote import Remote
+from preflight.common.remote import Remote
 from preflight.config.errors import UsageError
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage, Via
 from preflight.model.plan import Node, Plan
 from preflight.placement import launcher, sbatch
 from preflight.transport.base import HostQuery, OnResult, inventory_hosts
-from preflight.transport.ssh import SshTransport
+from preflight.transport.slurm import steps as slurm
+from preflight.transport.ssh.transport import SshTransport
 
 SBATCH_GRACE_S = 120  # past --time, what sbatch --wait gets to report the job's end
 

@@ -12,7 +12,7 @@ from typing import Optional
 
 import paramiko
 
-from preflight.collect.knownhosts import KnownHosts
+from preflight.transport.ssh.knownhosts import KnownHosts
 
 HOST_CERT = 2
 # The public-key fields that follow the nonce, by certificate type (PROTOCOL.certkeys).

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import os
 
-from preflight.act.drain import (
+from preflight.common.grouping import group
+from preflight.model.findings import BLOCKING, Status, Verdict
+from preflight.model.report import Report
+from preflight.transport.slurm.drain import (
     Action,
     checks_of,
     drain_actions,
@@ -20,10 +23,7 @@ from preflight.act.drain import (
     reason,
     resume_actions,
 )
-from preflight.collect.slurm import nodes
-from preflight.common.grouping import group
-from preflight.model.findings import BLOCKING, Status, Verdict
-from preflight.model.report import Report
+from preflight.transport.slurm.steps import nodes
 
 DEFAULT_DEADLINE_S = 10.0
 LINE_MAX = 300  # what slurmd's log and sinfo -R show comfortably

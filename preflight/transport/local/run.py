@@ -11,7 +11,7 @@ import time
 from typing import Any, Optional
 
 from preflight.collect.fanout import BOOTSTRAP, PROBE_MARGIN_S, Job, probe_args, probe_payload
-from preflight.collect.remote import MAX_OUTPUT, POLL_S, Done, Started
+from preflight.common.remote import MAX_OUTPUT, POLL_S, Done, Started
 from preflight.model.host import Host, HostOutcome, Stage, Via
 
 CLOSE_S = 3.0  # what a process stopped with TERM gets before KILL

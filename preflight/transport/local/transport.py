@@ -10,13 +10,13 @@ from typing import Any, ClassVar, Optional
 from preflight.act.launch import LaunchOptions, Source
 from preflight.collect import fanout
 from preflight.collect.fanout import CollectOptions
-from preflight.collect.local import LocalJob, LocalRemote, local_host
-from preflight.collect.remote import Remote
+from preflight.common.remote import Remote
 from preflight.config.container import spec_of
 from preflight.config.errors import UsageError
 from preflight.model.host import Host, HostOutcome, Via
 from preflight.model.plan import Node, Plan
 from preflight.transport.base import HostQuery, OnResult, host_scripts
+from preflight.transport.local.run import LocalJob, LocalRemote, local_host
 
 
 class LocalTransport:

@@ -129,8 +129,8 @@ class Resolver:
             if i == 0 and opts.get("proxyjump") and not _to_itself(opts["proxyjump"], hop_name):
                 chain += self._chain(str(opts["proxyjump"]), hop_name, depth + 1)
             chain.append(Host(name=hop_name, address=self._address(hop_name, opts),
-                              ssh=self._ssh(hop_name, opts, Entry(hop_name, user=user,
-                                                                  port=port))))
+                              target=self._ssh(hop_name, opts, Entry(hop_name, user=user,
+                                                                     port=port))))
         return tuple(chain)
 
     def _ssh(self, name: str, opts: dict[str, Any], e: Entry,
@@ -179,7 +179,7 @@ class Resolver:
         below, above = self.containers
         return Host(name=e.name, address=address, python=e.python,
                     probe_python=e.probe_python, roles=e.roles, groups=e.groups,
-                    slots=e.slots, ssh=self._ssh(e.name, opts, e, jump),
+                    slots=e.slots, target=self._ssh(e.name, opts, e, jump),
                     container=spec_of(e.path or self.source, [below, e.container, above],
                                       e.name))
 

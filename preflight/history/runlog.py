@@ -21,7 +21,15 @@ from typing import Any, Optional
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
 from preflight.common.literal import one_of
 from preflight.config.errors import InputError
-from preflight.model.host import Host, HostFailure, HostOutcome, SshTarget, Stage, Via
+from preflight.model.host import (
+    Host,
+    HostFailure,
+    HostOutcome,
+    SshTarget,
+    Stage,
+    Via,
+    target_of,
+)
 from preflight.model.measure import (
     BACKENDS,
     PHASES,
@@ -105,7 +113,7 @@ class RunLog:
         self.write({"kind": "start", "log_version": LOG_VERSION, "command": command,
                     "argv": list(argv), "started_at": started, "pid": os.getpid(),
                     "controller": socket.gethostname(), "inventory": inventory,
-                    "hosts": [asdict(h) for h in hosts]})
+                    "hosts": [host_record(h) for h in hosts]})
 
     def host(self, outcome: HostOutcome) -> None:
         rec: dict[str, Any] = {"kind": "host", "name": outcome.host.name,
@@ -247,12 +255,22 @@ def _typed(path: str, records: list[tuple[int, dict[str, Any]]]) -> LoggedRun:
     return run
 
 
+def host_record(h: Host) -> dict[str, Any]:
+    """A host as the log keeps it: its fields, its target's, and which kind of target (via)."""
+    return {**asdict(h), "via": h.via.value}
+
+
 def _host(d: dict[str, Any]) -> Host:
-    """A host as a log recorded it. Logs of earlier releases kept the SSH fields beside the
-    others and a `local` flag (and, earlier still, one identity_file and one known_hosts
-    file): they read the same."""
+    """A host as a log recorded it: its target (an SSH target; a Slurm node's SSH target;
+    none for this machine) by its via. Logs of earlier releases kept the SSH target as
+    `ssh` (earlier, its fields beside the others, one identity_file and one known_hosts
+    file) and a `local` flag: they read the same."""
     d = dict(d)
-    ssh = dict(d.pop("ssh", None) or {k: d[k] for k in _SSH_FIELDS_OF_OLD if k in d})
+    target = d.pop("target", None)
+    if isinstance(target, dict) and "ssh" in target:  # a Slurm node's
+        target = target["ssh"]
+    ssh = dict(target or d.pop("ssh", None)
+               or {k: d[k] for k in _SSH_FIELDS_OF_OLD if k in d})
     if "identity_file" in ssh:
         one = ssh.pop("identity_file")
         ssh.setdefault("identity_files", [one] if one else [])
@@ -263,8 +281,9 @@ def _host(d: dict[str, Any]) -> Host:
     ssh["jump"] = tuple(_host(j) for j in ssh.get("jump") or ())
     for key in ("roles", "groups"):
         d[key] = tuple(d.get(key) or ())
-    d["via"] = Via.LOCAL if d.pop("local", False) else Via(d.get("via") or Via.SSH)
-    d["ssh"] = SshTarget(**{k: v for k, v in ssh.items() if k in SshTarget.__dataclass_fields__})
+    via = Via.LOCAL if d.pop("local", False) else Via(d.pop("via", None) or Via.SSH)
+    way = SshTarget(**{k: v for k, v in ssh.items() if k in SshTarget.__dataclass_fields__})
+    d["target"] = target_of(via, way)
     known = set(Host.__dataclass_fields__)
     return Host(**{k: v for k, v in d.items() if k in known})
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import enum
 import os
 import pwd
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass, field, replace
+from typing import Callable, Optional, Union
 
 from preflight.model.container import ContainerSpec
 from preflight.model.facts import HostFacts
@@ -21,7 +21,7 @@ def local_user() -> str:
 
 
 class Via(str, enum.Enum):
-    """The transport that reaches a host (preflight.transport has one module for each)."""
+    """The transport that reaches a host (preflight.transport has one folder for each)."""
 
     SSH = "ssh"
     SLURM = "slurm"  # job steps through srun
@@ -46,9 +46,38 @@ class SshTarget:
 
 
 @dataclass(frozen=True)
+class SlurmNode:
+    """A host reached as a Slurm job step (srun; its node name is the host's name), and how
+    SSH reaches it: a node preflight drained is re-checked over SSH, as Slurm runs no step
+    there."""
+
+    ssh: SshTarget = field(default_factory=SshTarget)
+
+
+@dataclass(frozen=True)
+class ThisMachine:
+    """This machine, audited alone: the probe as a local process, no SSH and no peers."""
+
+
+# How a host is reached: one target, whose kind names the transport (transport/table.py has
+# the transport of each Via). A new transport is a new target type and its line here.
+Target = Union[SshTarget, SlurmNode, ThisMachine]
+TARGET_VIA: dict[type, Via] = {SshTarget: Via.SSH, SlurmNode: Via.SLURM, ThisMachine: Via.LOCAL}
+
+
+def target_of(via: Via, ssh: SshTarget) -> Target:
+    """The target of a host that `via` reaches, given how SSH would (a log records both)."""
+    return _TARGET_OF[via](ssh)
+
+
+_TARGET_OF: dict[Via, Callable[[SshTarget], Target]] = {
+    Via.SSH: lambda ssh: ssh, Via.SLURM: SlurmNode, Via.LOCAL: lambda ssh: ThisMachine()}
+
+
+@dataclass(frozen=True)
 class Host:
-    """One host to check: what every transport needs of it, the transport that reaches it
-    (via), and how SSH would."""
+    """One host to check: what every transport needs of it, and its target (how it is
+    reached, which says by which transport)."""
 
     name: str  # as the inventory names it (an ssh_config alias is fine)
     address: str  # what its peers and SSH connect to: HostName after the config, else the name
@@ -57,14 +86,33 @@ class Host:
     roles: tuple[str, ...] = ("worker", "server")  # what the plan may make of it
     groups: tuple[str, ...] = ()  # inventory groups it belongs to (for --limit)
     slots: Optional[int] = None  # ranks the inventory gives it (a hostfile's slots=N)
-    via: Via = Via.SSH
-    ssh: SshTarget = field(default_factory=SshTarget)
+    target: Target = field(default_factory=SshTarget)
     container: Optional[ContainerSpec] = None  # where the job runs; None: on the host itself
+
+    @property
+    def via(self) -> Via:
+        """The transport that reaches it."""
+        return TARGET_VIA[type(self.target)]
+
+    @property
+    def ssh(self) -> SshTarget:
+        """How SSH reaches it: its target, or its Slurm node's way over SSH."""
+        t = self.target
+        if isinstance(t, SlurmNode):
+            return t.ssh
+        if isinstance(t, SshTarget):
+            return t
+        raise ValueError(f"{self.name} is this machine: SSH does not reach it")
+
+    def with_ssh(self, ssh: SshTarget) -> Host:
+        """The same host reached the same way, with SSH reaching it (or its node) by `ssh`."""
+        return replace(self, target=SlurmNode(ssh) if isinstance(self.target, SlurmNode)
+                       else ssh)
 
     @property
     def reached_over_ssh(self) -> Optional[SshTarget]:
         """How SSH reached it, when SSH is what reached it."""
-        return self.ssh if self.via is Via.SSH else None
+        return self.target if isinstance(self.target, SshTarget) else None
 
     @property
     def key_names(self) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from preflight.collect.fanout import CollectOptions
 from preflight.common.remote import Remote
 from preflight.inventory import load
 from preflight.inventory.resolve import ContainerLayers
-from preflight.model.host import Host, HostOutcome, Via
+from preflight.model.host import Host, HostOutcome, ThisMachine, Via
 from preflight.model.plan import Node, Plan
 from preflight.placement import launcher
 
@@ -91,6 +91,6 @@ def cli_timeout_wins(hosts: Sequence[Host]) -> list[Host]:
     """The hosts with their config's ConnectTimeout dropped, their hops' too: a
     --connect-timeout given on the command line wins over the OpenSSH config."""
     def dropped(h: Host) -> Host:
-        return replace(h, ssh=replace(h.ssh, connect_timeout=None,
-                                      jump=tuple(dropped(j) for j in h.ssh.jump)))
-    return [dropped(h) for h in hosts]
+        return h.with_ssh(replace(h.ssh, connect_timeout=None,
+                                  jump=tuple(dropped(j) for j in h.ssh.jump)))
+    return [h if isinstance(h.target, ThisMachine) else dropped(h) for h in hosts]

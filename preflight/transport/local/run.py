@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from preflight.collect.fanout import BOOTSTRAP, PROBE_MARGIN_S, Job, probe_args, probe_payload
 from preflight.common.remote import MAX_OUTPUT, POLL_S, Done, Started
-from preflight.model.host import Host, HostOutcome, Stage, Via
+from preflight.model.host import Host, HostOutcome, Stage, ThisMachine
 
 CLOSE_S = 3.0  # what a process stopped with TERM gets before KILL
 
@@ -92,7 +92,8 @@ class LocalRemote:
 
 def local_host(python: str = "python3") -> Host:
     """Returns the Host that stands for this machine in a local audit."""
-    return Host(name=os.uname().nodename, address="localhost", python=python, via=Via.LOCAL)
+    return Host(name=os.uname().nodename, address="localhost", python=python,
+                target=ThisMachine())
 
 
 class LocalJob(Job):

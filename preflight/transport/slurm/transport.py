@@ -17,7 +17,7 @@ from preflight.act.launch import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, LaunchOptio
 from preflight.collect.fanout import CollectOptions
 from preflight.common.remote import Remote
 from preflight.config.errors import UsageError
-from preflight.model.host import Host, HostFailure, HostOutcome, Stage, Via
+from preflight.model.host import Host, HostFailure, HostOutcome, SlurmNode, Stage, Via
 from preflight.model.plan import Node, Plan
 from preflight.placement import launcher, sbatch
 from preflight.transport.base import HostQuery, OnResult, inventory_hosts
@@ -39,7 +39,7 @@ class SlurmTransport:
         self.answered: list[str] = []
 
     def hosts(self, query: HostQuery) -> list[Host]:
-        return [replace(h, via=Via.SLURM) for h in inventory_hosts(query)]
+        return [replace(h, target=SlurmNode(h.ssh)) for h in inventory_hosts(query)]
 
     def collect(self, hosts: Sequence[Host], opts: CollectOptions,
                 on_result: Optional[OnResult] = None) -> list[HostOutcome]:
@@ -74,7 +74,7 @@ class SlurmTransport:
         if through_slurm and not done:
             done = {o.host.name: o for o in slurm.collect(through_slurm, opts, self.job,
                                                           states)}
-        over_ssh = [replace(h, via=Via.SSH) for h in hosts if h.name in self.rechecked]
+        over_ssh = [replace(h, target=h.ssh) for h in hosts if h.name in self.rechecked]
         for o in self.over_ssh.collect(over_ssh, opts) if over_ssh else ():
             done[o.host.name] = o if o.ok or o.failure is None else HostOutcome(
                 o.host, failure=HostFailure(Stage.SLURM, (

@@ -31,8 +31,8 @@ def key(tmp_path, name: str) -> paramiko.PKey:
 def policy(tmp_path, lines: str, host: Host, accept_new: bool = False) -> ssh.HostKeyPolicy:
     kh = tmp_path / "known_hosts"
     kh.write_text(lines)
-    host = Host(host.name, host.address, ssh=SshTarget(port=host.ssh.port, known_hosts=(str(kh),),
-                                                       hash_known_hosts=True))
+    target = SshTarget(port=host.ssh.port, known_hosts=(str(kh),), hash_known_hosts=True)
+    host = Host(host.name, host.address, target=target)
     return ssh.HostKeyPolicy(host, knownhosts.load([str(kh)]), accept_new)
 
 
@@ -42,7 +42,7 @@ def line(names: str, k: paramiko.PKey) -> str:
 
 def test_known_changed_revoked_unknown(tmp_path):
     good, other = key(tmp_path, "good"), key(tmp_path, "other")
-    node = Host("node07", "node07.cluster", ssh=SshTarget(port=2222))
+    node = Host("node07", "node07.cluster", target=SshTarget(port=2222))
     p = policy(tmp_path, line("[node07.cluster]:2222", good), node)
     p.missing_host_key(CLIENT, "x", good)  # known under [HostName]:port: passes
     with pytest.raises(paramiko.BadHostKeyException):
@@ -93,7 +93,7 @@ def test_connections_are_built_safely_from_many_threads():
         try:
             for _ in range(40):
                 ssh.connection(Host(f"n{i}", f"10.255.254.{i + 1}",
-                                    ssh=SshTarget(jump=(hop,) if i % 2 else ())), 1, False)
+                                    target=SshTarget(jump=(hop,) if i % 2 else ())), 1, False)
         except Exception as e:  # Fabric's shared config raced here once
             errors.append(e)
 
@@ -156,8 +156,8 @@ def test_jump_socket_sends_nothing_after_close_and_reads_eof():
 
 def test_no_identity_file_and_no_agent_fails_before_connecting(tmp_path, monkeypatch):
     missing = str(tmp_path / "id_gone")
-    hop = Host("login", "10.0.0.1", ssh=SshTarget(identity_files=(missing,)))
-    host = Host("n1", "10.0.0.2", ssh=SshTarget(jump=(hop,)))
+    hop = Host("login", "10.0.0.1", target=SshTarget(identity_files=(missing,)))
+    host = Host("n1", "10.0.0.2", target=SshTarget(jump=(hop,)))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     failure = ssh.preflight_failure(host)
     assert failure is not None and failure.stage is Stage.AUTH

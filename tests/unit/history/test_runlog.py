@@ -11,7 +11,7 @@ from runlogtools import HOSTS, answered, write_partial
 
 from preflight.config.errors import InputError
 from preflight.history import runlog
-from preflight.model.host import HostFailure, Stage, Via
+from preflight.model.host import Host, HostFailure, SlurmNode, SshTarget, Stage, ThisMachine, Via
 from preflight.model.measure import AllReduce, IperfResult, LinkRun, NetworkTests, SizeResult
 
 
@@ -122,3 +122,24 @@ def test_hosts_of_logs_before_the_transports_read_the_same(tmp_path):
     [login] = n1.ssh.jump
     assert (login.address, login.ssh.user, login.ssh.port) == ("10.0.0.254", "ops", 2222)
     assert me.via is Via.LOCAL and me.reached_over_ssh is None
+
+
+def test_every_kind_of_target_reads_back_as_itself(tmp_path):
+    # A Slurm node keeps the SSH way its re-check takes; this machine has none.
+    hop = Host("login", "10.0.0.254", target=SshTarget(user="ops", port=2222))
+    hosts = [Host("s1", "10.0.0.1", target=SshTarget(user="alice", jump=(hop,))),
+             Host("n1", "10.0.0.2", target=SlurmNode(SshTarget(port=2200))),
+             Host("me", "localhost", target=ThisMachine())]
+    path = str(tmp_path / "run.jsonl")
+    log = runlog.RunLog(path)
+    log.start("check", ["check"], hosts, 1.0, None)
+    log.close()
+    assert runlog.read(path).hosts == hosts
+    assert [h.via for h in hosts] == [Via.SSH, Via.SLURM, Via.LOCAL]
+
+
+def test_a_new_ssh_way_keeps_the_transport():
+    node = Host("n1", "10.0.0.2", target=SlurmNode(SshTarget(port=2200)))
+    moved = node.with_ssh(SshTarget(port=22))
+    assert moved.via is Via.SLURM and moved.ssh.port == 22
+    assert Host("s1", "h").with_ssh(SshTarget(user="u")).target == SshTarget(user="u")

@@ -11,7 +11,7 @@ from support import host_facts
 from preflight import pipeline
 from preflight.collect.fanout import CollectOptions
 from preflight.common.remote import Remote
-from preflight.model.host import Host, HostOutcome, Via
+from preflight.model.host import Host, HostOutcome, SlurmNode, Via
 from preflight.model.plan import Node, Plan
 from preflight.pipeline import CheckOptions
 from preflight.transport import table
@@ -32,7 +32,7 @@ class Pigeons:
         Pigeons.made.append(self)
 
     def hosts(self, query: HostQuery) -> list[Host]:
-        return [Host(n, f"10.9.0.{i}", via=Via.SLURM)
+        return [Host(n, f"10.9.0.{i}", target=SlurmNode())
                 for i, n in enumerate(str(query.inventory).split(","), 1)]
 
     def collect(self, hosts: Sequence[Host], opts: CollectOptions,

@@ -1,5 +1,5 @@
 """One check of a cluster, as check, baseline and audit run it: collect, measure, judge, plan,
-and the report document. Takes typed options (the CLI builds them from its flags), so a run
+and the report. Takes typed options (the CLI builds them from its flags), so a run
 can be driven by anything that can fill a CheckOptions."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional
+from typing import Optional
 
 from preflight.checks import ALL_CHECKS, CheckSpec, allreduce
 from preflight.collect.fanout import CollectOptions
@@ -19,11 +19,12 @@ from preflight.model.baseline import Audit
 from preflight.model.cluster import Cluster
 from preflight.model.container import ContainerLayer
 from preflight.model.findings import FailOn, Finding, Judgement
-from preflight.model.host import Host, HostFailure, HostOutcome, Stage, Via
+from preflight.model.host import HostFailure, HostOutcome, Stage, Via
+from preflight.model.learned import Learned
 from preflight.model.measure import NetworkTests
 from preflight.model.plan import Plan
 from preflight.model.policy import Policy
-from preflight.model.report import Report
+from preflight.model.report import AuditEntry, Report
 from preflight.network.orchestrate import (
     NetworkOptions,
     resolve_ip,
@@ -31,7 +32,7 @@ from preflight.network.orchestrate import (
     run_link_tests,
 )
 from preflight.placement.planner import plan as make_plan
-from preflight.report import jsonreport, terminal
+from preflight.report import build, terminal
 from preflight.report.jsonreport import STDOUT
 from preflight.transport import table
 from preflight.transport.base import HostQuery, Transport
@@ -68,8 +69,7 @@ class CheckRun:
     findings: list[Finding]
     plan: Plan
     judgement: Judgement
-    doc: dict[str, Any]  # the JSON report as written
-    report: Report  # the same, typed: what the renderers and actions take
+    report: Report  # what the renderers, the JSON report and the actions take
     interrupted: bool
     log: Optional[runlog.RunLog] = None
 
@@ -180,8 +180,9 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
         progress.close()
         transport.close()
     interrupted = collect_interrupted or bool(network and network.interrupted)
-    return judged(opts, command, audit, hosts, outcomes, network, started,
-                  round(time.time() - started, 3), interrupted, log, ips, transport.notes())
+    return judged(opts, Learned(command, tuple(outcomes), network, started,
+                                round(time.time() - started, 3), interrupted, audit, ips,
+                                transport.notes()), log)
 
 
 def left_out_so_far(policy: Policy, audit: Optional[Audit], ips: Mapping[str, str],
@@ -202,38 +203,30 @@ def _ips(outcomes: Sequence[HostOutcome]) -> dict[str, str]:
             if (ip := o.ip or resolve_ip(o.host.address)) is not None}
 
 
-def judged(opts: CheckOptions, command: str, audit: Optional[Audit], hosts: Sequence[Host],
-           outcomes: Sequence[HostOutcome], network: Optional[NetworkTests], started: float,
-           duration: Optional[float], interrupted: bool,
-           log: Optional[runlog.RunLog] = None,
-           ips: Optional[Mapping[str, str]] = None,
-           notes: Optional[Mapping[str, Any]] = None) -> CheckRun:
-    """Checks, plan, verdict and report document of what a run learned (live or logged);
-    ips: the hosts' addresses as the run resolved them (resolved here when not given);
-    notes: what the transport records of how it reached the hosts (Transport.notes)."""
-    cluster = Cluster(tuple(outcomes), opts.policy, network, audit)
+def judged(opts: CheckOptions, learned: Learned,
+           log: Optional[runlog.RunLog] = None) -> CheckRun:
+    """Checks, plan, verdict and report of what a run learned (live or logged)."""
+    cluster = Cluster(tuple(learned.outcomes), opts.policy, learned.network, learned.audit)
     findings = run_checks(cluster, checks_to_run(opts.skip))
-    plan = make_plan(cluster, findings, _ips(outcomes) if ips is None else ips)
+    ips = _ips(learned.outcomes) if learned.ips is None else learned.ips
+    plan = make_plan(cluster, findings, ips)
     # A machine audited alone is no cluster: its plan (one host, "0 fit" when it fails)
     # only repeats the findings. It is made still, for --emit-launch.
     local = is_local(opts)
     judgement = judge(cluster, findings, None if local else plan, opts.fail_on,
                       waived=opts.skip)
-    meta: dict[str, Any] = {
-        "command": command, "local": local, "started_at": started, "duration_s": duration,
-        "inventory": _inventory_path(opts), "inventory_format": opts.inventory_format,
-        "ssh_config": opts.ssh_config, "limit": opts.limit, "interrupted": interrupted,
-        "fail_on": opts.fail_on, **(notes or {})}
-    if audit is not None:
-        b = audit.baseline
-        meta["audit"] = {"baseline": os.path.abspath(b.path), "taken_at": b.taken_at,
-                         "taken_on": b.taken_on, "tolerance": audit.tolerance,
-                         "max_age_s": audit.max_age_s}
-    doc = jsonreport.document(cluster, judgement, meta, None if local else plan)
-    # Rendered from the document, as a saved report is: a run and `preflight report` of its
-    # JSON show the same.
-    return CheckRun(cluster, findings, plan, judgement, doc, jsonreport.typed(doc),
-                    interrupted, log)
+    audit = learned.audit
+    report = replace(
+        build.report(cluster, judgement, None if local else plan),
+        command=learned.command, local=local, started_at=learned.started_at,
+        duration_s=learned.duration_s, inventory=_inventory_path(opts),
+        inventory_format=opts.inventory_format, ssh_config=opts.ssh_config,
+        limit=opts.limit, interrupted=learned.interrupted, fail_on=opts.fail_on,
+        rechecked_over_ssh=dict(learned.notes.rechecked_over_ssh),
+        audit=None if audit is None else AuditEntry(
+            os.path.abspath(audit.baseline.path), audit.baseline.taken_at,
+            audit.baseline.taken_on, audit.tolerance, audit.max_age_s))
+    return CheckRun(cluster, findings, plan, judgement, report, learned.interrupted, log)
 
 
 def from_log(opts: CheckOptions, logged: runlog.LoggedRun,
@@ -250,5 +243,5 @@ def from_log(opts: CheckOptions, logged: runlog.LoggedRun,
     duration = None
     if logged.end and isinstance(logged.end.get("at"), (int, float)) and not stopped:
         duration = round(float(logged.end["at"]) - logged.started_at, 3)
-    return judged(opts, logged.command, audit, logged.hosts, outcomes, network,
-                  logged.started_at, duration, interrupted)
+    return judged(opts, Learned(logged.command, tuple(outcomes), network, logged.started_at,
+                                duration, interrupted, audit))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -177,3 +178,12 @@ def interruptible() -> None:
     whatever the test run inherited (a background job starts with SIGINT ignored, and an
     ignored signal stays ignored across exec, so Ctrl-C would never reach preflight)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def report_doc(c: Cluster, judgement: Any, plan: Any = None, **run: Any) -> dict[str, Any]:
+    """The JSON document of a judged cluster's report, as a run writes it (run: the run's
+    own fields, started_at, fail_on...)."""
+    from preflight.report import build, jsonreport  # the report stage, above the model
+    doc: dict[str, Any] = json.loads(json.dumps(jsonreport.encode(
+        replace(build.report(c, judgement, plan), **run))))
+    return doc

@@ -123,7 +123,7 @@ def _show(report: Report, args: argparse.Namespace) -> None:
 def cmd_check(args: argparse.Namespace, audit: Optional[Audit] = None) -> int:
     opts = check_options(args)
     run = pipeline.run(opts, "audit" if audit else "check", audit, args.argv)
-    files.write(report_files(args), run.report, run.doc)
+    files.write(report_files(args), run.report)
     _show(run.report, args)
     if args.emit_launch and run.plan.nodes:
         wrote = pipeline.transport_of(opts)().emit(run.plan, args.emit_launch)
@@ -152,17 +152,14 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         print(f"preflight: baseline not recorded: the cluster is not GO ({args.output} "
               "untouched; --force records a NO-GO cluster)", file=sys.stderr)
         return code
-    doc = dict(run.doc, baseline=baseline.section(
-        profile.of_hosts(run.cluster.outcomes), run.cluster.network, run.doc["started_at"],
-        run.doc["inventory"]))
-    jsonreport.write_atomic(args.output, doc)
-    sec = doc["baseline"]
-    link = sec["link_bps"]
-    ar = sec["allreduce"]
-    print(f"baseline recorded in {args.output}: {len(sec['hosts'])} hosts"
+    sec = baseline.section(profile.of_hosts(run.cluster.outcomes), run.cluster.network,
+                           run.report.started_at or 0.0, run.report.inventory)
+    jsonreport.write_atomic(args.output, jsonreport.encode(replace(run.report, baseline=sec)))
+    link, ar = sec.link_bps, sec.allreduce
+    print(f"baseline recorded in {args.output}: {len(sec.hosts)} hosts"
           + (f", links {rate(link)}" if link else ", no bandwidth (no network tests)")
-          + (f", all-reduce busbw {ar['busbw_bytes_s'] / 1e9:.3g} GB/s at "
-             f"{ar['bytes'] >> 20} MiB" if ar else ""),
+          + (f", all-reduce busbw {ar.busbw_bytes_s / 1e9:.3g} GB/s at "
+             f"{ar.bytes >> 20} MiB" if ar else ""),
           file=sys.stderr if args.output == STDOUT else sys.stdout)
     return EXIT_GO
 
@@ -188,8 +185,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    doc: Optional[dict[str, Any]] = None  # a saved report's: keys a later release added
     if runlog.is_log(args.report):
-        report, doc = _judge_log(args.report)
+        report = _judge_log(args.report)
     else:
         doc = jsonreport.load(args.report)
         report = jsonreport.typed(doc, args.report)
@@ -201,8 +199,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_GO if report.verdict is Verdict.GO else EXIT_NO_GO
 
 
-def _judge_log(path: str) -> tuple[Report, dict[str, Any]]:
-    """The report document of what a results log holds, judged with its run's options."""
+def _judge_log(path: str) -> Report:
+    """The report of what a results log holds, judged with its run's options."""
     logged = runlog.read(path)
     try:
         args = build_parser().parse_args(logged.argv)
@@ -217,7 +215,7 @@ def _judge_log(path: str) -> tuple[Report, dict[str, Any]]:
         print(f"preflight: {path}: the run stopped before it finished; judged on what it "
               f"had learned ({sum(1 for o in logged.outcomes.values() if o.ok)} of "
               f"{len(logged.hosts)} hosts answered)", file=sys.stderr)
-    return run.report, run.doc
+    return run.report
 
 
 def cmd_drain(args: argparse.Namespace) -> int:

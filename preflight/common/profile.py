@@ -7,8 +7,7 @@ build" however Paddle reports it), so a baseline and an audit never differ in sp
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from collections.abc import Sequence
 from typing import Optional
 
 from preflight.model.baseline import LABELS, Profile, Value
@@ -108,28 +107,6 @@ def _is_unknown(p: Profile, field: str) -> bool:
 def unknown_fields(p: Profile) -> set[str]:
     """Returns the fields whose section the probe could not read."""
     return {f for f in LABELS if _is_unknown(p, f)}
-
-
-def to_json(p: Profile) -> dict[str, object]:
-    return {**p.values(), "unknown": list(p.unknown)}
-
-
-def from_json(data: Mapping[str, object]) -> Profile:
-    """Returns the profile stored in a baseline; raises ValueError naming the bad field."""
-    names = {f.name for f in fields(Profile)}
-    out: dict[str, object] = {}
-    for k, v in data.items():
-        if k not in names:
-            raise ValueError(f"unknown field {k!r}")
-        if k == "unknown":
-            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-                raise ValueError("unknown: expected a list of strings")
-            out[k] = tuple(v)
-        elif v is not None and not isinstance(v, (str, int)) or isinstance(v, bool):
-            raise ValueError(f"{k}: expected a string, a number or null, got {v!r}"[:160])
-        else:
-            out[k] = v
-    return Profile(**out)  # type: ignore[arg-type]
 
 
 def show(v: Optional[Value]) -> str:

@@ -5,7 +5,9 @@ lacks takes the field's default (older documents lack newer keys); a key the typ
 know is left alone (newer documents); a value of the wrong kind is one InputError naming the
 file and the dotted field. Understood: dataclasses, Optional and Union (a failed probe
 section, {"error": ...}, is SectionError), tuple[X, ...], Mapping[str, X], Literal, str
-Enums, str, int, float (an int is a float), bool and Any.
+Enums, str, int, float (an int is a float), bool and Any. A dataclass whose `__closed__` is
+true refuses keys it does not know (a baseline's profile: a field this release would not
+compare must not pass unnoticed).
 
 Where a type allows a SectionError (a probe section), the document is tolerated part by part,
 as the renderers always treated a probe section: a section that is missing, or of a shape
@@ -43,10 +45,16 @@ def decode(cls: type[T], value: Any, path: str, what: str = "a report") -> T:
     """Returns value as cls; raises InputError naming path and the first field that does not
     fit ("not <what> preflight can read: expected ..., got ...")."""
     try:
-        return typing.cast(T, _value(cls, value, ""))
+        return convert(cls, value)
     except Mismatch as e:
         raise InputError(path, f"not {what} preflight can read: {e.why}",
                          field=e.field or None) from None
+
+
+def convert(cls: type[T], value: Any) -> T:
+    """Returns value as cls; raises Mismatch (the dotted field and why) when it does not fit:
+    for a reader that words its own error (a results log names the line)."""
+    return typing.cast(T, _value(cls, value, ""))
 
 
 def _got(value: Any) -> str:
@@ -156,6 +164,11 @@ def _dataclass(cls: type, value: Any, where: str) -> Any:
     if not isinstance(value, dict):
         raise Mismatch(where, f"expected a mapping, got {_got(value)}")
     hints = _hints(cls)
+    if getattr(cls, "__closed__", False):  # a type that refuses what it does not know
+        known = {f.name for f in dataclasses.fields(cls)}
+        for key in value:
+            if key not in known:
+                raise Mismatch(where, f"unknown field {key!r}")
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if not f.init:

@@ -14,13 +14,14 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Optional, TypeVar
 
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
-from preflight.common.literal import one_of
+from preflight.common.plain import jsonable
 from preflight.config.errors import InputError
+from preflight.config.typed import Mismatch, convert
 from preflight.model.host import (
     Host,
     HostFailure,
@@ -30,20 +31,9 @@ from preflight.model.host import (
     Via,
     target_of,
 )
-from preflight.model.measure import (
-    BACKENDS,
-    PHASES,
-    RUN_OUTCOMES,
-    SCHEDULES,
-    AllReduce,
-    IperfResult,
-    LinkRun,
-    NetworkTests,
-    NicCounters,
-    Schedule,
-    SizeResult,
-)
+from preflight.model.measure import LinkRun, NetworkTests, Schedule
 
+T = TypeVar("T")
 LOG_VERSION = 1
 KEEP = 20  # logs kept in the default directory; older ones are removed
 MAX_LINE = 16 << 20  # a host record holds one probe output (at most 4 MiB) and some JSON
@@ -128,18 +118,12 @@ class RunLog:
         self.write(rec)
 
     def link(self, run: LinkRun) -> None:
-        self.write({"kind": "link", **asdict(run)})
+        self.write({"kind": "link", **jsonable(run)})
 
     def network(self, net: NetworkTests) -> None:
-        ar = net.allreduce
-        self.write({"kind": "network", "schedule": net.schedule, "hosts": list(net.hosts),
-                    "skipped": dict(net.skipped), "interrupted": net.interrupted,
-                    "wall_s": net.wall_s, "rounds": net.rounds,
-                    "allreduce": None if ar is None else asdict(ar),
-                    "allreduce_skipped": net.allreduce_skipped,
-                    "allreduce_left_out": dict(net.allreduce_left_out),
-                    "nic_mbps": dict(net.nic_mbps),
-                    "nic_counters": {h: asdict(c) for h, c in net.nic_counters.items()}})
+        # The links went one by one as they were measured: the summary does not repeat them.
+        self.write({"kind": "network",
+                    **{k: v for k, v in jsonable(net).items() if k != "links"}})
 
     def end(self, verdict: str, exit_code: int) -> None:
         self.write({"kind": "end", "verdict": verdict, "exit": exit_code, "at": time.time()})
@@ -225,49 +209,89 @@ def read(path: str) -> LoggedRun:
     return _typed(path, records)
 
 
+@dataclass(frozen=True)
+class _Start:
+    """The start record: the command line and the hosts (read by _host: their shape changed
+    across releases)."""
+
+    command: str
+    argv: tuple[str, ...]
+    started_at: float
+    pid: int
+    controller: str
+    inventory: Optional[str] = None
+    hosts: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A host record: the probe's own output, or why there is none."""
+
+    name: str
+    elapsed_s: float = 0.0
+    received_at: float = 0.0
+    sent_at: float = 0.0  # 0: a log from before it was kept
+    probe: Optional[str] = None
+    failure: Optional[HostFailure] = None
+
+
 def _typed(path: str, records: list[tuple[int, dict[str, Any]]]) -> LoggedRun:
-    _, start = records[0]
-    if start.get("log_version") != LOG_VERSION:
-        raise InputError(path, f"log_version {start.get('log_version')!r} is not "
+    """The records as types, each read by config.typed; a record that does not fit is one
+    InputError naming the line and the field."""
+    _, first = records[0]
+    if first.get("log_version") != LOG_VERSION:
+        raise InputError(path, f"log_version {first.get('log_version')!r} is not "
                          f"{LOG_VERSION} (written by another preflight release)")
+    start = _record(_Start, first, path, 1)
     try:
-        hosts = [_host(h) for h in start["hosts"]]
-        run = LoggedRun(path, str(start["command"]), [str(a) for a in start["argv"]],
-                        float(start["started_at"]), int(start["pid"]),
-                        str(start["controller"]), start.get("inventory"), hosts)
-    except (KeyError, TypeError, ValueError) as e:
-        raise InputError(path, f"bad start record ({e})", line=1) from None
+        hosts = [_host(h) for h in start.hosts]
+    except Mismatch as e:
+        raise InputError(path, f"bad start record (hosts: {e.field}: {e.why})", line=1) from None
+    run = LoggedRun(path, start.command, list(start.argv), start.started_at, start.pid,
+                    start.controller, start.inventory, hosts)
     by_name = {h.name: h for h in hosts}
     for line, rec in records[1:]:
         kind = rec.get("kind")
-        try:
-            if kind == "host":
-                host = by_name[rec["name"]]
-                run.outcomes[host.name] = _outcome(host, rec)
-            elif kind == "link":
-                run.links.append(_link(rec))
-            elif kind == "network":
-                run.network = _network(rec, run.links)
-            elif kind == "end":
-                run.end = rec
-        except (KeyError, TypeError, ValueError, ProbeOutputError) as e:
-            raise InputError(path, f"bad {kind} record ({e})", line=line) from None
+        if kind == "host":
+            answer = _record(_Answer, rec, path, line)
+            host = by_name.get(answer.name)
+            if host is None:
+                raise InputError(path, f"bad host record (host {answer.name!r} is not in the "
+                                 "start record)", line=line)
+            try:
+                run.outcomes[host.name] = _outcome(host, answer)
+            except ProbeOutputError as e:
+                raise InputError(path, f"bad host record ({e})", line=line) from None
+        elif kind == "link":
+            run.links.append(_record(LinkRun, rec, path, line))
+        elif kind == "network":
+            run.network = replace(_record(NetworkTests, rec, path, line),
+                                  links=tuple(run.links))
+        elif kind == "end":
+            run.end = rec
     return run
+
+
+def _record(cls: type[T], rec: dict[str, Any], path: str, line: int) -> T:
+    try:
+        return convert(cls, rec)
+    except Mismatch as e:
+        what = rec.get("kind", "start")
+        raise InputError(path, f"bad {what} record ({e.field}: {e.why})", line=line) from None
 
 
 def host_record(h: Host) -> dict[str, Any]:
     """A host as the log keeps it: its fields, its target's, and which kind of target (via)."""
-    return {**asdict(h), "via": h.via.value}
+    return {**jsonable(h), "via": h.via.value}
 
 
-def _host(d: dict[str, Any]) -> Host:
-    """A host as a log recorded it: its target (an SSH target; a Slurm node's SSH target;
-    none for this machine) by its via. Logs of earlier releases kept the SSH target as
-    `ssh` (earlier, its fields beside the others, one identity_file and one known_hosts
-    file) and a `local` flag: they read the same."""
+def _host(d: Mapping[str, Any]) -> Host:
+    """A host as a log recorded it, its target read by its via. Logs of earlier releases kept
+    the SSH target as `ssh` (earlier, its fields beside the others, one identity_file and
+    one known_hosts file) and a `local` flag: they read the same."""
     d = dict(d)
     target = d.pop("target", None)
-    if isinstance(target, dict) and "ssh" in target:  # a Slurm node's
+    if isinstance(target, dict) and isinstance(target.get("ssh"), dict):  # a Slurm node's
         target = target["ssh"]
     ssh = dict(target or d.pop("ssh", None)
                or {k: d[k] for k in _SSH_FIELDS_OF_OLD if k in d})
@@ -276,65 +300,26 @@ def _host(d: dict[str, Any]) -> Host:
         ssh.setdefault("identity_files", [one] if one else [])
     if isinstance(ssh.get("known_hosts"), str):
         ssh["known_hosts"] = [ssh["known_hosts"]]
-    for key in ("identity_files", "known_hosts"):
-        ssh[key] = tuple(ssh.get(key) or ())
-    ssh["jump"] = tuple(_host(j) for j in ssh.get("jump") or ())
-    for key in ("roles", "groups"):
-        d[key] = tuple(d.get(key) or ())
-    via = Via.LOCAL if d.pop("local", False) else Via(d.pop("via", None) or Via.SSH)
-    way = SshTarget(**{k: v for k, v in ssh.items() if k in SshTarget.__dataclass_fields__})
-    d["target"] = target_of(via, way)
-    known = set(Host.__dataclass_fields__)
-    return Host(**{k: v for k, v in d.items() if k in known})
+    for key in ("identity_files", "known_hosts", "jump"):
+        ssh[key] = ssh.get(key) or []
+    via = Via.LOCAL if d.pop("local", False) else convert(Via, d.pop("via", None) or "ssh")
+    way = convert(SshTarget, {**ssh, "jump": []})
+    host = convert(Host, {k: v for k, v in d.items() if k not in _SSH_FIELDS_OF_OLD})
+    jump = tuple(_host(j) for j in ssh["jump"])
+    return replace(host, target=target_of(via, replace(way, jump=jump)))
 
 
 _SSH_FIELDS_OF_OLD = ("user", "port", "identity_file", "identity_files", "known_hosts", "jump",
                       "host_key_alias", "hash_known_hosts", "connect_timeout")
 
 
-def _outcome(host: Host, rec: dict[str, Any]) -> HostOutcome:
-    elapsed, received = float(rec.get("elapsed_s", 0.0)), float(rec.get("received_at", 0.0))
-    sent = float(rec.get("sent_at", 0.0))  # 0: a log from before it was kept
-    if "probe" in rec:
-        facts = parse_probe_output(str(rec["probe"]), received_at=received, sent_at=sent)
-        return HostOutcome(host, facts=facts, elapsed_s=elapsed, received_at=received,
-                           sent_at=sent, probe_output=str(rec["probe"]))
-    failure = rec["failure"]
-    return HostOutcome(host, failure=HostFailure(Stage(failure["stage"]),
-                                                 str(failure["reason"])), elapsed_s=elapsed)
-
-
-def _link(rec: dict[str, Any]) -> LinkRun:
-    return LinkRun(str(rec["sender"]), str(rec["receiver"]), one_of(rec["phase"], PHASES),
-                   IperfResult(**rec["result"]))
-
-
-def _network(rec: dict[str, Any], links: list[LinkRun]) -> NetworkTests:
-    ar = rec.get("allreduce")
-    allreduce = None
-    if ar is not None:
-        budget, predicted = ar.get("budget_s"), ar.get("predicted_s")
-        allreduce = AllReduce(one_of(ar["backend"], BACKENDS), tuple(ar["hosts"]), int(ar["ranks"]),
-                              tuple(SizeResult(**s) for s in ar["sizes"]), ar.get("error"),
-                              dict(ar.get("failed") or {}), dict(ar.get("logs") or {}),
-                              float(ar.get("wall_s") or 0.0),
-                              None if budget is None else float(budget),
-                              None if predicted is None else float(predicted),
-                              int(ar.get("iters") or 0),
-                              tuple(str(d) for d in ar.get("dropped") or ()),
-                              one_of(ar.get("outcome") or "done", RUN_OUTCOMES),
-                              None if ar.get("launch_s") is None else float(ar["launch_s"]),
-                              {str(k): str(v) for k, v in (ar.get("progress") or {}).items()},
-                              ar.get("cut"), ar.get("expected"))
-    return NetworkTests(one_of(rec["schedule"], SCHEDULES), tuple(rec["hosts"]), tuple(links),
-                        allreduce, rec.get("allreduce_skipped"), dict(rec.get("skipped") or {}),
-                        bool(rec.get("interrupted")), float(rec.get("wall_s") or 0.0),
-                        int(rec.get("rounds") or 0),
-                        {str(k): str(v) for k, v in (rec.get("allreduce_left_out") or {}).items()},
-                        {str(k): int(v) for k, v in (rec.get("nic_mbps") or {}).items()},
-                        {str(k): NicCounters(str(c["interface"]), {str(n): int(d) for n, d in
-                                                                  c["grew"].items()})
-                         for k, c in (rec.get("nic_counters") or {}).items()})
+def _outcome(host: Host, a: _Answer) -> HostOutcome:
+    if a.probe is not None:
+        facts = parse_probe_output(a.probe, received_at=a.received_at, sent_at=a.sent_at)
+        return HostOutcome(host, facts=facts, elapsed_s=a.elapsed_s, received_at=a.received_at,
+                           sent_at=a.sent_at, probe_output=a.probe)
+    failure = a.failure or HostFailure(Stage.CONNECT, "the log has no answer")
+    return HostOutcome(host, failure=failure, elapsed_s=a.elapsed_s)
 
 
 def killed_runs(directory: str, only: Optional[str] = None) -> list[LoggedRun]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import ClassVar, Optional, Union
 
 DEFAULT_MAX_AGE_S = 24 * 3600.0  # measurements older than this are flagged
 DEFAULT_TOLERANCE = 0.2  # bandwidth may be this fraction below the baseline's
@@ -38,6 +38,8 @@ class Profile:
     nic_speed_mbps: Value = None
     mtu: Value = None
     unknown: tuple[str, ...] = ()  # "gpu: <why>" for sections the probe could not read
+    # Read back closed (config.typed): a field this release would not compare is an error.
+    __closed__: ClassVar[bool] = True
 
     def values(self) -> dict[str, Value]:
         """Returns {field: value} for every compared field, in LABELS order."""

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
+from preflight.model.baseline import Profile
 from preflight.model.container import ContainerSpec
 from preflight.model.facts import HostFacts
 from preflight.model.findings import FailOn, Finding, Verdict
 from preflight.model.host import Via
-from preflight.model.measure import Backend, Phase, RunOutcome, Schedule
+from preflight.model.measure import Backend, NicCounters, Phase, RunOutcome, Schedule
 from preflight.model.policy import JobShape, Mode
 
 
@@ -92,12 +93,6 @@ class AllReduceEntry:
 
 
 @dataclass(frozen=True)
-class NicCountersEntry:
-    interface: Optional[str] = None
-    grew: Mapping[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class NetworkEntry:
     schedule: Optional[Schedule] = None
     hosts: tuple[str, ...] = ()
@@ -107,7 +102,7 @@ class NetworkEntry:
     rounds: Optional[int] = None
     links: tuple[LinkEntry, ...] = ()
     nic_mbps: Mapping[str, Optional[float]] = field(default_factory=dict)
-    nic_counters: Mapping[str, NicCountersEntry] = field(default_factory=dict)
+    nic_counters: Mapping[str, NicCounters] = field(default_factory=dict)
     allreduce: Optional[AllReduceEntry] = None
     allreduce_skipped: Optional[str] = None
     allreduce_left_out: Mapping[str, str] = field(default_factory=dict)
@@ -168,6 +163,42 @@ class AuditEntry:
 
 
 @dataclass(frozen=True)
+class ReachNotes:
+    """What a transport records of how it reached the hosts."""
+
+    # Hosts reached over SSH instead of the transport's own way, and why (a Slurm node
+    # that preflight drained runs no job step: it is re-checked over SSH).
+    rechecked_over_ssh: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AllReduceRefEntry:
+    """A baseline's all-reduce figure: busbw at its largest message size."""
+
+    backend: str
+    ranks: int
+    bytes: int
+    busbw_bytes_s: float
+
+
+@dataclass(frozen=True)
+class BaselineSection:
+    """A baseline file's own section: every host's profile, the reference profile (each
+    field's majority), the reference figures, and who took it when."""
+
+    baseline_version: int
+    taken_at: float
+    profiles: Mapping[str, Profile]
+    reference: Profile = field(default_factory=Profile)
+    taken_on: Optional[str] = None
+    taken_by: Optional[str] = None
+    inventory: Optional[str] = None
+    hosts: tuple[str, ...] = ()
+    link_bps: Optional[float] = None
+    allreduce: Optional[AllReduceRefEntry] = None
+
+
+@dataclass(frozen=True)
 class Report:
     report_version: int = 1
     verdict: Optional[Verdict] = None
@@ -189,4 +220,4 @@ class Report:
     network: Optional[NetworkEntry] = None
     plan: Optional[PlanEntry] = None
     findings: tuple[Finding, ...] = ()
-    baseline: Optional[Mapping[str, Any]] = None  # a baseline's profiles (history.baseline)
+    baseline: Optional[BaselineSection] = None  # a baseline file's (history.baseline)

@@ -1,5 +1,6 @@
-"""The JSON report: verdict, hosts with their facts, findings; written atomically, and read
-back once into the typed Report (model/report.py) that every renderer and action takes."""
+"""The JSON report: the typed Report (model/report.py; report.build makes a run's) written
+atomically as its document, and read back once into the same types, which every renderer
+and action takes. One codec: encode writes, typed reads."""
 
 from __future__ import annotations
 
@@ -9,112 +10,13 @@ import sys
 import tempfile
 from typing import Any, Optional
 
-from preflight.common.containercmd import node_command
 from preflight.common.plain import facts_json
 from preflight.common.plain import jsonable as jsonable  # the report's writer, shared
 from preflight.config.errors import InputError, read_input
 from preflight.config.typed import decode
-from preflight.model.cluster import Cluster
-from preflight.model.findings import Judgement
-from preflight.model.measure import NetworkTests
-from preflight.model.plan import Plan
 from preflight.model.report import Report
 
 REPORT_VERSION = 1
-
-
-def document(cluster: Cluster, judgement: Judgement, meta: Optional[dict[str, Any]] = None,
-             plan: Optional[Plan] = None) -> dict[str, Any]:
-    """Returns the report as a JSON-ready dict (the format docs/reports.md documents)."""
-    hosts = {}
-    for o in cluster.outcomes:
-        hosts[o.host.name] = {
-            "address": o.host.address,
-            "via": o.host.via.value,  # the transport that reached it
-            # How SSH reached it (no key paths: a report is shared; the log has them).
-            "ssh": None if (t := o.host.reached_over_ssh) is None else {
-                "user": t.user, "port": t.port,
-                "via": [f"{j.ssh.user}@{j.address}:{j.ssh.port}" for j in t.jump]},
-            "status": "ok" if o.ok else "failed",
-            "failure": jsonable(o.failure),
-            "elapsed_s": round(o.elapsed_s, 3),
-            "facts": facts_json(o.facts),
-        }
-    return {
-        "report_version": REPORT_VERSION,
-        "verdict": judgement.verdict.value,
-        "reasons": list(judgement.reasons),
-        "waived": list(judgement.waived),
-        **(meta or {}),
-        "hosts": hosts,
-        "network": network_doc(cluster.network),
-        "plan": plan_doc(plan),
-        "findings": [
-            {"check": f.check, "status": f.status.value, "hosts": list(f.hosts),
-             "message": f.message, "data": jsonable(dict(f.data))}
-            for f in judgement.findings
-        ],
-    }
-
-
-def network_doc(net: Optional[NetworkTests]) -> Optional[dict[str, Any]]:
-    """Returns the active tests' measurements (None when they were not run)."""
-    if net is None:
-        return None
-    ar = net.allreduce
-    return {
-        "schedule": net.schedule,
-        "hosts": list(net.hosts),
-        "skipped": dict(net.skipped),
-        "interrupted": net.interrupted,
-        "wall_s": round(net.wall_s, 3),
-        "rounds": net.rounds,
-        "links": [{"sender": r.sender, "receiver": r.receiver, "phase": r.phase,
-                   "received_bps": r.result.received_bps, "sent_bps": r.result.sent_bps,
-                   "retransmits": r.result.retransmits, "loss_pct": r.result.loss_pct,
-                   "seconds": r.result.seconds, "streams": r.result.streams,
-                   "error": r.result.error} for r in net.links],
-        "nic_mbps": dict(net.nic_mbps),
-        "nic_counters": {h: {"interface": c.interface, "grew": dict(c.grew)}
-                         for h, c in net.nic_counters.items()},
-        "allreduce": None if ar is None else {
-            "backend": ar.backend, "hosts": list(ar.hosts), "ranks": ar.ranks,
-            "error": ar.error, "failed": dict(ar.failed), "log_hints": dict(ar.logs),
-            "wall_s": round(ar.wall_s, 3), "budget_s": ar.budget_s,
-            "predicted_s": None if ar.predicted_s is None else round(ar.predicted_s, 3),
-            "iters": ar.iters, "dropped": list(ar.dropped), "outcome": ar.outcome,
-            "launch_s": None if ar.launch_s is None else round(ar.launch_s, 3),
-            "progress": dict(ar.progress), "cut": ar.cut, "expected": ar.expected,
-            "sizes": [{"bytes": s.nbytes, "seconds": s.seconds, "algbw_bytes_s": s.algbw,
-                       "busbw_bytes_s": s.busbw} for s in ar.sizes]},
-        "allreduce_skipped": net.allreduce_skipped,
-        "allreduce_left_out": dict(net.allreduce_left_out),
-    }
-
-
-def plan_doc(plan: Optional[Plan]) -> Optional[dict[str, Any]]:
-    """Returns the placement plan: who runs what where, who was left out, the commands."""
-    if plan is None:
-        return None
-    return {
-        "mode": plan.mode,
-        "fits": plan.fits,
-        "lacks": list(plan.lacks),
-        "notes": list(plan.notes),
-        "requested": jsonable(plan.shape),
-        "nproc_per_node": plan.nproc_per_node,
-        "master": plan.master,
-        "servers": [{"host": e.host, "endpoint": str(e)} for e in plan.servers],
-        "workers": [{"host": e.host, "endpoint": str(e)} for e in plan.workers],
-        "excluded": {h: list(r) for h, r in plan.excluded.items()},
-        "costs": {h: {"bytes": c.nbytes, "with_s": round(c.with_s, 3),
-                      "without_s": round(c.without_s, 3), "factor": round(c.factor, 2),
-                      "basis": c.basis} for h, c in plan.costs.items()},
-        "nodes": [{"host": n.host, "address": n.address, "rank": n.rank, "nproc": n.nproc,
-                   "python": n.python, "ports": list(n.ports), "argv": list(n.argv),
-                   "env": dict(n.env), "command": node_command(n),
-                   "container": jsonable(n.container)} for n in plan.nodes],
-    }
 
 
 def write_atomic(path: str, doc: dict[str, Any]) -> None:
@@ -188,9 +90,9 @@ def typed(doc: dict[str, Any], path: str = "the report") -> Report:
 
 
 def encode(report: Report, base: Optional[dict[str, Any]] = None) -> dict[str, Any]:
-    """Returns report as its JSON document: document()'s shape. Keys of base that the types do
-    not know (a transport's notes, a later release's) are kept, so a report read and written
-    again (preflight report --json) loses nothing."""
+    """Returns report as its JSON document (docs/reports.md). Keys of base that the types do
+    not know (a later release's) are kept, so a report read and written again (preflight
+    report --json) loses nothing."""
     doc = {**(base or {}), **jsonable(report)}
     if doc["baseline"] is None:
         del doc["baseline"]  # a baseline file's section: a report has none

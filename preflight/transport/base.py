@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Optional, Protocol, runtime_checkable
+from typing import ClassVar, Optional, Protocol, runtime_checkable
 
 from preflight.act.launch import LaunchOptions, Source
 from preflight.collect.fanout import CollectOptions
@@ -13,6 +13,7 @@ from preflight.inventory import load
 from preflight.inventory.resolve import ContainerLayers
 from preflight.model.host import Host, HostOutcome, ThisMachine, Via
 from preflight.model.plan import Node, Plan
+from preflight.model.report import ReachNotes
 from preflight.placement import launcher
 
 # Called as each host's outcome arrives: (outcome, hosts done, hosts in all).
@@ -55,8 +56,8 @@ class Transport(Protocol):
         """{host: Remote} for the hosts collect() kept (opts.keep_connections)."""
         ...
 
-    def notes(self) -> Mapping[str, Any]:
-        """What the report records of how this run reached its hosts (may be empty)."""
+    def notes(self) -> ReachNotes:
+        """What the report records of how this run reached its hosts."""
         ...
 
     def launch(self, nodes: Sequence[Node], source: Source, query: HostQuery,

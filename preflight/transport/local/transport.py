@@ -3,9 +3,9 @@ peers and so no plan to launch."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, ClassVar, Optional
+from typing import ClassVar, Optional
 
 from preflight.act.launch import LaunchOptions, Source
 from preflight.collect import fanout
@@ -15,6 +15,7 @@ from preflight.config.container import spec_of
 from preflight.config.errors import UsageError
 from preflight.model.host import Host, HostOutcome, Via
 from preflight.model.plan import Node, Plan
+from preflight.model.report import ReachNotes
 from preflight.transport.base import HostQuery, OnResult, host_scripts
 from preflight.transport.local.run import LocalJob, LocalRemote, local_host
 
@@ -45,8 +46,8 @@ class LocalTransport:
     def remotes(self) -> dict[str, Remote]:
         return {name: LocalRemote(name) for name in self.answered}
 
-    def notes(self) -> Mapping[str, Any]:
-        return {}
+    def notes(self) -> ReachNotes:
+        return ReachNotes()
 
     def launch(self, nodes: Sequence[Node], source: Source, query: HostQuery,
                opts: LaunchOptions) -> int:

@@ -9,9 +9,9 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, ClassVar, Optional
+from typing import ClassVar, Optional
 
 from preflight.act.launch import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, LaunchOptions, Source
 from preflight.collect.fanout import CollectOptions
@@ -19,6 +19,7 @@ from preflight.common.remote import Remote
 from preflight.config.errors import UsageError
 from preflight.model.host import Host, HostFailure, HostOutcome, SlurmNode, Stage, Via
 from preflight.model.plan import Node, Plan
+from preflight.model.report import ReachNotes
 from preflight.placement import launcher, sbatch
 from preflight.transport.base import HostQuery, OnResult, inventory_hosts
 from preflight.transport.slurm import steps as slurm
@@ -98,8 +99,8 @@ class SlurmTransport:
         out.update(self.over_ssh.remotes())
         return out
 
-    def notes(self) -> Mapping[str, Any]:
-        return {"rechecked_over_ssh": dict(self.rechecked)} if self.rechecked else {}
+    def notes(self) -> ReachNotes:
+        return ReachNotes(rechecked_over_ssh=dict(self.rechecked))
 
     def launch(self, nodes: Sequence[Node], source: Source, query: HostQuery,
                opts: LaunchOptions) -> int:

@@ -16,6 +16,7 @@ from preflight.common.remote import Remote, in_parallel
 from preflight.config.errors import UsageError
 from preflight.model.host import Host, HostOutcome, Stage, Via
 from preflight.model.plan import Node, Plan
+from preflight.model.report import ReachNotes
 from preflight.transport.base import HostQuery, OnResult, host_scripts, inventory_hosts
 from preflight.transport.ssh import connect as ssh
 from preflight.transport.ssh.channel import SshRemote
@@ -45,8 +46,8 @@ class SshTransport:
         return {name: SshRemote(name, conn, self.open_timeout)
                 for name, conn in self.connections.items()}
 
-    def notes(self) -> Mapping[str, Any]:
-        return {}
+    def notes(self) -> ReachNotes:
+        return ReachNotes()
 
     def launch(self, nodes: Sequence[Node], source: Source, query: HostQuery,
                opts: LaunchOptions) -> int:

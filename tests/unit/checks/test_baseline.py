@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 import pytest
@@ -15,6 +14,7 @@ from support import (
     gpu,
     net_tests,
     paddle,
+    report_doc,
     same,
     slow_host,
     survey,
@@ -29,15 +29,14 @@ from preflight.model.cluster import Cluster
 from preflight.model.facts import Interface, NetworkFacts
 from preflight.model.findings import Finding, Status
 from preflight.model.measure import AllReduce, SizeResult
-from preflight.report import jsonreport
 from preflight.report.jsonreport import typed
 
 
 def recorded(c: Cluster, taken_at: float = AUDIT_NOW - 3600) -> Baseline:
     """Records c as a baseline and reads it back, as `preflight baseline` then `audit` do."""
-    doc = jsonreport.jsonable(jsonreport.document(c, judge(c, run_checks(c))))
-    doc["baseline"] = B.section(profile.of_hosts(c.outcomes), c.network, taken_at, "/x/good.yaml")
-    return B.from_document("good.json", typed(json.loads(json.dumps(doc))))
+    doc = report_doc(c, judge(c, run_checks(c)), baseline=B.section(
+        profile.of_hosts(c.outcomes), c.network, taken_at, "/x/good.yaml"))
+    return B.from_document("good.json", typed(doc, "good.json"))
 
 
 def audit(c: Cluster, base: Baseline, **kw) -> list[Finding]:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 from facttools import probe_output
-from support import good_cluster, host_facts, outcome
+from support import good_cluster, host_facts, outcome, report_doc
 
 from preflight.collect.parse import parse_probe_output
 from preflight.config.errors import InputError
@@ -18,7 +18,6 @@ from preflight.model import facts as F
 from preflight.model.measure import AllReduce, LinkRun, NetworkTests
 from preflight.model.report import Report
 from preflight.placement.planner import plan as make_plan
-from preflight.report import jsonreport
 from preflight.report.jsonreport import jsonable
 
 
@@ -80,8 +79,7 @@ def test_a_whole_report_reads_back_as_written():
     findings = run_checks(c)
     plan = make_plan(c, findings, {o.host.name: f"10.0.0.{i}"
                                    for i, o in enumerate(c.outcomes, 1)})
-    doc = json.loads(json.dumps(jsonreport.document(
-        c, judge(c, findings, plan), {"command": "check", "fail_on": "fail"}, plan)))
+    doc = report_doc(c, judge(c, findings, plan), plan, command="check", fail_on="fail")
     report = decode(Report, doc, "r.json")
     assert report.verdict is not None and report.verdict.value == doc["verdict"]
     n4 = report.hosts["node04"].facts

@@ -8,6 +8,7 @@ import pytest
 from support import AUDIT_NOW, cluster, good_cluster
 
 from preflight.common import profile
+from preflight.common.plain import jsonable
 from preflight.config.errors import InputError
 from preflight.history import baseline as B
 from preflight.model.facts import SectionError
@@ -30,10 +31,11 @@ def test_profile_is_what_must_match():
 BAD_BASELINES = [
     ("not-a-baseline", {}, "field 'baseline': not a baseline"),
     ("version", {"baseline_version": 9}, "field 'baseline.baseline_version'"),
-    ("taken-at", {"taken_at": "yesterday"}, "field 'baseline.taken_at': expected a number"),
+    ("taken-at", {"taken_at": "yesterday"},
+     "field 'baseline.taken_at': not a report preflight can read: expected a number"),
     ("profiles-empty", {"profiles": {}}, "field 'baseline.profiles'"),
     ("profile-field", {"profiles": {"n1": {"paddle": ["3"]}}},
-     "host 'n1': field 'baseline.profiles': paddle: expected a string"),
+     "field 'baseline.profiles.n1.paddle': not a report preflight can read: expected a string"),
     ("profile-unknown-key", {"profiles": {"n1": {"colour": "red"}}}, "unknown field 'colour'"),
     ("link", {"link_bps": -1}, "field 'baseline.link_bps'"),
 ]
@@ -43,8 +45,8 @@ BAD_BASELINES = [
                          ids=[c[0] for c in BAD_BASELINES])
 def test_malformed_baseline_is_one_input_error(patch, fragment):
     c = good_cluster()
-    sec = B.section(profile.of_hosts(c.outcomes), c.network, AUDIT_NOW, None)
+    sec = jsonable(B.section(profile.of_hosts(c.outcomes), c.network, AUDIT_NOW, None))
     doc = {"baseline": None if not patch else dict(sec, **patch)}
     with pytest.raises(InputError) as e:
-        B.from_document("b.json", typed(json.loads(json.dumps(doc))))
+        B.from_document("b.json", typed(json.loads(json.dumps(doc)), "b.json"))
     assert str(e.value).startswith("b.json: ") and fragment in str(e.value)

@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
-from support import NODES, G, cluster, good_cluster, net_tests, paddle, same, slow_host, survey
+from support import (
+    NODES,
+    G,
+    cluster,
+    good_cluster,
+    net_tests,
+    paddle,
+    report_doc,
+    same,
+    slow_host,
+    survey,
+)
 
 from preflight.history import diff
 from preflight.judge import judge, run_checks
 from preflight.model.cluster import Cluster
-from preflight.report import jsonreport
 from preflight.report.jsonreport import typed
 
 
 def report(c: Cluster) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(json.dumps(jsonreport.jsonable(
-        jsonreport.document(c, judge(c, run_checks(c))))))
-    return doc
+    return report_doc(c, judge(c, run_checks(c)))
 
 
 def test_diff_names_facts_findings_and_links_that_changed_not_noise():

@@ -59,12 +59,23 @@ def test_a_line_cut_by_the_kill_is_dropped_and_the_rest_stands(tmp_path):
     assert set(got.outcomes) == {"a", "b"} and got.end is not None and got.end["killed"]
 
 
+START = (b'{"kind":"start","log_version":1,"command":"check","argv":[],"started_at":1.0,'
+         b'"pid":1,"controller":"c","hosts":[{"name":"a","address":"10.0.0.1"}]}\n')
+
+
 @pytest.mark.parametrize("content, message", [
     (b"", "no start record"),
     (b'{"kind":"host"}\n', "no start record"),
     (b'[1, 2]\n{"kind":"start"}\n', ":1: not a JSON record"),
     (b'{"kind":"start","log_version":99}\n', "log_version 99"),
-    (b'{"kind":"start","log_version":1}\n', ":1: bad start record"),
+    (b'{"kind":"start","log_version":1}\n', ":1: bad start record (command: missing)"),
+    (START + b'{"kind":"host","name":"a","elapsed_s":"long"}\n',
+     ":2: bad host record (elapsed_s: expected a number"),
+    (START + b'{"kind":"host","name":"zz","elapsed_s":1}\n', ":2: bad host record (host 'zz'"),
+    (START + b'{"kind":"link","sender":"a","receiver":"b","phase":"sideways","result":{}}\n',
+     ":2: bad link record (phase: 'sideways' is not one of"),
+    (START + b'{"kind":"network","schedule":"ring","allreduce":{"backend":"mpi"}}\n',
+     ":2: bad network record (allreduce.backend:"),
 ])
 def test_bad_logs_are_one_line_errors(tmp_path, content, message):
     path = tmp_path / "bad.jsonl"

@@ -10,7 +10,7 @@ import shlex
 from dataclasses import replace
 
 import pytest
-from support import cluster, gpu, paddle, same
+from support import cluster, gpu, paddle, report_doc, same
 
 from preflight.act.launch import LaunchOptions, host_command, load_plan
 from preflight.common.containercmd import node_command
@@ -20,7 +20,6 @@ from preflight.model.cluster import Cluster
 from preflight.model.container import ContainerSpec
 from preflight.model.policy import Mode, Policy
 from preflight.placement.planner import plan
-from preflight.report import jsonreport
 
 SPEC = ContainerSpec("podman", image="localhost/paddle:3.3.1", network="host",
                      shm_size="16g", ulimits=(("memlock", "-1"),))
@@ -52,7 +51,7 @@ def test_the_report_carries_the_container_and_launch_runs_it(tmp_path):
     c = boxed_cluster()
     ips = {o.host.name: f"10.0.0.{i}" for i, o in enumerate(c.outcomes, 1)}
     p = plan(c, run_checks(c), ips)
-    doc = json.loads(json.dumps(jsonreport.document(c, judge(c, run_checks(c), p), {}, p)))
+    doc = report_doc(c, judge(c, run_checks(c), p), p)
     path = tmp_path / "r.json"
     path.write_text(json.dumps(doc))
     nodes, _ = load_plan(str(path), ignore_verdict=True)

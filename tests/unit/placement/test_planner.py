@@ -7,10 +7,9 @@ from dataclasses import replace
 from typing import Any, Optional
 
 import pytest
-from support import G, cluster, cpu, gpu, host_facts, link, same, slow_host, survey
+from support import G, cluster, cpu, gpu, host_facts, link, report_doc, same, slow_host, survey
 
 from preflight.checks import bandwidth
-from preflight.config.typed import decode
 from preflight.judge import judge
 from preflight.model import facts as F
 from preflight.model.cluster import Cluster
@@ -18,9 +17,8 @@ from preflight.model.findings import Finding, Status, Verdict
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
 from preflight.model.measure import NetworkTests
 from preflight.model.policy import JobShape, Limits, Mode, Policy
-from preflight.model.report import PlanEntry
 from preflight.placement.planner import plan
-from preflight.report.jsonreport import document, plan_doc
+from preflight.report import build
 from preflight.report.terminal import plan_lines
 
 
@@ -301,11 +299,13 @@ def test_a_host_left_out_for_a_slow_link_carries_the_all_reduce_cost_of_keeping_
     # 5 ranks at 0.1 Gbit/s vs 4 at 1 Gbit/s: 2*4/5 / (2*3/4) * 10 = 10.7 times as long.
     assert cost.factor == pytest.approx(10 * (8 / 5) / (6 / 4))
     assert cost.without_s == pytest.approx(2 * 3 / 4 * (32 << 20) * 8 / 1e9)
-    shown = "\n".join(plan_lines(decode(PlanEntry, plan_doc(p), "plan")))
+    entry = build.plan_entry(p)
+    assert entry is not None
+    shown = "\n".join(plan_lines(entry))
     assert "  left out n5: bandwidth: slow host" in shown
     assert "    with it, 32 MiB all-reduce ~4.3 s vs ~0.4 s without (11x, predicted from the " \
         "iperf3 links)" in shown
-    assert document(c0, judge(c0, []), plan=p)["plan"]["costs"]["n5"]["factor"] == 10.67
+    assert report_doc(c0, judge(c0, []), p)["plan"]["costs"]["n5"]["factor"] == 10.67
     # Hosts left out for reasons that cost no bandwidth have no figure.
     _, p2 = make(outs[:4] + [node("n5", "10.0.0.5", **cpu_only())], network=NetworkTests(
         "ring", tuple(names), tuple(survey(names, lambda s, r: 1 * G))), nnodes=4)

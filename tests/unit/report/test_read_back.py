@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import REFUSED, G, cluster, paddle, same, slow_host, survey
+from support import REFUSED, G, cluster, paddle, report_doc, same, slow_host, survey
 
 from preflight import judge as J
 from preflight.config.errors import InputError
@@ -38,11 +38,7 @@ def full_doc() -> dict[str, Any]:
                         node04=REFUSED), network=net)
     findings = J.run_checks(c)
     plan = make_plan(c, findings, {h: f"10.0.0.{i}" for i, h in enumerate(HOSTS, 1)})
-    doc = jsonreport.jsonable(jsonreport.document(c, J.judge(c, findings, plan),
-                                                  {"started_at": 1.0, "duration_s": 2.0},
-                                                  plan))
-    back: dict[str, Any] = json.loads(json.dumps(doc))
-    return back
+    return report_doc(c, J.judge(c, findings, plan), plan, started_at=1.0, duration_s=2.0)
 
 
 def read_back(tmp_path, doc: Any) -> Report:
@@ -65,8 +61,8 @@ def test_real_reports_are_read_and_render(tmp_path):
     doc = full_doc()
     assert doc["plan"]["excluded"] and doc["network"]["allreduce"]["sizes"]
     render_all(read_back(tmp_path, doc))
-    render_all(read_back(tmp_path, json.loads(json.dumps(jsonreport.jsonable(
-        jsonreport.document(cluster(**same(2)), J.judge(cluster(**same(2)), [])))))))
+    render_all(read_back(tmp_path, report_doc(cluster(**same(2)),
+                                              J.judge(cluster(**same(2)), []))))
 
 
 @pytest.mark.parametrize("path,value,field", [

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from lxml import etree  # type: ignore[import-untyped]
 from reporttools import assert_heatmap_painted, chromium, heatmap_fills, junit_schemas, read_png
-from support import REFUSED, G, cluster, paddle, same, slow_host, survey
+from support import REFUSED, G, cluster, paddle, report_doc, same, slow_host, survey
 
 from preflight.judge import judge, run_checks
 from preflight.model.cluster import Cluster
 from preflight.model.facts import GpuFacts
 from preflight.model.findings import FailOn, Finding, Status
 from preflight.model.measure import AllReduce, NetworkTests, SizeResult
-from preflight.report import html, jsonreport, junit, markdown
+from preflight.report import html, junit, markdown
 from preflight.report.jsonreport import typed
 
 HOSTS = ["node01", "node02", "node03", "node04"]
@@ -26,10 +26,8 @@ def doc_of(c: Cluster, fail_on: FailOn = "fail", extra: tuple[Finding, ...] = ()
            ) -> dict[str, Any]:
     findings = run_checks(c) + list(extra)
     j = judge(c, findings, fail_on=fail_on)
-    doc: dict[str, Any] = jsonreport.jsonable(jsonreport.document(
-        c, j, {"started_at": 1795000000.0, "duration_s": 4.2, "inventory": "/x/inv.yaml",
-               "fail_on": fail_on}))
-    return doc
+    return report_doc(c, j, started_at=1795000000.0, duration_s=4.2, inventory="/x/inv.yaml",
+                      fail_on=fail_on)
 
 
 def measured_cluster() -> Cluster:

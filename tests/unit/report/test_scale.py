@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 from reporttools import chromium, read_png
-from support import G, cluster, slow_host, survey
+from support import G, cluster, report_doc, slow_host, survey
 
 from preflight.judge import judge, run_checks
 from preflight.model import facts as F
 from preflight.model.measure import NetworkTests
 from preflight.placement.planner import plan
-from preflight.report import html, jsonreport, junit, markdown, terminal
+from preflight.report import html, junit, markdown, terminal
 from preflight.report.jsonreport import typed
 
 WIDTH = 100
@@ -36,9 +36,7 @@ def synthetic(n: int, fault: bool = True) -> dict[str, Any]:
     findings = run_checks(c)
     p = plan(c, findings, ips)
     j = judge(c, findings, p)
-    doc: dict[str, Any] = jsonreport.jsonable(jsonreport.document(
-        c, j, {"started_at": 1795000000.0, "fail_on": "fail"}, plan=p))
-    return doc
+    return report_doc(c, j, p, started_at=1795000000.0, fail_on="fail")
 
 
 def figures(text: str) -> tuple[int, int]:

@@ -6,12 +6,12 @@ from typing import Any
 
 from lxml import etree  # type: ignore[import-untyped]
 from reporttools import junit_schemas
-from support import cluster, paddle, same
+from support import cluster, paddle, report_doc, same
 
 from preflight.judge import judge, run_checks
 from preflight.model.findings import Verdict
 from preflight.pipeline import checks_to_run
-from preflight.report import html, jsonreport, junit, markdown, terminal
+from preflight.report import html, junit, markdown, terminal
 from preflight.report.jsonreport import typed
 
 
@@ -20,8 +20,7 @@ def judged(skip: tuple[str, ...]) -> tuple[Any, dict[str, Any]]:
     c = cluster(**dict(same(3), node02={"paddle": paddle("2.6.2")}))
     findings = run_checks(c, checks_to_run(skip))
     j = judge(c, findings, waived=skip)
-    return j, jsonreport.jsonable(jsonreport.document(c, j, {"started_at": 1795000000.0,
-                                                             "fail_on": "fail"}))
+    return j, report_doc(c, j, started_at=1795000000.0, fail_on="fail")
 
 
 def test_a_waived_check_does_not_run_and_cannot_block():

@@ -3,7 +3,7 @@ and knows nothing of it beyond the protocol."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar, Optional
 
 from support import host_facts
@@ -13,6 +13,7 @@ from preflight.collect.fanout import CollectOptions
 from preflight.common.remote import Remote
 from preflight.model.host import Host, HostOutcome, SlurmNode, Via
 from preflight.model.plan import Node, Plan
+from preflight.model.report import ReachNotes
 from preflight.pipeline import CheckOptions
 from preflight.transport import table
 from preflight.transport.base import HostQuery, OnResult
@@ -47,8 +48,8 @@ class Pigeons:
     def remotes(self) -> dict[str, Remote]:
         return {}
 
-    def notes(self) -> Mapping[str, Any]:
-        return {"carried_by": "pigeon"}
+    def notes(self) -> ReachNotes:
+        return ReachNotes(rechecked_over_ssh={"p2": "a pigeon went by road"})
 
     def launch(self, nodes: Sequence[Node], source: Any, query: HostQuery, opts: Any) -> int:
         return 0
@@ -68,8 +69,9 @@ def test_a_run_goes_through_the_transport_of_the_table_and_closes_it(monkeypatch
     run = pipeline.run(opts, "check")
     [used] = Pigeons.made
     assert used.collected == ["p1", "p2"] and used.closed
-    assert run.doc["carried_by"] == "pigeon"  # what the transport notes, in the report
-    assert {n: h["via"] for n, h in run.doc["hosts"].items()} == {"p1": "slurm",
-                                                                   "p2": "slurm"}
-    assert all(h["ssh"] is None for h in run.doc["hosts"].values())  # SSH reached neither
+    # What the transport notes, in the report.
+    assert run.report.rechecked_over_ssh == {"p2": "a pigeon went by road"}
+    assert {n: h.via for n, h in run.report.hosts.items()} == {"p1": Via.SLURM,
+                                                               "p2": Via.SLURM}
+    assert all(h.ssh is None for h in run.report.hosts.values())  # SSH reached neither
     assert run.judgement.verdict.value == "go"

@@ -33,6 +33,7 @@ from preflight.checks import (
     paddle_stack,
     pins,
     ports,
+    ps_fanin,
     reachable,
     shm,
     stack_compat,
@@ -90,6 +91,8 @@ ALL_CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(ports.NAME, ports.check, "the launcher's ports are free on every host"),
     CheckSpec(bandwidth.NAME, bandwidth.check, "iperf3: no host or path far below the "
               "cluster's median host (or the policy floor); low loss"),
+    CheckSpec(ps_fanin.NAME, ps_fanin.check, "PS jobs: each server host takes all its "
+              "trainers' pushes at once", across=True),
     CheckSpec(allreduce.NAME, allreduce.check, "a real all-reduce (NCCL or gloo) runs on "
               "every host; busbw as the links predict or the policy asks"),
     CheckSpec(baseline.NAME, baseline.check, "audit: GPU, driver, Paddle stack, NIC speed "

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from preflight.checks import ALL_CHECKS, CheckSpec, allreduce
+from preflight.checks import ALL_CHECKS, CheckSpec, allreduce, ps_fanin
 from preflight.collect.fanout import CollectOptions
 from preflight.config.errors import UsageError
 from preflight.history import runlog
@@ -29,6 +29,7 @@ from preflight.network.orchestrate import (
     NetworkOptions,
     resolve_ip,
     run_allreduce_stage,
+    run_fanin_stage,
     run_link_tests,
 )
 from preflight.placement.planner import plan as make_plan
@@ -169,7 +170,11 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
             # The all-reduce certifies the hosts the job would use: what the checks so far
             # leave out (a confirmed slow link, another stack) is not a rank.
             try:
-                keep = left_out_so_far(opts.policy, audit, ips, outcomes, network, opts.skip)
+                so_far = plan_so_far(opts.policy, audit, ips, outcomes, network, opts.skip)
+                keep = {h: reasons[0] for h, reasons in so_far.excluded.items()}
+                # A PS job's pushes converge on its servers: measured on the plan's own.
+                network = run_fanin_stage(network, so_far, remotes, opts.network,
+                                          on_step=progress.step)
                 network = run_allreduce_stage(network, outcomes, remotes, opts.network, keep,
                                               on_step=progress.step)
             except KeyboardInterrupt:  # between the stages: what the links measured stays
@@ -190,11 +195,19 @@ def left_out_so_far(policy: Policy, audit: Optional[Audit], ips: Mapping[str, st
                     skip: Sequence[str] = ()) -> dict[str, str]:
     """Returns {host: why} for the hosts the plan leaves out on what is known before the
     all-reduce (facts, iperf3): its first reason each."""
+    plan = plan_so_far(policy, audit, ips, outcomes, network, skip)
+    return {h: reasons[0] for h, reasons in plan.excluded.items()}
+
+
+def plan_so_far(policy: Policy, audit: Optional[Audit], ips: Mapping[str, str],
+                outcomes: Sequence[HostOutcome], network: NetworkTests,
+                skip: Sequence[str] = ()) -> Plan:
+    """The plan on what is known before the all-reduce (facts, iperf3): the hosts the job
+    would use, which the rest of the active tests measure."""
     cluster = Cluster(tuple(outcomes), policy, network, audit)
     findings = run_checks(cluster, [c for c in checks_to_run(skip)
-                                    if c.name != allreduce.NAME])
-    plan = make_plan(cluster, findings, ips)
-    return {h: reasons[0] for h, reasons in plan.excluded.items()}
+                                    if c.name not in (allreduce.NAME, ps_fanin.NAME)])
+    return make_plan(cluster, findings, ips)
 
 
 def _ips(outcomes: Sequence[HostOutcome]) -> dict[str, str]:

@@ -143,6 +143,29 @@ class NicCounters:
 
 
 @dataclass(frozen=True)
+class FanIn:
+    """One parameter server's host receiving from every host of its trainers at once (an
+    iperf3 client on each, to a server port of its own): the shape of PS traffic, many
+    trainers pushing to one server, which pairwise tests never make."""
+
+    receiver: str
+    runs: Mapping[str, IperfResult] = field(default_factory=dict)  # by sending host
+
+    @property
+    def total_bps(self) -> Optional[float]:
+        """What arrived from all of them together; None when a run failed."""
+        got = [r.received_bps for r in self.runs.values()]
+        if not got or any(b is None for b in got):
+            return None
+        return float(sum(b for b in got if b is not None))
+
+    @property
+    def errors(self) -> dict[str, str]:
+        return {h: r.error or "no figure" for h, r in self.runs.items()
+                if r.error or r.received_bps is None}
+
+
+@dataclass(frozen=True)
 class NetworkTests:
     """Everything the active tests learned; skipped maps a host to why it took no part."""
 
@@ -162,6 +185,8 @@ class NetworkTests:
     # what its error counters added over the iperf3 tests (absent: could not be read).
     nic_mbps: Mapping[str, int] = field(default_factory=dict)
     nic_counters: Mapping[str, NicCounters] = field(default_factory=dict)
+    # PS jobs: each server host's fan-in from its trainers' hosts (network/fanin.py).
+    fanin: tuple[FanIn, ...] = ()
 
     def line_bps(self) -> dict[str, float]:
         return {h: mbps * 1e6 for h, mbps in self.nic_mbps.items() if mbps > 0}

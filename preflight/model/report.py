@@ -14,7 +14,7 @@ from preflight.model.container import ContainerSpec
 from preflight.model.facts import HostFacts
 from preflight.model.findings import FailOn, Finding, Verdict
 from preflight.model.host import Via
-from preflight.model.measure import Backend, NicCounters, Phase, RunOutcome, Schedule
+from preflight.model.measure import Backend, FanIn, NicCounters, Phase, RunOutcome, Schedule
 from preflight.model.policy import JobShape, Mode
 
 
@@ -106,6 +106,7 @@ class NetworkEntry:
     allreduce: Optional[AllReduceEntry] = None
     allreduce_skipped: Optional[str] = None
     allreduce_left_out: Mapping[str, str] = field(default_factory=dict)
+    fanin: tuple[FanIn, ...] = ()  # PS jobs: each server host receiving from its trainers
 
 
 @dataclass(frozen=True)

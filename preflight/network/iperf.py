@@ -166,6 +166,24 @@ def _kill(remote: Remote, proc: Started, pid: Optional[int]) -> None:
     proc.close()
 
 
+def await_listening(proc: Started, key: int, servers: Servers, receiver: str) -> Optional[str]:
+    """Waits for a server's "listening" line and records its PID; None once it listens,
+    else why it does not."""
+    listening = proc.read_until(LISTENING, SERVER_START_S)
+    early = proc.wait(0) if not listening else None
+    out = early.stdout if early else proc.output()
+    match = re.search(rf"{PID_MARK} (\d+)", out)
+    if match:
+        servers.set_pid(key, int(match.group(1)))
+    if listening:
+        return None
+    if NO_IPERF in out:
+        return f"iperf3 is not installed on {receiver}"
+    return f"iperf3 server on {receiver} did not start: " + (
+        early.tail() if early and early.exit is not None
+        else f"no 'listening' line within {SERVER_START_S:.0f} s")
+
+
 def measure_pair(sender: Remote, receiver: Remote, address: str, opts: IperfOptions,
                  servers: Servers, streams: int = 1) -> IperfResult:
     """Returns the result of one iperf3 run from sender to receiver's address."""
@@ -175,18 +193,9 @@ def measure_pair(sender: Remote, receiver: Remote, address: str, opts: IperfOpti
         return IperfResult(error=f"could not start the iperf3 server on {receiver.name}: {e}")
     key = servers.add(receiver, proc)
     try:
-        listening = proc.read_until(LISTENING, SERVER_START_S)
-        early = proc.wait(0) if not listening else None
-        out = early.stdout if early else proc.output()
-        match = re.search(rf"{PID_MARK} (\d+)", out)
-        if match:
-            servers.set_pid(key, int(match.group(1)))
-        if not listening:
-            if NO_IPERF in out:
-                return IperfResult(error=f"iperf3 is not installed on {receiver.name}")
-            why = early.tail() if early and early.exit is not None else (
-                f"no 'listening' line within {SERVER_START_S:.0f} s")
-            return IperfResult(error=f"iperf3 server on {receiver.name} did not start: {why}")
+        why = await_listening(proc, key, servers, receiver.name)
+        if why:
+            return IperfResult(error=why)
         done = sender.run(client_command(address, opts, streams),
                           timeout=opts.run_s + SLACK_S + 2)
         if done.exit is None:

@@ -31,6 +31,7 @@ from preflight.model.measure import (
     NicCounters,
     Schedule,
 )
+from preflight.model.plan import Plan
 from preflight.model.policy import Limits
 from preflight.network import nic
 from preflight.network.allreduce import run_allreduce
@@ -42,6 +43,7 @@ from preflight.network.allreduce_cmd import (
 )
 from preflight.network.allreduce_watch import OnProgress
 from preflight.network.budget import launch_idle_s, plan_sizes
+from preflight.network.fanin import fanin_pairs, run_fanin
 from preflight.network.iperf import IperfOptions, Servers, run_rounds
 from preflight.network.schedule import Pair, matrix_rounds, retest_rounds, ring_rounds
 
@@ -270,6 +272,22 @@ def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote
                         None if opts.run_allreduce else "turned off", skipped, interrupted,
                         time.monotonic() - started, n_rounds, nic_mbps=speeds,
                         nic_counters=counters)
+
+
+def run_fanin_stage(net: NetworkTests, plan: Plan, remotes: Mapping[str, Remote],
+                    opts: NetworkOptions, on_step: Optional[OnProgress] = None) -> NetworkTests:
+    """Returns net with the fan-in of each server host of a PS plan (none otherwise)."""
+    if net.interrupted or plan.mode != "ps" or not fanin_pairs(plan):
+        return net
+    started = time.monotonic()
+    addresses = {e.host: e.address for e in (*plan.servers, *plan.workers)}
+    if on_step:
+        on_step(f"iperf3 fan-in to {len(fanin_pairs(plan))} PS server host(s)", 0, 0)
+    try:
+        fanin = run_fanin(plan, remotes, addresses, opts.iperf)
+    except KeyboardInterrupt:
+        return replace(net, interrupted=True)
+    return replace(net, fanin=fanin, wall_s=net.wall_s + time.monotonic() - started)
 
 
 def _import_s(outcomes: Sequence[HostOutcome], names: set[str]) -> list[float]:

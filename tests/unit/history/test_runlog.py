@@ -12,7 +12,15 @@ from runlogtools import HOSTS, answered, write_partial
 from preflight.config.errors import InputError
 from preflight.history import runlog
 from preflight.model.host import Host, HostFailure, SlurmNode, SshTarget, Stage, ThisMachine, Via
-from preflight.model.measure import AllReduce, IperfResult, LinkRun, NetworkTests, SizeResult
+from preflight.model.measure import (
+    AllReduce,
+    FanIn,
+    IperfResult,
+    LinkRun,
+    NetworkTests,
+    NicCounters,
+    SizeResult,
+)
 
 
 def test_what_was_logged_reads_back_the_same(tmp_path):
@@ -154,3 +162,17 @@ def test_a_new_ssh_way_keeps_the_transport():
     moved = node.with_ssh(SshTarget(port=22))
     assert moved.via is Via.SLURM and moved.ssh.port == 22
     assert Host("s1", "h").with_ssh(SshTarget(user="u")).target == SshTarget(user="u")
+
+
+def test_the_network_summary_reads_back_whole(tmp_path):
+    # The types write it and read it: a new measurement needs no code here.
+    net = NetworkTests("ring", ("a", "b", "c"), allreduce=AllReduce(
+        "gloo", ("a", "b"), 2, (SizeResult(1 << 20, 0.01, 2),), progress={"a": "done"}),
+        nic_mbps={"a": 1000}, nic_counters={"a": NicCounters("eth0", {"rx_errors": 2})},
+        fanin=(FanIn("a", {"b": IperfResult(received_bps=4e8), "c": IperfResult(error="x")}),))
+    path = str(tmp_path / "run.jsonl")
+    log = runlog.RunLog(path)
+    log.start("check", ["check"], HOSTS, 1.0, None)
+    log.network(net)
+    log.close()
+    assert runlog.read(path).network == net

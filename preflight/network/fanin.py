@@ -1,0 +1,95 @@
+"""Fan-in: a parameter server's host receiving from all its trainers' hosts at once, as a PS
+job's pushes arrive. One iperf3 server per sender on the receiving host (an iperf3 server
+serves one client at a time), on consecutive ports from the iperf3 port, then every client
+at once; each server host in turn, so that no two fan-ins share a sender. Measures only;
+checks/ps_fanin.py judges."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from preflight.common.remote import Remote, Started, in_parallel
+from preflight.model.measure import FanIn, IperfResult
+from preflight.model.plan import Plan
+from preflight.network.iperf import (
+    SLACK_S,
+    IperfOptions,
+    Servers,
+    await_listening,
+    client_command,
+    parse_iperf3,
+    server_command,
+)
+
+
+def fanin_pairs(plan: Plan) -> dict[str, tuple[str, ...]]:
+    """{server host: the hosts of its trainers} for a PS plan: every trainer pushes to every
+    server (the sparse table is sharded over them all); a trainer on the server's own host
+    crosses no link and is left out."""
+    trainers = tuple(dict.fromkeys(e.host for e in plan.workers))
+    out: dict[str, tuple[str, ...]] = {}
+    for e in plan.servers:
+        senders = tuple(t for t in trainers if t != e.host)
+        if senders:
+            out.setdefault(e.host, senders)
+    return out
+
+
+def measure_fanin(receiver: str, senders: Sequence[str], remotes: Mapping[str, Remote],
+                  address: str, opts: IperfOptions, servers: Servers) -> FanIn:
+    """Returns what each sender delivered to receiver while all of them sent at once."""
+    started: dict[str, tuple[Started, int]] = {}
+    runs: dict[str, IperfResult] = {}
+    try:
+        for i, sender in enumerate(senders):
+            port = opts.port + i
+            try:
+                proc = remotes[receiver].start(server_command(replace(opts, port=port)))
+            except Exception as e:
+                runs[sender] = IperfResult(error=f"could not start an iperf3 server on "
+                                           f"{receiver}: {e}")
+                continue
+            started[sender] = (proc, servers.add(remotes[receiver], proc))
+        for sender, (proc, key) in started.items():
+            why = await_listening(proc, key, servers, receiver)
+            if why:
+                runs[sender] = IperfResult(error=why)
+        ready = [s for s in started if s not in runs]
+
+        def client(sender: str) -> None:
+            port = opts.port + list(senders).index(sender)
+            done = remotes[sender].run(client_command(address, replace(opts, port=port)),
+                                       timeout=opts.run_s + SLACK_S + 2)
+            if done.exit is None:
+                runs[sender] = IperfResult(error=f"iperf3 client on {sender} did not finish "
+                                           f"within {opts.run_s + SLACK_S:.0f} s")
+            elif done.exit == 127:
+                runs[sender] = IperfResult(error=f"iperf3 is not installed on {sender}")
+            else:
+                runs[sender] = parse_iperf3(done.stdout)
+
+        in_parallel([functools.partial(client, s) for s in ready],
+                    opts.run_s + SLACK_S + 15, "fan-in")
+    finally:
+        for _, key in started.values():
+            servers.stop(key)
+    return FanIn(receiver, {s: runs.get(s) or IperfResult(error="no result in time")
+                            for s in senders})
+
+
+def run_fanin(plan: Plan, remotes: Mapping[str, Remote], addresses: Mapping[str, str],
+              opts: IperfOptions) -> tuple[FanIn, ...]:
+    """Every server host's fan-in, one server host after another."""
+    servers = Servers()
+    out = []
+    try:
+        for receiver, senders in fanin_pairs(plan).items():
+            if receiver not in remotes or any(s not in remotes for s in senders):
+                continue  # a host the link tests had no connection to: said there
+            out.append(measure_fanin(receiver, senders, remotes, addresses[receiver], opts,
+                                     servers))
+    finally:
+        servers.stop_all()
+    return tuple(out)

@@ -34,6 +34,7 @@ from preflight.checks import (
     pins,
     ports,
     ps_fanin,
+    ps_round,
     reachable,
     shm,
     stack_compat,
@@ -93,6 +94,8 @@ ALL_CHECKS: tuple[CheckSpec, ...] = (
               "cluster's median host (or the policy floor); low loss"),
     CheckSpec(ps_fanin.NAME, ps_fanin.check, "PS jobs: each server host takes all its "
               "trainers' pushes at once", across=True),
+    CheckSpec(ps_round.NAME, ps_round.check, "PS jobs: a short real PS job runs on the plan; "
+              "no server holds every trainer, no trainer lags", across=True),
     CheckSpec(allreduce.NAME, allreduce.check, "a real all-reduce (NCCL or gloo) runs on "
               "every host; busbw as the links predict or the policy asks"),
     CheckSpec(baseline.NAME, baseline.check, "audit: GPU, driver, Paddle stack, NIC speed "

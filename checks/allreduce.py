@@ -19,7 +19,7 @@ from preflight.common.units import gbytes, hosts_text
 from preflight.model.cluster import Cluster
 from preflight.model.facts import HostFacts, IbPort, NetworkFacts
 from preflight.model.findings import Finding, Status
-from preflight.model.measure import AllReduce, SizeResult
+from preflight.model.measure import NOT_COLLECTIVE, AllReduce, SizeResult
 
 NAME = "allreduce"
 # What docs/checks.md says of it (generated from these): what it judges, why that
@@ -97,7 +97,8 @@ def check(cluster: Cluster) -> Iterator[Finding]:
                           {"reason": why})
     ar = net.allreduce
     if ar is None:
-        if net.allreduce_skipped and net.allreduce_skipped != "turned off":
+        if net.allreduce_skipped and net.allreduce_skipped not in ("turned off",
+                                                                   NOT_COLLECTIVE):
             yield Finding(NAME, Status.COULD_NOT_CHECK, net.hosts,
                           f"all-reduce not run: {net.allreduce_skipped}", {})
         return

@@ -23,9 +23,10 @@ server host of the plan receives from all its trainers' hosts together (one iper
 each, to a server port of its own), and what arrives in all is judged against what a healthy
 host's link carries (the median host's best link of the iperf3 survey, or the NICs' line
 rate): below 75 % (warn) / 50 % (fail) of it, the server's link cannot take its trainers'
-pushes. Where its CPU is short (cpu-cores) or its link already slow (bandwidth), the finding
-says that cause. A trainer on the server's own host crosses no link and is left out; a run
-that failed is `could-not-check`.
+pushes. A fan-in below 75 % is measured twice more, and its best kept, before it is judged.
+Where its CPU is short (cpu-cores) or its link already slow (bandwidth), the finding says
+that cause. A trainer on the server's own host crosses no link and is left out; a run that
+failed is `could-not-check`.
 """
 WHY = ("Trainers push to a server together and wait for its parameters back: a server host "
        "whose link cannot take them all at once holds every trainer, though each pair alone "
@@ -76,8 +77,9 @@ def _message(fan: FanIn, total: float, ref: float, short: Mapping[str, str],
              slow_link: Mapping[str, str]) -> str:
     host, n = fan.receiver, len(fan.runs)
     each = ", ".join(f"{s} {rate(r.received_bps or 0.0)}" for s, r in fan.runs.items())
+    again = f", the best of {fan.attempts} runs" if fan.attempts > 1 else ""
     text = (f"{host} (PS server): its {n} trainer host(s) at once deliver {rate(total)} in "
-            f"all ({each}) vs {rate(ref)} a healthy host's link carries")
+            f"all ({each}{again}) vs {rate(ref)} a healthy host's link carries")
     if host in short:
         return text + f": explained by its CPU ({short[host]}); fix its CPU first (cpu-cores)"
     if host in slow_link:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-from preflight.checks import ALL_CHECKS, CheckSpec, allreduce, ps_fanin
+from preflight.checks import ALL_CHECKS, CheckSpec, allreduce, ps_fanin, ps_round
 from preflight.collect.fanout import CollectOptions
 from preflight.config.errors import UsageError
 from preflight.history import runlog
@@ -31,6 +31,7 @@ from preflight.network.orchestrate import (
     run_allreduce_stage,
     run_fanin_stage,
     run_link_tests,
+    run_ps_stage,
 )
 from preflight.placement.planner import plan as make_plan
 from preflight.report import build, terminal
@@ -174,7 +175,9 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
                 keep = {h: reasons[0] for h, reasons in so_far.excluded.items()}
                 # A PS job's pushes converge on its servers: measured on the plan's own.
                 network = run_fanin_stage(network, so_far, remotes, opts.network,
-                                          on_step=progress.step)
+                                          opts.policy.limits, on_step=progress.step)
+                network = run_ps_stage(network, so_far, outcomes, remotes, opts.network,
+                                       on_step=progress.step)
                 network = run_allreduce_stage(network, outcomes, remotes, opts.network, keep,
                                               on_step=progress.step)
             except KeyboardInterrupt:  # between the stages: what the links measured stays
@@ -206,7 +209,8 @@ def plan_so_far(policy: Policy, audit: Optional[Audit], ips: Mapping[str, str],
     would use, which the rest of the active tests measure."""
     cluster = Cluster(tuple(outcomes), policy, network, audit)
     findings = run_checks(cluster, [c for c in checks_to_run(skip)
-                                    if c.name not in (allreduce.NAME, ps_fanin.NAME)])
+                                    if c.name not in (allreduce.NAME, ps_fanin.NAME,
+                                                      ps_round.NAME)])
     return make_plan(cluster, findings, ips)
 
 

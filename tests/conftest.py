@@ -10,7 +10,7 @@ import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -151,6 +151,21 @@ class Cluster:
 
     def __init__(self, tb: testbed.Testbed) -> None:
         self.tb = tb
+
+    def left_on(self, hosts: Sequence[str], words: Sequence[str],
+                tmp_prefix: Optional[str] = None) -> dict[str, list[str]]:
+        """What is still running on each host with one of words in its command line, and
+        (tmp_prefix) what lies in its /tmp under that prefix: a test's traces, of which
+        there must be none."""
+        left = {}
+        for name in hosts:
+            found = [c for c in self.tb.commands(name) if any(w in c for w in words)]
+            if tmp_prefix:
+                found += [f for f in os.listdir(self.tb.hosts[name].tmp)
+                          if f.startswith(tmp_prefix)]
+            if found:
+                left[name] = found
+        return left
 
     def inventory(self, name: str, hosts: Sequence[str], **kw: Any) -> str:
         kw.setdefault("python", PADDLE_A)

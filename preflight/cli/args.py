@@ -181,7 +181,8 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
     n.add_argument("--iperf-streams", type=positive(int), default=None, metavar="N",
                    help="parallel TCP streams per iperf3 run (default: 4 where both NICs "
                    "negotiated 25 Gb/s or more, which one stream cannot fill; else 1)")
-    n.add_argument("--no-allreduce", action="store_true", help="iperf3 only")
+    n.add_argument("--no-allreduce", action="store_true",
+                   help="iperf3 only: no all-reduce, and for a PS job no PS round")
     n.add_argument("--allreduce-port", type=port, default=36000, metavar="PORT",
                    help="the launcher's master port; gloo uses PORT+1, the ranks PORT+2.. "
                    "(default: 36000)")
@@ -196,6 +197,11 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
                    help="the most the all-reduce may take on each host, launch included "
                    "(default: 600); a launch that stops progressing, or collectives past "
                    "what the budget predicted, are cut sooner")
+    n.add_argument("--ps-seconds", type=positive(float), default=5.0, metavar="S",
+                   help="PS jobs: how long each trainer of the PS round trains (default: 5)")
+    n.add_argument("--ps-timeout", type=positive(float), default=180.0, metavar="S",
+                   help="PS jobs: the most the PS round may take on each host, Paddle's "
+                   "import and the servers' start included (default: 180)")
     c.add_argument("--log", metavar="FILE", help="results log (JSON lines, appended as hosts "
                    "answer; `preflight report FILE` judges it even if the run was killed). "
                    "Default: a new file in $XDG_STATE_HOME/preflight/runs (~/.local/state), "

@@ -27,6 +27,7 @@ from preflight.model.report import Report
 from preflight.network.allreduce_cmd import AllReduceOptions
 from preflight.network.iperf import IperfOptions
 from preflight.network.orchestrate import NetworkOptions
+from preflight.network.ps_round import PsRoundOptions
 from preflight.pipeline import CheckOptions, CheckRun
 from preflight.report import files, jsonreport, terminal
 from preflight.report.jsonreport import STDOUT
@@ -67,7 +68,8 @@ def check_options(args: argparse.Namespace) -> CheckOptions:
         allreduce=AllReduceOptions(port=args.allreduce_port, sizes_mib=args.allreduce_sizes,
                                    timeout=args.allreduce_timeout,
                                    budget_s=args.allreduce_budget),
-        run_allreduce=not args.no_allreduce)
+        run_allreduce=not args.no_allreduce,
+        ps=PsRoundOptions(seconds=args.ps_seconds, timeout=args.ps_timeout))
     outputs = report_files(args).outputs()
     outputs["--emit-launch"] = getattr(args, "emit_launch", None)
     via = Via(args.transport)

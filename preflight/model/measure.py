@@ -150,6 +150,7 @@ class FanIn:
 
     receiver: str
     runs: Mapping[str, IperfResult] = field(default_factory=dict)  # by sending host
+    attempts: int = 1  # a suspect fan-in is measured again; runs are its best attempt
 
     @property
     def total_bps(self) -> Optional[float]:
@@ -163,6 +164,63 @@ class FanIn:
     def errors(self) -> dict[str, str]:
         return {h: r.error or "no figure" for h, r in self.runs.items()
                 if r.error or r.received_bps is None}
+
+
+# A PS job's all-reduce is not run: its traffic is pushes and pulls (the PS round measures it).
+NOT_COLLECTIVE = "a PS job runs no collective (its PS round measures its path)"
+PsMode = Literal["async", "geo"]  # the PS modes Paddle's CPU builds run (sync segfaults)
+PS_MODES: tuple[PsMode, ...] = get_args(PsMode)
+
+
+@dataclass(frozen=True)
+class PsTrainer:
+    """One trainer of a PS round: the steps it made in its time, each a pull of its batch's
+    embedding rows, the dense step, and its push."""
+
+    host: str
+    index: int
+    steps: int
+    seconds: float  # the steps' own time
+    median_s: Optional[float] = None  # the median step
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class PsServer:
+    """One server process of a PS round, from its own /proc while it served: its CPU time,
+    its cgroup's throttling and the host's bytes in and out over that time."""
+
+    host: str
+    pid: int
+    wall_s: float
+    cpu_s: float
+    throttled: Optional[int] = None  # periods its cgroup was throttled (None: unreadable)
+    throttled_s: Optional[float] = None
+    rx_bytes: Optional[int] = None
+    tx_bytes: Optional[int] = None
+
+    @property
+    def cores(self) -> float:
+        """The cores it kept busy, on average."""
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class PsRound:
+    """A short real PS job on the plan's servers and trainers (network/ps_round.py)."""
+
+    hosts: tuple[str, ...]
+    mode: PsMode = "async"
+    roles: Mapping[str, str] = field(default_factory=dict)  # host -> "server", "trainer"...
+    trainers: tuple[PsTrainer, ...] = ()
+    servers: tuple[PsServer, ...] = ()
+    error: Optional[str] = None
+    failed: Mapping[str, str] = field(default_factory=dict)  # host -> why, its log's words
+    wall_s: float = 0.0
+    seconds: float = 0.0  # what each trainer was given to train
 
 
 @dataclass(frozen=True)
@@ -187,6 +245,8 @@ class NetworkTests:
     nic_counters: Mapping[str, NicCounters] = field(default_factory=dict)
     # PS jobs: each server host's fan-in from its trainers' hosts (network/fanin.py).
     fanin: tuple[FanIn, ...] = ()
+    ps: Optional[PsRound] = None  # PS jobs: the round on the plan (network/ps_round.py)
+    ps_skipped: Optional[str] = None  # why no PS round ran
 
     def line_bps(self) -> dict[str, float]:
         return {h: mbps * 1e6 for h, mbps in self.nic_mbps.items() if mbps > 0}

@@ -14,7 +14,15 @@ from preflight.model.container import ContainerSpec
 from preflight.model.facts import HostFacts
 from preflight.model.findings import FailOn, Finding, Verdict
 from preflight.model.host import Via
-from preflight.model.measure import Backend, FanIn, NicCounters, Phase, RunOutcome, Schedule
+from preflight.model.measure import (
+    Backend,
+    FanIn,
+    NicCounters,
+    Phase,
+    PsRound,
+    RunOutcome,
+    Schedule,
+)
 from preflight.model.policy import JobShape, Mode
 
 
@@ -107,6 +115,8 @@ class NetworkEntry:
     allreduce_skipped: Optional[str] = None
     allreduce_left_out: Mapping[str, str] = field(default_factory=dict)
     fanin: tuple[FanIn, ...] = ()  # PS jobs: each server host receiving from its trainers
+    ps: Optional[PsRound] = None  # PS jobs: the round on the plan
+    ps_skipped: Optional[str] = None
 
 
 @dataclass(frozen=True)

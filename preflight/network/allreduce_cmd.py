@@ -65,9 +65,10 @@ class Member:
     host_python: str = "python3"  # the host's own (the probe's): unpacks the benchmark
 
 
-@functools.lru_cache(maxsize=1)
-def _packed_script() -> str:
-    src = resources.files("preflight.network").joinpath("allreduce_script.py").read_bytes()
+@functools.lru_cache(maxsize=4)
+def packed(name: str) -> str:
+    """A script of preflight.network, compressed and base64-encoded: one shell word."""
+    src = resources.files("preflight.network").joinpath(name).read_bytes()
     return base64.b64encode(zlib.compress(src, 9)).decode()
 
 
@@ -109,7 +110,21 @@ def host_command(m: Member, rank: int, members: Sequence[Member], opts: AllReduc
               "--job_id", "preflight", "--log_dir", f"{run_dir}/log",
               f"{run_dir}/allreduce.py", "--sizes", ",".join(f"{s:g}" for s in opts.sizes_mib),
               "--iters", str(opts.iters), "--dir", run_dir]  # last: see stop_pattern
-    inner = ["env", *env, *launch]
+    after = [P.status_script(run_dir), hints_script(run_dir),
+             f"if [ $rc -ne 0 ]; then tail -q -n {LOG_LINES} {q(run_dir)}/log/workerlog.0 "
+             f"{q(run_dir)}/launch.log 2>/dev/null | sed 's/^/{LOG}/'; fi"]
+    return launch_script(m, run_dir, ["env", *env, *launch],
+                         ("allreduce_script.py", "allreduce.py"), opts.timeout, after)
+
+
+def launch_script(m: Member, run_dir: str, inner: Sequence[str], script: tuple[str, str],
+                  timeout: float, after: Sequence[str]) -> str:
+    """The command that runs a shipped script on m with Paddle's launcher: a fresh private
+    run directory, the script (preflight.network's file, the name it takes there) unpacked
+    there, `inner` (the launcher's command line, ending with `--dir <run dir>`) under the
+    host's `timeout` (in the job's container, started as the job's, where it runs in one),
+    then the shell lines `after` with its exit code in $rc; every value quoted."""
+    q = shlex.quote
     unpack = m.python  # on the host, or inside a running container: where the launcher runs
     if m.container is not None and not in_running(m):
         # In the job's container, started as the job's, the run directory shared with the
@@ -119,21 +134,18 @@ def host_command(m: Member, rank: int, members: Sequence[Member], opts: AllReduc
         unpack = m.host_python
     run = " ".join(q(a) for a in inner)
     d = q(run_dir)
-    script = "\n".join([
+    lines = "\n".join([
         f"mkdir -m 700 {d} || exit 96",
         f"cd {d} || exit 96",
-        f"{q(unpack)} -c {q(_UNPACK)} {d}/allreduce.py {_packed_script()} || exit 95",
+        f"{q(unpack)} -c {q(_UNPACK)} {d}/{q(script[1])} {packed(script[0])} || exit 95",
         f"if command -v timeout >/dev/null 2>&1; then timeout -k 3 "
-        f"{int(opts.timeout + HOST_EXTRA_S)} {run} > {d}/launch.log 2>&1; "
+        f"{int(timeout + HOST_EXTRA_S)} {run} > {d}/launch.log 2>&1; "
         f"else {run} > {d}/launch.log 2>&1; fi",
         "rc=$?",
-        P.status_script(run_dir),
-        hints_script(run_dir),
-        f"if [ $rc -ne 0 ]; then tail -q -n {LOG_LINES} {d}/log/workerlog.0 {d}/launch.log "
-        f"2>/dev/null | sed 's/^/{LOG}/'; fi",
+        *after,
         "exit $rc",
     ])
-    return on_member(m, script)
+    return on_member(m, lines)
 
 
 def hints_script(run_dir: str) -> str:
@@ -229,8 +241,8 @@ def status_command(m: Member, run_dir: str) -> str:
     return on_member(m, P.status_script(run_dir))
 
 
-def run_dirs(members: Sequence[Member]) -> dict[str, str]:
+def run_dirs(members: Sequence[Member], kind: str = "ar") -> dict[str, str]:
     """Returns each host's run directory: the run's random name plus the host's rank, so that
     hosts sharing a /tmp each make, stop and remove only their own."""
-    run = f"/tmp/.preflight-ar-{secrets.token_hex(8)}"
+    run = f"/tmp/.preflight-{kind}-{secrets.token_hex(8)}"
     return {m.name: f"{run}-{rank}" for rank, m in enumerate(members)}

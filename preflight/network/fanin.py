@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Optional
 
 from preflight.common.remote import Remote, Started, in_parallel
 from preflight.model.measure import FanIn, IperfResult
@@ -79,17 +80,31 @@ def measure_fanin(receiver: str, senders: Sequence[str], remotes: Mapping[str, R
                             for s in senders})
 
 
+RETRIES = 2  # a fan-in below the threshold is measured again, this many times at most
+
+
 def run_fanin(plan: Plan, remotes: Mapping[str, Remote], addresses: Mapping[str, str],
-              opts: IperfOptions) -> tuple[FanIn, ...]:
-    """Every server host's fan-in, one server host after another."""
+              opts: IperfOptions, suspect_below: Optional[float] = None) -> tuple[FanIn, ...]:
+    """Every server host's fan-in, one server host after another. One that delivers less
+    than suspect_below in all is measured again (alone, as every fan-in is) and its best
+    kept: a moment of contention rarely repeats, a deficit does."""
     servers = Servers()
     out = []
     try:
         for receiver, senders in fanin_pairs(plan).items():
             if receiver not in remotes or any(s not in remotes for s in senders):
                 continue  # a host the link tests had no connection to: said there
-            out.append(measure_fanin(receiver, senders, remotes, addresses[receiver], opts,
-                                     servers))
+            best = measure_fanin(receiver, senders, remotes, addresses[receiver], opts, servers)
+            for attempt in range(1, RETRIES + 1):
+                if suspect_below is None or best.errors or \
+                        (best.total_bps or 0.0) >= suspect_below:
+                    break
+                again = measure_fanin(receiver, senders, remotes, addresses[receiver], opts,
+                                      servers)
+                if not again.errors and (again.total_bps or 0.0) > (best.total_bps or 0.0):
+                    best = again
+                best = replace(best, attempts=attempt + 1)
+            out.append(best)
     finally:
         servers.stop_all()
     return tuple(out)

@@ -15,6 +15,7 @@ from typing import Optional
 
 from preflight.common import localise
 from preflight.common.remote import Remote, in_parallel
+from preflight.common.units import hosts_text
 from preflight.model.facts import (
     HostFacts,
     NetworkFacts,
@@ -23,6 +24,7 @@ from preflight.model.facts import (
 )
 from preflight.model.host import HostOutcome
 from preflight.model.measure import (
+    NOT_COLLECTIVE,
     RETEST,
     SURVEY,
     Backend,
@@ -45,6 +47,7 @@ from preflight.network.allreduce_watch import OnProgress
 from preflight.network.budget import launch_idle_s, plan_sizes
 from preflight.network.fanin import fanin_pairs, run_fanin
 from preflight.network.iperf import IperfOptions, Servers, run_rounds
+from preflight.network.ps_round import PsRoundOptions, run_ps_round
 from preflight.network.schedule import Pair, matrix_rounds, retest_rounds, ring_rounds
 
 MAX_RETESTS = 32  # suspects beyond these stay unconfirmed; a run must stay bounded
@@ -64,7 +67,8 @@ class NetworkOptions:
     matrix: bool = False
     iperf: IperfOptions = IperfOptions()
     allreduce: AllReduceOptions = AllReduceOptions()
-    run_allreduce: bool = True
+    run_allreduce: bool = True  # and, for a PS job, its round
+    ps: PsRoundOptions = PsRoundOptions()
 
 
 def _has_iperf3(remotes: Mapping[str, Remote]) -> dict[str, str]:
@@ -275,8 +279,10 @@ def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote
 
 
 def run_fanin_stage(net: NetworkTests, plan: Plan, remotes: Mapping[str, Remote],
-                    opts: NetworkOptions, on_step: Optional[OnProgress] = None) -> NetworkTests:
-    """Returns net with the fan-in of each server host of a PS plan (none otherwise)."""
+                    opts: NetworkOptions, limits: Limits,
+                    on_step: Optional[OnProgress] = None) -> NetworkTests:
+    """Returns net with the fan-in of each server host of a PS plan (none otherwise); one
+    below the warn ratio of what a healthy host's link carries is measured again."""
     if net.interrupted or plan.mode != "ps" or not fanin_pairs(plan):
         return net
     started = time.monotonic()
@@ -284,10 +290,61 @@ def run_fanin_stage(net: NetworkTests, plan: Plan, remotes: Mapping[str, Remote]
     if on_step:
         on_step(f"iperf3 fan-in to {len(fanin_pairs(plan))} PS server host(s)", 0, 0)
     try:
-        fanin = run_fanin(plan, remotes, addresses, opts.iperf)
+        survey = localise.measured(net.links)
+        ref = localise.reference_bps(survey, net.line_bps()) if survey else None
+        fanin = run_fanin(plan, remotes, addresses, opts.iperf,
+                          None if ref is None else limits.link_warn_ratio * ref)
     except KeyboardInterrupt:
         return replace(net, interrupted=True)
     return replace(net, fanin=fanin, wall_s=net.wall_s + time.monotonic() - started)
+
+
+def run_ps_stage(net: NetworkTests, plan: Plan, outcomes: Sequence[HostOutcome],
+                 remotes: Mapping[str, Remote], opts: NetworkOptions,
+                 on_step: Optional[OnProgress] = None) -> NetworkTests:
+    """Returns net with a PS plan's round (its PS job run for real), in place of the
+    all-reduce: a PS job's traffic is pushes and pulls, never a collective."""
+    if plan.mode != "ps":
+        return net
+    net = replace(net, allreduce_skipped=NOT_COLLECTIVE)
+    if net.interrupted or not opts.run_allreduce:
+        return net
+    in_plan = set(plan.hosts())
+    why = _no_ps_core([o for o in outcomes if o.host.name in in_plan])
+    if why is None and not (plan.servers and plan.workers):
+        # A plan left empty by builds without the PS core says so, not just "empty".
+        why = _no_ps_core(outcomes) or "the plan has no server and trainer to run it on"
+    if why is not None:
+        return replace(net, ps_skipped=why)
+    by_name = {o.host.name: o for o in outcomes}
+    members = {n.host: Member(n.host, remotes[n.host], n.python, n.address,
+                              container=n.container,
+                              host_python=by_name[n.host].host.probe_python)
+               for n in plan.nodes if n.host in remotes and n.host in by_name}
+    started = time.monotonic()
+    if on_step:
+        on_step(f"PS round: {len(plan.servers)} server(s), {len(plan.workers)} trainer(s)",
+                0, 0)
+    try:
+        result = run_ps_round(plan, members, opts.ps)
+    except KeyboardInterrupt:
+        return replace(net, interrupted=True)
+    return replace(net, ps=result, wall_s=net.wall_s + time.monotonic() - started)
+
+
+def _no_ps_core(outcomes: Sequence[HostOutcome]) -> Optional[str]:
+    """Why these hosts cannot run a PS job, where Paddle's build lacks the PS core on some
+    (the 3.1+ CPU wheels): the round would fail in Paddle's own import, saying nothing new."""
+    lacking: dict[str, list[str]] = {}
+    for o in outcomes:
+        p = o.facts.paddle if o.facts is not None else None
+        if isinstance(p, PaddleFacts) and p.available and p.ps_core is False:
+            lacking.setdefault(p.version or "?", []).append(o.host.name)
+    if not lacking:
+        return None
+    return "; ".join(f"Paddle {v} on {hosts_text(h)} has no parameter-server core "
+                     "(CommContext and DistCommunicator are not compiled in)"
+                     for v, h in lacking.items())
 
 
 def _import_s(outcomes: Sequence[HostOutcome], names: set[str]) -> list[float]:

@@ -71,7 +71,8 @@ def network_entry(net: Optional[NetworkTests]) -> Optional[NetworkEntry]:
         links=tuple(_link(r) for r in net.links), nic_mbps=dict(net.nic_mbps),
         nic_counters=dict(net.nic_counters), allreduce=_allreduce(net.allreduce),
         allreduce_skipped=net.allreduce_skipped,
-        allreduce_left_out=dict(net.allreduce_left_out), fanin=tuple(net.fanin))
+        allreduce_left_out=dict(net.allreduce_left_out), fanin=tuple(net.fanin), ps=net.ps,
+        ps_skipped=net.ps_skipped)
 
 
 def _link(r: LinkRun) -> LinkEntry:

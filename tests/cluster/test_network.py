@@ -301,24 +301,3 @@ def test_interrupt_during_tests_stops_everything_and_keeps_facts(cluster, when, 
         time.sleep(0.2)
     assert snapshot(cluster, hosts) == before
 
-
-def test_a_ps_plan_measures_each_server_host_taking_all_its_trainers_at_once(cluster):
-    # Two servers pinned on good1 and good2 by the inventory's roles, trainers on good2-4:
-    # good1 receives from 3 trainer hosts at once, good2 from the 2 that are not itself.
-    hosts = GOOD4
-    roles = {"good1": {"roles": ["server"]}, "good2": {"roles": ["server", "worker"]},
-             "good3": {"roles": ["worker"]}, "good4": {"roles": ["worker"]}}
-    inv = cluster.inventory("ps-fanin.yaml", hosts, python=cluster.paddle_b, overrides=roles)
-    policy = cluster.policy("ps-fanin.policy.yaml",
-                            "mode: ps\nserver_num: 2\ntrainer_num: 3\n")
-    run = cluster.preflight("check", "-i", inv, "--policy", policy, *FAST, network=True)
-    plan = run.report["plan"]
-    assert sorted(e["host"] for e in plan["servers"]) == ["good1", "good2"], run.stdout
-    fanin = {f["receiver"]: f["runs"] for f in run.report["network"]["fanin"]}
-    assert {h: sorted(r) for h, r in fanin.items()} == {
-        "good1": ["good2", "good3", "good4"], "good2": ["good3", "good4"]}
-    assert all(r["received_bps"] and not r["error"] for runs in fanin.values()
-               for r in runs.values()), fanin
-    [passing] = run.findings("ps-fanin", "pass")
-    assert sorted(passing["hosts"]) == ["good1", "good2"], run.stdout
-    assert not traces(cluster, hosts)

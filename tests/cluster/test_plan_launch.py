@@ -30,13 +30,7 @@ PS_JOB = "mode: ps\nserver_num: 1\ntrainer_num: 2\n"
 
 def job_traces(cluster, hosts):
     """Returns the job's processes still running on each host (there must be none)."""
-    left = {}
-    for name in hosts:
-        procs = [c for c in cluster.tb.commands(name)
-                 if "paddle.distributed.launch" in c or "train_" in c]
-        if procs:
-            left[name] = procs
-    return left
+    return cluster.left_on(hosts, ("paddle.distributed.launch", "train_"))
 
 
 def clean(cluster, hosts, script, text):

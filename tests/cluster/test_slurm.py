@@ -61,7 +61,10 @@ class Rig:
         return path
 
     def jobs(self) -> str:
-        return self.slurm.run("squeue", "-h").stdout.strip()
+        """The jobs that still hold or wait for nodes. One given back is "completing" (CG)
+        while slurmd runs its epilog and reports, which a loaded machine stretches: gone as
+        far as its owner is concerned."""
+        return self.slurm.run("squeue", "-h", "-t", "PD,CF,R,S").stdout.strip()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,119 @@
+"""PS jobs: the PS round, a short real parameter-server job on the plan's own servers and
+trainers: it ran; no server holds every trainer; no trainer lags its peers."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator, Mapping
+
+from preflight.checks.cpu_cores import short_of_cpu
+from preflight.common.units import hosts_text
+from preflight.model.cluster import Cluster
+from preflight.model.findings import Finding, Status
+from preflight.model.measure import PsRound, PsServer, PsTrainer
+
+NAME = "ps-round"
+# What docs/checks.md says of it (generated from these): what it judges, why that
+# stalls a job, the fix, and the policy limits it reads.
+ABOUT = r"""
+PS jobs (`mode: ps`) only, in place of the all-reduce (a PS job runs no collective). The plan's
+own launcher commands run a short real PS job (in the job's container where it runs in one): a
+synthetic model, a sparse embedding sharded over the servers and a small dense part, trained
+for 5 s by every trainer in async mode. Each trainer's steps per second, and each server's CPU
+time, its cgroup's throttling and the host's bytes in and out while it served, are measured.
+A host where the job fails fails, with its role and its log's words. A server whose cgroup
+throttled it for more than 10 % of the round, or on a host short of CPU (cpu-cores), holds
+every trainer: it fails, named with its role and that evidence. A trainer below half the
+median trainer's steps per second is slow on its own: in async mode it only slows itself
+(warn), said with its cause where its CPU is short. Paddle builds without the PS core
+(3.1+ CPU wheels) cannot run the round: `could-not-check`, with the version.
+"""
+WHY = ("Trainers push gradients to the servers and wait for parameters back: an overloaded, "
+       "throttled or badly placed server holds every trainer, and a job whose PS path cannot "
+       "run at all (no PS core, a blocked port, a broken protobuf) fails only once submitted.")
+FIX = ("Give the named server host CPU (its cgroup quota, other work), move it with the "
+       "inventory's roles, or fix what its log names")
+LIMITS: tuple[str, ...] = ()
+THROTTLED_SHARE = 0.1  # of the round's time a server's cgroup held it back
+SLOW_TRAINER = 0.5  # of the median trainer's steps per second
+
+
+def check(cluster: Cluster) -> Iterator[Finding]:
+    net = cluster.network
+    if net is None:
+        return
+    if net.ps_skipped:
+        yield Finding(NAME, Status.COULD_NOT_CHECK, net.hosts,
+                      f"PS round not run: {net.ps_skipped}", {"reason": net.ps_skipped})
+        return
+    ps = net.ps
+    if ps is None:
+        return
+    if ps.failed:
+        for host, why in ps.failed.items():
+            yield Finding(NAME, Status.FAIL, (host,),
+                          f"{_who(ps, host)}: the PS job failed there: {why}", {"reason": why})
+        return
+    if not ps.trainers:
+        yield Finding(NAME, Status.FAIL, ps.hosts, "the PS round ended with no trainer's "
+                      "figures", {})
+        return
+    short = short_of_cpu(cluster)
+    rates = {t.index: t.steps_per_s for t in ps.trainers}
+    median = statistics.median(rates.values())
+    named: set[str] = set()
+    for s in ps.servers:
+        f = _server(ps, s, median, short)
+        if f is not None and s.host not in named:
+            named.add(s.host)
+            yield f
+    for t in ps.trainers:
+        if t.host in named or median <= 0 or t.steps_per_s >= SLOW_TRAINER * median:
+            continue
+        named.add(t.host)
+        yield _trainer(ps, t, median, short)
+    rest = [h for h in ps.hosts if h not in named]
+    if rest:
+        step = statistics.median(t.median_s for t in ps.trainers if t.median_s) \
+            if any(t.median_s for t in ps.trainers) else None
+        cores = max((s.cores for s in ps.servers), default=None)
+        yield Finding(NAME, Status.PASS, tuple(rest), (
+            f"PS round ({ps.mode}, {ps.seconds:g} s): {len(ps.trainers)} trainer(s) at "
+            f"{median:.3g} steps/s median" + (f" ({step * 1e3:.3g} ms a step)" if step else "")
+            + (f", {len(ps.servers)} server(s) busy up to {cores:.2g} cores" if cores is not None
+               else "")),
+            {"steps_per_s": median, "step_s": step})
+
+
+def _who(ps: PsRound, host: str) -> str:
+    role = ps.roles.get(host)
+    return f"{host} (PS {role})" if role else host
+
+
+def _server(ps: PsRound, s: PsServer, median: float, short: Mapping[str, str]) -> Finding | None:
+    """A server that holds every trainer: its cgroup throttled it, or its host is short of
+    CPU; None for a server that kept up."""
+    evidence = []
+    if s.throttled and s.throttled_s and s.wall_s and s.throttled_s > THROTTLED_SHARE * s.wall_s:
+        evidence.append(f"its cgroup throttled it {s.throttled} times, {s.throttled_s:.2g} s "
+                        f"of the {s.wall_s:.2g} s it served")
+    if s.host in short:
+        evidence.append(f"its host is short of CPU ({short[s.host]})")
+    if not evidence:
+        return None
+    return Finding(NAME, Status.FAIL, (s.host,),
+                   f"{_who(ps, s.host)}: holds every trainer: " + "; ".join(evidence)
+                   + f"; it used {s.cores:.2g} cores while trainers ran at {median:.3g} "
+                   f"steps/s median ({ps.mode})",
+                   {"cores": s.cores, "throttled": s.throttled, "throttled_s": s.throttled_s,
+                    "steps_per_s": median})
+
+
+def _trainer(ps: PsRound, t: PsTrainer, median: float, short: Mapping[str, str]) -> Finding:
+    cause = f": explained by its CPU ({short[t.host]})" if t.host in short else ""
+    peers = hosts_text(sorted({x.host for x in ps.trainers if x.host != t.host}))
+    return Finding(NAME, Status.WARN, (t.host,),
+                   f"{_who(ps, t.host)}: trainer {t.index} is slow on its own: "
+                   f"{t.steps_per_s:.3g} steps/s vs {median:.3g} median ({peers}){cause}; in "
+                   f"{ps.mode} mode it slows only itself, not the servers or other trainers",
+                   {"steps_per_s": t.steps_per_s, "median_steps_per_s": median})

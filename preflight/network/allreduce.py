@@ -18,7 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
-from preflight.common.remote import Done, Remote, in_parallel
+from preflight.common.remote import Done, in_parallel
 from preflight.model.measure import AllReduce, Backend
 from preflight.network import progress as P
 from preflight.network.allreduce_cmd import (
@@ -28,6 +28,7 @@ from preflight.network.allreduce_cmd import (
     host_command,
     member_cleanup,
     member_stop,
+    on_all,
     run_dirs,
     status_command,
 )
@@ -140,21 +141,9 @@ def _watch(members: Sequence[Member], threads: Sequence[threading.Thread],
         watch.kind = "timeout"
 
 
-def _on_all(members: Sequence[Member], commands: Mapping[str, str]) -> None:
-    in_parallel([functools.partial(_quiet_run, m.remote, commands[m.name]) for m in members],
-                10.0, "ar-stop")
-
-
-def _quiet_run(remote: Remote, command: str) -> None:
-    try:
-        remote.run(command, timeout=8.0)
-    except Exception:
-        pass  # a host that is gone has nothing left to stop
-
-
 def _stop_all(members: Sequence[Member], dirs: Mapping[str, str]) -> None:
-    _on_all(members, {m.name: member_stop(m, dirs[m.name]) for m in members})
+    on_all(members, {m.name: member_stop(m, dirs[m.name]) for m in members})
 
 
 def _cleanup(members: Sequence[Member], dirs: Mapping[str, str]) -> None:
-    _on_all(members, {m.name: member_cleanup(m, dirs[m.name]) for m in members})
+    on_all(members, {m.name: member_cleanup(m, dirs[m.name]) for m in members})

@@ -12,14 +12,14 @@ import functools
 import secrets
 import shlex
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Optional
 
 from preflight.common import nccllog
 from preflight.common.containercmd import command, exec_argv, run_argv
-from preflight.common.remote import Remote
+from preflight.common.remote import Remote, in_parallel
 from preflight.model.container import ContainerSpec
 from preflight.network import progress as P
 from preflight.network.budget import LAUNCH_IDLE_S
@@ -235,6 +235,17 @@ def member_cleanup(m: Member, run_dir: str) -> str:
     if in_running(m):
         return _kill_inside(m, kill_pattern(run_dir), "SIGKILL", run_dir)
     return cleanup_command(run_dir)
+
+
+def on_all(members: Sequence[Member], commands: Mapping[str, str]) -> None:
+    """Runs each member's command (a stop, a cleanup), all at once and bounded; a host that
+    is gone has nothing left to stop."""
+    def quiet(m: Member) -> None:
+        try:
+            m.remote.run(commands[m.name], timeout=8.0)
+        except Exception:
+            pass
+    in_parallel([functools.partial(quiet, m) for m in members], 10.0, "stop")
 
 
 def status_command(m: Member, run_dir: str) -> str:

@@ -19,8 +19,7 @@ from preflight.network.iperf import (
     IperfOptions,
     Servers,
     await_listening,
-    client_command,
-    parse_iperf3,
+    run_client,
     server_command,
 )
 
@@ -61,15 +60,7 @@ def measure_fanin(receiver: str, senders: Sequence[str], remotes: Mapping[str, R
 
         def client(sender: str) -> None:
             port = opts.port + list(senders).index(sender)
-            done = remotes[sender].run(client_command(address, replace(opts, port=port)),
-                                       timeout=opts.run_s + SLACK_S + 2)
-            if done.exit is None:
-                runs[sender] = IperfResult(error=f"iperf3 client on {sender} did not finish "
-                                           f"within {opts.run_s + SLACK_S:.0f} s")
-            elif done.exit == 127:
-                runs[sender] = IperfResult(error=f"iperf3 is not installed on {sender}")
-            else:
-                runs[sender] = parse_iperf3(done.stdout)
+            runs[sender] = run_client(remotes[sender], address, replace(opts, port=port))
 
         in_parallel([functools.partial(client, s) for s in ready],
                     opts.run_s + SLACK_S + 15, "fan-in")

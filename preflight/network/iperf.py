@@ -184,6 +184,18 @@ def await_listening(proc: Started, key: int, servers: Servers, receiver: str) ->
         else f"no 'listening' line within {SERVER_START_S:.0f} s")
 
 
+def run_client(sender: Remote, address: str, opts: IperfOptions,
+               streams: int = 1) -> IperfResult:
+    """Runs one iperf3 client on sender against a listening server; returns its result."""
+    done = sender.run(client_command(address, opts, streams), timeout=opts.run_s + SLACK_S + 2)
+    if done.exit is None:
+        return IperfResult(error=f"iperf3 client on {sender.name} did not finish within "
+                           f"{opts.run_s + SLACK_S:.0f} s")
+    if "command not found" in done.stderr or done.exit == 127:
+        return IperfResult(error=f"iperf3 is not installed on {sender.name}")
+    return replace(parse_iperf3(done.stdout), streams=streams)
+
+
 def measure_pair(sender: Remote, receiver: Remote, address: str, opts: IperfOptions,
                  servers: Servers, streams: int = 1) -> IperfResult:
     """Returns the result of one iperf3 run from sender to receiver's address."""
@@ -196,14 +208,7 @@ def measure_pair(sender: Remote, receiver: Remote, address: str, opts: IperfOpti
         why = await_listening(proc, key, servers, receiver.name)
         if why:
             return IperfResult(error=why)
-        done = sender.run(client_command(address, opts, streams),
-                          timeout=opts.run_s + SLACK_S + 2)
-        if done.exit is None:
-            return IperfResult(error=f"iperf3 client on {sender.name} did not finish within "
-                               f"{opts.run_s + SLACK_S:.0f} s")
-        if "command not found" in done.stderr or done.exit == 127:
-            return IperfResult(error=f"iperf3 is not installed on {sender.name}")
-        result = replace(parse_iperf3(done.stdout), streams=streams)
+        result = run_client(sender, address, opts, streams)
         if result.error is None:
             proc.wait(3.0)  # a one-shot server exits once its client has gone
         return result

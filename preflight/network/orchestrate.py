@@ -283,12 +283,13 @@ def run_fanin_stage(net: NetworkTests, plan: Plan, remotes: Mapping[str, Remote]
                     on_step: Optional[OnProgress] = None) -> NetworkTests:
     """Returns net with the fan-in of each server host of a PS plan (none otherwise); one
     below the warn ratio of what a healthy host's link carries is measured again."""
-    if net.interrupted or plan.mode != "ps" or not fanin_pairs(plan):
+    pairs = fanin_pairs(plan)
+    if net.interrupted or plan.mode != "ps" or not pairs:
         return net
     started = time.monotonic()
     addresses = {e.host: e.address for e in (*plan.servers, *plan.workers)}
     if on_step:
-        on_step(f"iperf3 fan-in to {len(fanin_pairs(plan))} PS server host(s)", 0, 0)
+        on_step(f"iperf3 fan-in to {len(pairs)} PS server host(s)", 0, 0)
     try:
         survey = localise.measured(net.links)
         ref = localise.reference_bps(survey, net.line_bps()) if survey else None

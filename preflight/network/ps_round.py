@@ -16,7 +16,7 @@ import json
 import shlex
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
@@ -30,6 +30,7 @@ from preflight.network.allreduce_cmd import (
     launch_script,
     member_cleanup,
     member_stop,
+    on_all,
     run_dirs,
 )
 from preflight.network.allreduce_log import log_reason
@@ -75,7 +76,8 @@ def run_ps_round(plan: Plan, members: Mapping[str, Member],
     started = time.monotonic()
     nodes = [n for n in plan.nodes if n.host in members]
     hosts = tuple(n.host for n in nodes)
-    dirs = run_dirs([members[n.host] for n in nodes], "ps")
+    ms = [members[n.host] for n in nodes]
+    dirs = run_dirs(ms, "ps")
     results: dict[str, Done] = {}
     lock = threading.Lock()
     limit = opts.timeout + HOST_EXTRA_S + 15
@@ -92,10 +94,10 @@ def run_ps_round(plan: Plan, members: Mapping[str, Member],
     try:
         in_parallel([functools.partial(one, n) for n in nodes], limit + 5, "ps-round")
     except KeyboardInterrupt:
-        _on_all(members, hosts, {h: member_stop(members[h], dirs[h]) for h in hosts})
+        on_all(ms, {h: member_stop(members[h], dirs[h]) for h in hosts})
         raise
     finally:
-        _on_all(members, hosts, {h: member_cleanup(members[h], dirs[h]) for h in hosts})
+        on_all(ms, {h: member_cleanup(members[h], dirs[h]) for h in hosts})
     with lock:
         results = dict(results)
     return replace(summarise(hosts, results, opts, time.monotonic() - started),
@@ -110,16 +112,6 @@ def roles_of(plan: Plan) -> dict[str, str]:
                  if any(e.host == n.host for e in eps)]
         out[n.host] = " and ".join(parts)
     return out
-
-
-def _on_all(members: Mapping[str, Member], hosts: Sequence[str],
-            commands: Mapping[str, str]) -> None:
-    def quiet(h: str) -> None:
-        try:
-            members[h].remote.run(commands[h], timeout=8.0)
-        except Exception:
-            pass  # a host that is gone has nothing left to stop
-    in_parallel([functools.partial(quiet, h) for h in hosts], 10.0, "ps-stop")
 
 
 def summarise(hosts: tuple[str, ...], results: Mapping[str, Done], opts: PsRoundOptions,

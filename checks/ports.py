@@ -1,4 +1,5 @@
-"""The ports the Paddle launcher will use are free on every host.
+"""The ports the Paddle launcher will use are free on every host, and, with the network
+tests, the plan's ports on each host answer from the plan's other hosts.
 
 Ports the policy names must be free (fail). Without them, the plan picks free ports itself,
 so Paddle's default ports being taken only warns: a launch by hand with the defaults would
@@ -6,13 +7,14 @@ clash, the plan's would not."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator, Sequence
 
 from preflight.checks.common import could_not_check, passed, sections
-from preflight.common.units import port_ranges
+from preflight.common.units import hosts_text, port_ranges
 from preflight.model.cluster import Cluster
 from preflight.model.facts import PortsFacts
 from preflight.model.findings import Finding, Status
+from preflight.model.measure import PortReach
 from preflight.model.policy import DEFAULT_PORTS
 
 NAME = "ports"
@@ -21,11 +23,17 @@ NAME = "ports"
 ABOUT = r"""
 Ports named by `--ports` or the policy are not listening on any host (fail); without them,
 Paddle's defaults (6070-6077, 6767) listening warns: a hand-made launch would clash, the plan's
-ports are free.
+ports are free. With the network tests, a listener on every host of the plan binds the ports the
+plan gives it and every other host of the plan connects to them (3 s each): ports that do not
+answer fail on their host, named with its part in the job and what the others got (a timeout
+is a firewall dropping them; a refusal, one rejecting them); a host that reaches none of the
+others fails as the one whose way out is blocked.
 """
 WHY = ("The launcher binds its ports as it starts: one still held by an earlier job keeps that "
-       "host's ranks from starting, and the others wait at the rendezvous.")
-FIX = "Stop the previous job, or launch with the plan"
+       "host's ranks from starting, and the others wait at the rendezvous. A port a firewall "
+       "drops passes every local check and hangs the job at its first connection.")
+FIX = ("Stop the previous job, or launch with the plan; open the plan's ports between the "
+       "job's hosts")
 LIMITS: tuple[str, ...] = ()
 
 
@@ -51,5 +59,69 @@ def check(cluster: Cluster) -> Iterator[Finding]:
                           "ports are free", {"taken": taken})
         else:
             ok.append(host)
+    blamed = yield from reach_findings(cluster)
+    ok = [h for h in ok if h not in blamed]
     if ok:
-        yield passed(NAME, ok, f"ports {port_ranges(wanted)} free on {len(ok)} hosts")
+        across = " and answer from the plan's other hosts" if cluster.network and \
+            cluster.network.reach else ""
+        yield passed(NAME, ok, f"ports {port_ranges(wanted)} free on {len(ok)} hosts{across}")
+
+
+def reach_findings(cluster: Cluster) -> Generator[Finding, None, set[str]]:
+    """The plan's ports a host's peers could not reach, on the host to blame: the one whose
+    ports nobody reaches, or the one that reaches nobody; returns the hosts named."""
+    reach = cluster.network.reach if cluster.network else ()
+    named: set[str] = set()
+    for r in reach:
+        if r.error:
+            named.add(r.host)
+            yield Finding(NAME, Status.COULD_NOT_CHECK, (r.host,),
+                          f"{r.host}: its plan ports could not be tested from the other hosts: "
+                          f"{r.error}", {"reason": r.error})
+    tested = [r for r in reach if not r.error]
+    sources = {r.host for r in tested}
+    # source -> the hosts whose ports it could not reach
+    misses: dict[str, set[str]] = {}
+    for r in tested:
+        for src in r.unreached:
+            misses.setdefault(src, set()).add(r.host)
+    cut_off = {s for s, targets in misses.items()
+               if len(targets) > 1 and targets >= (sources - {s})}
+    for src in sorted(cut_off):
+        named.add(src)
+        yield Finding(NAME, Status.FAIL, (src,),
+                      f"{src}{_role(tested, src)}: reaches none of the plan's other hosts on "
+                      f"their job ports ({_why(tested, src)}): a firewall there blocks its way "
+                      "out; open the plan's ports between the job's hosts",
+                      {"unreached": sorted(misses[src])})
+    for r in tested:
+        froms = sorted(s for s in r.unreached if s not in cut_off)
+        if not froms:
+            continue
+        named.add(r.host)
+        said = sorted({r.unreached[s] for s in froms})
+        yield Finding(NAME, Status.FAIL, (r.host,),
+                      f"{r.host}{_role(tested, r.host)}: its job ports {port_ranges(r.ports)} do "
+                      f"not answer from {hosts_text(froms)} ({'; '.join(said)}): "
+                      f"{_cause(said)}; open them to the job's hosts",
+                      {"ports": list(r.ports), "unreached_from": froms})
+    return named
+
+
+def _role(reach: Sequence[PortReach], host: str) -> str:
+    role = next((r.role for r in reach if r.host == host), "")
+    return f" ({role})" if role else ""
+
+
+def _why(reach: Sequence[PortReach], src: str) -> str:
+    return "; ".join(sorted({r.unreached[src] for r in reach if src in r.unreached}))
+
+
+def _cause(said: Sequence[str]) -> str:
+    text = " ".join(said)
+    if "timed out" in text:
+        return "a firewall drops them (the connection timed out)"
+    if "refused" in text.lower():
+        return "they are rejected (connection refused: a firewall's reject, or nothing " \
+            "listens where the job will)"
+    return "they cannot be reached"

@@ -3,6 +3,7 @@ trainers: it ran; no server holds every trainer; no trainer lags its peers."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Iterator, Mapping
 
@@ -50,9 +51,13 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     if ps is None:
         return
     if ps.failed:
-        for host, why in ps.failed.items():
+        causes = _causes(ps)
+        for host, why in causes.items():
+            others = sorted(h for h in ps.failed if h not in causes)
+            waited = f"; {hosts_text(others)} then waited on it and stopped" if others else ""
             yield Finding(NAME, Status.FAIL, (host,),
-                          f"{_who(ps, host)}: the PS job failed there: {why}", {"reason": why})
+                          f"{_who(ps, host)}: the PS job failed there: {why}{waited}",
+                          {"reason": why})
         return
     if not ps.trainers:
         yield Finding(NAME, Status.FAIL, ps.hosts, "the PS round ended with no trainer's "
@@ -83,6 +88,34 @@ def check(cluster: Cluster) -> Iterator[Finding]:
             + (f", {len(ps.servers)} server(s) busy up to {cores:.2g} cores" if cores is not None
                else "")),
             {"steps_per_s": median, "step_s": step})
+
+
+# A failure that is a host's wait on a peer, not its own: gloo's timeout naming the peer it
+# waited on (its address), or the round's time running out.
+_GLOO_PEER = re.compile(r"TIMEOUT\b.*peer_str = \[([^\]]+)\]")
+_OUT_OF_TIME = "did not finish within the time limit"
+
+
+def _waited(why: str) -> bool:
+    return why.startswith(_OUT_OF_TIME) or _GLOO_PEER.search(why) is not None
+
+
+def _causes(ps: PsRound) -> dict[str, str]:
+    """The failed hosts a job failed because of (host -> why): those that failed on their
+    own; where every one only waited, the peers gloo says they waited on; where nothing
+    says, every failed host."""
+    own = {h: why for h, why in ps.failed.items() if not _waited(why)}
+    if own:
+        return own
+    by_address = {a: h for h, a in ps.addresses.items()}
+    waited_on: dict[str, str] = {}
+    for host, why in ps.failed.items():
+        m = _GLOO_PEER.search(why)
+        peer = by_address.get(m.group(1)) if m else None
+        if peer is not None and peer != host:
+            waited_on.setdefault(peer, ps.failed.get(peer) or f"{host} timed out waiting on "
+                                 f"it: {why}")
+    return waited_on or dict(ps.failed)
 
 
 def _who(ps: PsRound, host: str) -> str:

@@ -27,14 +27,26 @@ no kernel can run); no CPU build of Paddle on a GPU host; Paddle sees the GPUs t
 lists, and a tiny op (allocate, compute, bring back) runs on each (the probe's Paddle child
 does it: "no kernel image is available", a CUDA that cannot start or a Fabric Manager that is
 down fails here, naming the GPU, not in the job); in `--mode ps` the build carries the PS core
-(3.1+ CPU wheels do not). Data: `checks/compat_table.py`, with sources.
+(3.1+ CPU wheels do not) and its protobuf is older than 7 (7 removed what Paddle's
+`DistributedStrategy` reads: the PS job dies at its start with a misleading TypeError).
+Data: `checks/compat_table.py`, with sources.
 """
 WHY = ('A build that does not fit its host fails at its first kernel ("no kernel image is '
        'available", a driver too old for the CUDA runtime) on that host, after the others have '
        "started and wait for it.")
 FIX = ("Upgrade the driver or install a Paddle built for an older CUDA; install a build for the "
-       "GPU; install 2.6.2 or 3.0.0 for PS mode")
+       "GPU; install 2.6.2 or 3.0.0 for PS mode, with protobuf<7")
 LIMITS: tuple[str, ...] = ()
+
+
+# The first protobuf major a PS job of Paddle's fleet cannot start with (seen with 2.6.2:
+# 5.29 and 6.33 run it, 7.36 fails).
+PROTOBUF_BREAKS_PS = 7
+
+
+def _protobuf_major(text: Optional[str]) -> int:
+    v = _version(text)
+    return v.major if v is not None else 0
 
 
 def _version(text: Optional[str]) -> Optional[Version]:
@@ -154,6 +166,13 @@ def check(cluster: Cluster) -> Iterator[Finding]:
             elif p.ps_core is None:
                 problems.append((Status.COULD_NOT_CHECK,
                                  "could not tell whether Paddle carries the PS core"))
+            elif _protobuf_major(p.protobuf) >= PROTOBUF_BREAKS_PS:
+                problems.append((Status.FAIL, (
+                    f"protobuf {p.protobuf} beside Paddle {p.version}: protobuf "
+                    f"{PROTOBUF_BREAKS_PS} removed FieldDescriptor.label, which Paddle's "
+                    "DistributedStrategy reads, so a PS job dies setting a_sync with a "
+                    "misleading \"TypeError: a_sync_configs is not a attribute of "
+                    f"DistributedStrategy\"; install protobuf<{PROTOBUF_BREAKS_PS} there")))
         if isinstance(g, GpuFacts) and g.devices:
             problems.extend(compute_findings(p, g))
             if p.compiled_with_cuda is False:

@@ -32,6 +32,7 @@ from preflight.network.orchestrate import (
     run_fanin_stage,
     run_link_tests,
     run_ps_stage,
+    run_reach_stage,
 )
 from preflight.placement.planner import plan as make_plan
 from preflight.report import build, terminal
@@ -172,6 +173,13 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
             # leave out (a confirmed slow link, another stack) is not a rank.
             try:
                 so_far = plan_so_far(opts.policy, audit, ips, outcomes, network, opts.skip)
+                # A port another host of the job cannot reach hangs the job's first
+                # connection: its host leaves the plan the rest is measured on.
+                network = run_reach_stage(network, so_far, outcomes, remotes,
+                                          on_step=progress.step)
+                if any(r.unreached for r in network.reach):
+                    so_far = plan_so_far(opts.policy, audit, ips, outcomes, network,
+                                         opts.skip)
                 keep = {h: reasons[0] for h, reasons in so_far.excluded.items()}
                 # A PS job's pushes converge on its servers: measured on the plan's own.
                 network = run_fanin_stage(network, so_far, remotes, opts.network,

@@ -49,8 +49,17 @@ make_env() {
   "$dir/bin/pip" install -q --disable-pip-version-check "$@"
 }
 make_env 3.3.1 paddlepaddle==3.3.1
-# 2.6.2 needs protobuf<5 for parameter-server mode and numpy<2 for its C extensions.
+# 2.6.2 needs numpy<2 for its C extensions, and a protobuf older than 7 for parameter-server
+# mode (protobuf<5, as Paddle's own docs pin it). The same environment with protobuf 7 is the
+# host whose PS job dies at its start, for the tests.
 make_env 2.6.2 paddlepaddle==2.6.2 "protobuf<5" "numpy<2"
+pb7=$envs/paddle-2.6.2-protobuf7
+if ! "$pb7/bin/python" -c "import google.protobuf as p; assert p.__version__ >= '7'" \
+    >/dev/null 2>&1; then
+  rm -rf "$pb7"
+  cp -a "$envs/paddle-2.6.2" "$pb7"
+  "$pb7/bin/python" -m pip install -q --disable-pip-version-check --no-deps "protobuf>=7,<8"
+fi
 
 # The job's image of the container tests, built here without any registry: a minimal Debian
 # root filesystem with the Paddle 3.3.1 environment above copied in (the same Debian
@@ -85,4 +94,5 @@ if ! "$controller/bin/python" -c "import fabric, yaml, hostlist" >/dev/null 2>&1
   /usr/bin/python3 -m venv "$controller"
   "$controller/bin/pip" install -q --disable-pip-version-check .
 fi
-echo "setup done: .venv (preflight), $envs/paddle-3.3.1, $envs/paddle-2.6.2, $image, $controller"
+echo "setup done: .venv (preflight), $envs/paddle-3.3.1, $envs/paddle-2.6.2 (and with" \
+  "protobuf 7), $image, $controller"

@@ -336,7 +336,8 @@ def paddle(d: dict[str, Any]) -> F.PaddleFacts:
         ps_core=b(d, "ps_core"), nccl_runtime=_text_or_none(d.get("nccl_runtime")),
         cudnn_runtime=_text_or_none(d.get("cudnn_runtime")),
         gpu_visible=i(d, "gpu_visible", False), gpu_error=s(d, "gpu_error", False),
-        gpu_ops=_gpu_ops(d.get("gpu_ops")), import_s=f(d, "import_s", False))
+        gpu_ops=_gpu_ops(d.get("gpu_ops")), import_s=f(d, "import_s", False),
+        protobuf=s(d, "protobuf", False))
 
 
 def _gpu_ops(v: Any) -> Optional[tuple[tuple[int, Optional[str]], ...]]:

@@ -260,6 +260,7 @@ class PaddleFacts:
     gpu_ops: Optional[tuple[tuple[int, Optional[str]], ...]] = None
     gpu_error: Optional[str] = None  # why Paddle could not count its GPUs
     import_s: Optional[float] = None  # how long `import paddle` took in the probe
+    protobuf: Optional[str] = None  # the protobuf version Paddle loaded
 
 
 @dataclass(frozen=True)

@@ -221,6 +221,21 @@ class PsRound:
     failed: Mapping[str, str] = field(default_factory=dict)  # host -> why, its log's words
     wall_s: float = 0.0
     seconds: float = 0.0  # what each trainer was given to train
+    # host -> the address the job reaches it at: a peer's log names it by that alone.
+    addresses: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PortReach:
+    """A host's ports of the plan, each reached from the plan's other hosts
+    (network/port_reach.py)."""
+
+    host: str
+    ports: tuple[int, ...]
+    role: str = ""  # its part in the job (Plan.roles)
+    # another host of the plan -> the ports it could not reach and why ("6070: timed out")
+    unreached: Mapping[str, str] = field(default_factory=dict)
+    error: Optional[str] = None  # why its ports could not be tested
 
 
 @dataclass(frozen=True)
@@ -245,6 +260,8 @@ class NetworkTests:
     nic_counters: Mapping[str, NicCounters] = field(default_factory=dict)
     # PS jobs: each server host's fan-in from its trainers' hosts (network/fanin.py).
     fanin: tuple[FanIn, ...] = ()
+    # Each plan host's ports reached from the plan's other hosts (network/port_reach.py).
+    reach: tuple[PortReach, ...] = ()
     ps: Optional[PsRound] = None  # PS jobs: the round on the plan (network/ps_round.py)
     ps_skipped: Optional[str] = None  # why no PS round ran
 

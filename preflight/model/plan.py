@@ -5,12 +5,13 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Literal, Optional
 
 from preflight.model.container import ContainerSpec
 from preflight.model.policy import JobShape, Mode
 
 LAUNCHER = ("-m", "paddle.distributed.launch")
+CostOf = Literal["all-reduce", "ps-step"]
 # The launcher's variables that no flag carries: where it looks for rank ports, which
 # interface gloo binds (otherwise where the hostname resolves, often 127.0.0.1), and which one
 # NCCL's bootstrap takes (otherwise its own pick: docker0, a BMC's NIC).
@@ -59,13 +60,15 @@ class Node:
 
 @dataclass(frozen=True)
 class StragglerCost:
-    """What keeping a left-out host would cost the job's all-reduce of nbytes: seconds with it
-    and without it, and how that was found (predicted from the measured links)."""
+    """What keeping a left-out host would cost the job: its all-reduce of nbytes (collective),
+    or a trainer's step with the host as a server, nbytes then being what one step exchanges
+    with a server (ps); seconds with it and without it, and how that was found."""
 
     nbytes: int
     with_s: float
     without_s: float
     basis: str
+    what: CostOf = "all-reduce"
 
     @property
     def factor(self) -> float:
@@ -97,3 +100,17 @@ class Plan:
 
     def node(self, host: str) -> Optional[Node]:
         return next((n for n in self.nodes if n.host == host), None)
+
+    def roles(self) -> dict[str, str]:
+        """Each host's part in the job: "server", "trainer" or "server and trainer" (ps);
+        "worker", with "and master" where the launcher's rendezvous is (collective)."""
+        out: dict[str, str] = {}
+        master = self.master.rsplit(":", 1)[0] if self.master else None
+        for n in self.nodes:
+            if self.mode == "ps":
+                parts = [r for r, eps in (("server", self.servers), ("trainer", self.workers))
+                         if any(e.host == n.host for e in eps)]
+            else:
+                parts = ["worker"] + (["master"] if n.address == master else [])
+            out[n.host] = " and ".join(parts)
+        return out

@@ -19,10 +19,12 @@ from preflight.model.measure import (
     FanIn,
     NicCounters,
     Phase,
+    PortReach,
     PsRound,
     RunOutcome,
     Schedule,
 )
+from preflight.model.plan import CostOf
 from preflight.model.policy import JobShape, Mode
 
 
@@ -115,6 +117,7 @@ class NetworkEntry:
     allreduce_skipped: Optional[str] = None
     allreduce_left_out: Mapping[str, str] = field(default_factory=dict)
     fanin: tuple[FanIn, ...] = ()  # PS jobs: each server host receiving from its trainers
+    reach: tuple[PortReach, ...] = ()  # each plan host's ports from the plan's other hosts
     ps: Optional[PsRound] = None  # PS jobs: the round on the plan
     ps_skipped: Optional[str] = None
 
@@ -132,6 +135,7 @@ class CostEntry:
     without_s: float
     factor: Optional[float] = None
     basis: Optional[str] = None
+    what: Optional[CostOf] = None  # None: an all-reduce (reports before PS costs)
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from preflight.network.allreduce_watch import OnProgress
 from preflight.network.budget import launch_idle_s, plan_sizes
 from preflight.network.fanin import fanin_pairs, run_fanin
 from preflight.network.iperf import IperfOptions, Servers, run_rounds
+from preflight.network.port_reach import run_port_reach
 from preflight.network.ps_round import PsRoundOptions, run_ps_round
 from preflight.network.schedule import Pair, matrix_rounds, retest_rounds, ring_rounds
 
@@ -298,6 +299,23 @@ def run_fanin_stage(net: NetworkTests, plan: Plan, remotes: Mapping[str, Remote]
     except KeyboardInterrupt:
         return replace(net, interrupted=True)
     return replace(net, fanin=fanin, wall_s=net.wall_s + time.monotonic() - started)
+
+
+def run_reach_stage(net: NetworkTests, plan: Plan, outcomes: Sequence[HostOutcome],
+                    remotes: Mapping[str, Remote],
+                    on_step: Optional[OnProgress] = None) -> NetworkTests:
+    """Returns net with each plan host's ports reached from the plan's other hosts."""
+    if net.interrupted or len(plan.nodes) < 2:
+        return net
+    started = time.monotonic()
+    pythons = {o.host.name: o.host.probe_python for o in outcomes}
+    if on_step:
+        on_step(f"the plan's ports from host to host ({len(plan.nodes)} hosts)", 0, 0)
+    try:
+        reach = run_port_reach(plan, remotes, pythons, plan.roles())
+    except KeyboardInterrupt:
+        return replace(net, interrupted=True)
+    return replace(net, reach=reach, wall_s=net.wall_s + time.monotonic() - started)
 
 
 def run_ps_stage(net: NetworkTests, plan: Plan, outcomes: Sequence[HostOutcome],

@@ -101,17 +101,7 @@ def run_ps_round(plan: Plan, members: Mapping[str, Member],
     with lock:
         results = dict(results)
     return replace(summarise(hosts, results, opts, time.monotonic() - started),
-                   roles=roles_of(plan))
-
-
-def roles_of(plan: Plan) -> dict[str, str]:
-    """Each host's part in the plan: "server", "trainer" or "server and trainer"."""
-    out: dict[str, str] = {}
-    for n in plan.nodes:
-        parts = [r for r, eps in (("server", plan.servers), ("trainer", plan.workers))
-                 if any(e.host == n.host for e in eps)]
-        out[n.host] = " and ".join(parts)
-    return out
+                   roles=plan.roles(), addresses={n.host: n.address for n in nodes})
 
 
 def summarise(hosts: tuple[str, ...], results: Mapping[str, Done], opts: PsRoundOptions,

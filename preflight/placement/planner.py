@@ -313,7 +313,11 @@ def _ps_place(pool: list[Candidate], excluded: dict[str, list[str]], policy: Pol
     if not workers:
         lacks.append(f"{trainer_num} trainers requested, no worker host fits")
     else:
-        use = workers[:trainer_num]
+        # Trainers first on the hosts that may not serve: one that may is then left to a
+        # server alone, not given a trainer to fight while another host stays idle.
+        may = {c.name for c in pool if "server" in c.roles and c.name not in excluded
+               and not c.overloaded}
+        use = sorted(workers, key=lambda c: c.name in may)[:trainer_num]
         for k in range(trainer_num):  # the first hosts get one more when it does not divide
             use[k % len(use)].trainers += 1
         if trainer_num > len(use):

@@ -72,7 +72,7 @@ def network_entry(net: Optional[NetworkTests]) -> Optional[NetworkEntry]:
         nic_counters=dict(net.nic_counters), allreduce=_allreduce(net.allreduce),
         allreduce_skipped=net.allreduce_skipped,
         allreduce_left_out=dict(net.allreduce_left_out), fanin=tuple(net.fanin), ps=net.ps,
-        ps_skipped=net.ps_skipped)
+        ps_skipped=net.ps_skipped, reach=tuple(net.reach))
 
 
 def _link(r: LinkRun) -> LinkEntry:
@@ -108,7 +108,7 @@ def plan_entry(plan: Optional[Plan]) -> Optional[PlanEntry]:
         workers=tuple(EndpointEntry(e.host, str(e)) for e in plan.workers),
         excluded={h: tuple(r) for h, r in plan.excluded.items()},
         costs={h: CostEntry(c.nbytes, round(c.with_s, 3), round(c.without_s, 3),
-                            round(c.factor, 2), c.basis) for h, c in plan.costs.items()},
+                            round(c.factor, 2), c.basis, c.what) for h, c in plan.costs.items()},
         nodes=tuple(_node(n) for n in plan.nodes))
 
 

@@ -90,3 +90,112 @@ def test_a_build_without_the_ps_core_cannot_run_the_round_and_says_why(cluster):
     assert run.report["network"]["ps"] is None
     assert run.rc == 1  # stack-compat fails every host: no PS job can run on them
     assert not traces(cluster, HOSTS)
+
+
+def test_a_firewalled_server_port_is_named_on_its_host_before_the_round(cluster):
+    # good1's firewall lets SSH and iperf3 through and drops the job's ports: every local
+    # check passes, and the PS job would hang at its trainers' first push.
+    cluster.tb.firewall("good1", "6070:6077")
+    try:
+        run = ps_check(cluster, "ps-firewalled")
+    finally:
+        cluster.tb.unfirewall("good1")
+    bad = [f for f in run.report["findings"] if f["status"] != "pass"
+           and not f["check"].startswith("plan")]
+    assert [(f["check"], f["hosts"]) for f in bad] == [("ports", ["good1"])], run.stdout
+    msg = bad[0]["message"]
+    assert msg.startswith("good1 (server): its job ports 6070") and "good2, good3, good4" in \
+        msg and "timed out" in msg and "firewall" in msg, msg
+    reach = {r["host"]: r for r in run.report["network"]["reach"]}
+    assert sorted(reach["good1"]["unreached"]) == ["good2", "good3", "good4"]
+    assert not any(reach[h]["unreached"] for h in ("good2", "good3", "good4")), reach
+    # The round ran without it (the plan left it out first) and hung on nobody.
+    assert "good1" in run.report["plan"]["excluded"]
+    ps = run.report["network"]["ps"]
+    assert ps is not None and "good1" not in ps["hosts"] and not ps["failed"], ps
+    assert not traces(cluster, HOSTS)
+
+
+def test_a_trainer_whose_protobuf_kills_the_ps_job_is_named_alone(cluster):
+    # good3's training environment has protobuf 7: Paddle 2.6.2's fleet dies setting a_sync
+    # with a TypeError that names neither protobuf nor the host's environment.
+    roles = {h: dict(r) for h, r in ROLES.items()}
+    roles["good3"]["python"] = cluster.paddle_b.replace("paddle-2.6.2", "paddle-2.6.2-protobuf7")
+    inv = cluster.inventory("ps-protobuf.yaml", HOSTS, python=cluster.paddle_b, overrides=roles)
+    policy = cluster.policy("ps-protobuf.policy.yaml", SHAPE)
+    run = cluster.preflight("check", "-i", inv, "--policy", policy, *FAST, network=True,
+                            timeout=400)
+    bad = [f for f in run.report["findings"] if f["status"] != "pass"
+           and not f["check"].startswith("plan")]
+    assert [(f["check"], f["hosts"]) for f in bad] == [("stack-compat", ["good3"])], run.stdout
+    assert "protobuf 7." in bad[0]["message"] and "install protobuf<7" in bad[0]["message"]
+    # Left out before the round, which runs on the others and fails nowhere.
+    assert run.report["plan"]["excluded"]["good3"][0].startswith("stack-compat: ")
+    ps = run.report["network"]["ps"]
+    assert ps is not None and "good3" not in ps["hosts"] and not ps["failed"], ps
+    assert not traces(cluster, HOSTS)
+
+
+def test_a_trainer_under_a_quota_is_left_out_and_its_place_taken(cluster):
+    # good3, a trainer by the inventory's roles, gets a fifth of the machine's cores: cpu-cores
+    # names it, and the plan runs its trainer on a host that has the cores.
+    cluster.tb.limit_cpu("good3", 0.2 * (os.cpu_count() or 1))
+    try:
+        run = ps_check(cluster, "ps-starved-trainer")
+    finally:
+        cluster.tb.limit_cpu("good3", float(os.cpu_count() or 1))
+    bad = [f for f in run.report["findings"] if f["status"] != "pass"]
+    assert [(f["check"], f["hosts"], f["status"]) for f in bad] == [
+        ("cpu-cores", ["good3"], "fail")], run.stdout
+    assert "quota" in bad[0]["message"]
+    plan = run.report["plan"]
+    assert list(plan["excluded"]) == ["good3"] and len(plan["workers"]) == 3
+    ps = run.report["network"]["ps"]
+    assert "good3" not in ps["hosts"] and len(ps["trainers"]) == 3 and not ps["failed"], ps
+    assert run.rc == 0, run.stdout
+    assert not traces(cluster, HOSTS)
+
+
+def test_a_server_host_on_a_slow_link_is_named_and_the_servers_move(cluster):
+    # The inventory pins a server on slow (a 100 Mbit/s link, a tenth of the others'): the
+    # link tests name it, the plan puts both servers where the roles allow, and what the
+    # host would cost the job is said in the job's own terms.
+    hosts = ["slow", "good2", "good3", "good4"]
+    roles = {("slow" if h == "good1" else h): r for h, r in ROLES.items()}
+    inv = cluster.inventory("ps-slow-link.yaml", hosts, python=cluster.paddle_b, overrides=roles)
+    policy = cluster.policy("ps-slow-link.policy.yaml", SHAPE)
+    run = cluster.preflight("check", "-i", inv, "--policy", policy, *FAST, network=True,
+                            timeout=400)
+    bad = [f for f in run.report["findings"] if f["status"] != "pass"]
+    assert [(f["check"], f["hosts"]) for f in bad] == [("bandwidth", ["slow"])], run.stdout
+    plan = run.report["plan"]
+    assert list(plan["excluded"]) == ["slow"]
+    assert {e["host"] for e in plan["servers"]} == {"good2"}
+    ps = run.report["network"]["ps"]
+    assert "slow" not in ps["hosts"] and not ps["failed"] and ps["trainers"], ps
+    # Its cost is a step's with a server there (not an all-reduce's, which a PS job never
+    # runs), from what the round's steps exchanged and the links measured.
+    cost = plan["costs"]["slow"]
+    assert cost["what"] == "ps-step" and cost["with_s"] >= cost["without_s"] > 0, cost
+    assert "with a server on it, ~" in run.stdout and "a step vs ~" in run.stdout
+    assert run.rc == 0, run.stdout
+    assert not traces(cluster, hosts)
+
+
+def test_a_server_gets_a_host_of_its_own_while_one_is_free(cluster):
+    # Only good1 may serve (the inventory's roles); 2 trainers for 3 other hosts: the trainers
+    # go elsewhere, not beside the server, and the round measures that plan.
+    roles = {"good1": {"roles": ["server", "worker"]},
+             **{h: {"roles": ["worker"]} for h in ("good2", "good3", "good4")}}
+    inv = cluster.inventory("ps-spare.yaml", HOSTS, python=cluster.paddle_b, overrides=roles)
+    policy = cluster.policy("ps-spare.policy.yaml", "mode: ps\nserver_num: 1\ntrainer_num: 2\n")
+    run = cluster.preflight("check", "-i", inv, "--policy", policy, *FAST, network=True,
+                            timeout=400)
+    plan = run.report["plan"]
+    assert [e["host"] for e in plan["servers"]] == ["good1"], run.stdout
+    assert "good1" not in {e["host"] for e in plan["workers"]}
+    assert len(plan["workers"]) == 2 and len(plan["excluded"]) == 1
+    ps = run.report["network"]["ps"]
+    assert ps["roles"]["good1"] == "server" and not ps["failed"], ps
+    assert run.rc == 0, run.stdout
+    assert not traces(cluster, HOSTS)

@@ -42,6 +42,10 @@ else:
             out[key] = bool(getattr(paddle, fn)())
         except Exception:
             out[key] = None
+    # The protobuf Paddle loaded: 7 removed FieldDescriptor.label, which Paddle's
+    # DistributedStrategy reads to set a_sync: a PS job then dies in its first lines.
+    pb = sys.modules.get("google.protobuf")
+    out["protobuf"] = str(getattr(pb, "__version__", "")) or None
     core = None
     for mod in ("paddle.base.core", "paddle.fluid.core"):
         try:

@@ -102,6 +102,16 @@ class Faults(BedState):
              "0.0.0.0", str(port), str(seconds)], stdin=subprocess.DEVNULL))
         self.wait_listening([name], port)
 
+    def firewall(self, name: str, ports: str) -> None:
+        """A firewall in the host drops what comes in to ports ("6070:6077"), as a host
+        firewall that lets SSH through and nothing else does; unfirewall lifts it."""
+        run(["ip", "netns", "exec", self.hosts[name].ns, "iptables", "-I", "INPUT", "-p",
+             "tcp", "--dport", ports, "-j", "DROP"])
+
+    def unfirewall(self, name: str) -> None:
+        run(["ip", "netns", "exec", self.hosts[name].ns, "iptables", "-F", "INPUT"],
+            check=False)
+
     def fill_tmp(self, name: str) -> None:
         """A full /tmp: a 1 MiB tmpfs over the host's /tmp (in its own mount namespace, so
         it goes with the host), filled to the last block."""

@@ -88,3 +88,43 @@ def test_no_ps_core_is_could_not_check_with_the_version():
 
 def test_no_round_no_finding():
     assert judged() == []
+
+
+# What the hosts of a real round printed (Paddle 2.6.2, the rig) when one trainer's protobuf
+# 7 killed it at its start: the others timed out waiting on it.
+OUT_OF_TIME = ('did not finish within the time limit; log: [TimeInfo: *** Aborted at '
+               '1795585908 (unix time) try "date -d @1795585908" if you are using GNU date ***]')
+GLOO = ("RuntimeError: [/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:587] TIMEOUT "
+        "self_rank = {me} pair_rank = 1 peer_str = [10.0.0.3]:36515")
+ADDRESSES = {"node01": "10.0.0.1", "node02": "10.0.0.2", "node03": "10.0.0.3",
+             "node04": "10.0.0.4"}
+TYPE_ERROR = "TypeError: a_sync_configs is not a attribute of DistributedStrategy"
+
+
+def test_the_host_that_failed_on_its_own_is_named_not_those_that_waited_on_it():
+    ps = healthy(trainers=(), error="the job failed on node01 and 3 more host(s)",
+                 addresses=ADDRESSES, failed={
+                     "node01": OUT_OF_TIME, "node02": GLOO.format(me=0),
+                     "node03": TYPE_ERROR, "node04": GLOO.format(me=2)})
+    [f] = judged(ps)
+    assert f.status is Status.FAIL and f.hosts == ("node03",)
+    assert f.message == (f"node03 (PS trainer): the PS job failed there: {TYPE_ERROR}; "
+                         "node01, node02, node04 then waited on it and stopped")
+
+
+def test_where_every_host_only_waited_the_peer_gloo_names_is_the_cause():
+    ps = healthy(trainers=(), error="the job failed on node01 and 3 more host(s)",
+                 addresses=ADDRESSES, failed={
+                     "node01": OUT_OF_TIME, "node02": GLOO.format(me=0),
+                     "node03": OUT_OF_TIME, "node04": GLOO.format(me=2)})
+    [f] = judged(ps)
+    assert f.hosts == ("node03",) and f.message.startswith(
+        f"node03 (PS trainer): the PS job failed there: {OUT_OF_TIME}; node01, node02, node04 then")
+
+
+def test_a_round_that_ran_out_of_time_everywhere_names_every_host():
+    ps = healthy(trainers=(), error="the job failed on node01 and 3 more host(s)",
+                 addresses=ADDRESSES, failed={h: OUT_OF_TIME for h in ADDRESSES})
+    found = judged(ps)
+    assert sorted(f.hosts for f in found) == [(h,) for h in sorted(ADDRESSES)]
+    assert all(f.status is Status.FAIL and "then waited" not in f.message for f in found)

@@ -28,6 +28,14 @@ COMPAT_CASES = [
     ("ps-without-core", {"gpu": gpu(n=0), "paddle": paddle(ps_core=False)}, "ps",
      ["lacks the parameter-server core"], []),
     ("ps-with-core", {"gpu": gpu(n=0), "paddle": paddle(ps_core=True)}, "ps", [], []),
+    # protobuf 7 dropped FieldDescriptor.label: Paddle's fleet cannot set a_sync (seen with
+    # 2.6.2 and protobuf 7.36.2; 5.29 and 6.33 ran the PS round).
+    ("ps-protobuf-7", {"gpu": gpu(n=0), "paddle": paddle(ps_core=True, protobuf="7.36.2")},
+     "ps", ["protobuf 7.36.2 beside Paddle 3.3.1: protobuf 7 removed FieldDescriptor.label"],
+     []),
+    ("ps-protobuf-6", {"gpu": gpu(n=0), "paddle": paddle(ps_core=True, protobuf="6.33.6")},
+     "ps", [], []),
+    ("collective-protobuf-7", {"paddle": paddle(protobuf="7.36.2")}, "collective", [], []),
 ]
 
 

@@ -13,7 +13,6 @@ from preflight.network.allreduce_cmd import LOG, Member, stop_pattern
 from preflight.network.ps_round import (
     PS_LINE,
     PsRoundOptions,
-    roles_of,
     round_command,
     summarise,
 )
@@ -88,4 +87,4 @@ def test_each_host_is_said_by_its_part_in_the_plan():
         return Endpoint(h, "10.0.0.1", port)
     plan = Plan("ps", JobShape(), nodes=(node("n1"), node("n2"), node("n3")),
                 servers=(ep("n1", 1), ep("n2", 1)), workers=(ep("n2", 2), ep("n3", 1)))
-    assert roles_of(plan) == {"n1": "server", "n2": "server and trainer", "n3": "trainer"}
+    assert plan.roles() == {"n1": "server", "n2": "server and trainer", "n3": "trainer"}

@@ -15,7 +15,7 @@ from preflight.model import facts as F
 from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Status, Verdict
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
-from preflight.model.measure import NetworkTests
+from preflight.model.measure import NetworkTests, PsRound, PsServer, PsTrainer
 from preflight.model.policy import JobShape, Limits, Mode, Policy
 from preflight.placement.planner import plan
 from preflight.report import build
@@ -68,6 +68,8 @@ def test_collective_plan_on_alike_gpu_hosts():
     # The launcher picks its rank ports (and rank 0's store) inside PORT_RANGE: nproc + 1.
     assert env["PORT_RANGE"] == "6070:6078" and env["GLOO_SOCKET_IFNAME"] == "eth0"
     assert env["PADDLE_MASTER"] == "10.0.0.1:6767" and env["PADDLE_RANK"] == "1"
+    # What each host is to the job, as findings name it.
+    assert p.roles() == {"n1": "worker and master", "n2": "worker", "n3": "worker"}
     assert p.node("n1").ports == (*range(6070, 6079), 6767)
     assert not p.excluded
 
@@ -170,6 +172,20 @@ def test_ps_servers_go_to_hosts_without_trainers_spread_one_each():
                                "10.0.0.1:6070,10.0.0.2:6070", "--gloo_port", "6767",
                                "--host", "10.0.0.3")
     assert c_node.ports == (6070, 6767)  # gloo's rendezvous runs beside the first server
+
+
+def test_ps_trainers_leave_the_hosts_that_may_serve_to_the_servers():
+    # Only a may serve (the inventory's roles): its trainer goes to an idle host instead, so
+    # that the server does not share a with a trainer while c or d stays free.
+    outs = [node("a", "10.0.0.1", roles=("worker", "server"), **cpu_only()),
+            *(node(n, f"10.0.0.{i}", roles=("worker",), **cpu_only())
+              for i, n in ((2, "b"), (3, "c"), (4, "d")))]
+    _, p = make(outs, "ps", server_num=1, trainer_num=2)
+    assert [e.host for e in p.servers] == ["a"] and [e.host for e in p.workers] == ["b", "c"]
+    assert list(p.excluded) == ["d"]
+    # Where every host is needed, a server still shares a host with a trainer.
+    _, p = make(outs, "ps", server_num=1, trainer_num=4)
+    assert [e.host for e in p.servers] == ["a"] and "a" in {e.host for e in p.workers}
 
 
 def test_ps_servers_prefer_the_best_connected_spare_host():
@@ -373,3 +389,38 @@ def test_the_launcher_is_given_the_gpus_its_ranks_take_as_it_labels_them():
     cpus = cluster(**same(2, gpu=F.GpuFacts(source="none")))
     cpu_plan = make_plan(cpus, run_checks(cpus), ips)
     assert all("--devices" not in n.argv for n in cpu_plan.nodes)
+
+
+def test_a_slow_host_left_out_of_a_ps_job_costs_a_step_as_a_server():
+    names = [f"n{i}" for i in range(1, 6)]
+    outs = [node(n, f"10.0.0.{i}", **cpu_only()) for i, n in enumerate(names, 1)]
+    links = [*survey(names, slow_host("n5", 0.1 * G, 1 * G)),
+             link("n5", "n1", 0.1 * G, "retest"), link("n1", "n5", 0.1 * G, "retest")]
+    # The round on the plan: 3 trainers of 10 ms steps, 1000 steps in all; each server's
+    # host moved 2 MB in and 1 MB out: 2 kB a step with each server, 6 kB on its link.
+    ps = PsRound(("n1", "n2", "n3", "n4"), trainers=tuple(
+        PsTrainer(f"n{i}", i, 1000 // 3, 5.0, 0.010) for i in (1, 2, 3)), servers=(
+        PsServer("n4", 1, 8.0, 1.0, 0, 0.0, 2_000_000, 1_000_000),),
+        seconds=5.0)
+    net = NetworkTests("ring", tuple(names), tuple(links), ps=ps)
+    c0 = Cluster(tuple(outs), Policy(mode="ps", job=JobShape(server_num=1, trainer_num=3)),
+                 net)
+    _, p = make(outs, "ps", network=net, findings=list(bandwidth.check(c0)), server_num=1,
+                trainer_num=3)
+    assert "n5" in p.excluded
+    cost = p.costs["n5"]
+    assert cost.what == "ps-step" and cost.nbytes == round(2_000_000 / 999)
+    # 3 trainers x 2 kB x 8 = 48 kbit a step: 0.48 ms at 0.1 Gbit/s, under the 10 ms step.
+    assert cost.with_s == pytest.approx(0.010) and cost.without_s == pytest.approx(0.010)
+    # A model that exchanges 100x as much saturates the slow link: 48 ms a step vs 10 ms.
+    big = replace(ps, servers=(replace(ps.servers[0], rx_bytes=200_000_000),))
+    _, p = make(outs, "ps", network=replace(net, ps=big), findings=list(bandwidth.check(c0)),
+                server_num=1, trainer_num=3)
+    cost = p.costs["n5"]
+    assert cost.with_s == pytest.approx(3 * 8 * 200_000_000 / 999 / 0.1e9)
+    entry = build.plan_entry(p)
+    assert entry is not None
+    shown = "\n".join(plan_lines(entry))
+    assert "    with a server on it, ~48 ms a step vs ~10 ms without (4.8x, each step " \
+        "exchanges 196 KiB with a server; predicted from the PS round and the iperf3 links)" \
+        in shown, shown

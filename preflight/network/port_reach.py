@@ -1,0 +1,187 @@
+"""Port reach: the ports the plan reserves on each host, reached from every other host of the
+plan as the job's processes will reach them (a trainer its servers, every rank the launcher's
+master). A host firewall that lets SSH through and drops the rest passes every local check
+and hangs the job at its first connection: only a connection across tells.
+
+A listener on each host binds its plan's ports (the ports check found them free) for a
+bounded time; then every host connects to every other host's ports at once, each connection
+bounded. Measures only; checks/ports.py judges."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Optional
+
+from preflight.common.remote import Remote, Started, in_parallel
+from preflight.model.measure import PortReach
+from preflight.model.plan import Plan
+from preflight.network.iperf import PID_MARK, Servers
+
+READY = "PREFLIGHT-LISTENING"
+REACH = "PREFLIGHT-REACH "
+CONNECT_S = 3.0  # a connection not made in this long is dropped on the way
+LISTEN_S = 10.0  # from starting a listener to its ready line
+LIFETIME_S = 60.0  # a listener ends by itself after this long, whatever becomes of us
+
+# Binds every port given (all addresses, as the job's processes may), says which it could
+# not, then accepts until its time is up, closing each connection after its peer did.
+# Python 3.6+, standard library.
+_LISTENER = """
+import select, socket, sys, time
+end = time.time() + float(sys.argv[1])
+socks, conns = [], []
+for p in sys.argv[2:]:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("", int(p)))
+        s.listen(64)
+    except OSError as e:
+        print("PREFLIGHT-BIND %s %s" % (p, e), flush=True)
+        continue
+    socks.append(s)
+print("PREFLIGHT-LISTENING", flush=True)
+while socks and time.time() < end:
+    for s in select.select(socks + conns, [], [], 0.5)[0]:
+        try:
+            if s in socks:
+                conns.append(s.accept()[0])
+            else:  # the peer closed first: no TIME_WAIT left on the port the job binds
+                conns.remove(s)
+                s.close()
+        except OSError:
+            pass
+"""
+
+# Connects to every address:port given at once, each within the timeout; prints
+# {endpoint: null (reached) or why not}.
+_CONNECTOR = """
+import json, socket, sys, threading
+t = float(sys.argv[1])
+out = {}
+def one(ep):
+    a, p = ep.rsplit(":", 1)
+    try:
+        socket.create_connection((a.strip("[]"), int(p)), t).close()
+        out[ep] = None
+    except socket.timeout:
+        out[ep] = "timed out"
+    except ConnectionResetError:
+        out[ep] = None  # something there answered
+    except OSError as e:
+        out[ep] = e.strerror or str(e)
+ts = [threading.Thread(target=one, args=(e,)) for e in sys.argv[2:]]
+for x in ts:
+    x.start()
+for x in ts:
+    x.join(t + 2)
+print("PREFLIGHT-REACH " + json.dumps(out))
+"""
+
+
+def listener_command(python: str, ports: tuple[int, ...]) -> str:
+    q = shlex.quote
+    # The PID first (the timeout's, which passes a TERM on), so it can be stopped early.
+    inner = " ".join([q(python), "-c", q(_LISTENER), f"{LIFETIME_S:g}",
+                      *(str(p) for p in ports)])
+    return "sh -c " + q(f"echo {PID_MARK} $$; exec timeout {LIFETIME_S + 5:g} {inner}")
+
+
+def connector_command(python: str, endpoints: list[str]) -> str:
+    q = shlex.quote
+    return " ".join([q(python), "-c", q(_CONNECTOR), f"{CONNECT_S:g}",
+                     *(q(e) for e in endpoints)])
+
+
+def run_port_reach(plan: Plan, remotes: Mapping[str, Remote], pythons: Mapping[str, str],
+                   roles: Mapping[str, str]) -> tuple[PortReach, ...]:
+    """Every plan host's ports, each reached from the plan's other hosts (a host with no
+    other host to reach it from, or none of the plan, is left out)."""
+    nodes = [n for n in plan.nodes if n.host in remotes and n.host in pythons and n.ports]
+    if len(nodes) < 2:
+        return ()
+    servers = Servers()
+    errors: dict[str, str] = {}
+    listening: list[str] = []
+    try:
+        for n in nodes:
+            why = _listen(remotes[n.host], pythons[n.host], n.ports, servers)
+            if why:
+                errors[n.host] = why
+            else:
+                listening.append(n.host)
+        targets = {n.host: [f"{_bracketed(n.address)}:{p}" for p in n.ports]
+                   for n in nodes if n.host in listening}
+        seen: dict[str, dict[str, Optional[str]]] = {}
+
+        def connect(src: str) -> None:
+            eps = [e for h, es in targets.items() if h != src for e in es]
+            if not eps:
+                return
+            try:
+                done = remotes[src].run(connector_command(pythons[src], eps),
+                                        timeout=CONNECT_S + 10)
+                got, said = _reach_doc(done.stdout), done.tail()
+            except Exception as e:
+                got, said = None, f"{type(e).__name__}: {e}"
+            seen[src] = got if got is not None else {
+                e: f"could not test from {src}: {said or 'no answer'}" for e in eps}
+
+        in_parallel([functools.partial(connect, n.host) for n in nodes],
+                    CONNECT_S + 15, "port-reach")
+    finally:
+        servers.stop_all()
+    out = []
+    for n in nodes:
+        if n.host in errors:
+            out.append(PortReach(n.host, n.ports, roles.get(n.host, ""), error=errors[n.host]))
+            continue
+        unreached: dict[str, str] = {}
+        for src, results in seen.items():
+            bad = {int(e.rsplit(":", 1)[1]): why for e, why in results.items()
+                   if why and e in targets.get(n.host, ())}
+            if bad:
+                unreached[src] = "; ".join(f"{p}: {why}" for p, why in sorted(bad.items()))
+        out.append(PortReach(n.host, n.ports, roles.get(n.host, ""), unreached=unreached))
+    return tuple(out)
+
+
+def _listen(remote: Remote, python: str, ports: tuple[int, ...],
+            servers: Servers) -> Optional[str]:
+    """Starts the host's listener; None once it listens on every port, else why not."""
+    try:
+        proc: Started = remote.start(listener_command(python, ports))
+    except Exception as e:
+        return f"could not start a listener: {e}"
+    key = servers.add(remote, proc)
+    ready = proc.read_until(READY, LISTEN_S)
+    out = proc.output() if ready else proc.wait(0).stdout or proc.output()
+    m = re.search(rf"{PID_MARK} (\d+)", out)
+    if m:
+        servers.set_pid(key, int(m.group(1)))
+    unbound = re.findall(r"PREFLIGHT-BIND (\d+) (.*)", out)
+    if unbound:
+        return "could not listen on " + "; ".join(f"{p}: {why}" for p, why in unbound)
+    if not ready:
+        return f"the listener did not start within {LISTEN_S:g} s"
+    return None
+
+
+def _reach_doc(stdout: str) -> Optional[dict[str, Optional[str]]]:
+    for line in stdout.splitlines():
+        if line.startswith(REACH):
+            try:
+                doc = json.loads(line[len(REACH):])
+            except ValueError:
+                return None
+            return {str(k): (None if v is None else str(v)) for k, v in doc.items()} \
+                if isinstance(doc, dict) else None
+    return None
+
+
+def _bracketed(address: str) -> str:
+    return f"[{address}]" if ":" in address else address

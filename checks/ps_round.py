@@ -3,11 +3,11 @@ trainers: it ran; no server holds every trainer; no trainer lags its peers."""
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Iterator, Mapping
 
 from preflight.checks.cpu_cores import short_of_cpu
+from preflight.common.ps_failure import GLOO_PEER, ran_out_of_time
 from preflight.common.units import hosts_text
 from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Status
@@ -19,15 +19,21 @@ NAME = "ps-round"
 ABOUT = r"""
 PS jobs (`mode: ps`) only, in place of the all-reduce (a PS job runs no collective). The plan's
 own launcher commands run a short real PS job (in the job's container where it runs in one): a
-synthetic model, a sparse embedding sharded over the servers and a small dense part, trained
-for 5 s by every trainer in async mode. Each trainer's steps per second, and each server's CPU
-time, its cgroup's throttling and the host's bytes in and out while it served, are measured.
+synthetic model, a sparse embedding sharded over the servers and a small dense part (sized
+by the policy's `ps_model`), trained for 5 s by every trainer in the policy's `ps_mode`
+(`async`, the default, or `geo`; sync PS crashes in Paddle's CPU builds). Each trainer's
+steps per second and the share of its steps spent off the CPU (waiting on its pulls and
+pushes, or for a core), and each server's CPU time, its cgroup's throttling and the host's
+bytes in and out while it served, are measured.
 A host where the job fails fails, with its role and its log's words. A server whose cgroup
 throttled it for more than 10 % of the round, or on a host short of CPU (cpu-cores), holds
 every trainer: it fails, named with its role and that evidence. A trainer below half the
-median trainer's steps per second is slow on its own: in async mode it only slows itself
-(warn), said with its cause where its CPU is short. Paddle builds without the PS core
-(3.1+ CPU wheels) cannot run the round: `could-not-check`, with the version.
+median trainer's steps per second is slow on its own: in async and GEO modes trainers do not
+wait for one another, so it only slows itself (warn), said with its cause where its CPU is
+short. Where the job fails, the host that failed on its own is named (or the peer the
+others' gloo timed out on), not the hosts that only waited for it; a round that hung on every
+host with no host saying why is run once more before it is judged. Paddle builds without
+the PS core (3.1+ CPU wheels) cannot run the round: `could-not-check`, with the version.
 """
 WHY = ("Trainers push gradients to the servers and wait for parameters back: an overloaded, "
        "throttled or badly placed server holds every trainer, and a job whose PS path cannot "
@@ -52,9 +58,11 @@ def check(cluster: Cluster) -> Iterator[Finding]:
         return
     if ps.failed:
         causes = _causes(ps)
+        again = " (run twice, it hung both times)" if ps.attempts > 1 else ""
         for host, why in causes.items():
             others = sorted(h for h in ps.failed if h not in causes)
             waited = f"; {hosts_text(others)} then waited on it and stopped" if others else ""
+            waited += again
             yield Finding(NAME, Status.FAIL, (host,),
                           f"{_who(ps, host)}: the PS job failed there: {why}{waited}",
                           {"reason": why})
@@ -82,22 +90,25 @@ def check(cluster: Cluster) -> Iterator[Finding]:
         step = statistics.median(t.median_s for t in ps.trainers if t.median_s) \
             if any(t.median_s for t in ps.trainers) else None
         cores = max((s.cores for s in ps.servers), default=None)
+        wait = _wait_share(ps)
         yield Finding(NAME, Status.PASS, tuple(rest), (
             f"PS round ({ps.mode}, {ps.seconds:g} s): {len(ps.trainers)} trainer(s) at "
             f"{median:.3g} steps/s median" + (f" ({step * 1e3:.3g} ms a step)" if step else "")
+            + (f", {wait:.0%} of it off the CPU (waiting on pulls and pushes, or for a core)"
+               if wait is not None else "")
             + (f", {len(ps.servers)} server(s) busy up to {cores:.2g} cores" if cores is not None
                else "")),
-            {"steps_per_s": median, "step_s": step})
+            {"steps_per_s": median, "step_s": step, "wait_share": wait})
 
 
-# A failure that is a host's wait on a peer, not its own: gloo's timeout naming the peer it
-# waited on (its address), or the round's time running out.
-_GLOO_PEER = re.compile(r"TIMEOUT\b.*peer_str = \[([^\]]+)\]")
-_OUT_OF_TIME = "did not finish within the time limit"
+def _wait_share(ps: PsRound) -> float | None:
+    """The median trainer's share of its step time spent off the CPU."""
+    shares = [s for t in ps.trainers if (s := t.wait_share) is not None]
+    return statistics.median(shares) if shares else None
 
 
 def _waited(why: str) -> bool:
-    return why.startswith(_OUT_OF_TIME) or _GLOO_PEER.search(why) is not None
+    return GLOO_PEER.search(why) is not None or ran_out_of_time(why)
 
 
 def _causes(ps: PsRound) -> dict[str, str]:
@@ -110,7 +121,7 @@ def _causes(ps: PsRound) -> dict[str, str]:
     by_address = {a: h for h, a in ps.addresses.items()}
     waited_on: dict[str, str] = {}
     for host, why in ps.failed.items():
-        m = _GLOO_PEER.search(why)
+        m = GLOO_PEER.search(why)
         peer = by_address.get(m.group(1)) if m else None
         if peer is not None and peer != host:
             waited_on.setdefault(peer, ps.failed.get(peer) or f"{host} timed out waiting on "
@@ -134,10 +145,12 @@ def _server(ps: PsRound, s: PsServer, median: float, short: Mapping[str, str]) -
         evidence.append(f"its host is short of CPU ({short[s.host]})")
     if not evidence:
         return None
+    wait = _wait_share(ps)
+    waited = f", {wait:.0%} of their steps off the CPU" if wait is not None else ""
     return Finding(NAME, Status.FAIL, (s.host,),
                    f"{_who(ps, s.host)}: holds every trainer: " + "; ".join(evidence)
                    + f"; it used {s.cores:.2g} cores while trainers ran at {median:.3g} "
-                   f"steps/s median ({ps.mode})",
+                   f"steps/s median{waited} ({ps.mode})",
                    {"cores": s.cores, "throttled": s.throttled, "throttled_s": s.throttled_s,
                     "steps_per_s": median})
 

@@ -197,6 +197,9 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
                    help="the most the all-reduce may take on each host, launch included "
                    "(default: 600); a launch that stops progressing, or collectives past "
                    "what the budget predicted, are cut sooner")
+    n.add_argument("--ps-mode", metavar="MODE",
+                   help="PS jobs: the mode the PS round trains in, as the job does: async or "
+                   "geo (default: the policy's ps_mode, else async)")
     n.add_argument("--ps-seconds", type=positive(float), default=5.0, metavar="S",
                    help="PS jobs: how long each trainer of the PS round trains (default: 5)")
     n.add_argument("--ps-timeout", type=positive(float), default=180.0, metavar="S",

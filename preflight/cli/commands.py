@@ -60,7 +60,8 @@ def check_options(args: argparse.Namespace) -> CheckOptions:
     """Returns the options of check, baseline and audit (also of a logged command line)."""
     policy = build_policy(args.policy, args.mode, args.require, args.files, args.ports,
                           {"nproc_per_node": args.nproc_per_node, "nnodes": args.nnodes,
-                           "server_num": args.server_num, "trainer_num": args.trainer_num})
+                           "server_num": args.server_num, "trainer_num": args.trainer_num},
+                          args.ps_mode)
     network = None if args.no_network_tests else NetworkOptions(
         matrix=args.network_matrix,
         iperf=IperfOptions(port=args.iperf_port, seconds=args.iperf_seconds,
@@ -69,7 +70,9 @@ def check_options(args: argparse.Namespace) -> CheckOptions:
                                    timeout=args.allreduce_timeout,
                                    budget_s=args.allreduce_budget),
         run_allreduce=not args.no_allreduce,
-        ps=PsRoundOptions(seconds=args.ps_seconds, timeout=args.ps_timeout))
+        ps=PsRoundOptions(seconds=args.ps_seconds, timeout=args.ps_timeout,
+                          mode=policy.ps_mode, rows=policy.ps_model.rows,
+                          dim=policy.ps_model.dim, batch=policy.ps_model.batch))
     outputs = report_files(args).outputs()
     outputs["--emit-launch"] = getattr(args, "emit_launch", None)
     via = Via(args.transport)

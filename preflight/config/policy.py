@@ -13,7 +13,18 @@ from preflight.config import container, yamlfile
 from preflight.config.document import Fields
 from preflight.config.errors import InputError
 from preflight.config.pinspec import contradiction, parse_pin
-from preflight.model.policy import MODES, SHAPE_KEYS, JobShape, Limits, Mode, Policy
+from preflight.model.policy import (
+    MODES,
+    PS_MODEL_LIMITS,
+    PS_MODES,
+    SHAPE_KEYS,
+    JobShape,
+    Limits,
+    Mode,
+    Policy,
+    PsMode,
+    PsModel,
+)
 
 # (warn, fail) pairs of Limits: more is better for these (a fail threshold above its warning
 # one would fail before it ever warned)...
@@ -74,7 +85,8 @@ def _limits(f: Fields) -> Limits:
     return limits
 
 
-POLICY_KEYS = {"mode", "require", "files", "ports", "limits", "container", *SHAPE_KEYS}
+POLICY_KEYS = {"mode", "ps_mode", "ps_model", "require", "files", "ports", "limits", "container",
+               *SHAPE_KEYS}
 
 
 def load_policy(path: str) -> Policy:
@@ -89,6 +101,11 @@ def load_policy(path: str) -> Policy:
     policy = Policy()
     if f.has("mode"):
         policy = replace(policy, mode=check_mode(doc["mode"], path, yamlfile.line_of(doc, "mode")))
+    if f.has("ps_mode"):
+        policy = replace(policy, ps_mode=check_ps_mode(doc["ps_mode"], path,
+                                                       yamlfile.line_of(doc, "ps_mode")))
+    if f.has("ps_model"):
+        policy = replace(policy, ps_model=_ps_model(f.at("ps_model")))
     if f.has("require"):
         pins = f.strings("require", "a list of pins like 'paddle>=2.6,<3'")
         line = yamlfile.line_of(doc, "require")
@@ -128,8 +145,25 @@ def check_mode(mode: Any, where: str, line: Optional[int] = None) -> Mode:
                          line=line) from None
 
 
+def _ps_model(f: Fields) -> PsModel:
+    f.keys_within(set(PS_MODEL_LIMITS))
+    return PsModel(**{k: f.count(k, 1, high) for k, high in PS_MODEL_LIMITS.items()
+                      if f.has(k)})
+
+
+def check_ps_mode(mode: Any, where: str, line: Optional[int] = None) -> PsMode:
+    try:
+        return one_of(mode, PS_MODES)
+    except ValueError:
+        why = (": Paddle's CPU builds crash in SendBarrierOp in sync PS (2.6.2, 3.0.0), so "
+               "the PS round does not run it") if mode == "sync" else ""
+        raise InputError(where, f"{mode!r} is not a PS mode preflight runs "
+                         f"({', '.join(PS_MODES)}){why}", field="ps_mode", line=line) from None
+
+
 def build(path: Optional[str], mode: Optional[str], requires: list[str], files: list[str],
-          ports: Optional[str], shape: Optional[dict[str, Optional[int]]] = None) -> Policy:
+          ports: Optional[str], shape: Optional[dict[str, Optional[int]]] = None,
+          ps_mode: Optional[str] = None) -> Policy:
     """Returns the policy file's policy with the command line's flags applied on top."""
     policy = load_policy(path) if path else Policy()
     given = {k: v for k, v in (shape or {}).items() if v is not None}
@@ -137,6 +171,8 @@ def build(path: Optional[str], mode: Optional[str], requires: list[str], files: 
         policy = replace(policy, job=replace(policy.job, **given))
     if mode:
         policy = replace(policy, mode=check_mode(mode, "--mode"))
+    if ps_mode:
+        policy = replace(policy, ps_mode=check_ps_mode(ps_mode, "--ps-mode"))
     if requires:
         policy = replace(policy, pins=policy.pins + tuple(parse_pin(r, "--require")
                                                             for r in requires))

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, Optional, get_args
 
+from preflight.model.policy import PsMode
+
 Phase = Literal["survey", "retest"]  # a survey round's run, or a suspect's retest alone
 SURVEY: Final = "survey"
 RETEST: Final = "retest"
@@ -168,8 +170,6 @@ class FanIn:
 
 # A PS job's all-reduce is not run: its traffic is pushes and pulls (the PS round measures it).
 NOT_COLLECTIVE = "a PS job runs no collective (its PS round measures its path)"
-PsMode = Literal["async", "geo"]  # the PS modes Paddle's CPU builds run (sync segfaults)
-PS_MODES: tuple[PsMode, ...] = get_args(PsMode)
 
 
 @dataclass(frozen=True)
@@ -182,10 +182,18 @@ class PsTrainer:
     steps: int
     seconds: float  # the steps' own time
     median_s: Optional[float] = None  # the median step
+    # Of seconds, the time its stepping thread was off the CPU: waiting on its pulls and
+    # pushes (the executor runs a step's ops on the caller's thread), or for a core.
+    wait_s: Optional[float] = None
 
     @property
     def steps_per_s(self) -> float:
         return self.steps / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def wait_share(self) -> Optional[float]:
+        return self.wait_s / self.seconds if self.wait_s is not None and self.seconds > 0 \
+            else None
 
 
 @dataclass(frozen=True)
@@ -223,6 +231,7 @@ class PsRound:
     seconds: float = 0.0  # what each trainer was given to train
     # host -> the address the job reaches it at: a peer's log names it by that alone.
     addresses: Mapping[str, str] = field(default_factory=dict)
+    attempts: int = 1  # a round that hung everywhere with no cause said is run once more
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,10 @@ from preflight.model.container import ContainerLayer
 
 Mode = Literal["collective", "ps"]  # Paddle's collective training, or parameter servers
 MODES: tuple[Mode, ...] = get_args(Mode)
+# How a PS job's trainers meet their servers (its strategy: a_sync, or GEO's k_steps): the
+# modes Paddle's CPU builds run (sync PS crashes in SendBarrierOp on 2.6.2 and 3.0.0).
+PsMode = Literal["async", "geo"]
+PS_MODES: tuple[PsMode, ...] = get_args(PsMode)
 
 # What a pin may name, and where its value comes from (see checks/pins.py).
 PIN_NAMES = ("paddle", "driver", "cuda", "cudnn", "nccl", "python")
@@ -77,8 +81,24 @@ class JobShape:
 
 
 @dataclass(frozen=True)
+class PsModel:
+    """The PS round's synthetic model, sized like the job's own: a sparse embedding of rows x
+    dim floats sharded over the servers (each step pulls and pushes batch rows of it) and a
+    small dense part."""
+
+    rows: int = 100_000
+    dim: int = 16
+    batch: int = 64
+
+
+PS_MODEL_LIMITS = {"rows": 100_000_000, "dim": 4096, "batch": 65536}
+
+
+@dataclass(frozen=True)
 class Policy:
     mode: Mode = "collective"
+    ps_mode: PsMode = "async"  # ps: the mode the PS round trains in, as the job will
+    ps_model: PsModel = field(default_factory=PsModel)  # ps: the PS round's model
     pins: tuple[Pin, ...] = ()
     files: tuple[str, ...] = ()  # training script and configs: must hash alike on all hosts
     ports: Optional[tuple[int, ...]] = None  # None: Paddle's defaults, the plan picks free ones

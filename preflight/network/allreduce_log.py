@@ -18,6 +18,9 @@ _WHY = re.compile(r"(Error|Exception|error:|refused|timed out|Timeout|Killed|Abo
 _STOP_REPORT = re.compile(r"^(?:.*: line \d+: +\d+ +)?(?:Terminated|Killed)\b")
 # Paddle's launcher's own lines: "LAUNCH INFO 2026-11-24 19:29:09,044 Waiting peer start...".
 _LAUNCHER_LINE = re.compile(r"^LAUNCH [A-Z]+ (?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ )?(.*)$")
+# What Paddle prints as a signal ends it: the stop's or the host's `timeout`'s doing, never why.
+_KILLED = re.compile(r"Termination signal|\*\*\* Aborted at|\*\*\* SIGTERM|SIGKILL|"
+                     r"^Error Message Summary:$")
 _SECRET = re.compile(r"(?i)\b(\w*(?:passw|secret|token|api_?key|credential)\w*)=\S+")
 
 
@@ -38,7 +41,8 @@ def log_lines(done: Done, stopped: bool = False) -> list[str]:
 def log_reason(done: Done, stopped: bool = False) -> str:
     """Returns the line of a failing rank's log that says why, or its exit."""
     lines = log_lines(done, stopped)
-    why = [ln for ln in lines if _WHY.search(ln)]
+    ended = stopped or done.exit == 124  # ended by a signal we sent: its report is noise
+    why = [ln for ln in lines if _WHY.search(ln) and not (ended and _KILLED.search(ln))]
     text = (why or lines or [done.tail()])[-1][:300]
     if done.exit == 96:
         text = "could not create the run directory in /tmp"

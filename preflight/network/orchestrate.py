@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from preflight.common import localise
+from preflight.common.ps_failure import hung_without_cause
 from preflight.common.remote import Remote, in_parallel
 from preflight.common.units import hosts_text
 from preflight.model.facts import (
@@ -346,6 +347,8 @@ def run_ps_stage(net: NetworkTests, plan: Plan, outcomes: Sequence[HostOutcome],
                 0, 0)
     try:
         result = run_ps_round(plan, members, opts.ps)
+        if hung_without_cause(result):
+            result = replace(run_ps_round(plan, members, opts.ps), attempts=2)
     except KeyboardInterrupt:
         return replace(net, interrupted=True)
     return replace(net, ps=result, wall_s=net.wall_s + time.monotonic() - started)

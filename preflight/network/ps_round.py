@@ -21,8 +21,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from preflight.common.remote import Done, in_parallel
-from preflight.model.measure import PsMode, PsRound, PsServer, PsTrainer
+from preflight.model.measure import PsRound, PsServer, PsTrainer
 from preflight.model.plan import Node, Plan
+from preflight.model.policy import PsMode
 from preflight.network.allreduce_cmd import (
     HOST_EXTRA_S,
     LOG,
@@ -37,8 +38,6 @@ from preflight.network.allreduce_log import log_reason
 
 PS_LINE = "PREFLIGHT-PS "
 LOG_LINES = 20
-
-
 @dataclass(frozen=True)
 class PsRoundOptions:
     seconds: float = 5.0  # each trainer trains this long
@@ -148,10 +147,11 @@ def _docs(stdout: str) -> list[dict[str, Any]]:
 
 
 def _trainer(host: str, d: Mapping[str, Any]) -> PsTrainer:
-    median = d.get("median_s")
+    median, wait = d.get("median_s"), d.get("wait_s")
     return PsTrainer(host, int(d.get("index") or 0), int(d.get("steps") or 0),
                      float(d.get("seconds") or 0.0),
-                     float(median) if isinstance(median, (int, float)) else None)
+                     float(median) if isinstance(median, (int, float)) else None,
+                     float(wait) if isinstance(wait, (int, float)) else None)
 
 
 def _server(host: str, d: Mapping[str, Any]) -> Optional[PsServer]:

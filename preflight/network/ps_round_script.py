@@ -1,16 +1,17 @@
 """A short parameter-server job, shipped to every host of a PS plan and run by Paddle's own
-launcher there (python 3.6+, standard library and Paddle). A synthetic model: a sparse
-embedding sharded over the servers and a small dense part, trained for a bounded time in
-async (or GEO) mode. Writes, in --dir:
-- ps-trainer-<index>.json: its steps, their median and total time;
-- ps-server-<pid>.json, rewritten every half second while the server runs: its CPU time,
-  its cgroup's throttling and the host's bytes in and out, first and latest.
+launcher there (Python 3.8+ as Paddle 2.6 needs, standard library and Paddle). A synthetic
+model: a sparse embedding sharded over the servers and a small dense part, trained for a
+bounded time in async (or GEO) mode. Writes, in --dir:
+- ps-trainer-<index>.json: its steps, their median and total time, and how much of it the
+  stepping thread spent off the CPU (waiting on pulls and pushes, or for a core);
+- ps-server-<pid>.json, rewritten every half second while the server runs (by a sampler
+  forked before Paddle is imported): its CPU time, its cgroup's throttling and the host's
+  bytes in and out, first and latest.
 The trainers meet at a barrier and the first stops the servers (the launcher never does)."""
 
 import argparse
 import json
 import os
-import threading
 import time
 
 
@@ -21,8 +22,8 @@ def _write(path, doc):
     os.replace(tmp, path)
 
 
-def _cpu_s():
-    fields = open("/proc/self/stat").read().rsplit(")", 1)[1].split()
+def _cpu_s(pid):
+    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / float(os.sysconf("SC_CLK_TCK"))
 
 
@@ -60,24 +61,31 @@ def _net_bytes():
     return rx, tx
 
 
-def _sample():
+def _sample(pid):
     nr, took = _cgroup_stat()
     rx, tx = _net_bytes()
-    return {"at": time.time(), "cpu_s": _cpu_s(), "throttled": nr, "throttled_s": took,
+    return {"at": time.time(), "cpu_s": _cpu_s(pid), "throttled": nr, "throttled_s": took,
             "rx_bytes": rx, "tx_bytes": tx}
 
 
 def start_sampler(directory):
-    path = os.path.join(directory, "ps-server-%d.json" % os.getpid())
-    first = _sample()
-
-    def loop():
-        while True:
-            _write(path, {"role": "server", "pid": os.getpid(), "first": first,
-                          "last": _sample()})
+    """Forks a sampler of this server from outside it (its cgroup and network namespace, its
+    CPU from /proc): a thread of the server itself stops once run_server holds the GIL in
+    C++. It writes every half second and ends within one of the server's end."""
+    pid = os.getpid()
+    path = os.path.join(directory, "ps-server-%d.json" % pid)
+    if os.fork() != 0:
+        return
+    try:
+        first = _sample(pid)
+        while os.getppid() == pid:
+            _write(path, {"role": "server", "pid": pid, "first": first,
+                          "last": _sample(pid)})
             time.sleep(0.5)
-
-    threading.Thread(target=loop, daemon=True).start()
+    except Exception:
+        pass  # the server is gone between two samples: the last one written stands
+    finally:
+        os._exit(0)
 
 
 def main():
@@ -99,7 +107,12 @@ def main():
     fleet.init()
     ids = paddle.static.data("ids", [None, 1], "int64")
     y = paddle.static.data("y", [None, 1], "float32")
-    emb = paddle.static.nn.sparse_embedding(ids, size=[a.rows, a.dim])
+    if a.mode == "geo":
+        # GEO sends each trainer's deltas of a local table: a sparse_embedding (the servers'
+        # own table) fails its init_params ("must be DenseTensor, ... holds SelectedRows").
+        emb = paddle.static.nn.embedding(ids, size=[a.rows, a.dim], is_sparse=True)
+    else:
+        emb = paddle.static.nn.sparse_embedding(ids, size=[a.rows, a.dim])
     hidden = paddle.static.nn.fc(paddle.reshape(emb, [-1, a.dim]), 16, activation="relu")
     loss = paddle.mean(paddle.nn.functional.square_error_cost(
         paddle.static.nn.fc(hidden, 1), y))
@@ -119,18 +132,22 @@ def main():
     rng = np.random.RandomState(index)
     program = paddle.static.default_main_program()
     times = []
+    waited = 0.0
     end = time.time() + a.seconds
     while time.time() < end:
         feed = {"ids": rng.randint(0, a.rows, (a.batch, 1)).astype("int64"),
                 "y": rng.rand(a.batch, 1).astype("float32")}
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         exe.run(program, feed=feed, fetch_list=[loss])
-        times.append(time.perf_counter() - t0)
+        took = time.perf_counter() - t0
+        times.append(took)
+        # Off the CPU within the step: waiting on its pulls and pushes, or for a core.
+        waited += max(0.0, took - (time.thread_time() - c0))
     ordered = sorted(times)
     _write(os.path.join(a.dir, "ps-trainer-%d.json" % index),
            {"role": "trainer", "index": index, "steps": len(times),
             "seconds": sum(times), "median_s": ordered[len(ordered) // 2] if times else None,
-            "host_ip": os.environ.get("POD_IP")})
+            "wait_s": waited, "host_ip": os.environ.get("POD_IP")})
     fleet.barrier_worker()
     if fleet.is_first_worker():
         fleet.fleet._runtime_handle._worker.stop_server()

@@ -11,7 +11,8 @@ import pytest
 pytestmark = pytest.mark.cluster
 
 HOSTS = ["good1", "good2", "good3", "good4"]
-FAST = ("--iperf-seconds", "1")
+# The round bounded well below its default: a hang costs the suite this, twice at most.
+FAST = ("--iperf-seconds", "1", "--ps-timeout", "90")
 # Servers pinned on good1 and good2 by the inventory's roles, trainers on good2-4: good1
 # receives from 3 trainer hosts at once, good2 from the 2 that are not itself.
 ROLES = {"good1": {"roles": ["server"]}, "good2": {"roles": ["server", "worker"]},
@@ -24,10 +25,10 @@ def traces(cluster, hosts):
     return cluster.left_on(hosts, ("iperf3", ".preflight-ps-"), ".preflight-ps-")
 
 
-def ps_check(cluster, name, python=None):
+def ps_check(cluster, name, python=None, shape=SHAPE):
     inv = cluster.inventory(f"{name}.yaml", HOSTS, python=python or cluster.paddle_b,
                             overrides=ROLES)
-    policy = cluster.policy(f"{name}.policy.yaml", SHAPE)
+    policy = cluster.policy(f"{name}.policy.yaml", shape)
     return cluster.preflight("check", "-i", inv, "--policy", policy, *FAST, network=True,
                              timeout=400)
 
@@ -48,6 +49,8 @@ def test_a_healthy_ps_plan_measures_its_fan_in_and_its_round(cluster):
     assert ps["error"] is None, ps
     assert sorted(t["host"] for t in ps["trainers"]) == ["good2", "good3", "good4"]
     assert all(t["steps"] > 0 for t in ps["trainers"]), ps
+    # Each step's time off the CPU (its pulls and pushes) is part of the step, never more.
+    assert all(0 < t["wait_s"] <= t["seconds"] for t in ps["trainers"]), ps
     assert sorted(s["host"] for s in ps["servers"]) == ["good1", "good2"], ps
     assert all(s["cpu_s"] > 0 for s in ps["servers"]), ps
     assert ps["roles"] == {"good1": "server", "good2": "server and trainer",
@@ -56,6 +59,17 @@ def test_a_healthy_ps_plan_measures_its_fan_in_and_its_round(cluster):
     assert sorted(passed["hosts"]) == HOSTS and "steps/s median" in passed["message"]
     assert run.report["network"]["allreduce"] is None  # a PS job runs no collective
     assert run.rc == 0, run.stdout + run.stderr
+    assert not traces(cluster, HOSTS)
+
+
+def test_the_round_trains_in_the_policys_geo_mode(cluster):
+    run = ps_check(cluster, "ps-geo", shape=SHAPE + "ps_mode: geo\n")
+    ps = run.report["network"]["ps"]
+    assert ps["mode"] == "geo" and not ps["failed"], ps
+    assert len(ps["trainers"]) == 3 and all(t["steps"] > 0 for t in ps["trainers"]), ps
+    [passed] = run.findings("ps-round", "pass")
+    assert passed["message"].startswith("PS round (geo, 5 s): 3 trainer(s) at ")
+    assert run.rc == 0, run.stdout
     assert not traces(cluster, HOSTS)
 
 

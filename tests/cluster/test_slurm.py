@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import slurmrig as S
-from conftest import PADDLE_A, SHARED_CPU
+from conftest import PADDLE_A, PADDLE_B, SHARED_CPU
 
 from preflight.testing import testbed
 
@@ -29,8 +29,9 @@ class Rig:
     tb: testbed.Testbed
     slurm: S.Slurm
 
-    def inventory(self, names: list[str], name: str = "nodes.yaml") -> str:
-        return self.tb.inventory(os.path.join(self.tb.base, name), names, python=PADDLE_A)
+    def inventory(self, names: list[str], name: str = "nodes.yaml",
+                  python: str = PADDLE_A) -> str:
+        return self.tb.inventory(os.path.join(self.tb.base, name), names, python=python)
 
     def preflight(self, *args: str, timeout: float = 240.0) -> tuple[int, str, dict[str, Any]]:
         report = os.path.join(self.tb.base, f"r-{time.monotonic_ns()}.json")
@@ -54,10 +55,10 @@ class Rig:
         rc, out, _ = self.preflight("resume", report, "--apply")
         return rc, out
 
-    def policy(self) -> str:
-        path = os.path.join(self.tb.base, "policy.yaml")
+    def policy(self, text: str = "") -> str:
+        path = os.path.join(self.tb.base, f"policy-{time.monotonic_ns()}.yaml")
         with open(path, "w") as fh:
-            fh.write(SHARED_CPU)
+            fh.write(text + SHARED_CPU)
         return path
 
     def jobs(self) -> str:
@@ -104,6 +105,25 @@ def test_a_go_through_srun_with_the_network_tests(rig):
     # Each node's facts are its own (its own /tmp, its own hostname), told apart per task.
     assert {doc["hosts"][n]["facts"]["system"]["hostname"] for n in NODES[:3]} == set(NODES[:3])
     # The allocation preflight asked for is given back.
+    assert rig.jobs() == ""
+
+
+def test_a_ps_job_measured_through_srun(rig):
+    # The plan's ports tried from node to node, the fan-in and the PS round (Paddle 2.6.2,
+    # async), each as job steps of preflight's own allocation.
+    rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i",
+                                 rig.inventory(NODES[:3], "ps.yaml", python=PADDLE_B),
+                                 "--policy", rig.policy("mode: ps\nserver_num: 1\n"
+                                                        "trainer_num: 2\n"),
+                                 "--iperf-seconds", "1", "--ps-timeout", "90", timeout=400)
+    assert rc == 0, out
+    net = doc["network"]
+    assert len(net["reach"]) == 3 and not any(r["unreached"] or r["error"]
+                                              for r in net["reach"]), net["reach"]
+    ps = net["ps"]
+    assert ps is not None and not ps["failed"], ps
+    assert len(ps["trainers"]) == 2 and all(t["steps"] > 0 for t in ps["trainers"]), ps
+    assert [s["host"] for s in ps["servers"]] == [doc["plan"]["servers"][0]["host"]]
     assert rig.jobs() == ""
 
 

@@ -14,8 +14,9 @@ from preflight.model.measure import PsRound, PsServer, PsTrainer
 ROLES = {"node01": "server", "node02": "server", "node03": "trainer", "node04": "trainer"}
 
 
-def trainer(host: str, index: int, steps_per_s: float = 100.0) -> PsTrainer:
-    return PsTrainer(host, index, int(steps_per_s * 5), 5.0, 1 / steps_per_s)
+def trainer(host: str, index: int, steps_per_s: float = 100.0,
+            wait_s: float | None = 2.0) -> PsTrainer:
+    return PsTrainer(host, index, int(steps_per_s * 5), 5.0, 1 / steps_per_s, wait_s)
 
 
 def server(host: str, throttled_s: float = 0.0) -> PsServer:
@@ -42,7 +43,12 @@ def healthy(**changes) -> PsRound:
 def test_a_round_that_kept_up_passes_with_its_figures():
     [f] = judged(healthy())
     assert f.status is Status.PASS and f.hosts == tuple(NODES)
-    assert "3 trainer(s) at 100 steps/s median (10 ms a step), 2 server(s)" in f.message
+    assert "3 trainer(s) at 100 steps/s median (10 ms a step), 40% of it off the CPU " \
+        "(waiting on pulls and pushes, or for a core), 2 server(s)" in f.message
+    # A round from before the wait was measured says nothing of it.
+    [old] = judged(healthy(trainers=tuple(replace(t, wait_s=None)
+                                          for t in healthy().trainers)))
+    assert "waiting" not in old.message and old.data["wait_share"] is None
 
 
 def test_a_throttled_server_holds_every_trainer_and_is_named_with_its_role():
@@ -52,6 +58,7 @@ def test_a_throttled_server_holds_every_trainer_and_is_named_with_its_role():
     assert bad.hosts == ("node01",)
     assert bad.message.startswith("node01 (PS server): holds every trainer: its cgroup "
                                   "throttled it 40 times, 3 s of the 8 s it served")
+    assert "100 steps/s median, 40% of their steps off the CPU (async)" in bad.message
     assert [f.hosts for f in found if f.status is Status.PASS] == [
         ("node02", "node03", "node04")]
 
@@ -124,7 +131,21 @@ def test_where_every_host_only_waited_the_peer_gloo_names_is_the_cause():
 
 def test_a_round_that_ran_out_of_time_everywhere_names_every_host():
     ps = healthy(trainers=(), error="the job failed on node01 and 3 more host(s)",
-                 addresses=ADDRESSES, failed={h: OUT_OF_TIME for h in ADDRESSES})
+                 addresses=ADDRESSES, failed={h: OUT_OF_TIME for h in ADDRESSES}, attempts=2)
     found = judged(ps)
     assert sorted(f.hosts for f in found) == [(h,) for h in sorted(ADDRESSES)]
     assert all(f.status is Status.FAIL and "then waited" not in f.message for f in found)
+    assert all(f.message.endswith("(run twice, it hung both times)") for f in found)
+
+
+
+def test_a_host_whose_rank_raised_is_named_though_its_launcher_ran_out_of_time():
+    # GEO with a table it cannot take (Paddle 2.6.2, the rig): one trainer raised, the
+    # launchers never ended and every host's time ran out.
+    raised = (f"{OUT_OF_TIME.split(';')[0]}; log: ValueError: (InvalidArgument) The Variable "
+              "type must be N3phi11DenseTensorE, but the type it holds is N3phi12SelectedRowsE.")
+    ps = healthy(trainers=(), error="the job failed on node01 and 3 more host(s)",
+                 addresses=ADDRESSES, failed={"node01": OUT_OF_TIME, "node02": OUT_OF_TIME,
+                                              "node03": raised, "node04": OUT_OF_TIME})
+    [f] = judged(ps)
+    assert f.hosts == ("node03",) and "ValueError: (InvalidArgument)" in f.message

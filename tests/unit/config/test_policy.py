@@ -7,7 +7,7 @@ from conftest import SHARED_CPU
 
 from preflight.config.errors import InputError
 from preflight.config.policy import build, load_policy, parse_ports
-from preflight.model.policy import JobShape
+from preflight.model.policy import JobShape, PsModel
 
 
 def test_policy_file_and_flags(tmp_path):
@@ -21,6 +21,35 @@ def test_policy_file_and_flags(tmp_path):
     assert pol.ports == (6070, 6071, 6767)
     assert pol.limits.clock_skew_fail_s == 2 and pol.limits.clock_skew_warn_s == 1.0
     assert build(None, None, [], [], None).ports is None  # the plan picks free ports
+
+
+def test_the_ps_mode_from_file_and_flag(tmp_path):
+    p = tmp_path / "policy.yaml"
+    p.write_text("mode: ps\nps_mode: geo\n")
+    assert build(str(p), None, [], [], None).ps_mode == "geo"
+    assert build(str(p), None, [], [], None, ps_mode="async").ps_mode == "async"
+    assert build(None, None, [], [], None).ps_mode == "async"
+    p.write_text("mode: ps\nps_mode: sync\n")
+    with pytest.raises(InputError) as err:
+        load_policy(str(p))
+    assert "policy.yaml:2: " in str(err.value)
+    assert "'sync' is not a PS mode preflight runs (async, geo): Paddle's CPU builds crash in " \
+        "SendBarrierOp" in str(err.value)
+    with pytest.raises(InputError, match="--ps-mode: field 'ps_mode'.*'fast' is not a PS mode"):
+        build(None, None, [], [], None, ps_mode="fast")
+
+
+def test_the_ps_rounds_model_is_sized_by_the_policy(tmp_path):
+    p = tmp_path / "policy.yaml"
+    p.write_text("mode: ps\nps_model: {dim: 256, batch: 128}\n")
+    assert build(str(p), None, [], [], None).ps_model == PsModel(rows=100_000, dim=256,
+                                                                   batch=128)
+    p.write_text("mode: ps\nps_model: {dim: 0}\n")
+    with pytest.raises(InputError, match="field 'ps_model.dim': 0 is not a count from 1 to 4096"):
+        load_policy(str(p))
+    p.write_text("mode: ps\nps_model: {width: 3}\n")
+    with pytest.raises(InputError, match="width"):
+        load_policy(str(p))
 
 
 def test_job_shape_from_file_and_flags(tmp_path):

@@ -1,0 +1,29 @@
+"""What a PS round's failed hosts said, read for its cause: a host that only waited on a peer
+(gloo's timeout naming it) or for the round's time to run out, told from one that failed on
+its own (an exception in its log)."""
+
+from __future__ import annotations
+
+import re
+
+from preflight.model.measure import PsRound
+
+# What a host's failure says of its cause: gloo's timeout names the peer it waited on (its
+# address); a host whose round ran out of time without a Python exception in its log only
+# waited.
+GLOO_PEER = re.compile(r"TIMEOUT\b.*peer_str = \[([^\]]+)\]")
+OUT_OF_TIME = "did not finish within the time limit"
+_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception): ")
+
+
+def ran_out_of_time(why: str) -> bool:
+    """A host's failure that is its round's time running out while it waited (no exception
+    of its own in its log, whatever ended it after)."""
+    return why.startswith(OUT_OF_TIME) and not _EXCEPTION.search(why)
+
+
+def hung_without_cause(r: PsRound) -> bool:
+    """Every host ran out of time waiting, no trainer finished, and no log says why or on
+    whom: a start-up race of Paddle's PS, seen now and then on GEO, is worth one more run."""
+    return bool(r.failed) and not r.trainers and set(r.failed) == set(r.hosts) and all(
+        ran_out_of_time(w) and not GLOO_PEER.search(w) for w in r.failed.values())

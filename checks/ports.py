@@ -76,8 +76,8 @@ def reach_findings(cluster: Cluster) -> Generator[Finding, None, set[str]]:
         if r.error:
             named.add(r.host)
             yield Finding(NAME, Status.COULD_NOT_CHECK, (r.host,),
-                          f"{r.host}: its plan ports could not be tested from the other hosts: "
-                          f"{r.error}", {"reason": r.error})
+                          f"{r.host}: its plan ports' reach not tested: {r.error}",
+                          {"reason": r.error})
     tested = [r for r in reach if not r.error]
     sources = {r.host for r in tested}
     # source -> the hosts whose ports it could not reach

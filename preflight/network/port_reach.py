@@ -117,6 +117,7 @@ def run_port_reach(plan: Plan, remotes: Mapping[str, Remote], pythons: Mapping[s
         targets = {n.host: [f"{_bracketed(n.address)}:{p}" for p in n.ports]
                    for n in nodes if n.host in listening}
         seen: dict[str, dict[str, Optional[str]]] = {}
+        untried: dict[str, str] = {}  # a host whose connections could not be made at all
 
         def connect(src: str) -> None:
             eps = [e for h, es in targets.items() if h != src for e in es]
@@ -128,8 +129,11 @@ def run_port_reach(plan: Plan, remotes: Mapping[str, Remote], pythons: Mapping[s
                 got, said = _reach_doc(done.stdout), done.tail()
             except Exception as e:
                 got, said = None, f"{type(e).__name__}: {e}"
-            seen[src] = got if got is not None else {
-                e: f"could not test from {src}: {said or 'no answer'}" for e in eps}
+            if got is None:  # not a port's answer: nothing to blame a port or a firewall for
+                untried[src] = f"could not try the other hosts' ports from it: " \
+                    f"{said or 'no answer'}"
+            else:
+                seen[src] = got
 
         in_parallel([functools.partial(connect, n.host) for n in nodes],
                     CONNECT_S + 15, "port-reach")
@@ -137,8 +141,9 @@ def run_port_reach(plan: Plan, remotes: Mapping[str, Remote], pythons: Mapping[s
         servers.stop_all()
     out = []
     for n in nodes:
-        if n.host in errors:
-            out.append(PortReach(n.host, n.ports, roles.get(n.host, ""), error=errors[n.host]))
+        why = errors.get(n.host) or untried.get(n.host)
+        if why:
+            out.append(PortReach(n.host, n.ports, roles.get(n.host, ""), error=why))
             continue
         unreached: dict[str, str] = {}
         for src, results in seen.items():

@@ -185,6 +185,7 @@ class PsTrainer:
     # Of seconds, the time its stepping thread was off the CPU: waiting on its pulls and
     # pushes (the executor runs a step's ops on the caller's thread), or for a core.
     wait_s: Optional[float] = None
+    in_container: Optional[bool] = None  # it trained in a container (Podman's or Docker's)
 
     @property
     def steps_per_s(self) -> float:

@@ -147,11 +147,12 @@ def _docs(stdout: str) -> list[dict[str, Any]]:
 
 
 def _trainer(host: str, d: Mapping[str, Any]) -> PsTrainer:
-    median, wait = d.get("median_s"), d.get("wait_s")
+    median, wait, boxed = d.get("median_s"), d.get("wait_s"), d.get("in_container")
     return PsTrainer(host, int(d.get("index") or 0), int(d.get("steps") or 0),
                      float(d.get("seconds") or 0.0),
                      float(median) if isinstance(median, (int, float)) else None,
-                     float(wait) if isinstance(wait, (int, float)) else None)
+                     float(wait) if isinstance(wait, (int, float)) else None,
+                     boxed if isinstance(boxed, bool) else None)
 
 
 def _server(host: str, d: Mapping[str, Any]) -> Optional[PsServer]:

@@ -147,7 +147,10 @@ def main():
     _write(os.path.join(a.dir, "ps-trainer-%d.json" % index),
            {"role": "trainer", "index": index, "steps": len(times),
             "seconds": sum(times), "median_s": ordered[len(ordered) // 2] if times else None,
-            "wait_s": waited, "host_ip": os.environ.get("POD_IP")})
+            "wait_s": waited, "host_ip": os.environ.get("POD_IP"),
+            # Podman's and Docker's marks: the round ran in the job's container.
+            "in_container": os.path.exists("/run/.containerenv")
+            or os.path.exists("/.dockerenv")})
     fleet.barrier_worker()
     if fleet.is_first_worker():
         fleet.fleet._runtime_handle._worker.stop_server()

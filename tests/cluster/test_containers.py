@@ -283,6 +283,30 @@ def test_what_the_job_gets_in_its_container_is_judged_on_each_host(boxes):
     assert not [f for f in run.findings() if f["status"] != "pass" and "ctr1" in f["hosts"]]
 
 
+def test_a_ps_job_is_measured_in_its_containers(boxes):
+    # The training environment mounted into the job's image (Paddle 2.6.2, which carries the
+    # PS core; the image's own 3.3.1 does not): the ports, the fan-in and the PS round run as
+    # the plan's launcher commands inside each host's container.
+    env = "/opt/preflight-testenv/paddle-2.6.2"
+    box = {"python": f"{env}/bin/python", "mounts": ["/root:/root", f"{env}:{env}:ro"]}
+    hosts = ["ctr1", "ctr2", "ctr3"]
+    inv = inventory(boxes, "ctr-ps.yaml", hosts, {h: box for h in hosts})
+    rules = os.path.join(boxes.tb.base, "ctr-ps-policy.yaml")
+    with open(rules, "w") as fh:
+        fh.write("mode: ps\nserver_num: 1\ntrainer_num: 2\nlimits: {ps_server_cores: 0, "
+                 "ps_trainer_cores: 0, cpu_busy_ratio: 100, memlock_min_mib: 8}\n")
+    run = boxes.preflight("check", "-i", inv, "--policy", rules, "--iperf-seconds", "1",
+                          "--ps-timeout", "90", network=True, timeout=400)
+    assert run.rc == 0, run.stdout
+    assert {h["facts"]["paddle"]["version"] for h in run.report["hosts"].values()} == {"2.6.2"}
+    ps = run.report["network"]["ps"]
+    assert ps is not None and not ps["failed"], ps
+    assert len(ps["trainers"]) == 2 and all(t["steps"] > 0 and t["in_container"]
+                                            for t in ps["trainers"]), ps
+    assert len(ps["servers"]) == 1 and ps["servers"][0]["cpu_s"] > 0, ps
+    assert not any(r["unreached"] or r["error"] for r in run.report["network"]["reach"])
+
+
 def test_a_host_without_the_image_is_a_finding_in_seconds(boxes):
     start = time.monotonic()
     run = boxes.preflight("check", "-i", inventory(boxes, "gone.yaml", ["ctr5"]),

@@ -58,7 +58,7 @@ def test_what_the_hosts_printed_makes_the_round():
               "last": {"at": 18.0, "cpu_s": 2.5, "throttled": 42, "throttled_s": 3.1,
                        "rx_bytes": 9100, "tx_bytes": 4050}}
     t0 = {"role": "trainer", "index": 0, "steps": 400, "seconds": 4.0, "median_s": 0.01,
-          "wait_s": 1.0}
+          "wait_s": 1.0, "in_container": True}
     t1 = {"role": "trainer", "index": 1, "steps": 100, "seconds": 4.0, "median_s": 0.04}
     r = summarise(("n1", "n2"), {"n1": _printed(server, t1), "n2": _printed(t0)},
                   PsRoundOptions(), 20.0)
@@ -66,6 +66,7 @@ def test_what_the_hosts_printed_makes_the_round():
     assert [(t.host, t.index, t.steps_per_s) for t in r.trainers] == [("n2", 0, 100.0),
                                                                         ("n1", 1, 25.0)]
     assert [t.wait_share for t in r.trainers] == [0.25, None]  # t1's script said nothing
+    assert [t.in_container for t in r.trainers] == [True, None]
     [s] = r.servers
     assert (s.host, s.wall_s, s.cpu_s, s.throttled, s.rx_bytes) == ("n1", 8.0, 2.0, 40, 9000)
     assert abs(s.cores - 0.25) < 1e-9 and abs((s.throttled_s or 0) - 3.0) < 1e-9

@@ -19,6 +19,9 @@ from preflight.model.measure import (
     LinkRun,
     NetworkTests,
     NicCounters,
+    PortReach,
+    PsRound,
+    PsTrainer,
     SizeResult,
 )
 
@@ -169,7 +172,11 @@ def test_the_network_summary_reads_back_whole(tmp_path):
     net = NetworkTests("ring", ("a", "b", "c"), allreduce=AllReduce(
         "gloo", ("a", "b"), 2, (SizeResult(1 << 20, 0.01, 2),), progress={"a": "done"}),
         nic_mbps={"a": 1000}, nic_counters={"a": NicCounters("eth0", {"rx_errors": 2})},
-        fanin=(FanIn("a", {"b": IperfResult(received_bps=4e8), "c": IperfResult(error="x")}),))
+        fanin=(FanIn("a", {"b": IperfResult(received_bps=4e8), "c": IperfResult(error="x")}),),
+        reach=(PortReach("a", (6070, 6767), "server", {"b": "6070: timed out"}),
+               PortReach("b", (6070,), error="the listener did not start within 10 s")),
+        ps=PsRound(("a", "b"), "geo", {"a": "server", "b": "trainer"},
+                   (PsTrainer("b", 0, 10, 1.0, 0.1, 0.4, True),), attempts=2))
     path = str(tmp_path / "run.jsonl")
     log = runlog.RunLog(path)
     log.start("check", ["check"], HOSTS, 1.0, None)

@@ -62,9 +62,13 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     blamed = yield from reach_findings(cluster)
     ok = [h for h in ok if h not in blamed]
     if ok:
-        across = " and answer from the plan's other hosts" if cluster.network and \
-            cluster.network.reach else ""
-        yield passed(NAME, ok, f"ports {port_ranges(wanted)} free on {len(ok)} hosts{across}")
+        # Only the plan's hosts had their ports tried: say it of those alone.
+        tried = {r.host for r in cluster.network.reach if not r.error} if cluster.network \
+            else set()
+        across = [h for h in ok if h in tried]
+        yield passed(NAME, ok, f"ports {port_ranges(wanted)} free on {len(ok)} hosts" + (
+            f"; the plan's ports answer from host to host on {hosts_text(across)}"
+            if across else ""))
 
 
 def reach_findings(cluster: Cluster) -> Generator[Finding, None, set[str]]:

@@ -11,8 +11,8 @@ import pytest
 pytestmark = pytest.mark.cluster
 
 HOSTS = ["good1", "good2", "good3", "good4"]
-# The round bounded well below its default: a hang costs the suite this, twice at most.
-FAST = ("--iperf-seconds", "1", "--ps-timeout", "90")
+# A short round, bounded well below its default: a hang costs the suite this, twice at most.
+FAST = ("--iperf-seconds", "1", "--ps-seconds", "2", "--ps-timeout", "90")
 # Servers pinned on good1 and good2 by the inventory's roles, trainers on good2-4: good1
 # receives from 3 trainer hosts at once, good2 from the 2 that are not itself.
 ROLES = {"good1": {"roles": ["server"]}, "good2": {"roles": ["server", "worker"]},
@@ -68,7 +68,7 @@ def test_the_round_trains_in_the_policys_geo_mode(cluster):
     assert ps["mode"] == "geo" and not ps["failed"], ps
     assert len(ps["trainers"]) == 3 and all(t["steps"] > 0 for t in ps["trainers"]), ps
     [passed] = run.findings("ps-round", "pass")
-    assert passed["message"].startswith("PS round (geo, 5 s): 3 trainer(s) at ")
+    assert passed["message"].startswith("PS round (geo, 2 s): 3 trainer(s) at ")
     assert run.rc == 0, run.stdout
     assert not traces(cluster, HOSTS)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from preflight.common.ps_failure import OUT_OF_TIME
 from preflight.common.remote import Done
 from preflight.network.allreduce_cmd import LOG
 
@@ -49,7 +50,7 @@ def log_reason(done: Done, stopped: bool = False) -> str:
     elif done.exit == 95:
         text = f"could not unpack the benchmark with the host's python: {done.tail()}"
     elif done.exit == 124:
-        text = f"did not finish within the time limit; log: {text}"
+        text = f"{OUT_OF_TIME}; log: {text}"
     return text
 
 

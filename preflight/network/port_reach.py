@@ -105,17 +105,19 @@ def run_port_reach(plan: Plan, remotes: Mapping[str, Remote], pythons: Mapping[s
     if len(nodes) < 2:
         return ()
     servers = Servers()
-    errors: dict[str, str] = {}
-    listening: list[str] = []
+    started: dict[str, Optional[str]] = {}  # host -> None once it listens, else why not
+
+    def listen(host: str, ports: tuple[int, ...]) -> None:
+        started[host] = _listen(remotes[host], pythons[host], ports, servers)
+
     try:
-        for n in nodes:
-            why = _listen(remotes[n.host], pythons[n.host], n.ports, servers)
-            if why:
-                errors[n.host] = why
-            else:
-                listening.append(n.host)
+        # Every host's listener at once: one round trip for the plan, not one per host.
+        in_parallel([functools.partial(listen, n.host, n.ports) for n in nodes],
+                    LISTEN_S + 10, "port-listen")
+        errors = {n.host: started.get(n.host) or f"the listener did not start within "
+                  f"{LISTEN_S:g} s" for n in nodes if started.get(n.host, "") is not None}
         targets = {n.host: [f"{_bracketed(n.address)}:{p}" for p in n.ports]
-                   for n in nodes if n.host in listening}
+                   for n in nodes if n.host not in errors}
         seen: dict[str, dict[str, Optional[str]]] = {}
         untried: dict[str, str] = {}  # a host whose connections could not be made at all
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NoReturn, Optional, TextIO
 
+from preflight.act import launches
 from preflight.common.containercmd import command, node_argv
 from preflight.common.remote import Remote, Started, in_parallel
 from preflight.config.container import checked
@@ -41,6 +42,7 @@ class LaunchOptions:
     timeout: Optional[float] = None  # the whole job; None: no limit
     connect_timeout: float = 10.0
     accept_new_host_keys: bool = False
+    plan: Optional[str] = None  # the report whose plan runs: the launch is recorded for it
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,10 @@ def run(nodes: Sequence[Node], remotes: Mapping[str, Remote], opts: LaunchOption
     """Runs the plan on the hosts and returns the exit code (0 when every host's launcher
     exited 0); stops the job's processes everywhere before returning."""
     token = secrets.token_hex(8)
+    if opts.plan:
+        launches.record(token, opts.plan, [n.host for n in nodes])
+        print(f"preflight launch: job marker {MARKER}={token} (preflight watch --plan "
+              f"{shlex.quote(opts.plan)} follows this job)", file=err)
     lock = threading.Lock()
     width = max(len(n.host) for n in nodes)
     started: dict[str, Started] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Optional
+from typing import Any, Optional
 
 from preflight import __version__
 from preflight.checks import ALL_CHECKS
@@ -336,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="launch the plan of a NO-GO report")
     la.add_argument("script", nargs=argparse.REMAINDER,
                     help="-- then the training script and its arguments")
+    _watch_parser(sub)
     d = sub.add_parser("demo", help="build a simulated cluster on this machine (root), check "
                        "it healthy and with faults, remove it")
     d.add_argument("--hosts", type=positive(int), default=5, help="simulated hosts (default 5)")
@@ -344,4 +345,47 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: ./preflight-demo)")
     return p
 
+
+def _watch_parser(sub: Any) -> None:
+    w = sub.add_parser("watch", help="follow a running Paddle job on its hosts and name the "
+                       "rank, host and role that holds the others back, or the hang: "
+                       "preflight watch --plan report.json")
+    w.add_argument("--plan", metavar="REPORT",
+                   help="the report whose plan the job runs: its hosts, the facts at the "
+                   "check, and the marker of its newest preflight launch")
+    _inventory_options(w, INVENTORY_HELP + "; every Paddle job on these hosts is watched")
+    w.add_argument("--marker", metavar="TOKEN",
+                   help="follow only the job preflight launch started with this marker "
+                   "(default with --plan: its newest launch)")
+    w.add_argument("--any-job", action="store_true",
+                   help="with --plan: every Paddle job on the plan's hosts, not only the "
+                   "one preflight launch started")
+    w.add_argument("--transport", choices=[Via.SSH.value, Via.SLURM.value],
+                   default=Via.SSH.value,
+                   help="ssh (default); slurm: the sampler as a step of the job (srun "
+                   "--overlap --jobid)")
+    w.add_argument("--jobid", metavar="ID", help="with --transport slurm: the job to watch "
+                   "(default: $SLURM_JOB_ID)")
+    w.add_argument("--interval", type=positive(float), default=5.0, metavar="S",
+                   help="seconds between samples (default 5)")
+    w.add_argument("--margin", type=fraction, default=0.25,
+                   help="how much slower than its peers' median a rank may step before it "
+                   "is named (default 0.25: below 0.75 x)")
+    w.add_argument("--persist", type=duration, default=15.0, metavar="DURATION",
+                   help="how long a rank must stay slower before it is named (default 15s)")
+    w.add_argument("--hang-after", type=duration, default=60.0, metavar="DURATION",
+                   help="no progress on any rank for this long (and 5 x the longest quiet "
+                   "spell before) is a hang (default 60s)")
+    w.add_argument("--step-pattern", metavar="REGEX",
+                   help="what a step line of the ranks' logs looks like (default: step, "
+                   "iter or batch followed by a number)")
+    w.add_argument("--once", action="store_true",
+                   help="one judgement as soon as the window is covered, then exit (0 "
+                   "healthy, 1 a finding): for cron and CI")
+    w.add_argument("--for", dest="duration", type=duration, metavar="DURATION",
+                   help="stop watching after this long (default: until Ctrl-C)")
+    w.add_argument("--log", metavar="FILE", help="the results log, JSON lines of every "
+                   "sample and finding (default: ~/.local/state/preflight/watch/)")
+    w.add_argument("--connect-timeout", type=positive(float), default=None, metavar="S")
+    w.add_argument("--accept-new-host-keys", action="store_true")
 

@@ -4,17 +4,19 @@ code. The only module that reads argparse's Namespace."""
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 import time
 from dataclasses import replace
 from typing import Any, Optional, TextIO
 
 from preflight import judge, pipeline
+from preflight.act import launches
 from preflight.act.launch import LaunchOptions, load_plan
 from preflight.cli.args import build_parser
 from preflight.collect.fanout import CollectOptions
 from preflight.common import profile
-from preflight.common.units import rate
+from preflight.common.units import hostlist, rate
 from preflight.config import container
 from preflight.config.document import Fields
 from preflight.config.errors import InputError, UsageError
@@ -24,6 +26,7 @@ from preflight.model.baseline import Audit
 from preflight.model.findings import Verdict
 from preflight.model.host import Via
 from preflight.model.report import Report
+from preflight.model.watch import WatchPolicy
 from preflight.network.allreduce_cmd import AllReduceOptions
 from preflight.network.iperf import IperfOptions
 from preflight.network.orchestrate import NetworkOptions
@@ -35,6 +38,12 @@ from preflight.transport import table
 from preflight.transport.base import HostQuery
 from preflight.transport.slurm import drain, health
 from preflight.transport.slurm import steps as slurm
+from preflight.transport.slurm.transport import SlurmTransport
+from preflight.watch import record, view
+from preflight.watch.judge import AtCheck
+from preflight.watch.run import WatchOptions
+from preflight.watch.run import watch as watch_job
+from preflight.watch.sampler_text import DEFAULT_STEP_PATTERN, SamplerOptions
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 EXIT_GO, EXIT_NO_GO, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -286,7 +295,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
                       cli_timeout=args.connect_timeout is not None)
     opts = LaunchOptions(tuple(script), args.chdir, args.timeout,
                          args.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
-                         args.accept_new_host_keys)
+                         args.accept_new_host_keys, args.plan)
     transport = table.new(via, inventory, fmt)
     try:
         return transport.launch(nodes, source, query, opts)
@@ -294,6 +303,79 @@ def cmd_launch(args: argparse.Namespace) -> int:
         transport.close()
 
 
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Exit 0 when the job runs with no finding, 1 when something holds it (or it could not
+    be watched), 130 when interrupted."""
+    via = Via(args.transport)
+    inventory, fmt, ssh_config = args.inventory, args.inventory_format, args.ssh_config
+    names: Optional[list[str]] = None
+    at_check: dict[str, AtCheck] = {}
+    token = args.marker or ""
+    if args.plan:
+        nodes, source = load_plan(args.plan, ignore_verdict=True)
+        names = [n.host for n in nodes]
+        at_check = _at_check(jsonreport.read(args.plan))
+        if not inventory:
+            inventory, ssh_config = source.inventory, ssh_config or source.ssh_config
+            fmt = source.fmt if fmt == "auto" else fmt
+        if not token and not args.any_job:
+            launched = launches.newest(args.plan)
+            token = launched.token if launched else ""
+    fmt = table.inventory_format(via, inventory, fmt)
+    transport = table.new(via, inventory, fmt)
+    if isinstance(transport, SlurmTransport) and args.jobid:
+        transport.job = slurm.Allocation(args.jobid)
+    try:
+        hosts = transport.hosts(HostQuery(inventory, fmt, ssh_config,
+                                          cli_timeout=args.connect_timeout is not None))
+        if names is not None:
+            known = {h.name for h in hosts}
+            missing = [n for n in names if n not in known]
+            if missing:
+                raise UsageError(f"watch: --plan {args.plan}: host {missing[0]} is not in "
+                                 f"{inventory}")
+            hosts = [h for h in hosts if h.name in names]
+        unreached = transport.reach(hosts, args.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
+                                    args.accept_new_host_keys)
+        started = time.time()
+        log = record.Record(args.log or record.default_path(started))
+        policy = WatchPolicy(args.interval, args.margin, args.persist, args.hang_after)
+        opts = WatchOptions(policy, SamplerOptions(
+            args.interval, token=token,
+            step_pattern=args.step_pattern or DEFAULT_STEP_PATTERN),
+            args.duration, args.once, at_check)
+        print(f"watching {'the job of marker ' + token if token else 'every Paddle job'} on "
+              f"{hostlist([h.name for h in hosts])} every {args.interval:g} s"
+              + (f" for {args.duration:g} s" if args.duration and not args.once else "")
+              + (" (one judgement)" if args.once else "") + f"; log: {log.path}",
+              file=sys.stderr)
+        log.event("start", argv=args.argv, hosts=[h.name for h in hosts], marker=token,
+                  plan=args.plan, policy=vars(policy))
+        shown = io.StringIO() if args.once else sys.stdout
+        result = watch_job(transport.remotes(), {h.name: h.probe_python for h in hosts}, opts,
+                           log, shown, terminal.width_of(sys.stdout), unreached)
+        log.findings("last", result.findings)
+        log.event("end", code=result.code, interrupted=result.interrupted)
+        log.close()
+    finally:
+        transport.close()
+    if args.once:
+        width = terminal.width_of(sys.stdout)
+        for f in result.findings:
+            print(view.line(f, width))
+    return result.code
+
+
+def _at_check(report: Report) -> dict[str, AtCheck]:
+    """What the report measured of each host: the cores the job had at the check."""
+    out = {}
+    for name, entry in report.hosts.items():
+        cpu = entry.facts.job_cpu() if entry.facts is not None else None
+        out[name] = AtCheck(cores=getattr(cpu, "effective", None))
+    return out
+
+
 COMMANDS = {"check": cmd_check, "audit": cmd_audit, "baseline": cmd_baseline,
             "diff": cmd_diff, "report": cmd_report, "launch": cmd_launch,
-            "drain": cmd_drain, "resume": cmd_drain, "health": cmd_health}
+            "drain": cmd_drain, "resume": cmd_drain, "health": cmd_health,
+            "watch": cmd_watch}

@@ -30,10 +30,10 @@ MAIN_GUARD = 'if __name__ == "__main__":'
 def shipped() -> str:
     """The one text: main without its "# joined" imports, then, before main's entry point,
     the sources it passes on (NVML's, to the Paddle child; the child's own), nvml's
-    functions and the container part's."""
+    functions, the container part's and the cgroup part's."""
     body, guard, entry = without_joined_lines(part("main")).rpartition(MAIN_GUARD)
     if not guard:
         raise RuntimeError(f"probe/main.py lost its {MAIN_GUARD!r} line")
     return (f"{body}NVML_SRC = {NVML_SRC!r}\nPADDLE_CHILD = {PADDLE_CHILD!r}\n\n\n{NVML_SRC}\n\n"
-            f"{without_joined_lines(part('container'))}\n\n{guard}{entry}")
+            f"{without_joined_lines(part('container'))}\n\n{part('cgroup')}\n\n{guard}{entry}")
 

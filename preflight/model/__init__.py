@@ -9,4 +9,5 @@ no SSH). Every stage speaks these types; nothing here imports another stage.
 - findings: findings, statuses and the verdict
 - plan: the placement plan
 - baseline: host profiles, baselines and audits
+- watch: a running job's ranks and hosts as the watch samples them, and its settings
 """

@@ -69,6 +69,13 @@ class Transport(Protocol):
         """Writes the plan's launch files into directory; returns a line saying what."""
         ...
 
+    def reach(self, hosts: Sequence[Host], connect_timeout: float,
+              accept_new_host_keys: bool) -> dict[str, str]:
+        """Makes the hosts ready to run commands on, in parallel and bounded (no probe);
+        returns {host: why not} for those it could not reach; remotes() hands out the
+        others."""
+        ...
+
     def close(self) -> None:
         """Closes what the run opened (connections, a job); safe to call twice."""
         ...

@@ -124,6 +124,10 @@ ALLOWED = {
                             "preflight.placement", "preflight.report.jsonreport"),
     # The verdict runs the checks.
     "preflight.judge": (*BELOW, "preflight.checks", "preflight.judge"),
+    # The watch ships its sampler with the probe's cgroup part (collect's joining of parts)
+    # and runs it through the Remote a transport hands out.
+    "preflight.watch": (*BELOW, "preflight.watch", "preflight.collect.probe_text",
+                        "preflight.collect.probe.cgroup"),
 }
 
 
@@ -252,6 +256,18 @@ def test_probe_is_stdlib_only_and_python36_syntax():
     top = {m.split(".")[0] for m in imports(shipped)} - optional
     assert top <= stdlib, f"probe imports non-stdlib {sorted(top - stdlib)}"
     assert not [ln for ln in shipped.splitlines() if ln.rstrip().endswith(probe_text.JOINED)]
+
+
+def test_the_watch_sampler_is_stdlib_only_and_python36_syntax():
+    from preflight.watch import sampler_text
+    shipped = sampler_text.shipped()
+    ast.parse(shipped, feature_version=(3, 6))
+    top = {m.split(".")[0] for m in imports(shipped)}
+    assert top <= set(sys.stdlib_module_names), sorted(top - set(sys.stdlib_module_names))
+    assert not [ln for ln in shipped.splitlines() if ln.rstrip().endswith(probe_text.JOINED)]
+    ns: dict[str, object] = {"__name__": "not-main"}
+    exec(compile(shipped, "preflight-sampler", "exec"), ns)  # defines, runs nothing
+    assert callable(ns["main"]) and callable(ns["cgroup_v1_quota"])
 
 
 def test_allreduce_script_is_stdlib_and_paddle_only_and_python36_syntax():

@@ -138,6 +138,17 @@ class SlurmTransport:
                  else ""), file=sys.stderr)
         return EXIT_OK if p.returncode == 0 else EXIT_FAILED
 
+    def reach(self, hosts: Sequence[Host], connect_timeout: float,
+              accept_new_host_keys: bool) -> dict[str, str]:
+        """Steps in the job already running there (self.job, set by whoever knows it, else
+        the allocation this runs in): srun --overlap shares its nodes without queueing."""
+        self.job = self.job or slurm.Allocation.current()
+        if self.job is None:
+            raise UsageError("--transport slurm: no job to run steps in (give its id, or "
+                             "run inside its allocation)")
+        self.answered = [h.name for h in hosts]
+        return {}
+
     def emit(self, plan: Plan, directory: str) -> str:
         launcher.emit(plan, directory, batch=True)
         return (f"launch scripts: {len(plan.nodes)} hosts in {directory} (and {sbatch.NAME}: "

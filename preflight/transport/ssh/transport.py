@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar, Optional
 
 from preflight.act.launch import EXIT_FAILED, LaunchOptions, Source
@@ -56,8 +56,8 @@ class SshTransport:
         if missing:
             raise UsageError(f"--plan {source.path}: host {missing[0]} is not in "
                              f"{query.inventory}")
-        self.open_timeout = opts.connect_timeout
-        failed = self._connect(nodes, hosts, opts)
+        failed = self.reach([hosts[n.host] for n in nodes], opts.connect_timeout,
+                            opts.accept_new_host_keys)
         if failed:
             for host, why in failed.items():
                 print(f"preflight launch: {host}: {why}", file=sys.stderr)
@@ -65,28 +65,28 @@ class SshTransport:
             return EXIT_FAILED
         return run_plan(nodes, self.remotes(), opts)
 
-    def _connect(self, nodes: Sequence[Node], hosts: Mapping[str, Host],
-                 opts: LaunchOptions) -> dict[str, str]:
-        """Opens a connection to every plan host, in parallel; returns {host: why not}."""
+    def reach(self, hosts: Sequence[Host], connect_timeout: float,
+              accept_new_host_keys: bool) -> dict[str, str]:
+        """Opens a connection to every host, in parallel; returns {host: why not}."""
+        self.open_timeout = connect_timeout
         failed: dict[str, str] = {}
         ssh.quiet_paramiko()
-        limit = opts.connect_timeout * 3 + 5
+        limit = connect_timeout * 3 + 5
 
-        def one(node: Node) -> None:
-            host = hosts[node.host]
-            conn = ssh.connection(host, opts.connect_timeout, opts.accept_new_host_keys)
+        def one(host: Host) -> None:
+            conn = ssh.connection(host, connect_timeout, accept_new_host_keys)
             try:
                 conn.open()
-                self.connections[node.host] = conn
+                self.connections[host.name] = conn
             except Exception as e:
-                failed[node.host] = ssh.classify(e, Stage.CONNECT, host,
-                                                 opts.connect_timeout).reason
+                failed[host.name] = ssh.classify(e, Stage.CONNECT, host,
+                                                 connect_timeout).reason
                 conn.close()
 
-        in_parallel([functools.partial(one, n) for n in nodes], limit, "connect")
-        for n in nodes:
-            if n.host not in self.connections and n.host not in failed:
-                failed[n.host] = f"no connection within {limit:.0f} s"
+        in_parallel([functools.partial(one, h) for h in hosts], limit, "connect")
+        for h in hosts:
+            if h.name not in self.connections and h.name not in failed:
+                failed[h.name] = f"no connection within {limit:.0f} s"
         return failed
 
     def emit(self, plan: Plan, directory: str) -> str:

@@ -1,0 +1,73 @@
+"""What `preflight watch` learns of a running job: who each rank is, what one sample of a rank
+and of a host says, and the settings its judgement uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+Role = Literal["worker", "trainer", "server"]  # collective rank; PS trainer; PS server
+
+
+@dataclass(frozen=True)
+class RankId:
+    """One rank of a job: where it runs and what it is (its pid tells it apart from a rank
+    of the same number that a restart started)."""
+
+    host: str
+    role: Role
+    rank: Optional[int]  # the global rank (trainer id, server id); None when not said
+    pid: int
+    launcher: int  # the pid of the launcher that started it, on its host
+
+    def name(self) -> str:
+        """"node03 rank 2 (worker)"."""
+        num = "?" if self.rank is None else str(self.rank)
+        return f"{self.host} {'server' if self.role == 'server' else 'rank'} {num} ({self.role})"
+
+
+@dataclass(frozen=True)
+class RankSample:
+    """A rank at one moment, as its host's /proc shows it; counters are totals so far."""
+
+    t: float  # the host's wall clock
+    state: str  # /proc/<pid>/stat: R, S, D, T, t, Z, ...
+    cpu_s: float = 0.0  # user + system
+    run_s: float = 0.0  # on a CPU, summed over its threads (schedstat)
+    wait_s: float = 0.0  # runnable but waiting for a CPU, summed over its threads
+    running: int = 0  # threads in R
+    blocked: int = 0  # threads in D
+    wchan: Optional[str] = None
+    log_size: Optional[int] = None  # its log (stdout's file): bytes so far
+    log_steps: Optional[int] = None  # step lines counted so far (the step pattern)
+    log_last: Optional[str] = None  # the last line, when it changed
+    log_path: Optional[str] = None
+    hook_steps: Optional[int] = None  # what preflight.watch.step() counted
+    quota_cores: Optional[float] = None  # the smallest CPU quota over its cgroups
+    periods: Optional[int] = None  # that cgroup's CFS periods so far
+    throttled: Optional[int] = None  # ... and those it was throttled in
+    throttled_s: Optional[float] = None
+    error: Optional[str] = None  # what could not be read this time
+
+
+@dataclass(frozen=True)
+class HostSample:
+    t: float
+    cpus: Optional[int] = None
+    load1: Optional[float] = None
+    psi_cpu: Optional[float] = None  # % of the last 10 s some task waited for a CPU
+    psi_memory: Optional[float] = None
+    mem_avail: Optional[int] = None
+    nics: tuple[tuple[str, int, int, int, int], ...] = ()  # name, rx, rx drops, tx, tx drops
+    cost_s: Optional[float] = None  # the sampler's own CPU so far
+
+
+@dataclass(frozen=True)
+class WatchPolicy:
+    """When a rank is named: slower than its peers' median by margin, for persist_s; a job
+    with no progress for hang_s (and for 5 times the longest quiet spell it had before)."""
+
+    interval_s: float = 5.0
+    margin: float = 0.25
+    persist_s: float = 15.0
+    hang_s: float = 60.0

@@ -1,0 +1,292 @@
+"""The watch's judgement: pure functions from what was sampled to findings. Nothing here reads
+a host.
+
+In a synchronous job every rank steps at the pace of the slowest, so progress alone names
+nobody: the straggler is the rank that keeps busy (on a CPU, or waiting for one) while its
+peers sleep in the collective waiting for it. Where ranks do step at their own pace (PS
+trainers in async mode), the straggler is the one slower than its peers' median. Either
+way a rank is named only when it holds in both halves of the persistence window, and a
+stopped or dead rank at once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from preflight.common.units import hostlist
+from preflight.model.findings import Finding, Status
+from preflight.model.watch import RankId, WatchPolicy
+from preflight.watch.series import UNIT_WORDS, JobSeries, RankSeries, Span, Unit, WatchState, median
+
+# Busy share (cores on a CPU or waiting for one) that sets a rank apart from its peers:
+# at least this many times theirs, and this much more.
+BUSY_RATIO, BUSY_MORE = 1.5, 0.2
+THROTTLED_SHARE = 0.2  # of its cgroup's periods: the quota is what holds it
+RUNQUEUE_SHARE = 0.3  # seconds a second waiting for a CPU: the host's other work holds it
+STALE_INTERVALS = 3  # a host with no sample for this many intervals cannot be judged
+STOPPED = ("T", "t")
+
+
+@dataclass(frozen=True)
+class AtCheck:
+    """What preflight measured of a host when it gave the job its GO."""
+
+    cores: Optional[float] = None  # effective cores for the job
+
+
+def judge(state: WatchState, policy: WatchPolicy, now: float,
+          at_check: Mapping[str, AtCheck]) -> list[Finding]:
+    """Returns the findings of the watch so far: per job, its stopped, dead and straggling
+    ranks, or its hang; per host, why it cannot be judged; a pass line per healthy job."""
+    out: list[Finding] = []
+    stale = {h: now - t for h, t in state.last_tick.items()
+             if now - t > STALE_INTERVALS * policy.interval_s}
+    for host in sorted(stale):
+        out.append(Finding("watch", Status.COULD_NOT_CHECK, (host,),
+                           f"no sample from {host} for {stale[host]:.0f} s (its sampler or "
+                           "its connection is stuck)"))
+    for job in state.jobs.values():
+        out.extend(_job(job, policy, at_check))
+    if not state.jobs and state.last_tick:
+        out.append(Finding("watch", Status.COULD_NOT_CHECK, tuple(sorted(state.last_tick)),
+                           f"no Paddle job runs on {hostlist(sorted(state.last_tick))} "
+                           "(no paddle.distributed.launch process there)"))
+    return out
+
+
+def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck]
+         ) -> list[Finding]:
+    live = [r for r in job.live() if r.samples]
+    if not live:
+        return []
+    out = [*_stopped_or_dead(job, live), *_hang(job, live, policy)]
+    if any(f.check == "hang" for f in out):
+        return out  # no pace to compare while nothing moves
+    unit = job.unit()
+    out.extend(_server_holds_trainers(live, unit, policy, at_check))
+    named: set[RankId] = {rid for f in out for rid in f.data.get("ranks", ())}
+    for role in ("worker", "trainer", "server"):
+        group = [r for r in live if r.rid.role == role and r.rid not in named]
+        if len(group) < 2:
+            continue
+        found = _slower(group, unit, policy, at_check, job)
+        if role == "worker" or not found:
+            found += _busier(group, unit, policy, at_check, job, [f.data["ranks"][0]
+                                                                 for f in found])
+        out.extend(found)
+    if not out:
+        out.append(_pace(job, live, unit, policy))
+    return out
+
+
+def _stopped_or_dead(job: JobSeries, live: Sequence[RankSeries]) -> list[Finding]:
+    out = []
+    others = len(live) - 1
+    for r in live:
+        s = r.latest
+        if s.state in STOPPED:
+            out.append(Finding(
+                "stopped", Status.FAIL, (r.rid.host,),
+                f"{r.rid.name()} is stopped (state {s.state}: a SIGSTOP, a debugger or a "
+                f"suspended shell) since {_clock(r.state_since[1])}"
+                + (f"; its {others} peers wait on it" if others else ""),
+                {"ranks": (r.rid,), "since": r.state_since[1]}))
+        elif s.state == "Z":
+            out.append(Finding("dead", Status.FAIL, (r.rid.host,),
+                               f"{r.rid.name()} has exited (a zombie its launcher has not "
+                               "reaped)", {"ranks": (r.rid,)}))
+    for rid, t in sorted(job.gone.items(), key=lambda x: x[1]):
+        if len(job.gone) < len(job.ranks):  # not the whole job ending
+            out.append(Finding("dead", Status.FAIL, (rid.host,),
+                               f"{rid.name()} exited at {_clock(t)} while its job runs on",
+                               {"ranks": (rid,)}))
+    return out
+
+
+def _hang(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy) -> list[Finding]:
+    """No progress on any rank for hang_s, and for 5 times the longest quiet spell the job
+    had before (a job that logs once a minute is not hung after 30 quiet seconds)."""
+    unit = job.unit()
+    grown = [r for r in live if unit in r.last_growth]
+    if not grown or not any(unit in r.longest_quiet for r in live):
+        return []  # never seen moving: no pace to miss
+    quiet = min(r.latest.t - r.last_growth[unit] for r in grown)
+    before = max(r.longest_quiet.get(unit, 0.0) for r in live)
+    if quiet < max(policy.hang_s, 5 * before):
+        return []
+    stopped = [r for r in live if r.latest.state in STOPPED]
+    waits = _states(live)
+    if stopped:
+        cause = f"; {', '.join(r.rid.name() for r in stopped)} is stopped: it holds the rest"
+        hosts = tuple(sorted({r.rid.host for r in stopped}))
+    else:
+        cause = ""
+        hosts = tuple(job.hosts())
+    return [Finding("hang", Status.FAIL, hosts,
+                    f"no progress on any of {len(live)} ranks for {quiet:.0f} s (its longest "
+                    f"quiet spell before: {before:.1f} s; counted in {UNIT_WORDS[unit]})"
+                    f"{cause}; ranks now: {waits}",
+                    {"ranks": tuple(r.rid for r in stopped), "quiet_s": quiet})]
+
+
+def _states(ranks: Sequence[RankSeries]) -> str:
+    """"3 asleep in futex_do_wait, 1 stopped": the ranks grouped by what they do."""
+    groups: dict[str, list[str]] = {}
+    for r in ranks:
+        s = r.latest
+        what = "stopped" if s.state in STOPPED else "running" if s.state == "R" else \
+            f"in I/O ({s.wchan or '?'})" if s.state == "D" else f"asleep in {s.wchan}" \
+            if s.wchan else "asleep"
+        groups.setdefault(what, []).append(r.rid.host)
+    return "; ".join(f"{len(h)} {w} ({hostlist(h)})" for w, h in
+                     sorted(groups.items(), key=lambda x: -len(x[1])))
+
+
+def _halves(r: RankSeries, unit: Unit, policy: WatchPolicy) -> Optional[tuple[Span, Span]]:
+    """The rank's change over each half of the persistence window ending at its last
+    sample; None until the window is covered."""
+    end = r.latest.t
+    start, mid = end - policy.persist_s, end - policy.persist_s / 2
+    if r.first_t is None or r.first_t > start + policy.interval_s / 2:
+        return None
+    a, b = r.span(start - policy.interval_s / 2, mid, unit), r.span(mid, end, unit)
+    return (a, b) if a is not None and b is not None and a.dt > 0 and b.dt > 0 else None
+
+
+def _slower(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
+            at_check: Mapping[str, AtCheck], job: JobSeries) -> list[Finding]:
+    """Ranks whose progress rate is below (1 - margin) x their peers' median in both halves
+    of the window: in a PS job in async mode, a trainer slow on its own."""
+    halves = {r.rid: _halves(r, unit, policy) for r in group}
+    rates: dict[RankId, tuple[float, float]] = {}
+    for rid, h in halves.items():
+        if h is not None and h[0].progress is not None and h[1].progress is not None:
+            rates[rid] = (h[0].progress / h[0].dt, h[1].progress / h[1].dt)
+    out = []
+    for r in group:
+        if r.rid not in rates or len(rates) < 2:
+            continue
+        peers = [v for rid, v in rates.items() if rid != r.rid]
+        ref = [median([p[i] for p in peers]) for i in (0, 1)]
+        own = rates[r.rid]
+        if all(ref[i] > 0 and own[i] < (1 - policy.margin) * ref[i] for i in (0, 1)):
+            score = own[1] / ref[1]
+            sync = r.rid.role == "worker"
+            h = halves[r.rid]
+            assert h is not None
+            out.append(Finding(
+                "straggler", Status.FAIL if sync else Status.WARN, (r.rid.host,),
+                f"{r.rid.name()} steps at {score:.2f} of its peers' median "
+                f"({own[1]:.3g} vs {ref[1]:.3g} {UNIT_WORDS[unit]}/s for "
+                f"{policy.persist_s:g} s)" + _why(r, h[1], at_check)
+                + ("" if sync else "; in async mode it slows only itself"),
+                {"ranks": (r.rid,), "score": score}))
+    return out
+
+
+def _busier(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
+            at_check: Mapping[str, AtCheck], job: JobSeries, named: Sequence[RankId],
+            ) -> list[Finding]:
+    """The rank that keeps busy while its peers wait: its busy share at least BUSY_RATIO x
+    theirs and BUSY_MORE above, in both halves of the window."""
+    halves = {r.rid: _halves(r, unit, policy) for r in group}
+    busy = {rid: (h[0].busy_s / h[0].dt, h[1].busy_s / h[1].dt)
+            for rid, h in halves.items() if h is not None}
+    out = []
+    for r in group:
+        if r.rid not in busy or r.rid in named or len(busy) < 2:
+            continue
+        peers = [v for rid, v in busy.items() if rid != r.rid]
+        ref = [median([p[i] for p in peers]) for i in (0, 1)]
+        own = busy[r.rid]
+        if all(own[i] >= BUSY_RATIO * ref[i] + BUSY_MORE for i in (0, 1)):
+            h = halves[r.rid]
+            assert h is not None
+            out.append(Finding(
+                "straggler", Status.FAIL, (r.rid.host,),
+                f"{r.rid.name()} holds its {len(group) - 1} peers back: busy "
+                f"{own[1]:.2f} cores while they wait ({ref[1]:.2f}) for "
+                f"{policy.persist_s:g} s" + _why(r, h[1], at_check),
+                {"ranks": (r.rid,), "busy": own[1], "peers_busy": ref[1]}))
+    return out
+
+
+def _server_holds_trainers(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
+                           at_check: Mapping[str, AtCheck]) -> list[Finding]:
+    """In a PS job, a server that holds every trainer: all trainers step below (1 - margin)
+    of their own early pace through the window, alike, while a server is saturated (its
+    quota throttles it, or it waits for a CPU). A trainer slow on its own is _slower's."""
+    trainers = [r for r in live if r.rid.role == "trainer"]
+    servers = [r for r in live if r.rid.role == "server"]
+    if not trainers or not servers:
+        return []
+    paces = []
+    for r in trainers:
+        h = _halves(r, unit, policy)
+        early = r.early_rate.get(unit)
+        if h is None or not early or h[0].progress is None or h[1].progress is None:
+            return []
+        now = (h[0].progress / h[0].dt, h[1].progress / h[1].dt)
+        if not all(v < (1 - policy.margin) * early for v in now):
+            return []
+        paces.append(now[1] / early)
+    out = []
+    for r in servers:
+        h = _halves(r, unit, policy)
+        if h is None or not all(_saturated(span) for span in h):
+            continue
+        out.append(Finding(
+            "straggler", Status.FAIL, (r.rid.host,),
+            f"{r.rid.name()} holds every trainer: the {len(trainers)} trainers step at "
+            f"{min(paces):.2f}-{max(paces):.2f} of their pace at the start, alike, for "
+            f"{policy.persist_s:g} s" + _why(r, h[1], at_check),
+            {"ranks": (r.rid,), "paces": tuple(paces)}))
+    return out
+
+
+def _saturated(span: Span) -> bool:
+    return bool(span.periods and span.throttled / span.periods >= THROTTLED_SHARE) or \
+        span.wait_s / span.dt >= RUNQUEUE_SHARE
+
+
+def _why(r: RankSeries, span: Span, at_check: Mapping[str, AtCheck]) -> str:
+    """What holds the rank, from its own figures: its cgroup's quota, the host's other work,
+    or its own computing; with the host's cores now against those at the check."""
+    s = r.latest
+    check = at_check.get(r.rid.host, AtCheck())
+    now = ""
+    if s.quota_cores is not None and check.cores:
+        if s.quota_cores < 0.9 * check.cores:
+            now = (f" ({s.quota_cores:g} of {check.cores:g} cores now: a cgroup quota set "
+                   f"since; {check.cores:g} at the check)")
+        else:
+            now = f" ({s.quota_cores:g} cores, as at the check)"
+    elif check.cores:
+        now = f" ({check.cores:g} cores at the check, no quota now)"
+    if span.periods and span.throttled / span.periods >= THROTTLED_SHARE:
+        return (f": its cgroup's CPU quota throttles it (throttled in "
+                f"{span.throttled / span.periods:.0%} of periods){now}")
+    if span.wait_s / span.dt >= RUNQUEUE_SHARE:
+        return (f": it waits for a CPU {span.wait_s / span.dt:.2f} s a second (other work "
+                f"on {r.rid.host} takes its cores){now}")
+    return f": it computes longer than its peers{now}"
+
+
+def _pace(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
+          policy: WatchPolicy) -> Finding:
+    rates = []
+    for r in live:
+        span = r.span(r.latest.t - policy.persist_s, r.latest.t, unit)
+        if span is not None and span.dt > 0 and span.progress is not None:
+            rates.append(span.progress / span.dt)
+    pace = f", {median(rates):.3g} {UNIT_WORDS[unit]}/s a rank" if rates else ""
+    return Finding("progress", Status.PASS, tuple(job.hosts()),
+                   f"{len(live)} ranks of {job.key} running{pace}; none stopped, none "
+                   f"slower than {1 - policy.margin:g} x its peers' median",
+                   {"ranks": ()})
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))

@@ -1,0 +1,162 @@
+"""A watch: one sampler a host over the Remote a transport hands out, its lines read as they
+come, judged once an interval, shown and logged; every sampler stopped at the end, also on
+Ctrl-C. Bounded throughout: a host whose sampler stalls or ends is a finding, not a wait."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Optional, TextIO
+
+from preflight.common.remote import Remote, Started
+from preflight.model.findings import BLOCKING, Finding, Status
+from preflight.model.watch import WatchPolicy
+from preflight.watch import sampler_text
+from preflight.watch.judge import STALE_INTERVALS, AtCheck, judge
+from preflight.watch.record import Record
+from preflight.watch.samples import BadSample, HostStream
+from preflight.watch.series import WatchState
+from preflight.watch.view import Live
+
+POLL_S = 0.25
+SAMPLER_DAY_S = 86400.0
+MAX_RESTARTS = 1000
+EXIT_HEALTHY, EXIT_FINDINGS, EXIT_INTERRUPTED = 0, 1, 130
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    policy: WatchPolicy = WatchPolicy()
+    sampler: sampler_text.SamplerOptions = sampler_text.SamplerOptions()
+    duration_s: Optional[float] = None  # --for; None: until interrupted
+    once: bool = False  # one judgement as soon as the window is covered, then exit
+    at_check: Mapping[str, AtCheck] = field(default_factory=dict)
+
+    def length(self) -> Optional[float]:
+        if self.once:  # the persistence window and a sample on either side of it
+            return self.policy.persist_s + 2.5 * self.policy.interval_s
+        return self.duration_s
+
+
+@dataclass
+class WatchResult:
+    findings: list[Finding]
+    interrupted: bool = False
+
+    @property
+    def code(self) -> int:
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        return EXIT_FINDINGS if any(f.status is not Status.PASS for f in self.findings) \
+            else EXIT_HEALTHY
+
+
+class _Host:
+    """One host's sampler: its channel, the part of a line not yet ended, its stream."""
+
+    def __init__(self, name: str, remote: Remote, command: str) -> None:
+        self.name, self.remote, self.command = name, remote, command
+        self.started: Started = remote.start(command)
+        self.stream = HostStream(name)
+        self.partial = b""
+        self.ended: Optional[str] = None
+        self.restarts = 0
+
+    def lines(self) -> list[str]:
+        data = self.partial + self.started.take()
+        *done, self.partial = data.split(b"\n")
+        return [ln.decode("utf-8", "replace") for ln in done if ln.strip()]
+
+
+def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: WatchOptions,
+          record: Optional[Record], out: TextIO, width: int = 0,
+          unreached: Optional[Mapping[str, str]] = None) -> WatchResult:
+    """Watches the job on the hosts until the time is up (or interrupted); returns the last
+    findings, the hosts that could not be reached or sampled among them."""
+    policy = opts.policy
+    keep = int(math.ceil(max(policy.persist_s, policy.interval_s) / policy.interval_s)) + 4
+    state = WatchState(keep, early_after_s=policy.persist_s)
+    lost = {h: f"could not be reached: {why}" for h, why in (unreached or {}).items()}
+    hosts: dict[str, _Host] = {}
+    live = Live(out, width)
+    length = opts.length()
+    sampler = opts.sampler
+    # The samplers end by themselves soon after the watch: a bounded one's with it, an
+    # endless one's each day (started again then).
+    sampler = sampler_text.SamplerOptions(
+        sampler.interval_s, SAMPLER_DAY_S if length is None else length + 30, sampler.token,
+        sampler.step_pattern)
+    findings: list[Finding] = []
+    interrupted = False
+    try:
+        for name, remote in remotes.items():
+            try:
+                hosts[name] = _Host(name, remote, sampler_text.command(
+                    pythons.get(name, "python3"), sampler))
+            except Exception as e:  # a channel refused: this host cannot be watched
+                lost[name] = f"could not start its sampler: {type(e).__name__}: {e}"[:300]
+        start = time.monotonic()
+        end = None if length is None else start + length
+        next_judge = start + policy.interval_s
+        while end is None or time.monotonic() < end:
+            now = time.monotonic()
+            for h in hosts.values():
+                if h.ended is None:
+                    _read(h, state, record, now)
+            if now >= next_judge:
+                next_judge = now + policy.interval_s
+                findings = _findings(state, policy, opts, lost, hosts, now, start)
+                new, cleared = live.update(findings)
+                if record is not None:
+                    record.findings("finding", new)
+                    record.findings("cleared", cleared)
+            time.sleep(POLL_S)
+        findings = _findings(state, policy, opts, lost, hosts, time.monotonic(), start)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        for h in hosts.values():
+            h.started.close()
+    return WatchResult(findings, interrupted)
+
+
+def _read(h: _Host, state: WatchState, record: Optional[Record], now: float) -> None:
+    try:
+        lines = h.lines()
+    except Exception as e:
+        h.ended = f"its channel failed: {type(e).__name__}: {e}"[:300]
+        return
+    for ln in lines:
+        try:
+            tick = h.stream.feed(ln)
+        except BadSample as e:
+            h.ended = f"its sampler printed what is not a sample ({e})"
+            return
+        state.add(tick, now)
+        if record is not None:
+            record.sample(h.name, ln)
+    done = h.started.wait(0)
+    if done.exit == 0 and h.restarts < MAX_RESTARTS:  # its lifetime was up: a new one
+        h.started.close()
+        h.restarts += 1
+        h.started, h.partial = h.remote.start(h.command), b""
+    elif done.exit is not None:
+        h.ended = f"its sampler ended (exit {done.exit}: {done.tail()})"
+
+
+def _findings(state: WatchState, policy: WatchPolicy, opts: WatchOptions,
+              lost: Mapping[str, str], hosts: Mapping[str, _Host], now: float, start: float,
+              ) -> list[Finding]:
+    gone = {**lost, **{n: h.ended for n, h in hosts.items() if h.ended is not None}}
+    if now - start > STALE_INTERVALS * policy.interval_s:
+        gone.update({n: f"no sample in {now - start:.0f} s since the watch began (its "
+                        "sampler did not start: its python3?)"
+                     for n in hosts if n not in state.last_tick and n not in gone})
+    out = [Finding("watch", Status.COULD_NOT_CHECK, (n,), f"{n}: {why}")
+           for n, why in sorted(gone.items())]
+    found = judge(state, policy, now, opts.at_check)
+    out += [f for f in found if not (f.check == "watch" and set(f.hosts) <= set(gone))]
+    return sorted(out, key=lambda f: (BLOCKING.index(f.status) if f.status in BLOCKING
+                                      else len(BLOCKING) + (f.status is Status.PASS)))

@@ -1,0 +1,385 @@
+# preflight watch, the sampler: one long-lived process a host, started over the transport's
+# one channel, that prints one JSON line a sample about the Paddle jobs running there.
+#
+# Shipped like the probe (watch/sampler_text.py joins it after collect/probe/cgroup.py and
+# sends the text in its command line), so: standard library only, Python 3.6 syntax, each
+# part of a sample guarded so that a failure is an "error" there, never a crash. It decides
+# nothing; the controller judges. It ends by itself: at its lifetime, or at the first line
+# it cannot write (the controller is gone and the channel with it).
+#
+# A job is a process running paddle.distributed.launch (with the launch marker, when one is
+# given) and its ranks are its descendants that carry Paddle's rank variables. Everything is
+# read from /proc as the host sees it, through /proc/<pid>/root and /proc/<pid>/fd where a
+# path is the process's own: the same reading works for a rank inside a container.
+import json
+import os
+import re
+import sys
+import time
+
+from preflight.collect.probe.cgroup import cgroup_v1_quota as cgroup_v1_quota  # joined
+from preflight.collect.probe.cgroup import cgroup_v2_quota as cgroup_v2_quota  # joined
+from preflight.collect.probe.cgroup import read as read  # joined
+from preflight.collect.probe.cgroup import section  # joined
+
+SCHEMA = 1
+LAUNCH_MODULE = "paddle.distributed.launch"
+MARKER = "PREFLIGHT_LAUNCH"
+# The variables of a rank that say who it is (read once, when it is first seen).
+RANK_VARS = ("PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "TRAINING_ROLE", "PADDLE_PSERVER_ID",
+             "PADDLE_LOCAL_RANK", "PADDLE_RANK_IN_NODE", "POD_IP", "PADDLE_PORT",
+             "PADDLE_CURRENT_ENDPOINT", "PADDLE_GLOBAL_SIZE", "PADDLE_ROLE_TYPE")
+HOOK_NAME = "preflight-watch.%d"  # what preflight.watch.step() writes, by the rank's own pid
+HOOK_DIRS = ("/dev/shm", "/tmp")
+# The processes that run a container's first process (podman's, docker's and containerd's,
+# CRI-O's, LXC's), as /proc/<pid>/comm names them (cut to 15 characters).
+CONTAINER_MONITORS = ("conmon", "containerd-shim", "docker-containe", "crun", "runc",
+                      "lxc-start", "catatonit", "tini")
+MAX_TASKS = 512  # threads of a rank whose scheduler times are summed
+MAX_LOG_READ = 1 << 20  # new log bytes read a sample; past that the rest is skipped, said so
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def stat_fields(pid):
+    """(state, utime + stime in seconds, threads, start ticks, ppid) of /proc/<pid>/stat."""
+    text = read("/proc/%s/stat" % pid)
+    rest = text[text.rindex(")") + 2:].split()
+    return (rest[0], (int(rest[11]) + int(rest[12])) / float(CLK_TCK), int(rest[17]),
+            int(rest[19]), int(rest[1]))
+
+
+def cmdline(pid):
+    return read("/proc/%s/cmdline" % pid, 1 << 16).split("\0")[:-1]
+
+
+def environ(pid):
+    out = {}
+    for item in read("/proc/%s/environ" % pid, 1 << 20).split("\0"):
+        k, sep, v = item.partition("=")
+        if sep:
+            out[k] = v
+    return out
+
+
+def children(pid):
+    """The pids of pid's children, from every thread's children list."""
+    out = []  # type: list
+    try:
+        tasks = os.listdir("/proc/%s/task" % pid)
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            out.extend(int(c) for c in read("/proc/%s/task/%s/children" % (pid, tid)).split())
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def descendants(pid, depth=4):
+    out, todo = [], [(pid, 0)]
+    while todo:
+        p, d = todo.pop()
+        if d >= depth:
+            continue
+        for c in children(p):
+            out.append(c)
+            todo.append((c, d + 1))
+    return out
+
+
+def sched(pid):
+    """(seconds on a CPU, seconds runnable but waiting for one, threads running, threads in
+    uninterruptible sleep) summed over the process's threads."""
+    run = wait = 0
+    running = blocked = 0
+    for tid in os.listdir("/proc/%s/task" % pid)[:MAX_TASKS]:
+        try:
+            fields = read("/proc/%s/task/%s/schedstat" % (pid, tid)).split()
+            run += int(fields[0])
+            wait += int(fields[1])
+            state = read("/proc/%s/task/%s/stat" % (pid, tid))
+            state = state[state.rindex(")") + 2]
+        except (OSError, ValueError, IndexError):
+            continue
+        running += state == "R"
+        blocked += state == "D"
+    return run / 1e9, wait / 1e9, running, blocked
+
+
+def ns_pid(pid):
+    """The pid the process has in its own pid namespace (a container's), else pid."""
+    for line in read("/proc/%s/status" % pid).splitlines():
+        if line.startswith("NSpid:"):
+            return int(line.split()[-1])
+    return pid
+
+
+def hook_steps(pid, inner_pid, own_dir):
+    """(steps, the rank's wall time of its last step) the step hook wrote; None without."""
+    for d in ((own_dir,) if own_dir else HOOK_DIRS):
+        try:
+            text = read("/proc/%s/root%s/%s" % (pid, d, HOOK_NAME % inner_pid), 256)
+        except OSError:
+            continue
+        fields = text.split()
+        if len(fields) >= 2:
+            return int(fields[0]), float(fields[1])
+    return None
+
+
+def quota_of(pid):
+    """The smallest CPU quota over the process's cgroups, with the throttling of the cgroup
+    that sets it (cpu.stat: periods, throttled periods, seconds throttled)."""
+    quotas = [q for q in (section(cgroup_v1_quota, pid), section(cgroup_v2_quota, pid))
+              if isinstance(q, dict) and "cores" in q]
+    if not quotas:
+        return None
+    q = min(quotas, key=lambda x: x["cores"])
+    out = {"cores": round(q["cores"], 4), "path": q["path"]}
+    try:
+        stat = dict(line.split() for line in read(q["path"] + "/cpu.stat").splitlines()
+                    if len(line.split()) == 2)
+        out["periods"] = int(stat.get("nr_periods", 0))
+        out["throttled"] = int(stat.get("nr_throttled", 0))
+        if "throttled_time" in stat:  # v1: nanoseconds
+            out["throttled_s"] = int(stat["throttled_time"]) / 1e9
+        elif "throttled_usec" in stat:  # v2
+            out["throttled_s"] = int(stat["throttled_usec"]) / 1e6
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def host_part():
+    out = {"cpus": os.cpu_count()}  # type: dict
+    try:
+        out["load"] = [float(x) for x in read("/proc/loadavg").split()[:3]]
+    except (OSError, ValueError):
+        pass
+    for kind in ("cpu", "memory"):
+        try:  # "some avg10=...": the share of the last 10 s some task stalled on it
+            line = read("/proc/pressure/%s" % kind).splitlines()[0]
+            out["psi_" + kind] = float(line.split()[1].split("=")[1])
+        except (OSError, ValueError, IndexError):
+            pass
+    try:
+        for line in read("/proc/meminfo").splitlines():
+            if line.startswith("MemAvailable:"):
+                out["mem_avail"] = int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    nics = {}
+    try:
+        for line in read("/proc/net/dev").splitlines()[2:]:
+            name, _, rest = line.partition(":")
+            f = rest.split()
+            if name.strip() != "lo" and len(f) >= 12:
+                # rx bytes, rx drops, tx bytes, tx drops
+                nics[name.strip()] = [int(f[0]), int(f[3]), int(f[8]), int(f[11])]
+    except (OSError, ValueError):
+        pass
+    out["nics"] = nics
+    return out
+
+
+class Rank(object):
+    """What is kept of one rank between samples: who it is, where its log is read."""
+
+    def __init__(self, pid, env, launcher):
+        self.pid, self.launcher = pid, launcher
+        self.who = {k: env[k] for k in RANK_VARS if k in env}
+        self.inner = section(ns_pid, pid)
+        self.hook_dir = env.get("PREFLIGHT_WATCH_DIR")
+        self.log_offset = 0
+        self.log_path = None
+        self.steps = 0
+        self.last_line = None
+        self.announced = False
+
+    def sample(self, pattern):
+        state, cpu_s, threads, _, _ = stat_fields(self.pid)
+        out = {"pid": self.pid, "state": state, "cpu_s": round(cpu_s, 3), "threads": threads}
+        run_s, wait_s, running, blocked = sched(self.pid)
+        out.update(run_s=round(run_s, 4), wait_s=round(wait_s, 4), running=running,
+                   blocked=blocked)
+        try:
+            out["wchan"] = read("/proc/%s/wchan" % self.pid, 128).strip() or None
+        except OSError:
+            pass
+        out["log"] = section(self.log_part, pattern)
+        if isinstance(self.inner, int):
+            out["hook"] = section(hook_steps, self.pid, self.inner, self.hook_dir)
+        out["cgroup"] = section(quota_of, self.pid)
+        return out
+
+    def log_part(self, pattern):
+        """The rank's log (its stdout's file): size, step lines counted so far, the last
+        line when it changed."""
+        fd = "/proc/%s/fd/1" % self.pid
+        path = os.readlink(fd)
+        st = os.stat(fd)
+        if not path.startswith("/") or not (st.st_mode & 0o170000) == 0o100000:
+            return {"path": path}  # a pipe or a terminal: no log to read
+        out = {"path": path, "size": st.st_size}
+        if path != self.log_path:
+            self.log_path, self.log_offset = path, 0
+        if st.st_size < self.log_offset:  # truncated: read again from its start
+            self.log_offset = 0
+        if st.st_size - self.log_offset > MAX_LOG_READ:
+            out["skipped"] = st.st_size - MAX_LOG_READ - self.log_offset
+            self.log_offset = st.st_size - MAX_LOG_READ
+        with open(fd, "rb") as f:
+            f.seek(self.log_offset)
+            data = f.read(st.st_size - self.log_offset)
+        end = data.rfind(b"\n") + 1  # whole lines only; a partial one waits
+        self.log_offset += end
+        lines = data[:end].decode("utf-8", "replace").splitlines()
+        if pattern is not None:
+            self.steps += sum(1 for ln in lines if pattern.search(ln))
+            out["steps"] = self.steps
+        text = [ln.strip() for ln in lines if ln.strip()]
+        if text and text[-1][:200] != self.last_line:
+            self.last_line = out["last"] = text[-1][:200]
+        return out
+
+
+class Sampler(object):
+    def __init__(self, token, pattern, netns):
+        self.token, self.netns = token, netns
+        self.pattern = re.compile(pattern) if pattern else None
+        self.ignored = set()  # pids that are not launchers: their cmdline is read once
+        self.launchers = {}  # pid -> its part of a sample that does not change
+        self.announced = set()  # launchers whose fixed part was sent
+        self.ranks = {}  # pid -> Rank
+
+    def find_launchers(self):
+        pids = set()
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            pids.add(pid)
+            if pid in self.ignored or pid in self.launchers or pid == os.getpid():
+                continue
+            try:
+                argv = cmdline(pid)
+                found = is_launcher(argv) and (
+                    not self.token or environ(pid).get(MARKER) == self.token) and (
+                    self.ours(pid))
+            except (OSError, ValueError):
+                found = False
+            if not found:
+                self.ignored.add(pid)
+                continue
+            self.launchers[pid] = {"pid": pid, "argv": argv[:64], "log_dir": log_dir(argv),
+                                   "netns": section(os.readlink, "/proc/%d/ns/net" % pid)}
+        self.ignored &= pids  # pids are reused: forget those gone
+        for pid in [p for p in self.launchers if p not in pids]:
+            del self.launchers[pid]
+            self.announced.discard(pid)
+
+    def ours(self, pid):
+        """Whether the launcher is this host's: in its network namespace, or in a container
+        of its (a container monitor among its ancestors). Hosts that share one kernel (a
+        simulated cluster) see each other's processes, in the other hosts' namespaces."""
+        if self.netns is None or os.readlink("/proc/%d/ns/net" % pid) == self.netns:
+            return True
+        for _ in range(32):
+            pid = stat_fields(pid)[4]
+            if pid <= 1:
+                return False
+            if read("/proc/%d/comm" % pid).strip().startswith(CONTAINER_MONITORS):
+                return True
+        return False
+
+    def tick(self):
+        self.find_launchers()
+        jobs, seen = [], set()
+        for lpid, fixed in sorted(self.launchers.items()):
+            # What does not change (argv, log dir) goes in the first sample a job is in.
+            job = dict(fixed) if lpid not in self.announced else {"pid": lpid}
+            self.announced.add(lpid)
+            try:
+                job["state"] = stat_fields(lpid)[0]
+            except (OSError, ValueError):
+                job["state"] = "gone"
+            ranks = []
+            for pid in descendants(lpid):
+                rank = self.ranks.get(pid)
+                if rank is None:
+                    try:
+                        env = environ(pid)
+                    except (OSError, ValueError):
+                        continue
+                    if not any(k in env for k in RANK_VARS[:4]):
+                        continue  # a helper process of the launcher, not a rank
+                    rank = self.ranks[pid] = Rank(pid, env, lpid)
+                seen.add(pid)
+                part = section(rank.sample, self.pattern)
+                part.setdefault("pid", pid)
+                if not rank.announced:  # who it is, in the first sample it is in
+                    part["who"], rank.announced = rank.who, True
+                ranks.append(part)
+            job["ranks"] = ranks
+            jobs.append(job)
+        gone = []
+        for pid in [p for p in self.ranks if p not in seen]:
+            rank = self.ranks.pop(pid)
+            gone.append({"pid": pid, "who": rank.who, "launcher": rank.launcher})
+        return {"jobs": jobs, "gone": gone}
+
+
+def is_launcher(argv):
+    """Whether argv is Python running Paddle's launcher (python -m paddle.distributed.launch,
+    or fleetrun), not a command that only carries it in its arguments (timeout, podman run,
+    srun, a shell)."""
+    if not argv or not os.path.basename(argv[0]).startswith("python"):
+        return False
+    if len(argv) > 1 and os.path.basename(argv[1]) == "fleetrun":
+        return True
+    return any(a == "-m" and b == LAUNCH_MODULE for a, b in zip(argv, argv[1:]))
+
+
+def log_dir(argv):
+    """The launcher's --log_dir (Paddle's default: log, in its working directory)."""
+    for i, a in enumerate(argv):
+        if a == "--log_dir" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--log_dir="):
+            return a.split("=", 1)[1]
+    return "log"
+
+
+def main(argv):
+    opts = json.loads(argv[0])
+    interval = max(0.2, float(opts.get("interval", 5.0)))
+    end = time.monotonic() + float(opts.get("lifetime", 3600.0))
+    out = sys.stdout
+    # Launchers in another network namespace are this host's containers' or, where hosts
+    # share one kernel (a simulated cluster), other hosts' (Sampler.ours tells).
+    netns = section(os.readlink, "/proc/self/ns/net")
+    sampler = Sampler(opts.get("token") or "", opts.get("pattern"),
+                      netns if isinstance(netns, str) else None)
+    n = 0
+    while True:
+        began = time.monotonic()
+        sample = {"v": SCHEMA, "n": n, "t": round(time.time(), 3), "host": section(host_part),
+                  "netns": netns}
+        sample.update(section(sampler.tick))
+        cpu = os.times()
+        sample["cost_s"] = round(cpu[0] + cpu[1], 4)  # the sampler's own CPU so far
+        try:
+            out.write(json.dumps(sample, separators=(",", ":")) + "\n")
+            out.flush()
+        except (OSError, ValueError):
+            return 0  # the channel is gone: so is whoever read it
+        n += 1
+        now = time.monotonic()
+        if now >= end:
+            return 0
+        time.sleep(max(0.0, min(end - now, interval - (now - began))))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

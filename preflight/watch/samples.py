@@ -1,0 +1,169 @@
+"""What a host's sampler printed, as types: one Tick a line. A HostStream keeps what the
+sampler says once (who a rank is, a launcher's command line) for the lines after it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from preflight.model.watch import HostSample, RankId, RankSample, Role
+
+SCHEMA = 1
+
+
+class BadSample(ValueError):
+    """A line that is not a sample of this schema."""
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """A Paddle launcher on a host: the job it belongs to (its --master, else its --servers,
+    else its --job_id: the same on every host of one job) and its log directory."""
+
+    host: str
+    pid: int
+    job: str
+    argv: tuple[str, ...]
+    log_dir: str
+    netns: Optional[str] = None  # its network namespace ("net:[inode]")
+
+
+@dataclass(frozen=True)
+class Tick:
+    host: str
+    n: int
+    sample: HostSample
+    ranks: tuple[tuple[RankId, RankSample], ...]
+    gone: tuple[RankId, ...]
+    launchers: tuple[Launcher, ...]  # those seen for the first time
+    error: Optional[str] = None  # a part of the sample the sampler could not read
+    netns: Optional[str] = None  # the sampler's own network namespace
+
+
+def job_key(argv: tuple[str, ...]) -> str:
+    for flag in ("--master", "--servers", "--job_id"):
+        value = _flag(argv, flag)
+        if value:
+            return f"{flag[2:]} {value}"
+    return "job_id default"
+
+
+def _flag(argv: tuple[str, ...], flag: str) -> Optional[str]:
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def identity(host: str, pid: int, launcher: int, who: Mapping[str, str],
+             log_path: Optional[str]) -> RankId:
+    """Who a rank is, from Paddle's variables in its environment (TRAINING_ROLE in PS jobs;
+    the trainer id; a server's number from its id or its log's name, serverlog.N)."""
+    role_var = who.get("TRAINING_ROLE", "").upper()
+    role: Role = "server" if role_var == "PSERVER" else "trainer" if role_var == "TRAINER" \
+        else "worker"
+    num = who.get("PADDLE_PSERVER_ID" if role == "server" else "PADDLE_TRAINER_ID")
+    if num is None and log_path:
+        m = re.search(r"(?:server|worker)log\.(\d+)$", os.path.basename(log_path))
+        num = m.group(1) if m else None
+    rank = int(num) if num is not None and num.strip().isdigit() else None
+    return RankId(host, role, rank, pid, launcher)
+
+
+def _dict(d: Mapping[str, Any], key: str) -> dict[str, Any]:
+    v = d.get(key)
+    return v if isinstance(v, dict) else {}
+
+
+def _text(d: Mapping[str, Any], key: str) -> Optional[str]:
+    v = d.get(key)
+    return v if isinstance(v, str) else None
+
+
+def _num(d: Mapping[str, Any], key: str, kind: type = float) -> Any:
+    v = d.get(key)
+    return kind(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+class HostStream:
+    """The lines of one host's sampler, read in order."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.ids: dict[int, RankId] = {}
+        self.launchers: dict[int, Launcher] = {}
+
+    def feed(self, line: str) -> Tick:
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            raise BadSample(f"not JSON: {line[:120]!r}") from None
+        if not isinstance(doc, dict) or doc.get("v") != SCHEMA:
+            raise BadSample(f"not a sample of schema {SCHEMA}: {line[:120]!r}")
+        host = _dict(doc, "host")
+        t = _num(doc, "t") or 0.0
+        new: list[Launcher] = []
+        ranks: list[tuple[RankId, RankSample]] = []
+        errors = [str(d["error"]) for d in (doc, host) if isinstance(d.get("error"), str)]
+        for job in doc.get("jobs") or ():
+            if not isinstance(job, dict) or not isinstance(job.get("pid"), int):
+                continue
+            lpid = job["pid"]
+            if lpid not in self.launchers and isinstance(job.get("argv"), list):
+                argv = tuple(str(a) for a in job["argv"])
+                self.launchers[lpid] = Launcher(self.host, lpid, job_key(argv), argv,
+                                                str(job.get("log_dir") or "log"),
+                                                _text(job, "netns"))
+                new.append(self.launchers[lpid])
+            for r in job.get("ranks") or ():
+                if isinstance(r, dict) and isinstance(r.get("pid"), int):
+                    ranks.append(self._rank(r, lpid, t))
+        gone = tuple(self.ids.pop(g["pid"]) for g in doc.get("gone") or ()
+                     if isinstance(g, dict) and g.get("pid") in self.ids)
+        return Tick(self.host, _num(doc, "n", int) or 0, self._host(host, t, doc),
+                    tuple(ranks), gone, tuple(new), "; ".join(errors) or None,
+                    _text(doc, "netns"))
+
+    def _rank(self, r: Mapping[str, Any], launcher: int, t: float) -> tuple[RankId, RankSample]:
+        pid = r["pid"]
+        log = _dict(r, "log")
+        if pid not in self.ids:
+            who = _dict(r, "who")
+            self.ids[pid] = identity(self.host, pid, launcher,
+                                     {str(k): str(v) for k, v in who.items()},
+                                     log.get("path") if isinstance(log.get("path"), str)
+                                     else None)
+        hook = r.get("hook")
+        cg = _dict(r, "cgroup")
+        errors = [str(d["error"]) for d in (r, log, cg) if isinstance(d.get("error"), str)]
+        return self.ids[pid], RankSample(
+            t=t, state=str(r.get("state") or "?"), cpu_s=_num(r, "cpu_s") or 0.0,
+            run_s=_num(r, "run_s") or 0.0, wait_s=_num(r, "wait_s") or 0.0,
+            running=_num(r, "running", int) or 0, blocked=_num(r, "blocked", int) or 0,
+            wchan=str(r["wchan"]) if r.get("wchan") not in (None, "0") else None,
+            log_size=_num(log, "size", int), log_steps=_num(log, "steps", int),
+            log_last=log.get("last") if isinstance(log.get("last"), str) else None,
+            log_path=log.get("path") if isinstance(log.get("path"), str) else None,
+            hook_steps=int(hook[0]) if isinstance(hook, list) and hook else None,
+            quota_cores=_num(cg, "cores"), periods=_num(cg, "periods", int),
+            throttled=_num(cg, "throttled", int), throttled_s=_num(cg, "throttled_s"),
+            error="; ".join(errors) or None)
+
+    @staticmethod
+    def _host(h: Mapping[str, Any], t: float, doc: Mapping[str, Any]) -> HostSample:
+        load = h.get("load")
+        nics = _dict(h, "nics")
+        return HostSample(
+            t=t, cpus=_num(h, "cpus", int),
+            load1=float(load[0]) if isinstance(load, list) and load else None,
+            psi_cpu=_num(h, "psi_cpu"), psi_memory=_num(h, "psi_memory"),
+            mem_avail=_num(h, "mem_avail", int),
+            nics=tuple((str(k), int(v[0]), int(v[1]), int(v[2]), int(v[3]))
+                       for k, v in sorted(nics.items()) if isinstance(v, list) and len(v) >= 4),
+            cost_s=_num(doc, "cost_s"))

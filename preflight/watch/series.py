@@ -1,0 +1,193 @@
+"""Samples kept over time: each rank's recent samples and when it last made progress, grouped
+by job (the launchers of one job on every host), and each host's. Only what the judgement
+needs is kept: a window of samples, and a few running figures of the whole watch."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+from preflight.model.watch import HostSample, RankId, RankSample
+from preflight.watch.samples import Launcher, Tick
+
+# How a job's progress is counted: the step hook where its ranks call it, else the step
+# lines of their logs, else the bytes of their logs (any output at all).
+Unit = Literal["hook", "steps", "bytes"]
+UNIT_WORDS = {"hook": "steps", "steps": "step lines", "bytes": "log bytes"}
+
+
+def progress(s: RankSample, unit: Unit) -> Optional[int]:
+    return {"hook": s.hook_steps, "steps": s.log_steps, "bytes": s.log_size}[unit]
+
+
+@dataclass(frozen=True)
+class Span:
+    """What changed for a rank between two of its samples."""
+
+    t0: float
+    t1: float
+    progress: Optional[int]
+    busy_s: float  # on a CPU or waiting for one
+    wait_s: float  # waiting for one
+    periods: int
+    throttled: int
+
+    @property
+    def dt(self) -> float:
+        return self.t1 - self.t0
+
+
+class RankSeries:
+    def __init__(self, rid: RankId, keep: int) -> None:
+        self.rid = rid
+        self.samples: deque[RankSample] = deque(maxlen=keep)
+        self.first_t: Optional[float] = None
+        # Per unit: when its count last grew, and the longest spell between two growths.
+        self.last_growth: dict[Unit, float] = {}
+        self.longest_quiet: dict[Unit, float] = {}
+        self.state_since: tuple[str, float] = ("?", 0.0)  # its state, since when
+        # Per unit: its rate over its first window (its pace before anything changed).
+        self.first: dict[Unit, tuple[float, int]] = {}  # unit -> (t, count) first seen
+        self.early_rate: dict[Unit, float] = {}
+        self.early_after_s = 15.0  # the window that early_rate spans (the policy's persist)
+
+    def add(self, s: RankSample) -> None:
+        prev = self.samples[-1] if self.samples else None
+        if self.first_t is None:
+            self.first_t = s.t
+        for unit in ("hook", "steps", "bytes"):
+            now, before = progress(s, unit), None if prev is None else progress(prev, unit)
+            if now is not None and before is not None and now > before:
+                last = self.last_growth.get(unit)
+                if last is not None:
+                    self.longest_quiet[unit] = max(self.longest_quiet.get(unit, 0.0),
+                                                   s.t - last)
+                self.last_growth[unit] = s.t
+            elif now is not None and unit not in self.last_growth:
+                self.last_growth[unit] = s.t  # seen, not yet grown: quiet from here
+        for unit in ("hook", "steps", "bytes"):
+            count = progress(s, unit)
+            if count is None:
+                continue
+            t0, c0 = self.first.setdefault(unit, (s.t, count))
+            if unit not in self.early_rate and s.t - t0 >= self.early_after_s:
+                self.early_rate[unit] = (count - c0) / (s.t - t0)
+        if s.state != self.state_since[0]:
+            self.state_since = (s.state, s.t)
+        self.samples.append(s)
+
+    @property
+    def latest(self) -> RankSample:
+        return self.samples[-1]
+
+    def span(self, t0: float, t1: float, unit: Unit) -> Optional[Span]:
+        """The change between the first sample at or after t0 and the last at or before
+        t1; None when fewer than two samples lie there."""
+        inside = [s for s in self.samples if t0 <= s.t <= t1]
+        if len(inside) < 2:
+            return None
+        a, b = inside[0], inside[-1]
+        pa, pb = progress(a, unit), progress(b, unit)
+        return Span(a.t, b.t, None if pa is None or pb is None else pb - pa,
+                    (b.run_s + b.wait_s) - (a.run_s + a.wait_s), b.wait_s - a.wait_s,
+                    (b.periods or 0) - (a.periods or 0),
+                    (b.throttled or 0) - (a.throttled or 0))
+
+
+class JobSeries:
+    """One job: its launchers on every host, its ranks, and the ranks it lost."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.launchers: dict[tuple[str, int], Launcher] = {}
+        self.ranks: dict[RankId, RankSeries] = {}
+        self.gone: dict[RankId, float] = {}  # rank -> the host's time it was missed at
+
+    def unit(self) -> Unit:
+        latest = [r.latest for r in self.ranks.values() if r.samples]
+        if any(s.hook_steps is not None for s in latest):
+            return "hook"
+        if any(s.log_steps for s in latest):
+            return "steps"
+        return "bytes"
+
+    def live(self) -> list[RankSeries]:
+        return [r for rid, r in self.ranks.items() if rid not in self.gone]
+
+    def hosts(self) -> list[str]:
+        return sorted({rid.host for rid in self.ranks})
+
+
+class WatchState:
+    """Everything the watch has seen so far, fed one Tick at a time."""
+
+    def __init__(self, keep: int, early_after_s: float = 15.0) -> None:
+        self.keep, self.early_after_s = keep, early_after_s
+        self.jobs: dict[str, JobSeries] = {}
+        self.hosts: dict[str, deque[HostSample]] = {}
+        self.launcher_job: dict[tuple[str, int], str] = {}
+        self.last_tick: dict[str, float] = {}  # host -> the controller's time of its last
+        self.own_netns: dict[str, str] = {}  # host -> its sampler's network namespace
+        self.foreign: set[tuple[str, int]] = set()  # (host, launcher) of other hosts
+
+    def add(self, tick: Tick, received: float) -> None:
+        self.last_tick[tick.host] = received
+        self.hosts.setdefault(tick.host, deque(maxlen=self.keep)).append(tick.sample)
+        if tick.netns and tick.host not in self.own_netns:
+            self.own_netns[tick.host] = tick.netns
+            self._drop_foreign()
+        for la in tick.launchers:
+            if self._foreign(la):
+                self.foreign.add((la.host, la.pid))
+                continue
+            job = self.jobs.setdefault(la.job, JobSeries(la.job))
+            job.launchers[(la.host, la.pid)] = la
+            self.launcher_job[(la.host, la.pid)] = la.job
+        for rid, s in tick.ranks:
+            key = self.launcher_job.get((rid.host, rid.launcher))
+            if key is None:
+                continue  # another host's, or its launcher's first line was lost
+            job = self.jobs[key]
+            series = job.ranks.get(rid)
+            if series is None:
+                series = job.ranks[rid] = RankSeries(rid, self.keep)
+                series.early_after_s = self.early_after_s
+            series.add(s)
+        for rid in tick.gone:
+            key = self.launcher_job.get((rid.host, rid.launcher))
+            if key is not None:
+                self.jobs[key].gone[rid] = tick.sample.t
+
+    def _foreign(self, la: Launcher) -> bool:
+        """Whether a launcher that la's host sees runs in another watched host's own
+        network namespace: hosts that share one kernel (a simulated cluster) see each
+        other's processes, while a real host sees only its own and its containers'."""
+        own = self.own_netns.get(la.host)
+        return la.netns is not None and la.netns != own and any(
+            la.netns == ns for h, ns in self.own_netns.items() if h != la.host)
+
+    def _drop_foreign(self) -> None:
+        for (host, pid), key in list(self.launcher_job.items()):
+            job = self.jobs[key]
+            la = job.launchers[(host, pid)]
+            if not self._foreign(la):
+                continue
+            self.foreign.add((host, pid))
+            del self.launcher_job[(host, pid)], job.launchers[(host, pid)]
+            for rid in [r for r in job.ranks if (r.host, r.launcher) == (host, pid)]:
+                del job.ranks[rid]
+                job.gone.pop(rid, None)
+            if not job.launchers:
+                del self.jobs[key]
+
+    def all_ranks(self) -> Iterable[RankSeries]:
+        for job in self.jobs.values():
+            yield from job.ranks.values()
+
+
+def median(values: Sequence[float]) -> float:
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2

@@ -1,0 +1,47 @@
+"""The watch in a terminal, in the style of `check`: one line a finding (its status, check,
+hosts as a hostlist, message), printed when it appears or its status changes and once more
+when it clears; nothing while nothing changes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TextIO
+
+from preflight.common.units import hostlist
+from preflight.model.findings import Finding, Status
+
+HOSTS_W = 22
+
+
+def key(f: Finding) -> tuple[str, tuple[str, ...]]:
+    return f.check, f.hosts
+
+
+def line(f: Finding, width: int = 0, status: str = "") -> str:
+    text = (f"{time.strftime('%H:%M:%S')}  {status or f.status.value:<8} {f.check:<10} "
+            f"{hostlist(list(f.hosts)):<{HOSTS_W}} {f.message}")
+    return text if width <= 0 or len(text) <= width else text[:width - 3] + "..."
+
+
+class Live:
+    """What the terminal shows so far; update() prints only the changes."""
+
+    def __init__(self, out: TextIO, width: int) -> None:
+        self.out, self.width = out, width
+        self.shown: dict[tuple[str, tuple[str, ...]], Finding] = {}
+
+    def update(self, findings: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
+        """Prints and returns (the findings new or changed in status, those cleared)."""
+        now = {key(f): f for f in findings}
+        new = [f for k, f in now.items()
+               if k not in self.shown or self.shown[k].status is not f.status]
+        cleared = [f for k, f in self.shown.items() if k not in now]
+        for f in new:
+            self.out.write(line(f, self.width) + "\n")
+        for f in cleared:
+            if f.status is not Status.PASS:
+                self.out.write(line(f, self.width, "cleared") + "\n")
+        self.out.flush()
+        self.shown = now
+        return new, cleared

@@ -1,0 +1,194 @@
+"""`preflight watch` on real jobs: a collective gloo job (Paddle 3.3.1) started by `preflight
+launch` on three simulated hosts, watched from outside while a fault is planted mid-run: a
+CPU quota on one host's cgroup (the straggler named on its host, nobody else), a stopped
+rank (named at once, then the hang it causes). The time from planting to the finding is
+printed for the benchmarks; the tests assert who is named, never how fast."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.cluster
+
+HOSTS = ["good1", "good2", "good3"]
+SCRIPT = "/root/train_watch.py"
+# Data-parallel training on CPU (gloo), a step line every 5 steps, until /root/stop-watch
+# appears or its time is up.
+TRAIN = """\
+import os, sys, time
+import paddle
+import paddle.distributed as dist
+dist.init_parallel_env()
+paddle.seed(1)
+net = paddle.nn.Sequential(paddle.nn.Linear(64, 256), paddle.nn.ReLU(), paddle.nn.Linear(256, 1))
+model = paddle.DataParallel(net)
+opt = paddle.optimizer.SGD(0.01, parameters=model.parameters())
+end = time.time() + 240
+step = 0
+while time.time() < end and not os.path.exists("/root/stop-watch"):
+    x = paddle.randn([64, 64])
+    loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
+    loss.backward()
+    opt.step()
+    opt.clear_grad()
+    if step % 5 == 0:
+        print("step %d loss %.4f" % (step, float(loss)), flush=True)
+    step += 1
+print("done", flush=True)
+"""
+
+
+@dataclass
+class Job:
+    report: str
+    launch: subprocess.Popen[str]
+
+
+@pytest.fixture
+def job(cluster) -> Iterator[Job]:
+    """The three-host job, running (every rank has printed steps); stopped at the end."""
+    for name in HOSTS:
+        cluster.tb.write_file(name, SCRIPT, TRAIN)
+        for f in ("/root/stop-watch",):
+            path = cluster.private(name, f)
+            if os.path.exists(path):
+                os.unlink(path)
+    inv = cluster.inventory("watch.yaml", HOSTS)
+    run = cluster.preflight("check", "-i", inv, "--nnodes", str(len(HOSTS)))
+    assert run.rc == 0, run.stdout + run.stderr
+    report = os.path.join(cluster.tb.base, "watch-report.json")
+    with open(report, "w") as fh:
+        json.dump(run.report, fh)
+    logs = [cluster.private(n, "/root/log/workerlog.0") for n in HOSTS]
+    for path in logs:
+        if os.path.exists(path):
+            os.unlink(path)
+    cmd = cluster.tb.client_cmd([sys.executable, "-m", "preflight", "launch", "--plan", report,
+                                 "--timeout", "300", "--", "train_watch.py"])
+    launch = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, cwd=cluster.tb.base,
+                              env=dict(os.environ, PYTHONSAFEPATH="1"))
+    try:
+        end = time.monotonic() + 120
+        while time.monotonic() < end and not all(_steps(p) >= 3 for p in logs):
+            assert launch.poll() is None, launch.stderr.read() if launch.stderr else ""
+            time.sleep(1)
+        assert all(_steps(p) >= 3 for p in logs), "the job did not start stepping"
+        yield Job(report, launch)
+    finally:
+        for name in HOSTS:
+            cluster.tb.write_file(name, "/root/stop-watch", "")
+        launch.send_signal(signal.SIGINT)  # the launch stops the job on every host
+        try:
+            launch.wait(60)
+        except subprocess.TimeoutExpired:
+            launch.kill()
+            launch.wait(10)
+    assert cluster.left_on(HOSTS, ("paddle.distributed.launch", "train_watch")) == {}
+
+
+def _steps(path: str) -> int:
+    try:
+        with open(path) as fh:
+            return sum(1 for line in fh if line.startswith("step "))
+    except OSError:
+        return 0
+
+
+def watch(cluster, report: str, log: str, *args: str) -> subprocess.Popen[str]:
+    cmd = cluster.tb.client_cmd([sys.executable, "-m", "preflight", "watch", "--plan", report,
+                                 "--log", log, *args])
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=cluster.tb.base, env=dict(os.environ, PYTHONSAFEPATH="1"))
+
+
+def records(log: str) -> list[dict[str, Any]]:
+    with open(log) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def first(log: str, kind: str, check: str, deadline: float) -> dict[str, Any] | None:
+    """The first record of that kind and check in the watch's log, waiting until deadline."""
+    while time.monotonic() < deadline:
+        if os.path.exists(log):
+            for r in records(log):
+                if r["type"] == kind and r.get("check") == check:
+                    return r
+        time.sleep(1)
+    return None
+
+
+def test_a_host_throttled_mid_run_is_named_as_the_straggler_and_nobody_else(cluster, job):
+    log = os.path.join(cluster.tb.base, "watch-quota.jsonl")
+    w = watch(cluster, job.report, log, "--interval", "2", "--persist", "10", "--for", "90")
+    try:
+        time.sleep(14)  # a healthy stretch first: nobody named there
+        planted = time.time()
+        cluster.tb.limit_cpu("good2", 0.1)
+        found = first(log, "finding", "straggler", time.monotonic() + 70)
+    finally:
+        cluster.tb.limit_cpu("good2", float(os.cpu_count() or 1))
+        w.send_signal(signal.SIGINT)
+        out, err = w.communicate(timeout=60)
+    assert found is not None, out + err
+    print(f"\nstraggler named {found['at'] - planted:.1f} s after the quota was set")
+    assert found["hosts"] == ["good2"] and found["status"] == "fail"
+    assert found["ranks"][0]["role"] == "worker"
+    assert "its cgroup's CPU quota throttles it" in found["message"], found["message"]
+    assert "0.1 of 2 cores now: a cgroup quota set since; 2 at the check" in found["message"]
+    rs = records(log)
+    before = [r for r in rs if r["type"] == "finding" and r["at"] < planted
+              and r["status"] != "pass"]
+    assert before == []
+    named = {tuple(r["hosts"]) for r in rs if r["type"] == "finding" and r["status"] != "pass"}
+    assert named == {("good2",)}
+    start = rs[0]
+    assert start["type"] == "start" and start["marker"]  # the launch's own marker
+    assert sum(r["type"] == "sample" for r in rs) >= 3 * 10
+
+
+def test_a_stopped_rank_is_named_at_once_and_the_hang_it_causes_after(cluster, job):
+    log = os.path.join(cluster.tb.base, "watch-stop.jsonl")
+    w = watch(cluster, job.report, log, "--interval", "2", "--persist", "6", "--for", "60",
+              "--hang-after", "12")
+    pid = None
+    try:
+        end = time.monotonic() + 30
+        while pid is None and time.monotonic() < end:
+            time.sleep(1)
+            for r in records(log) if os.path.exists(log) else ():
+                if r["type"] == "sample" and r["host"] == "good3":
+                    for j in r["sample"]["jobs"]:
+                        for rank in j.get("ranks", ()):
+                            pid = rank["pid"]
+        assert pid is not None, "no rank of good3 sampled"
+        planted = time.time()
+        os.kill(pid, signal.SIGSTOP)
+        stopped = first(log, "finding", "stopped", time.monotonic() + 30)
+        hang = first(log, "finding", "hang", time.monotonic() + 60)
+    finally:
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+        w.send_signal(signal.SIGINT)
+        out, err = w.communicate(timeout=60)
+    assert stopped is not None and hang is not None, out + err
+    print(f"\nstopped rank named {stopped['at'] - planted:.1f} s after SIGSTOP; "
+          f"hang {hang['at'] - planted:.1f} s after")
+    assert stopped["hosts"] == ["good3"] and stopped["ranks"][0]["pid"] == pid
+    assert "rank 2 (worker) is stopped (state T" in stopped["message"]
+    assert hang["hosts"] == ["good3"]
+    assert "good3 rank 2 (worker) is stopped: it holds the rest" in hang["message"]
+    assert "2 asleep in" in hang["message"]  # the others wait in the collective
+    named = {tuple(r["hosts"]) for r in records(log)
+             if r["type"] == "finding" and r["status"] != "pass"}
+    assert named == {("good3",)}

@@ -1,0 +1,170 @@
+"""The real sampler and `preflight watch` on this machine, against a stand-in for Paddle's
+launcher (a module run as python -m paddle.distributed.launch that starts two ranks with
+Paddle's variables, their output in workerlog.N, one of them calling the step hook): what
+the sampler finds, and what the watch says of a stopped rank."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from preflight.watch import sampler_text
+
+LAUNCHER = '''\
+import os, subprocess, sys, time
+log = sys.argv[sys.argv.index("--log_dir") + 1]
+os.makedirs(log, exist_ok=True)
+procs = []
+for i in range(2):
+    env = dict(os.environ, PADDLE_TRAINER_ID=str(i), PADDLE_TRAINERS_NUM="2")
+    out = open(os.path.join(log, "workerlog.%d" % i), "w")
+    procs.append(subprocess.Popen([sys.executable, sys.argv[-1], str(i)], env=env,
+                                  stdout=out, stderr=subprocess.STDOUT))
+end = time.time() + 60
+while time.time() < end:  # a rank that dies is reaped; the others run on
+    time.sleep(0.1)
+    [p.poll() for p in procs]
+for p in procs:
+    p.kill()
+'''
+
+RANK = '''\
+import sys, time
+rank = int(sys.argv[1])
+if rank == 0:
+    from preflight.watch import step
+for n in range(100000):
+    time.sleep(0.02)
+    if rank == 0:
+        step()
+    if n % 5 == 0:
+        print("step %d loss 0.1" % n, flush=True)
+'''
+
+
+@pytest.fixture
+def job(tmp_path: Path):
+    """A stand-in job with the launch marker PREFLIGHT_LAUNCH=tok-watch; its processes."""
+    pkg = tmp_path / "fake" / "paddle" / "distributed" / "launch"
+    pkg.mkdir(parents=True)
+    for d in (pkg.parent.parent, pkg.parent, pkg):
+        (d / "__init__.py").write_text("")
+    (pkg / "__main__.py").write_text(LAUNCHER)
+    (tmp_path / "rank.py").write_text(RANK)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "fake"), PREFLIGHT_LAUNCH="tok-watch",
+               PREFLIGHT_WATCH_DIR=str(tmp_path))
+    env.pop("PYTHONSAFEPATH", None)
+    launcher = subprocess.Popen([sys.executable, "-m", "paddle.distributed.launch",
+                                 "--log_dir", str(tmp_path / "log"), str(tmp_path / "rank.py")],
+                                env=env, cwd=tmp_path, start_new_session=True)
+    try:
+        end = time.monotonic() + 20
+        ranks: list[int] = []
+        while time.monotonic() < end and len(ranks) < 2:
+            time.sleep(0.1)
+            ranks = [int(p) for p in subprocess.run(
+                ["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True,
+            ).stdout.split()]
+        assert len(ranks) == 2, "the stand-in job did not start its two ranks"
+        yield launcher.pid, sorted(ranks), tmp_path
+    finally:
+        os.killpg(launcher.pid, signal.SIGKILL)
+        launcher.wait(10)
+
+
+def sample(token: str, seconds: float = 1.2, interval: float = 0.5) -> list[dict[str, Any]]:
+    cmd = sampler_text.command(sys.executable, sampler_text.SamplerOptions(
+        interval, seconds, token))
+    p = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return [json.loads(ln) for ln in p.stdout.splitlines()]
+
+
+def test_the_sampler_finds_the_job_its_ranks_their_logs_and_the_hook(job):
+    launcher, ranks, tmp = job
+    lines = sample("tok-watch")
+    assert len(lines) >= 3
+    first, last = lines[0], lines[-1]
+    (j,) = first["jobs"]
+    assert j["pid"] == launcher and j["log_dir"] == str(tmp / "log")
+    assert j["netns"].startswith("net:[")
+    by_pid = {r["pid"]: r for r in j["ranks"]}
+    assert sorted(by_pid) == ranks
+    whos = sorted(r["who"]["PADDLE_TRAINER_ID"] for r in by_pid.values())
+    assert whos == ["0", "1"]
+    assert "argv" not in last["jobs"][0]  # said once
+    assert all("who" not in r for r in last["jobs"][0]["ranks"])
+    for r0, r1 in zip(j["ranks"], last["jobs"][0]["ranks"]):
+        assert r1["log"]["path"].startswith(str(tmp / "log" / "workerlog."))
+        assert r1["log"]["steps"] > r0["log"]["steps"]  # step lines counted as they come
+        assert r1["log"]["size"] > r0["log"]["size"]
+    hooks = [r["hook"] for r in last["jobs"][0]["ranks"] if r["hook"] is not None]
+    assert len(hooks) == 1 and hooks[0][0] > 0  # rank 0 calls step(); rank 1 does not
+
+
+def test_the_sampler_follows_only_the_marked_job_when_given_a_marker(job):
+    assert sample("another-job", seconds=0.2)[0]["jobs"] == []
+
+
+def test_the_sampler_sees_a_stopped_rank_and_a_rank_that_is_gone(job):
+    _, ranks, _ = job
+    os.kill(ranks[1], signal.SIGSTOP)
+    try:
+        states = {r["pid"]: r["state"] for r in sample("tok-watch", 0.2)[-1]["jobs"][0]["ranks"]}
+        assert states[ranks[1]] == "T" and states[ranks[0]] in "RS"
+    finally:
+        os.kill(ranks[1], signal.SIGCONT)
+    cmd = sampler_text.command(sys.executable, sampler_text.SamplerOptions(0.3, 3.0,
+                                                                           "tok-watch"))
+    p = subprocess.Popen(cmd, shell=True, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        first = json.loads(p.stdout.readline())
+        assert len(first["jobs"][0]["ranks"]) == 2
+        os.kill(ranks[1], signal.SIGKILL)
+        gone = []
+        for _ in range(10):
+            gone = json.loads(p.stdout.readline())["gone"]
+            if gone:
+                break
+        assert [g["pid"] for g in gone] == [ranks[1]]
+        assert gone[0]["who"]["PADDLE_TRAINER_ID"] == "1"
+    finally:
+        p.kill()
+        p.wait(10)
+
+
+def watch(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONSAFEPATH="1")
+    return subprocess.run([sys.executable, "-m", "preflight", "watch", "--marker",
+                           "tok-watch", "--interval", "0.5", "--persist", "2", *args],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_watch_once_on_this_machine_passes_a_running_job_and_names_a_stopped_rank(
+        job, tmp_path):
+    _, ranks, _ = job
+    log = tmp_path / "watch.jsonl"
+    ok = watch("--once", "--log", str(log))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "pass     progress" in ok.stdout and "2 ranks of " in ok.stdout
+    records = [json.loads(ln) for ln in log.read_text().splitlines()]
+    assert records[0]["type"] == "start" and records[-1] == {**records[-1], "type": "end",
+                                                             "code": 0}
+    assert sum(r["type"] == "sample" for r in records) >= 4  # every sample, as it came
+    os.kill(ranks[1], signal.SIGSTOP)
+    try:
+        stopped = watch("--once", "--log", str(tmp_path / "stopped.jsonl"))
+    finally:
+        os.kill(ranks[1], signal.SIGCONT)
+    assert stopped.returncode == 1, stopped.stdout + stopped.stderr
+    lines = [ln for ln in stopped.stdout.splitlines() if " fail " in f" {ln} "]
+    assert len(lines) == 1 and "stopped" in lines[0] and "rank 1 (worker) is stopped" in lines[0]

@@ -1,0 +1,36 @@
+"""The step hook a training script calls: what it writes, how often, where."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=30, env={**os.environ, **env, "PYTHONSAFEPATH": "1"})
+
+
+def test_step_counts_into_a_file_named_for_the_pid_and_removes_it_at_exit(tmp_path):
+    code = ("import os, time\nfrom preflight.watch import step\n"
+            "for _ in range(7):\n    step()\ntime.sleep(0.25)\nstep(3)\n"
+            "p = os.path.join(os.environ['PREFLIGHT_WATCH_DIR'], 'preflight-watch.%d' % "
+            "os.getpid())\nprint(open(p).read().split()[0])\n")
+    p = run(code, {"PREFLIGHT_WATCH_DIR": str(tmp_path)})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "10"  # the first call wrote 1; 0.25 s later, all 10
+    assert os.listdir(tmp_path) == []
+
+
+def test_step_loads_nothing_else_of_preflight():
+    p = run("import sys\nfrom preflight.watch import step\nstep()\n"
+            "print(sorted(m for m in sys.modules if m.startswith('preflight')))", {})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "['preflight', 'preflight.watch']"
+
+
+def test_a_disk_that_refuses_the_file_does_not_stop_the_training(tmp_path):
+    p = run("from preflight.watch import step\nfor _ in range(3):\n    step()\nprint('ok')",
+            {"PREFLIGHT_WATCH_DIR": str(tmp_path / "missing")})
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr

@@ -1,0 +1,266 @@
+"""The watch's judgement on sampler lines: who is named, for what, and nobody else."""
+
+from __future__ import annotations
+
+import pytest
+from watchtools import FakeHost, FakeRank
+
+from preflight.model.findings import Status
+from preflight.model.watch import WatchPolicy
+from preflight.watch.judge import AtCheck, judge
+from preflight.watch.samples import HostStream
+from preflight.watch.series import WatchState
+
+POLICY = WatchPolicy(interval_s=5.0, margin=0.25, persist_s=15.0, hang_s=60.0)
+
+
+def cluster(n: int = 4, **kw) -> list[FakeHost]:
+    return [FakeHost(f"node{i + 1:02d}", [FakeRank(1000 + i, i, **kw)],
+                     netns=f"net:[{4026532000 + i}]") for i in range(n)]
+
+
+def watched(hosts: list[FakeHost], seconds: float, policy: WatchPolicy = POLICY,
+            change=None, at_check=None, state=None):
+    """Feeds every host's samples for `seconds` (change(t) may plant a fault as the watch
+    goes); returns the findings at the end, and the state."""
+    state = state or WatchState(keep=12)
+    streams = getattr(state, "_streams", None) or {h.name: HostStream(h.name) for h in hosts}
+    state._streams = streams
+    steps = int(seconds / policy.interval_s)
+    for i in range(steps + 1):
+        if change is not None:
+            change(i * policy.interval_s)
+        for h in hosts:
+            state.add(streams[h.name].feed(h.line(policy.interval_s)), received=float(i))
+    return judge(state, policy, float(steps), at_check or {}), state
+
+
+def named(findings, check=None):
+    return [(f.check, f.status, f.hosts) for f in findings
+            if f.status is not Status.PASS and (check is None or f.check == check)]
+
+
+def test_a_healthy_job_has_only_its_pace():
+    findings, _ = watched(cluster(), 40)
+    assert named(findings) == []
+    (f,) = findings
+    assert f.check == "progress" and f.hosts == ("node01", "node02", "node03", "node04")
+    assert "4 ranks of master 10.0.0.1:6767 running, 10 step lines/s a rank" in f.message
+
+
+def test_a_throttled_rank_that_keeps_busy_while_the_others_wait_is_the_straggler():
+    hosts = cluster()
+    for h in hosts:
+        h.ranks[0].quota = 2.0
+
+    def starve(t):
+        if t == 10:  # every rank slows alike (a synchronous job) ...
+            for h in hosts:
+                h.ranks[0].steps_per_s, h.ranks[0].busy = 3.0, 0.16
+            r = hosts[1].ranks[0]  # ... but node02 keeps busy, throttled by its quota
+            r.busy, r.wait, r.quota, r.throttled_share, r.state = 0.73, 0.64, 0.25, 0.9, "R"
+
+    findings, _ = watched(hosts, 40, change=starve,
+                          at_check={h.name: AtCheck(cores=2.0) for h in hosts})
+    assert named(findings) == [("straggler", Status.FAIL, ("node02",))]
+    msg = findings[0].message
+    assert msg.startswith("node02 rank 1 (worker) holds its 3 peers back: busy 0.73 cores")
+    assert "its cgroup's CPU quota throttles it (throttled in 90% of periods)" in msg
+    assert "(0.25 of 2 cores now: a cgroup quota set since; 2 at the check)" in msg
+
+
+def test_a_rank_starved_by_other_work_is_said_to_wait_for_a_cpu():
+    hosts = cluster()
+
+    def crowd(t):
+        if t == 10:
+            for h in hosts:
+                h.ranks[0].busy = 0.16
+            hosts[2].ranks[0].busy, hosts[2].ranks[0].wait = 0.8, 0.6
+
+    findings, _ = watched(hosts, 40, change=crowd)
+    assert named(findings) == [("straggler", Status.FAIL, ("node03",))]
+    assert "it waits for a CPU 0.60 s a second (other work on node03" in findings[0].message
+
+
+@pytest.mark.parametrize("since,is_named", [(35, False), (25, True)],
+                         ids=["10s-of-15", "15s-of-15"])
+def test_a_busier_rank_is_named_only_once_it_persists_through_the_window(since, is_named):
+    hosts = cluster()
+
+    def late(t):  # the sample at t covers the 5 s before it
+        if t == since:
+            for h in hosts:
+                h.ranks[0].busy = 0.16
+            hosts[0].ranks[0].busy = 0.9
+
+    findings, _ = watched(hosts, 40, change=late)
+    assert named(findings) == ([("straggler", Status.FAIL, ("node01",))] if is_named else [])
+
+
+@pytest.mark.parametrize("own,peers", [(0.5, 0.4), (0.4, 0.16), (1.2, 0.9)],
+                         ids=["noise", "little-more", "all-busy"])
+def test_busy_differences_below_the_bar_name_nobody(own, peers):
+    hosts = cluster()
+    for h in hosts:
+        h.ranks[0].busy = peers
+    hosts[0].ranks[0].busy = own
+    findings, _ = watched(hosts, 40)
+    assert named(findings) == []
+
+
+def test_a_stopped_rank_is_named_at_once_and_nobody_else():
+    hosts = cluster()
+
+    def stop(t):
+        if t == 35:
+            hosts[3].ranks[0].state = "T"
+
+    findings, _ = watched(hosts, 40, change=stop)
+    assert named(findings) == [("stopped", Status.FAIL, ("node04",))]
+    assert findings[0].message.startswith("node04 rank 3 (worker) is stopped (state T")
+    assert "its 3 peers wait on it" in findings[0].message
+
+
+def test_a_job_with_no_progress_past_the_hang_bound_is_hung_and_names_the_stopped_rank():
+    hosts = cluster()
+
+    def stop(t):
+        if t == 20:
+            for h in hosts:
+                h.ranks[0].steps_per_s, h.ranks[0].busy = 0.0, 0.0
+            hosts[1].ranks[0].state = "T"
+
+    findings, _ = watched(hosts, 100, change=stop)
+    assert named(findings) == [("stopped", Status.FAIL, ("node02",)),
+                               ("hang", Status.FAIL, ("node02",))]
+    hang = findings[1].message
+    assert hang.startswith("no progress on any of 4 ranks for 85 s")
+    assert "node02 rank 1 (worker) is stopped: it holds the rest" in hang
+    assert "3 asleep in futex_do_wait (node[01,03-04]); 1 stopped (node02)" in hang
+
+
+def test_a_job_quiet_for_less_than_five_times_its_longest_quiet_spell_is_not_hung():
+    hosts = cluster(steps_per_s=0.0)
+
+    def bursts(t):  # a log line every 30 s: quiet spells of 30 s are its normal
+        for h in hosts:
+            h.ranks[0].steps_per_s = 0.2 if t % 30 == 0 else 0.0
+
+    findings, _ = watched(hosts, 125, change=bursts,
+                          policy=WatchPolicy(interval_s=5.0, persist_s=15.0, hang_s=20.0))
+    assert named(findings, "hang") == []
+
+
+def test_a_rank_gone_while_its_job_runs_on_is_dead():
+    hosts = cluster()
+
+    def die(t):
+        if t == 30:
+            hosts[2].gone = [hosts[2].ranks.pop()]
+
+    findings, _ = watched(hosts, 40, change=die)
+    assert named(findings) == [("dead", Status.FAIL, ("node03",))]
+    assert "node03 rank 2 (worker) exited at" in findings[0].message
+
+
+def test_an_async_trainer_slower_than_its_peers_is_named_as_slowing_only_itself():
+    hosts = [FakeHost(f"node{i + 1:02d}", [FakeRank(1000 + i, i, role="TRAINER")],
+                      argv=("python3", "-m", "paddle.distributed.launch", "--servers",
+                            "10.0.0.9:6070", "train.py"), netns=f"net:[{i}]")
+             for i in range(4)]
+    hosts[1].ranks[0].steps_per_s = 4.0
+    findings, _ = watched(hosts, 40)
+    assert named(findings) == [("straggler", Status.WARN, ("node02",))]
+    assert findings[0].message.startswith("node02 rank 1 (trainer) steps at 0.40 of its peers'")
+    assert "in async mode it slows only itself" in findings[0].message
+
+
+def test_the_hook_is_the_progress_when_the_ranks_call_it():
+    hosts = cluster(hook=True)
+    findings, state = watched(hosts, 30)
+    assert list(state.jobs.values())[0].unit() == "hook"
+    assert "10 steps/s a rank" in findings[0].message
+
+
+def test_a_launcher_in_another_watched_hosts_namespace_is_that_hosts_not_this_ones():
+    # Simulated hosts share one kernel: node01's sampler sees node02's launcher too.
+    a, b = cluster(2)
+    seen_from_a = {"pid": b.launcher + 1, "state": "S", "argv": list(b.argv),
+                   "log_dir": "log", "netns": b.netns, "ranks": []}
+    a.extra = [seen_from_a]
+    findings, state = watched([a, b], 30)
+    (job,) = state.jobs.values()
+    assert sorted(job.launchers) == [("node01", 100), ("node02", 100)]
+    # A launcher in a namespace of no watched host (a container's) is this host's.
+    seen_from_a["netns"], seen_from_a["pid"] = "net:[77]", 555
+    c, d = cluster(2)
+    c.extra = [seen_from_a]
+    _, state = watched([c, d], 10)
+    assert ("node01", 555) in state.jobs["master 10.0.0.1:6767"].launchers
+
+
+def test_no_launcher_on_any_host_cannot_be_checked():
+    hosts = cluster(2)
+    for h in hosts:
+        h.ranks = []
+        h.argv = ()
+    state = WatchState(keep=12)
+    for h in hosts:
+        stream = HostStream(h.name)
+        line = h.line()
+        state.add(stream.feed(line.replace('"jobs": [{', '"x": [{')), received=0.0)
+    findings = judge(state, POLICY, 0.0, {})
+    assert [(f.check, f.status) for f in findings] == [("watch", Status.COULD_NOT_CHECK)]
+    assert "no Paddle job runs on node[01-02]" in findings[0].message
+
+
+def test_a_host_whose_samples_stop_cannot_be_checked():
+    hosts = cluster(2)
+    _, state = watched(hosts, 10)
+    findings = judge(state, POLICY, 2.0 + 3 * POLICY.interval_s + 1, {})
+    stale = [f for f in findings if f.check == "watch"]
+    assert [f.hosts for f in stale] == [("node01",), ("node02",)]
+    assert "no sample from node01 for 16 s" in stale[0].message
+
+
+def ps_job(trainers: int = 3, servers: int = 2) -> list[FakeHost]:
+    argv = ("python3", "-m", "paddle.distributed.launch", "--servers", "10.0.0.8:6070",
+            "train.py")
+    hosts = [FakeHost(f"node{i + 1:02d}", [FakeRank(1000 + i, i, role="TRAINER")], argv=argv,
+                      netns=f"net:[{i}]") for i in range(trainers)]
+    hosts += [FakeHost(f"ps{i + 1}", [FakeRank(2000 + i, i, role="PSERVER", steps_per_s=0.0,
+                                               quota=2.0)], argv=argv, netns=f"net:[9{i}]")
+              for i in range(servers)]
+    return hosts
+
+
+def test_a_throttled_server_that_slows_every_trainer_alike_is_named_not_the_trainers():
+    hosts = ps_job()
+
+    def starve(t):
+        if t == 20:
+            for h in hosts[:3]:
+                h.ranks[0].steps_per_s, h.ranks[0].busy = 4.0, 0.1
+            s = hosts[4].ranks[0]
+            s.quota, s.throttled_share, s.busy, s.wait = 0.25, 0.8, 0.3, 0.1
+
+    findings, _ = watched(hosts, 50, change=starve,
+                          at_check={h.name: AtCheck(cores=2.0) for h in hosts})
+    assert named(findings) == [("straggler", Status.FAIL, ("ps2",))]
+    msg = findings[0].message
+    assert msg.startswith("ps2 server 1 (server) holds every trainer: the 3 trainers step at "
+                          "0.40-0.40 of their pace at the start")
+    assert "its cgroup's CPU quota throttles it" in msg
+
+
+def test_trainers_slowing_alike_with_no_server_saturated_name_no_server():
+    hosts = ps_job()
+
+    def slow(t):
+        if t == 20:
+            for h in hosts[:3]:
+                h.ranks[0].steps_per_s = 4.0
+
+    findings, _ = watched(hosts, 50, change=slow)
+    assert [f for f in named(findings) if f[2][0].startswith("ps")] == []

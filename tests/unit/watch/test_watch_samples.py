@@ -1,0 +1,80 @@
+"""Sampler lines read into types: who a rank is, what is said once, what is not a sample."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+from watchtools import FakeHost, FakeRank
+
+from preflight.watch.samples import BadSample, HostStream, identity, job_key
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "watch"
+
+
+@pytest.mark.parametrize("who,log,role,rank", [
+    ({"PADDLE_TRAINER_ID": "3"}, "/l/workerlog.3", "worker", 3),
+    ({"TRAINING_ROLE": "TRAINER", "PADDLE_TRAINER_ID": "1"}, None, "trainer", 1),
+    ({"TRAINING_ROLE": "PSERVER", "PADDLE_PORT": "6070"}, "/l/serverlog.1", "server", 1),
+    ({"TRAINING_ROLE": "PSERVER", "PADDLE_PSERVER_ID": "0"}, None, "server", 0),
+    ({"TRAINING_ROLE": "PSERVER"}, "pipe:[123]", "server", None),
+    ({"PADDLE_TRAINER_ID": "x"}, None, "worker", None),
+], ids=["collective", "ps-trainer", "server-by-log", "server-by-id", "server-unknown",
+        "garbage-id"])
+def test_a_rank_is_known_by_paddles_variables(who, log, role, rank):
+    rid = identity("h", 10, 1, who, log)
+    assert (rid.role, rid.rank) == (role, rank)
+
+
+@pytest.mark.parametrize("argv,key", [
+    (("python", "-m", "paddle.distributed.launch", "--master", "1.2.3.4:6767", "t.py"),
+     "master 1.2.3.4:6767"),
+    (("python", "-m", "paddle.distributed.launch", "--servers=a:1,b:2", "t.py"),
+     "servers a:1,b:2"),
+    (("python", "-m", "paddle.distributed.launch", "--job_id", "j7", "t.py"), "job_id j7"),
+    (("python", "-m", "paddle.distributed.launch", "t.py"), "job_id default"),
+])
+def test_the_launchers_of_one_job_share_its_key(argv, key):
+    assert job_key(argv) == key
+
+
+def test_who_and_the_launcher_are_said_once_and_kept():
+    host = FakeHost("n1", [FakeRank(11, 0), FakeRank(12, 1)])
+    stream = HostStream("n1")
+    first = stream.feed(host.line())
+    later = stream.feed(host.line())
+    assert [la.job for la in first.launchers] == ["master 10.0.0.1:6767"]
+    assert later.launchers == ()
+    assert [(r.rank, r.pid) for r, _ in later.ranks] == [(0, 11), (1, 12)]
+    assert later.ranks[0][1].log_steps == 50 and later.ranks[0][1].t == 1005.0
+
+
+@pytest.mark.parametrize("line", ["", "garbage", "[1, 2]", '{"v": 99}', "{\"v\": 1"])
+def test_what_is_not_a_sample_is_refused(line):
+    with pytest.raises(BadSample):
+        HostStream("n1").feed(line)
+
+
+def test_broken_parts_of_a_sample_are_errors_not_crashes():
+    line = json.dumps({"v": 1, "n": 0, "t": 5.0, "host": {"error": "OSError: x"},
+                       "jobs": [{"pid": 3, "argv": ["python", "-m",
+                                                    "paddle.distributed.launch"],
+                                 "ranks": [{"pid": 4, "error": "ProcessLookupError: gone"},
+                                           "junk", {"pid": "x"}]}, 7], "gone": [9]})
+    tick = HostStream("n1").feed(line)
+    assert tick.error == "OSError: x"
+    ((rid, s),) = tick.ranks
+    assert rid.pid == 4 and s.state == "?" and s.error == "ProcessLookupError: gone"
+
+
+def test_a_captured_sample_reads_whole():
+    # Lines the real sampler printed on the simulated cluster (Paddle 3.3.1, gloo).
+    lines = (FIXTURES / "collective-3.3.1.jsonl").read_text().splitlines()
+    stream = HostStream("good1")
+    ticks = [stream.feed(ln) for ln in lines]
+    assert ticks[0].launchers and ticks[0].launchers[0].job.startswith("master ")
+    ranks = [r for t in ticks for r in t.ranks]
+    assert ranks and all(rid.role == "worker" and rid.rank is not None for rid, _ in ranks)
+    assert (ranks[-1][1].log_steps or 0) > (ranks[0][1].log_steps or 0)
+    assert ticks[-1].sample.nics and ticks[-1].netns

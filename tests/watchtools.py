@@ -1,0 +1,97 @@
+"""Sampler lines for the watch's unit tests, in the shape the real sampler prints them
+(tests/fixtures/watch holds lines captured from it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+@dataclass
+class FakeRank:
+    """A rank whose counters advance by rate per second of the host's clock."""
+
+    pid: int
+    rank: int
+    role: str = ""  # TRAINING_ROLE: "", "TRAINER", "PSERVER"
+    steps_per_s: float = 10.0
+    busy: float = 0.4  # cores on a CPU or waiting for one
+    wait: float = 0.05  # of which waiting for a CPU
+    state: str = "S"
+    quota: Optional[float] = None
+    throttled_share: float = 0.0
+    hook: bool = False
+    # running totals
+    steps: float = 0.0
+    run_s: float = 0.0
+    wait_s: float = 0.0
+    periods: int = 0
+    throttled: int = 0
+    sent_who: bool = field(default=False)
+
+    def advance(self, dt: float) -> None:
+        if self.state not in ("T", "Z"):
+            self.steps += self.steps_per_s * dt
+            self.run_s += (self.busy - self.wait) * dt
+            self.wait_s += self.wait * dt
+        self.periods += int(10 * dt)
+        self.throttled += int(10 * dt * self.throttled_share)
+
+    def part(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "pid": self.pid, "state": self.state, "cpu_s": round(self.run_s, 3),
+            "threads": 3, "run_s": round(self.run_s, 4), "wait_s": round(self.wait_s, 4),
+            "running": 1 if self.state == "R" else 0, "blocked": 0, "wchan": "futex_do_wait",
+            "log": {"path": f"/job/log/{'serverlog' if self.role == 'PSERVER' else 'workerlog'}"
+                            f".{self.rank}", "size": int(self.steps * 30),
+                    "steps": int(self.steps)},
+            "hook": [int(self.steps), 0.0] if self.hook else None,
+            "cgroup": None if self.quota is None else {
+                "cores": self.quota, "path": "/sys/fs/cgroup/cpu/x", "periods": self.periods,
+                "throttled": self.throttled, "throttled_s": self.throttled * 0.05}}
+        if not self.sent_who:
+            who = {"PADDLE_TRAINERS_NUM": "4"}
+            if self.role:
+                who["TRAINING_ROLE"] = self.role
+            who["PADDLE_PSERVER_ID" if self.role == "PSERVER" else "PADDLE_TRAINER_ID"] = \
+                str(self.rank)
+            out["who"] = who
+            self.sent_who = True
+        return out
+
+
+@dataclass
+class FakeHost:
+    name: str
+    ranks: list[FakeRank]
+    launcher: int = 100
+    netns: str = "net:[4026531992]"
+    argv: Sequence[str] = ("python3", "-m", "paddle.distributed.launch", "--master",
+                           "10.0.0.1:6767", "train.py")
+    t: float = 1000.0
+    n: int = 0
+    extra: list[dict[str, Any]] = field(default_factory=list)  # other launchers' parts
+    sent: bool = False
+    gone: list[FakeRank] = field(default_factory=list)
+
+    def line(self, dt: float = 5.0) -> str:
+        """The next sample, dt seconds after the last."""
+        if self.n:
+            self.t += dt
+            for r in self.ranks:
+                r.advance(dt)
+        job: dict[str, Any] = {"pid": self.launcher, "state": "S",
+                               "ranks": [r.part() for r in self.ranks]}
+        if not self.sent:
+            job.update(argv=list(self.argv), log_dir="log", netns=self.netns)
+            self.sent = True
+        doc = {"v": 1, "n": self.n, "t": self.t, "netns": self.netns,
+               "host": {"cpus": 2, "load": [1.0, 1.0, 1.0], "nics": {"eth0": [1, 0, 2, 0]}},
+               "jobs": [job, *self.extra],
+               "gone": [{"pid": r.pid, "who": {}, "launcher": self.launcher}
+                        for r in self.gone], "cost_s": 0.01 * (self.n + 1)}
+        self.gone = []
+        self.n += 1
+        return json.dumps(doc)

@@ -53,6 +53,11 @@ make_env 3.3.1 paddlepaddle==3.3.1
 # mode (protobuf<5, as Paddle's own docs pin it). The same environment with protobuf 7 is the
 # host whose PS job dies at its start, for the tests.
 make_env 2.6.2 paddlepaddle==2.6.2 "protobuf<5" "numpy<2"
+# py-spy (a binary wheel) beside the collective training environment's Python, where
+# `preflight watch` finds it to take a hung job's stacks.
+if [ ! -x "$envs/paddle-3.3.1/bin/py-spy" ]; then
+  "$envs/paddle-3.3.1/bin/pip" install -q --disable-pip-version-check py-spy
+fi
 pb7=$envs/paddle-2.6.2-protobuf7
 if ! "$pb7/bin/python" -c "import google.protobuf as p; assert p.__version__ >= '7'" \
     >/dev/null 2>&1; then

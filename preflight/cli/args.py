@@ -386,6 +386,15 @@ def _watch_parser(sub: Any) -> None:
                    help="stop watching after this long (default: until Ctrl-C)")
     w.add_argument("--log", metavar="FILE", help="the results log, JSON lines of every "
                    "sample and finding (default: ~/.local/state/preflight/watch/)")
+    w.add_argument("--metrics-port", type=port, metavar="PORT",
+                   help="serve the ranks' and hosts' figures and the findings as OpenMetrics "
+                   "on this port (/metrics), for Prometheus")
+    w.add_argument("--metrics-address", default="127.0.0.1", metavar="ADDR",
+                   help="the address --metrics-port listens on (default 127.0.0.1; 0.0.0.0 "
+                   "for a Prometheus elsewhere)")
+    w.add_argument("--metrics-textfile", metavar="FILE",
+                   help="write the same figures to FILE after each judgement (node-exporter's "
+                   "textfile collector: FILE ending in .prom in its directory)")
     w.add_argument("--connect-timeout", type=positive(float), default=None, metavar="S")
     w.add_argument("--accept-new-host-keys", action="store_true")
 

@@ -41,6 +41,7 @@ from preflight.transport.slurm import steps as slurm
 from preflight.transport.slurm.transport import SlurmTransport
 from preflight.watch import record, view
 from preflight.watch.judge import AtCheck
+from preflight.watch.metrics import MetricsError
 from preflight.watch.run import WatchOptions
 from preflight.watch.run import watch as watch_job
 from preflight.watch.sampler_text import DEFAULT_STEP_PATTERN, SamplerOptions
@@ -338,12 +339,17 @@ def cmd_watch(args: argparse.Namespace) -> int:
         unreached = transport.reach(hosts, args.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
                                     args.accept_new_host_keys)
         started = time.time()
-        log = record.Record(args.log or record.default_path(started))
+        path = args.log or record.default_path(started)
+        try:
+            log = record.Record(path)
+        except OSError as e:
+            raise UsageError(f"watch: --log {path}: {e.strerror or e}") from None
         policy = WatchPolicy(args.interval, args.margin, args.persist, args.hang_after)
         opts = WatchOptions(policy, SamplerOptions(
             args.interval, token=token,
             step_pattern=args.step_pattern or DEFAULT_STEP_PATTERN),
-            args.duration, args.once, at_check)
+            args.duration, args.once, at_check, args.metrics_port, args.metrics_address,
+            args.metrics_textfile)
         print(f"watching {'the job of marker ' + token if token else 'every Paddle job'} on "
               f"{hostlist([h.name for h in hosts])} every {args.interval:g} s"
               + (f" for {args.duration:g} s" if args.duration and not args.once else "")
@@ -352,8 +358,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
         log.event("start", argv=args.argv, hosts=[h.name for h in hosts], marker=token,
                   plan=args.plan, policy=vars(policy))
         shown = io.StringIO() if args.once else sys.stdout
-        result = watch_job(transport.remotes(), {h.name: h.probe_python for h in hosts}, opts,
-                           log, shown, terminal.width_of(sys.stdout), unreached)
+        try:
+            result = watch_job(transport.remotes(), {h.name: h.probe_python for h in hosts},
+                               opts, log, shown, terminal.width_of(sys.stdout), unreached)
+        except MetricsError as e:
+            raise UsageError(f"watch: {e}") from None
         log.findings("last", result.findings)
         log.event("end", code=result.code, interrupted=result.interrupted)
         log.close()

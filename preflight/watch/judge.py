@@ -48,7 +48,7 @@ def judge(state: WatchState, policy: WatchPolicy, now: float,
                            f"no sample from {host} for {stale[host]:.0f} s (its sampler or "
                            "its connection is stuck)"))
     for job in state.jobs.values():
-        out.extend(_job(job, policy, at_check))
+        out.extend(_job(job, policy, at_check, state.stacks))
     if not state.jobs and state.last_tick:
         out.append(Finding("watch", Status.COULD_NOT_CHECK, tuple(sorted(state.last_tick)),
                            f"no Paddle job runs on {hostlist(sorted(state.last_tick))} "
@@ -56,12 +56,12 @@ def judge(state: WatchState, policy: WatchPolicy, now: float,
     return out
 
 
-def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck]
-         ) -> list[Finding]:
+def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
+         stacks: Mapping[RankId, str]) -> list[Finding]:
     live = [r for r in job.live() if r.samples]
     if not live:
         return []
-    out = [*_stopped_or_dead(job, live), *_hang(job, live, policy)]
+    out = [*_stopped_or_dead(job, live), *_hang(job, live, policy, stacks)]
     if any(f.check == "hang" for f in out):
         return out  # no pace to compare while nothing moves
     unit = job.unit()
@@ -105,7 +105,8 @@ def _stopped_or_dead(job: JobSeries, live: Sequence[RankSeries]) -> list[Finding
     return out
 
 
-def _hang(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy) -> list[Finding]:
+def _hang(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
+          stacks: Mapping[RankId, str]) -> list[Finding]:
     """No progress on any rank for hang_s, and for 5 times the longest quiet spell the job
     had before (a job that logs once a minute is not hung after 30 quiet seconds)."""
     unit = job.unit()
@@ -127,8 +128,23 @@ def _hang(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy) -> li
     return [Finding("hang", Status.FAIL, hosts,
                     f"no progress on any of {len(live)} ranks for {quiet:.0f} s (its longest "
                     f"quiet spell before: {before:.1f} s; counted in {UNIT_WORDS[unit]})"
-                    f"{cause}; ranks now: {waits}",
-                    {"ranks": tuple(r.rid for r in stopped), "quiet_s": quiet})]
+                    f"{cause}; ranks now: {waits}{_stacks(live, stacks)}",
+                    {"ranks": tuple(r.rid for r in stopped), "quiet_s": quiet,
+                     "job": job.key})]
+
+
+def _stacks(ranks: Sequence[RankSeries], stacks: Mapping[RankId, str]) -> str:
+    """"; stacks: 2 in all_reduce (paddle/...:85) (node[01-02]); 1 in read (...) (node03)"
+    from the ranks' innermost frames; where py-spy was missing, say so."""
+    got = {r.rid: stacks[r.rid] for r in ranks if r.rid in stacks}
+    if not got:
+        return ""
+    groups: dict[str, list[str]] = {}
+    for rid, frame in got.items():
+        groups.setdefault(frame, []).append(rid.host)
+    parts = [f"{len(h)} {'' if f.startswith('no stack') else 'in '}{f} ({hostlist(h)})"
+             for f, h in sorted(groups.items(), key=lambda x: -len(x[1]))]
+    return "; stacks: " + "; ".join(parts)
 
 
 def _states(ranks: Sequence[RankSeries]) -> str:

@@ -4,17 +4,19 @@ Ctrl-C. Bounded throughout: a host whose sampler stalls or ends is a finding, no
 
 from __future__ import annotations
 
+import functools
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional, TextIO
 
-from preflight.common.remote import Remote, Started
+from preflight.common.remote import Remote, Started, in_parallel
 from preflight.model.findings import BLOCKING, Finding, Status
-from preflight.model.watch import WatchPolicy
-from preflight.watch import sampler_text
+from preflight.model.watch import RankId, WatchPolicy
+from preflight.watch import sampler_text, stacks
 from preflight.watch.judge import STALE_INTERVALS, AtCheck, judge
+from preflight.watch.metrics import Metrics
 from preflight.watch.record import Record
 from preflight.watch.samples import BadSample, HostStream
 from preflight.watch.series import WatchState
@@ -33,6 +35,9 @@ class WatchOptions:
     duration_s: Optional[float] = None  # --for; None: until interrupted
     once: bool = False  # one judgement as soon as the window is covered, then exit
     at_check: Mapping[str, AtCheck] = field(default_factory=dict)
+    metrics_port: Optional[int] = None  # serve OpenMetrics on this port
+    metrics_address: str = "127.0.0.1"
+    metrics_textfile: Optional[str] = None  # write them here after each judgement
 
     def length(self) -> Optional[float]:
         if self.once:  # the persistence window and a sample on either side of it
@@ -90,7 +95,11 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
         sampler.step_pattern)
     findings: list[Finding] = []
     interrupted = False
+    metrics = Metrics() if opts.metrics_port is not None or opts.metrics_textfile else None
+    server = None
     try:
+        if metrics is not None and opts.metrics_port is not None:
+            server = metrics.serve(opts.metrics_address, opts.metrics_port)
         for name, remote in remotes.items():
             try:
                 hosts[name] = _Host(name, remote, sampler_text.command(
@@ -108,10 +117,16 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
             if now >= next_judge:
                 next_judge = now + policy.interval_s
                 findings = _findings(state, policy, opts, lost, hosts, now, start)
+                if _take_stacks(state, findings, hosts):
+                    findings = _findings(state, policy, opts, lost, hosts, now, start)
                 new, cleared = live.update(findings)
                 if record is not None:
                     record.findings("finding", new)
                     record.findings("cleared", cleared)
+                if metrics is not None:
+                    metrics.update(state, findings, policy.persist_s / 2, now)
+                    if opts.metrics_textfile:
+                        metrics.write(opts.metrics_textfile)
             time.sleep(POLL_S)
         findings = _findings(state, policy, opts, lost, hosts, time.monotonic(), start)
     except KeyboardInterrupt:
@@ -119,6 +134,8 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
     finally:
         for h in hosts.values():
             h.started.close()
+        if server is not None:
+            server.shutdown()
     return WatchResult(findings, interrupted)
 
 
@@ -144,6 +161,35 @@ def _read(h: _Host, state: WatchState, record: Optional[Record], now: float) -> 
         h.started, h.partial = h.remote.start(h.command), b""
     elif done.exit is not None:
         h.ended = f"its sampler ended (exit {done.exit}: {done.tail()})"
+
+
+def _take_stacks(state: WatchState, findings: Sequence[Finding],
+                 hosts: Mapping[str, _Host]) -> bool:
+    """Takes the stacks of every rank of a job that has just been found hung (once a job);
+    returns whether any were taken."""
+    hung = {str(f.data["job"]) for f in findings if f.check == "hang" and "job" in f.data}
+    todo = [state.jobs[k] for k in hung - state.stacks_of if k in state.jobs]
+    if not todo:
+        return False
+    by_host: dict[str, list[RankId]] = {}
+    for job in todo:
+        state.stacks_of.add(job.key)
+        for r in job.live():
+            by_host.setdefault(r.rid.host, []).append(r.rid)
+
+    def one(host: str, rids: list[RankId]) -> None:
+        limit = stacks.SPY_TIMEOUT_S * len(rids) + 5.0
+        try:
+            done = hosts[host].remote.run(stacks.command([r.pid for r in rids]), limit)
+            frames = stacks.parse(done.stdout)
+        except Exception as e:  # the host's own problem: its stacks are not to be had
+            frames = {r.pid: f"no stack: {type(e).__name__}: {e}"[:160] for r in rids}
+        for r in rids:
+            state.stacks[r] = frames.get(r.pid, "no stack: py-spy said nothing of it")
+
+    in_parallel([functools.partial(one, h, rids) for h, rids in by_host.items()
+                 if h in hosts], stacks.SPY_TIMEOUT_S * 4 + 10.0, "stacks")
+    return True
 
 
 def _findings(state: WatchState, policy: WatchPolicy, opts: WatchOptions,

@@ -16,6 +16,7 @@ from preflight.watch.samples import Launcher, Tick
 # lines of their logs, else the bytes of their logs (any output at all).
 Unit = Literal["hook", "steps", "bytes"]
 UNIT_WORDS = {"hook": "steps", "steps": "step lines", "bytes": "log bytes"}
+UNITS: tuple[Unit, ...] = ("hook", "steps", "bytes")
 
 
 def progress(s: RankSample, unit: Unit) -> Optional[int]:
@@ -57,7 +58,7 @@ class RankSeries:
         prev = self.samples[-1] if self.samples else None
         if self.first_t is None:
             self.first_t = s.t
-        for unit in ("hook", "steps", "bytes"):
+        for unit in UNITS:
             now, before = progress(s, unit), None if prev is None else progress(prev, unit)
             if now is not None and before is not None and now > before:
                 last = self.last_growth.get(unit)
@@ -67,7 +68,7 @@ class RankSeries:
                 self.last_growth[unit] = s.t
             elif now is not None and unit not in self.last_growth:
                 self.last_growth[unit] = s.t  # seen, not yet grown: quiet from here
-        for unit in ("hook", "steps", "bytes"):
+        for unit in UNITS:
             count = progress(s, unit)
             if count is None:
                 continue
@@ -130,6 +131,8 @@ class WatchState:
         self.launcher_job: dict[tuple[str, int], str] = {}
         self.last_tick: dict[str, float] = {}  # host -> the controller's time of its last
         self.own_netns: dict[str, str] = {}  # host -> its sampler's network namespace
+        self.stacks: dict[RankId, str] = {}  # a hung job's ranks: their innermost frames
+        self.stacks_of: set[str] = set()  # the jobs whose stacks were taken
         self.foreign: set[tuple[str, int]] = set()  # (host, launcher) of other hosts
 
     def add(self, tick: Tick, received: float) -> None:

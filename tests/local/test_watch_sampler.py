@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -153,8 +154,10 @@ def test_watch_once_on_this_machine_passes_a_running_job_and_names_a_stopped_ran
         job, tmp_path):
     _, ranks, _ = job
     log = tmp_path / "watch.jsonl"
-    ok = watch("--once", "--log", str(log))
+    prom = tmp_path / "watch.prom"
+    ok = watch("--once", "--log", str(log), "--metrics-textfile", str(prom))
     assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert 'preflight_watch_rank_stopped{host="' in prom.read_text()
     assert "pass     progress" in ok.stdout and "2 ranks of " in ok.stdout
     records = [json.loads(ln) for ln in log.read_text().splitlines()]
     assert records[0]["type"] == "start" and records[-1] == {**records[-1], "type": "end",
@@ -168,3 +171,20 @@ def test_watch_once_on_this_machine_passes_a_running_job_and_names_a_stopped_ran
     assert stopped.returncode == 1, stopped.stdout + stopped.stderr
     lines = [ln for ln in stopped.stdout.splitlines() if " fail " in f" {ln} "]
     assert len(lines) == 1 and "stopped" in lines[0] and "rank 1 (worker) is stopped" in lines[0]
+
+
+def test_watch_says_in_one_line_what_it_cannot_open(tmp_path):
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        taken = watch("--once", "--log", str(tmp_path / "w.jsonl"), "--metrics-port",
+                      str(port))
+    assert taken.returncode == 2
+    assert taken.stderr.strip().splitlines()[-1].startswith(
+        f"preflight: error: watch: --metrics-port: cannot listen on 127.0.0.1:{port}: ")
+    bad_log = watch("--once", "--log", "/proc/nope/w.jsonl")
+    assert bad_log.returncode == 2
+    assert bad_log.stderr.strip() == ("preflight: error: watch: --log /proc/nope/w.jsonl: "
+                                      "No such file or directory")
+

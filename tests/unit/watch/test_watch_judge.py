@@ -3,41 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from watchtools import FakeHost, FakeRank
+from watchtools import POLICY, FakeHost, FakeRank, cluster, named, watched
 
 from preflight.model.findings import Status
 from preflight.model.watch import WatchPolicy
 from preflight.watch.judge import AtCheck, judge
 from preflight.watch.samples import HostStream
 from preflight.watch.series import WatchState
-
-POLICY = WatchPolicy(interval_s=5.0, margin=0.25, persist_s=15.0, hang_s=60.0)
-
-
-def cluster(n: int = 4, **kw) -> list[FakeHost]:
-    return [FakeHost(f"node{i + 1:02d}", [FakeRank(1000 + i, i, **kw)],
-                     netns=f"net:[{4026532000 + i}]") for i in range(n)]
-
-
-def watched(hosts: list[FakeHost], seconds: float, policy: WatchPolicy = POLICY,
-            change=None, at_check=None, state=None):
-    """Feeds every host's samples for `seconds` (change(t) may plant a fault as the watch
-    goes); returns the findings at the end, and the state."""
-    state = state or WatchState(keep=12)
-    streams = getattr(state, "_streams", None) or {h.name: HostStream(h.name) for h in hosts}
-    state._streams = streams
-    steps = int(seconds / policy.interval_s)
-    for i in range(steps + 1):
-        if change is not None:
-            change(i * policy.interval_s)
-        for h in hosts:
-            state.add(streams[h.name].feed(h.line(policy.interval_s)), received=float(i))
-    return judge(state, policy, float(steps), at_check or {}), state
-
-
-def named(findings, check=None):
-    return [(f.check, f.status, f.hosts) for f in findings
-            if f.status is not Status.PASS and (check is None or f.check == check)]
 
 
 def test_a_healthy_job_has_only_its_pace():

@@ -29,6 +29,7 @@ class FakeRank:
     quota: Optional[float] = None
     throttled_share: float = 0.0
     hook: bool = False
+    sendq: dict[str, int] = field(default_factory=dict)  # peer address -> bytes queued
     # running totals
     steps: float = 0.0
     run_s: float = 0.0
@@ -56,7 +57,8 @@ class FakeRank:
             "hook": [int(self.steps), 0.0] if self.hook else None,
             "cgroup": None if self.quota is None else {
                 "cores": self.quota, "path": "/sys/fs/cgroup/cpu/x", "periods": self.periods,
-                "throttled": self.throttled, "throttled_s": self.throttled * 0.05}}
+                "throttled": self.throttled, "throttled_s": self.throttled * 0.05},
+            "sendq": dict(self.sendq)}
         if not self.sent_who:
             who = {"PADDLE_TRAINERS_NUM": "4"}
             if self.role:
@@ -81,6 +83,8 @@ class FakeHost:
     extra: list[dict[str, Any]] = field(default_factory=list)  # other launchers' parts
     sent: bool = False
     gone: list[FakeRank] = field(default_factory=list)
+    resent_share: float = 0.0  # of the TCP segments it sends (100 a second)
+    tcp: tuple[float, float] = (0.0, 0.0)
 
     def line(self, dt: float = 5.0) -> str:
         """The next sample, dt seconds after the last."""
@@ -88,13 +92,15 @@ class FakeHost:
             self.t += dt
             for r in self.ranks:
                 r.advance(dt)
+            self.tcp = (self.tcp[0] + 100 * dt, self.tcp[1] + 100 * dt * self.resent_share)
         job: dict[str, Any] = {"pid": self.launcher, "state": "S",
                                "ranks": [r.part() for r in self.ranks]}
         if not self.sent:
             job.update(argv=list(self.argv), log_dir="log", netns=self.netns)
             self.sent = True
         doc = {"v": 1, "n": self.n, "t": self.t, "netns": self.netns,
-               "host": {"cpus": 2, "load": [1.0, 1.0, 1.0], "nics": {"eth0": [1, 0, 2, 0]}},
+               "host": {"cpus": 2, "load": [1.0, 1.0, 1.0], "nics": {"eth0": [1, 0, 2, 0]},
+                        "tcp": [int(self.tcp[0]), int(self.tcp[1])]},
                "jobs": [job, *self.extra],
                "gone": [{"pid": r.pid, "who": {}, "launcher": self.launcher}
                         for r in self.gone], "cost_s": 0.01 * (self.n + 1)}
@@ -112,7 +118,7 @@ def cluster(n: int = 4, **kw) -> list[FakeHost]:
 
 
 def watched(hosts: list[FakeHost], seconds: float, policy: WatchPolicy = POLICY,
-            change=None, at_check=None, state=None):
+            change=None, at_check=None, state=None, addresses=None):
     """Feeds every host's samples for `seconds` (change(t) may plant a fault as the watch
     goes); returns the findings at the end, and the state."""
     state = state or WatchState(keep=12)
@@ -124,7 +130,7 @@ def watched(hosts: list[FakeHost], seconds: float, policy: WatchPolicy = POLICY,
             change(i * policy.interval_s)
         for h in hosts:
             state.add(streams[h.name].feed(h.line(policy.interval_s)), received=float(i))
-    return judge(state, policy, float(steps), at_check or {}), state
+    return judge(state, policy, float(steps), at_check or {}, addresses or {}), state
 
 
 def named(findings, check=None):

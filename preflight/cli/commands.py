@@ -311,10 +311,12 @@ def cmd_watch(args: argparse.Namespace) -> int:
     inventory, fmt, ssh_config = args.inventory, args.inventory_format, args.ssh_config
     names: Optional[list[str]] = None
     at_check: dict[str, AtCheck] = {}
+    addresses: dict[str, str] = {}  # the job's address of each host (the plan's)
     token = args.marker or ""
     if args.plan:
         nodes, source = load_plan(args.plan, ignore_verdict=True)
         names = [n.host for n in nodes]
+        addresses = {n.address: n.host for n in nodes if n.address}
         at_check = _at_check(jsonreport.read(args.plan))
         if not inventory:
             inventory, ssh_config = source.inventory, ssh_config or source.ssh_config
@@ -349,7 +351,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
             args.interval, token=token,
             step_pattern=args.step_pattern or DEFAULT_STEP_PATTERN),
             args.duration, args.once, at_check, args.metrics_port, args.metrics_address,
-            args.metrics_textfile)
+            args.metrics_textfile, {**{h.address: h.name for h in hosts}, **addresses})
         print(f"watching {'the job of marker ' + token if token else 'every Paddle job'} on "
               f"{hostlist([h.name for h in hosts])} every {args.interval:g} s"
               + (f" for {args.duration:g} s" if args.duration and not args.once else "")
@@ -376,11 +378,19 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def _at_check(report: Report) -> dict[str, AtCheck]:
-    """What the report measured of each host: the cores the job had at the check."""
+    """What the report measured of each host: the cores the job had at the check, the
+    median of its iperf3 links."""
+    links: dict[str, list[float]] = {}
+    for link in report.network.links if report.network else ():
+        for end in (link.sender, link.receiver):
+            if link.received_bps:
+                links.setdefault(end, []).append(link.received_bps)
     out = {}
     for name, entry in report.hosts.items():
         cpu = entry.facts.job_cpu() if entry.facts is not None else None
-        out[name] = AtCheck(cores=getattr(cpu, "effective", None))
+        bps = sorted(links.get(name, ()))
+        out[name] = AtCheck(cores=getattr(cpu, "effective", None),
+                            link_bps=bps[len(bps) // 2] if bps else None)
     return out
 
 

@@ -47,6 +47,7 @@ class RankSample:
     periods: Optional[int] = None  # that cgroup's CFS periods so far
     throttled: Optional[int] = None  # ... and those it was throttled in
     throttled_s: Optional[float] = None
+    sendq: tuple[tuple[str, int], ...] = ()  # (peer address, bytes queued to it) where any
     error: Optional[str] = None  # what could not be read this time
 
 
@@ -60,6 +61,8 @@ class HostSample:
     mem_avail: Optional[int] = None
     nics: tuple[tuple[str, int, int, int, int], ...] = ()  # name, rx, rx drops, tx, tx drops
     cost_s: Optional[float] = None  # the sampler's own CPU so far
+    tcp_out: Optional[int] = None  # TCP segments sent so far (/proc/net/snmp)
+    tcp_retrans: Optional[int] = None  # ... and sent again
 
 
 @dataclass(frozen=True)

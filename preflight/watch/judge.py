@@ -27,6 +27,11 @@ THROTTLED_SHARE = 0.2  # of its cgroup's periods: the quota is what holds it
 RUNQUEUE_SHARE = 0.3  # seconds a second waiting for a CPU: the host's other work holds it
 STALE_INTERVALS = 3  # a host with no sample for this many intervals cannot be judged
 STOPPED = ("T", "t")
+SENDQ_FULL = 64 << 10  # bytes queued to one peer in every sample: the link cannot drain it
+# Segments sent again, of those sent: a sender whose queue is full and who resends this much
+# loses them downstream (a switch port, the receiver's link); one that does not resend is
+# held back by its own link (a local queue pushes back, it does not drop).
+RETRANS_SHARE = 0.005
 
 
 @dataclass(frozen=True)
@@ -34,10 +39,12 @@ class AtCheck:
     """What preflight measured of a host when it gave the job its GO."""
 
     cores: Optional[float] = None  # effective cores for the job
+    link_bps: Optional[float] = None  # the median of its iperf3 links
 
 
 def judge(state: WatchState, policy: WatchPolicy, now: float,
-          at_check: Mapping[str, AtCheck]) -> list[Finding]:
+          at_check: Mapping[str, AtCheck], addresses: Optional[Mapping[str, str]] = None,
+          ) -> list[Finding]:
     """Returns the findings of the watch so far: per job, its stopped, dead and straggling
     ranks, or its hang; per host, why it cannot be judged; a pass line per healthy job."""
     out: list[Finding] = []
@@ -48,7 +55,7 @@ def judge(state: WatchState, policy: WatchPolicy, now: float,
                            f"no sample from {host} for {stale[host]:.0f} s (its sampler or "
                            "its connection is stuck)"))
     for job in state.jobs.values():
-        out.extend(_job(job, policy, at_check, state.stacks))
+        out.extend(_job(job, policy, at_check, state, addresses or {}))
     if not state.jobs and state.last_tick:
         out.append(Finding("watch", Status.COULD_NOT_CHECK, tuple(sorted(state.last_tick)),
                            f"no Paddle job runs on {hostlist(sorted(state.last_tick))} "
@@ -57,11 +64,11 @@ def judge(state: WatchState, policy: WatchPolicy, now: float,
 
 
 def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
-         stacks: Mapping[RankId, str]) -> list[Finding]:
+         state: WatchState, addresses: Mapping[str, str]) -> list[Finding]:
     live = [r for r in job.live() if r.samples]
     if not live:
         return []
-    out = [*_stopped_or_dead(job, live), *_hang(job, live, policy, stacks)]
+    out = [*_stopped_or_dead(job, live), *_hang(job, live, policy, state.stacks)]
     if any(f.check == "hang" for f in out):
         return out  # no pace to compare while nothing moves
     unit = job.unit()
@@ -76,9 +83,89 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
             found += _busier(group, unit, policy, at_check, job, [f.data["ranks"][0]
                                                                  for f in found])
         out.extend(found)
+    # A pair with a host already named is that host's doing (a starved rank drains its
+    # sockets slowly): the link is blamed only where nothing else explains it.
+    out.extend(_link(live, policy, at_check, state, addresses,
+                     {h for f in out for h in f.hosts}))
     if not out:
         out.append(_pace(job, live, unit, policy))
     return out
+
+
+def _link(live: Sequence[RankSeries], policy: WatchPolicy, at_check: Mapping[str, AtCheck],
+          state: WatchState, addresses: Mapping[str, str], explained: set[str],
+          ) -> list[Finding]:
+    """The host whose link holds the job: the one in every pair of hosts between which the
+    sender's TCP send queue stayed full (SENDQ_FULL bytes or more) in every sample of the
+    window. Throttled both ways, a host is in the pair it sends on and the one it receives
+    on; throttled one way only, the pair's sender is named."""
+    pairs: dict[tuple[str, str], int] = {}
+    for r in live:
+        end = r.latest.t
+        inside = [s for s in r.samples if s.t >= end - policy.persist_s]
+        if r.first_t is None or r.first_t > end - policy.persist_s or len(inside) < 3:
+            continue
+        full: Optional[set[str]] = None
+        for s in inside:
+            peers = {p for p, q in s.sendq if q >= SENDQ_FULL}
+            full = peers if full is None else full & peers
+        for peer in full or ():
+            dst = addresses.get(peer)
+            if dst is not None and dst != r.rid.host and not {dst, r.rid.host} & explained:
+                key = (r.rid.host, dst)
+                pairs[key] = max(pairs.get(key, 0), min(dict(s.sendq)[peer] for s in inside))
+    if not pairs:
+        return []
+    common = set.intersection(*({a, b} for a, b in pairs))
+    if not common:
+        return []
+    why = ""
+    if len(common) == 1:
+        host = next(iter(common))
+    else:  # one pair: its sender's own link, or the receiver's (the sender's drops tell)
+        sender, receiver = next(iter(pairs))
+        share = _retransmitted(sender, state, policy)
+        host = receiver if share is not None and share >= RETRANS_SHARE else sender
+        if share is not None:
+            why = (f"; {sender} sends {share:.1%} of its segments again: they are dropped on "
+                   f"the way to {receiver}" if host == receiver else
+                   f"; {sender} sends only {share:.1%} of its segments again: they wait on "
+                   "its own link")
+    said = ", ".join(f"{a}->{b} {q >> 10} KiB" for (a, b), q in sorted(pairs.items()))
+    return [Finding("straggler", Status.FAIL, (host,),
+                    f"{host}'s link holds the job: data to or from it waits in full send "
+                    f"queues ({said}) for {policy.persist_s:g} s{why}"
+                    + _nic(host, state, policy, at_check.get(host, AtCheck())),
+                    {"ranks": (), "pairs": tuple(pairs)})]
+
+
+def _retransmitted(host: str, state: WatchState, policy: WatchPolicy) -> Optional[float]:
+    """The share of the TCP segments the host sent in the window that it sent again."""
+    samples = [s for s in state.hosts.get(host, ()) if s.tcp_out is not None]
+    samples = [s for s in samples if s.t >= samples[-1].t - policy.persist_s] if samples else []
+    if len(samples) < 2:
+        return None
+    a, b = samples[0], samples[-1]
+    sent = (b.tcp_out or 0) - (a.tcp_out or 0)
+    return ((b.tcp_retrans or 0) - (a.tcp_retrans or 0)) / sent if sent > 0 else None
+
+
+def _nic(host: str, state: WatchState, policy: WatchPolicy, check: AtCheck) -> str:
+    """"; its NIC carries 9.6 Mbit/s now (941 Mbit/s at the check)": the busiest NIC of the
+    host over the window, both ways, against its links' median at the check."""
+    samples = [s for s in state.hosts.get(host, ()) if s.nics]
+    samples = [s for s in samples if s.t >= samples[-1].t - policy.persist_s] if samples else []
+    if len(samples) < 2:
+        return ""
+    a, b = samples[0], samples[-1]
+    before = {n[0]: n for n in a.nics}
+    best = 0.0
+    for n in b.nics:
+        if n[0] in before and b.t > a.t:
+            best = max(best, max(n[1] - before[n[0]][1], n[3] - before[n[0]][3]) * 8
+                       / (b.t - a.t))
+    at = f" ({check.link_bps / 1e6:.3g} Mbit/s at the check)" if check.link_bps else ""
+    return f"; its NIC carries {best / 1e6:.3g} Mbit/s now{at}"
 
 
 def _stopped_or_dead(job: JobSeries, live: Sequence[RankSeries]) -> list[Finding]:

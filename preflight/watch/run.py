@@ -38,6 +38,7 @@ class WatchOptions:
     metrics_port: Optional[int] = None  # serve OpenMetrics on this port
     metrics_address: str = "127.0.0.1"
     metrics_textfile: Optional[str] = None  # write them here after each judgement
+    addresses: Mapping[str, str] = field(default_factory=dict)  # a peer's address -> host
 
     def length(self) -> Optional[float]:
         if self.once:  # the persistence window and a sample on either side of it
@@ -202,7 +203,7 @@ def _findings(state: WatchState, policy: WatchPolicy, opts: WatchOptions,
                      for n in hosts if n not in state.last_tick and n not in gone})
     out = [Finding("watch", Status.COULD_NOT_CHECK, (n,), f"{n}: {why}")
            for n, why in sorted(gone.items())]
-    found = judge(state, policy, now, opts.at_check)
+    found = judge(state, policy, now, opts.at_check, opts.addresses)
     out += [f for f in found if not (f.check == "watch" and set(f.hosts) <= set(gone))]
     return sorted(out, key=lambda f: (BLOCKING.index(f.status) if f.status in BLOCKING
                                       else len(BLOCKING) + (f.status is Status.PASS)))

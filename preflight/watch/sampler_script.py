@@ -151,6 +151,47 @@ def quota_of(pid):
     return out
 
 
+def tcp_queues(pid, netns_cache):
+    """{peer address: bytes waiting in the rank's TCP send queues to it} for its established
+    connections with data queued (/proc/<pid>/net/tcp is its network namespace's table)."""
+    inodes = set()
+    fd_dir = "/proc/%s/fd" % pid
+    for fd in os.listdir(fd_dir)[:4096]:
+        try:
+            target = os.readlink(fd_dir + "/" + fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    if not inodes:
+        return {}
+    ns = os.readlink("/proc/%s/ns/net" % pid)
+    table = netns_cache.get(ns)
+    if table is None:
+        table = netns_cache[ns] = tcp_table(pid)
+    out = {}  # type: dict
+    for inode, peer, queued in table:
+        if inode in inodes:
+            out[peer] = out.get(peer, 0) + queued
+    return out
+
+
+def tcp_table(pid):
+    """(inode, peer IPv4 address, send queue bytes) of the established IPv4 connections with
+    data queued, in pid's network namespace."""
+    rows = []
+    for line in read("/proc/%s/net/tcp" % pid, 1 << 22).splitlines()[1:]:
+        f = line.split()
+        if len(f) < 10 or f[3] != "01":  # 01: ESTABLISHED
+            continue
+        queued = int(f[4].split(":")[0], 16)
+        if queued:
+            ip = int(f[2].split(":")[0], 16)  # little-endian hex
+            peer = "%d.%d.%d.%d" % (ip & 255, ip >> 8 & 255, ip >> 16 & 255, ip >> 24)
+            rows.append((f[9], peer, queued))
+    return rows
+
+
 def host_part():
     out = {"cpus": os.cpu_count()}  # type: dict
     try:
@@ -180,6 +221,13 @@ def host_part():
     except (OSError, ValueError):
         pass
     out["nics"] = nics
+    try:  # segments sent and sent again: a link that drops what this host sends
+        rows = [line.split() for line in read("/proc/net/snmp").splitlines()
+                if line.startswith("Tcp:")]
+        tcp = dict(zip(rows[0][1:], rows[1][1:]))
+        out["tcp"] = [int(tcp["OutSegs"]), int(tcp["RetransSegs"])]
+    except (OSError, ValueError, IndexError, KeyError):
+        pass
     return out
 
 
@@ -197,7 +245,7 @@ class Rank(object):
         self.last_line = None
         self.announced = False
 
-    def sample(self, pattern):
+    def sample(self, pattern, netns_cache):
         state, cpu_s, threads, _, _ = stat_fields(self.pid)
         out = {"pid": self.pid, "state": state, "cpu_s": round(cpu_s, 3), "threads": threads}
         run_s, wait_s, running, blocked = sched(self.pid)
@@ -211,6 +259,7 @@ class Rank(object):
         if isinstance(self.inner, int):
             out["hook"] = section(hook_steps, self.pid, self.inner, self.hook_dir)
         out["cgroup"] = section(quota_of, self.pid)
+        out["sendq"] = section(tcp_queues, self.pid, netns_cache)
         return out
 
     def log_part(self, pattern):
@@ -296,6 +345,7 @@ class Sampler(object):
     def tick(self):
         self.find_launchers()
         jobs, seen = [], set()
+        netns_cache = {}  # type: dict  # one TCP table a namespace a sample
         for lpid, fixed in sorted(self.launchers.items()):
             # What does not change (argv, log dir) goes in the first sample a job is in.
             job = dict(fixed) if lpid not in self.announced else {"pid": lpid}
@@ -316,7 +366,7 @@ class Sampler(object):
                         continue  # a helper process of the launcher, not a rank
                     rank = self.ranks[pid] = Rank(pid, env, lpid)
                 seen.add(pid)
-                part = section(rank.sample, self.pattern)
+                part = section(rank.sample, self.pattern, netns_cache)
                 part.setdefault("pid", pid)
                 if not rank.announced:  # who it is, in the first sample it is in
                     part["who"], rank.announced = rank.who, True

@@ -81,6 +81,10 @@ def _dict(d: Mapping[str, Any], key: str) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
+def _ints(v: Any) -> bool:
+    return isinstance(v, list) and len(v) >= 2 and all(isinstance(x, int) for x in v[:2])
+
+
 def _text(d: Mapping[str, Any], key: str) -> Optional[str]:
     v = d.get(key)
     return v if isinstance(v, str) else None
@@ -141,7 +145,8 @@ class HostStream:
                                      else None)
         hook = r.get("hook")
         cg = _dict(r, "cgroup")
-        errors = [str(d["error"]) for d in (r, log, cg) if isinstance(d.get("error"), str)]
+        errors = [str(d["error"]) for d in (r, log, cg, _dict(r, "sendq"))
+                  if isinstance(d.get("error"), str)]
         return self.ids[pid], RankSample(
             t=t, state=str(r.get("state") or "?"), cpu_s=_num(r, "cpu_s") or 0.0,
             run_s=_num(r, "run_s") or 0.0, wait_s=_num(r, "wait_s") or 0.0,
@@ -153,11 +158,14 @@ class HostStream:
             hook_steps=int(hook[0]) if isinstance(hook, list) and hook else None,
             quota_cores=_num(cg, "cores"), periods=_num(cg, "periods", int),
             throttled=_num(cg, "throttled", int), throttled_s=_num(cg, "throttled_s"),
+            sendq=tuple(sorted((str(k), int(v)) for k, v in _dict(r, "sendq").items()
+                               if isinstance(v, int) and k != "error")),
             error="; ".join(errors) or None)
 
     @staticmethod
     def _host(h: Mapping[str, Any], t: float, doc: Mapping[str, Any]) -> HostSample:
         load = h.get("load")
+        tcp: Optional[list[int]] = h["tcp"] if _ints(h.get("tcp")) else None
         nics = _dict(h, "nics")
         return HostSample(
             t=t, cpus=_num(h, "cpus", int),
@@ -166,4 +174,5 @@ class HostStream:
             mem_avail=_num(h, "mem_avail", int),
             nics=tuple((str(k), int(v[0]), int(v[1]), int(v[2]), int(v[3]))
                        for k, v in sorted(nics.items()) if isinstance(v, list) and len(v) >= 4),
-            cost_s=_num(doc, "cost_s"))
+            cost_s=_num(doc, "cost_s"),
+            tcp_out=tcp[0] if tcp else None, tcp_retrans=tcp[1] if tcp else None)

@@ -11,24 +11,28 @@ from collections.abc import Sequence
 
 SPY_TIMEOUT_S = 10
 MARK = "@@preflight-stack "
-# py-spy dump: 'Thread 0x7F.. (idle): "MainThread"' then frames, innermost first, as
+# py-spy dump: 'Thread 0x7F.. (idle): "MainThread"' (with --nonblocking: 'Thread 4242
+# (idle)', the main thread first) then frames, innermost first, as
 # '    all_reduce (paddle/distributed/communication/all_reduce.py:85)'.
-_THREAD = re.compile(r'^Thread \S+ \((?:active|idle)[^)]*\): "(?P<name>[^"]*)"')
+_THREAD = re.compile(r'^Thread (?P<id>\S+) \((?:active|idle)[^)]*\)(?:: "(?P<name>[^"]*)")?')
 _FRAME = re.compile(r"^\s+(?P<func>\S.*?) \((?P<where>[^()]*)\)\s*$")
 
 
 def command(pids: Sequence[int]) -> str:
     """One shell command for a host: each pid's py-spy dump after a line naming it. py-spy
-    is looked for on PATH, beside the rank's interpreter, and there inside its container."""
+    is looked for on PATH, then beside the rank's interpreter as it was started (a virtual
+    environment's bin/, whose python links to the system's) and as it runs, each also
+    inside the rank's container."""
     lines = []
     for pid in pids:
         p = int(pid)
         lines.append(
-            f'exe=$(readlink /proc/{p}/exe 2>/dev/null); d="${{exe%/*}}"; '
             f"spy=$(command -v py-spy || true); "
-            f'[ -n "$spy" ] || {{ [ -x "$d/py-spy" ] && spy="$d/py-spy"; }}; '
-            f'[ -n "$spy" ] || {{ [ -x "/proc/{p}/root$d/py-spy" ] && '
-            f'spy="/proc/{p}/root$d/py-spy"; }}; '
+            f"a0=$(tr '\\0' '\\n' < /proc/{p}/cmdline 2>/dev/null | head -n 1); "
+            f"exe=$(readlink /proc/{p}/exe 2>/dev/null); "
+            f'for d in "${{a0%/*}}" "${{exe%/*}}"; do for c in "$d/py-spy" '
+            f'"/proc/{p}/root$d/py-spy"; do [ -z "$spy" ] && case "$c" in /*) '
+            f'[ -x "$c" ] && spy="$c";; esac; done; done; '
             f"echo '{MARK}{p}'; "
             f'if [ -n "$spy" ]; then timeout {SPY_TIMEOUT_S} "$spy" dump --nonblocking '
             f"--pid {p} 2>&1 | head -n 80; else echo 'py-spy: not found'; fi")
@@ -54,7 +58,7 @@ def innermost(dump: str) -> str:
     for line in dump.splitlines():
         t = _THREAD.match(line)
         if t:
-            thread = t.group("name")
+            thread = t.group("name") or t.group("id")
             continue
         f = _FRAME.match(line)
         if f and thread is not None and thread not in frames:

@@ -30,7 +30,7 @@ import paddle
 import paddle.distributed as dist
 dist.init_parallel_env()
 paddle.seed(1)
-net = paddle.nn.Sequential(paddle.nn.Linear(64, 256), paddle.nn.ReLU(), paddle.nn.Linear(256, 1))
+net = paddle.nn.Sequential(paddle.nn.Linear(64, 2048), paddle.nn.ReLU(), paddle.nn.Linear(2048, 1))
 model = paddle.DataParallel(net)
 opt = paddle.optimizer.SGD(0.01, parameters=model.parameters())
 end = time.time() + 240
@@ -141,7 +141,14 @@ def test_a_host_throttled_mid_run_is_named_as_the_straggler_and_nobody_else(clus
         w.send_signal(signal.SIGINT)
         out, err = w.communicate(timeout=60)
     assert found is not None, out + err
-    print(f"\nstraggler named {found['at'] - planted:.1f} s after the quota was set")
+    print(f"\nstraggler named {found['at'] - planted:.1f} s after the quota was set: "
+          f"{found['message']}")
+    capture = os.environ.get("PREFLIGHT_CAPTURE_WATCH")  # golden lines for the unit tests
+    if capture:
+        with open(capture, "w") as fh:
+            for r in records(log):
+                if r["type"] == "sample" and r["host"] == "good1":
+                    fh.write(json.dumps(r["sample"], separators=(",", ":")) + "\n")
     assert found["hosts"] == ["good2"] and found["status"] == "fail"
     assert found["ranks"][0]["role"] == "worker"
     assert "its cgroup's CPU quota throttles it" in found["message"], found["message"]
@@ -183,7 +190,7 @@ def test_a_stopped_rank_is_named_at_once_and_the_hang_it_causes_after(cluster, j
         out, err = w.communicate(timeout=60)
     assert stopped is not None and hang is not None, out + err
     print(f"\nstopped rank named {stopped['at'] - planted:.1f} s after SIGSTOP; "
-          f"hang {hang['at'] - planted:.1f} s after")
+          f"hang {hang['at'] - planted:.1f} s after: {hang['message']}")
     assert stopped["hosts"] == ["good3"] and stopped["ranks"][0]["pid"] == pid
     assert "rank 2 (worker) is stopped (state T" in stopped["message"]
     assert hang["hosts"] == ["good3"]
@@ -192,3 +199,27 @@ def test_a_stopped_rank_is_named_at_once_and_the_hang_it_causes_after(cluster, j
     named = {tuple(r["hosts"]) for r in records(log)
              if r["type"] == "finding" and r["status"] != "pass"}
     assert named == {("good3",)}
+
+
+def test_a_link_slowed_mid_run_is_named_on_its_host_and_nobody_else(cluster, job):
+    log = os.path.join(cluster.tb.base, "watch-link.jsonl")
+    w = watch(cluster, job.report, log, "--interval", "2", "--persist", "10", "--for", "90")
+    try:
+        time.sleep(14)
+        planted = time.time()
+        cluster.tb.unthrottle("good2")
+        cluster.tb.throttle("good2", "10mbit")  # both ways, as a bad cable or port
+        found = first(log, "finding", "straggler", time.monotonic() + 70)
+    finally:
+        cluster.tb.unthrottle("good2")
+        cluster.tb.throttle("good2", cluster.link_rate)
+        w.send_signal(signal.SIGINT)
+        out, err = w.communicate(timeout=60)
+    assert found is not None, out + err
+    print(f"\nslow link named {found['at'] - planted:.1f} s after tc tbf: {found['message']}")
+    assert found["hosts"] == ["good2"], found["message"]
+    assert found["message"].startswith("good2's link holds the job"), found["message"]
+    named = {tuple(r["hosts"]) for r in records(log)
+             if r["type"] == "finding" and r["status"] != "pass"}
+    assert named == {("good2",)}
+

@@ -236,3 +236,65 @@ def test_trainers_slowing_alike_with_no_server_saturated_name_no_server():
 
     findings, _ = watched(hosts, 50, change=slow)
     assert [f for f in named(findings) if f[2][0].startswith("ps")] == []
+
+
+ADDRESSES = {f"10.0.0.{i + 1}": f"node{i + 1:02d}" for i in range(4)}
+
+
+def test_the_host_in_every_pair_with_a_full_send_queue_is_the_slow_link_both_ways():
+    hosts = cluster(3)
+
+    def throttle(t):
+        if t == 10:  # node02's link slowed both ways: what it sends and what it is sent
+            hosts[0].ranks[0].sendq = {"10.0.0.2": 200 << 10}
+            hosts[1].ranks[0].sendq = {"10.0.0.3": 150 << 10, "10.0.0.1": 1 << 10}
+            for h in hosts:
+                h.ranks[0].steps_per_s, h.ranks[0].busy = 1.0, 0.05
+
+    findings, _ = watched(hosts, 40, change=throttle, addresses=ADDRESSES,
+                          at_check={"node02": AtCheck(link_bps=941e6)})
+    assert named(findings) == [("straggler", Status.FAIL, ("node02",))]
+    msg = findings[0].message
+    assert msg.startswith("node02's link holds the job: data to or from it waits in full send "
+                          "queues (node01->node02 200 KiB, node02->node03 150 KiB) for 15 s")
+    assert "its NIC carries" in msg and "(941 Mbit/s at the check)" in msg
+
+
+@pytest.mark.parametrize("resent,blamed,why", [
+    (0.0, "node02", "node02 sends only 0.0% of its segments again: they wait on its own link"),
+    (0.04, "node03", "node02 sends 4.0% of its segments again: they are dropped on the way "
+                     "to node03"),
+], ids=["its-own-link", "the-receivers-link"])
+def test_one_full_pair_is_told_apart_by_what_its_sender_sends_again(resent, blamed, why):
+    hosts = cluster(3)
+    hosts[1].ranks[0].sendq = {"10.0.0.3": 300 << 10}
+    hosts[1].resent_share = resent
+    findings, _ = watched(hosts, 30, addresses=ADDRESSES)
+    assert named(findings) == [("straggler", Status.FAIL, (blamed,))]
+    assert why in findings[0].message
+
+
+def test_a_send_queue_full_only_now_and_then_names_nobody():
+    hosts = cluster(3)
+
+    def burst(t):
+        hosts[0].ranks[0].sendq = {"10.0.0.2": 200 << 10} if t % 10 == 0 else {}
+
+    findings, _ = watched(hosts, 40, change=burst, addresses=ADDRESSES)
+    assert named(findings) == []
+
+
+def test_a_starved_host_whose_peers_queue_data_for_it_is_named_once_for_its_cpu():
+    hosts = cluster(3)
+
+    def starve(t):
+        if t == 10:
+            for h in hosts:
+                h.ranks[0].busy = 0.1
+            r = hosts[1].ranks[0]
+            r.busy, r.wait, r.quota, r.throttled_share = 0.7, 0.6, 0.25, 0.9
+            hosts[0].ranks[0].sendq = {"10.0.0.2": 200 << 10}
+
+    findings, _ = watched(hosts, 40, change=starve, addresses=ADDRESSES)
+    assert named(findings) == [("straggler", Status.FAIL, ("node02",))]
+    assert "quota" in findings[0].message

@@ -26,6 +26,13 @@ def test_the_innermost_frame_of_the_main_thread_is_kept():
         77: "no stack: py-spy: not found"}
 
 
+def test_a_nonblocking_dump_names_threads_by_id_with_the_main_thread_first():
+    dump = ("Process 371: python -c ...\nPython v3.11.2 (/usr/bin/python3.11)\n\n"
+            "Thread 371 (idle)\n    waiting (<string>:3)\n    <module> (<string>:4)\n"
+            "Thread 380 (idle)\n    wait (threading.py:327)\n")
+    assert stacks.innermost(dump) == "waiting (<string>:3)"
+
+
 def test_py_spys_own_error_is_the_reason():
     err = "Error: Failed to find python version from target process\n"
     assert stacks.innermost(err) == ("no stack: Error: Failed to find python version from "

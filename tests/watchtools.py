@@ -30,6 +30,7 @@ class FakeRank:
     throttled_share: float = 0.0
     hook: bool = False
     sendq: dict[str, int] = field(default_factory=dict)  # peer address -> bytes queued
+    tail: tuple[str, ...] = ("step 90 loss 0.1",)  # its log's last lines, once it is gone
     # running totals
     steps: float = 0.0
     run_s: float = 0.0
@@ -102,8 +103,9 @@ class FakeHost:
                "host": {"cpus": 2, "load": [1.0, 1.0, 1.0], "nics": {"eth0": [1, 0, 2, 0]},
                         "tcp": [int(self.tcp[0]), int(self.tcp[1])]},
                "jobs": [job, *self.extra],
-               "gone": [{"pid": r.pid, "who": {}, "launcher": self.launcher}
-                        for r in self.gone], "cost_s": 0.01 * (self.n + 1)}
+               "gone": [{"pid": r.pid, "who": {}, "launcher": self.launcher,
+                         "tail": list(r.tail)} for r in self.gone],
+               "cost_s": 0.01 * (self.n + 1)}
         self.gone = []
         self.n += 1
         return json.dumps(doc)

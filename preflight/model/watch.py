@@ -48,6 +48,7 @@ class RankSample:
     throttled: Optional[int] = None  # ... and those it was throttled in
     throttled_s: Optional[float] = None
     sendq: tuple[tuple[str, int], ...] = ()  # (peer address, bytes queued to it) where any
+    log_tail: tuple[str, ...] = ()  # its log's last lines, once it has exited (a zombie)
     error: Optional[str] = None  # what could not be read this time
 
 

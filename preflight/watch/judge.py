@@ -10,6 +10,7 @@ stopped or dead rank at once."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,12 +27,18 @@ BUSY_RATIO, BUSY_MORE = 1.5, 0.2
 THROTTLED_SHARE = 0.2  # of its cgroup's periods: the quota is what holds it
 RUNQUEUE_SHARE = 0.3  # seconds a second waiting for a CPU: the host's other work holds it
 STALE_INTERVALS = 3  # a host with no sample for this many intervals cannot be judged
+MIN_COUNT = 8  # steps (or lines) a half-window of a typical rank must count to judge paces
 STOPPED = ("T", "t")
-SENDQ_FULL = 64 << 10  # bytes queued to one peer in every sample: the link cannot drain it
-# Segments sent again, of those sent: a sender whose queue is full and who resends this much
-# loses them downstream (a switch port, the receiver's link); one that does not resend is
-# held back by its own link (a local queue pushes back, it does not drop).
-RETRANS_SHARE = 0.005
+# The last lines of a rank that crashed: a Python traceback or exception, Paddle's
+# "Error" lines, the kernel's or the shell's words for a fatal signal.
+CRASHED = re.compile(r"Traceback \(most recent call last\)|^\w*(Error|Exception)\b|"
+                     r"\bError\b|Killed|core dumped|Aborted|Segmentation fault|"
+                     r"terminate called")
+SENDQ_FULL = 32 << 10  # bytes queued to one peer in every sample: the link cannot drain it
+# Segments sent again, of those sent, by the sender of the one full pair: at RESENT_FAR or
+# more they are lost downstream (a switch port, the receiver's link); below RESENT_NEAR its
+# own link holds it back (its own queue pushes back and drops little); in between, either.
+RESENT_NEAR, RESENT_FAR = 0.005, 0.03
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,7 @@ class AtCheck:
 
 def judge(state: WatchState, policy: WatchPolicy, now: float,
           at_check: Mapping[str, AtCheck], addresses: Optional[Mapping[str, str]] = None,
-          ) -> list[Finding]:
+          final: bool = True) -> list[Finding]:
     """Returns the findings of the watch so far: per job, its stopped, dead and straggling
     ranks, or its hang; per host, why it cannot be judged; a pass line per healthy job."""
     out: list[Finding] = []
@@ -57,18 +64,30 @@ def judge(state: WatchState, policy: WatchPolicy, now: float,
     for job in state.jobs.values():
         out.extend(_job(job, policy, at_check, state, addresses or {}))
     if not state.jobs and state.last_tick:
-        out.append(Finding("watch", Status.COULD_NOT_CHECK, tuple(sorted(state.last_tick)),
+        # While watching, a job may be yet to start; at the end there was none to watch.
+        out.append(Finding("watch", Status.COULD_NOT_CHECK if final else Status.SKIP,
+                           tuple(sorted(state.last_tick)),
                            f"no Paddle job runs on {hostlist(sorted(state.last_tick))} "
-                           "(no paddle.distributed.launch process there)"))
+                           "(no paddle.distributed.launch process there)"
+                           + ("" if final else "; waiting for one")))
     return out
 
 
 def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
          state: WatchState, addresses: Mapping[str, str]) -> list[Finding]:
-    live = [r for r in job.live() if r.samples]
-    if not live:
-        return []
-    out = [*_stopped_or_dead(job, live), *_hang(job, live, policy, state.stacks)]
+    present = [r for r in job.live() if r.samples]
+    live = [r for r in present if r.latest.state != "Z"]  # a zombie has exited
+    if not job.ranks:
+        return []  # its launcher is starting its ranks
+    if not live:  # the job has ended: how its ranks ended is all there is to say
+        died = _stopped_or_dead(job, present, live, policy)
+        end = max([t for t, _ in job.gone.values()] +
+                  [r.state_since[1] for r in present if r.latest.state == "Z"], default=0.0)
+        return died or [Finding("ended", Status.PASS, tuple(job.hosts()),
+                                f"{len(job.ranks)} ranks of {job.key} ended by {_clock(end)}, "
+                                "none of them in error", {"ranks": ()})]
+    out = [*_stopped_or_dead(job, present, live, policy),
+           *_hang(job, live, policy, state.stacks)]
     if any(f.check == "hang" for f in out):
         return out  # no pace to compare while nothing moves
     unit = job.unit()
@@ -78,7 +97,9 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         group = [r for r in live if r.rid.role == role and r.rid not in named]
         if len(group) < 2:
             continue
-        found = _slower(group, unit, policy, at_check, job)
+        # The ranks of a collective job step together: a pace apart is only where each
+        # steps on its own (PS trainers).
+        found = [] if role == "worker" else _slower(group, unit, policy, at_check, job)
         if role == "worker" or not found:
             found += _busier(group, unit, policy, at_check, job, [f.data["ranks"][0]
                                                                  for f in found])
@@ -119,22 +140,31 @@ def _link(live: Sequence[RankSeries], policy: WatchPolicy, at_check: Mapping[str
     common = set.intersection(*({a, b} for a, b in pairs))
     if not common:
         return []
-    why = ""
+    said = ", ".join(f"{a}->{b} {q >> 10} KiB" for (a, b), q in sorted(pairs.items()))
+    queued = f"waits in full send queues ({said}) for {policy.persist_s:g} s"
     if len(common) == 1:
         host = next(iter(common))
-    else:  # one pair: its sender's own link, or the receiver's (the sender's drops tell)
-        sender, receiver = next(iter(pairs))
-        share = _retransmitted(sender, state, policy)
-        host = receiver if share is not None and share >= RETRANS_SHARE else sender
-        if share is not None:
-            why = (f"; {sender} sends {share:.1%} of its segments again: they are dropped on "
-                   f"the way to {receiver}" if host == receiver else
-                   f"; {sender} sends only {share:.1%} of its segments again: they wait on "
-                   "its own link")
-    said = ", ".join(f"{a}->{b} {q >> 10} KiB" for (a, b), q in sorted(pairs.items()))
+        return [Finding("straggler", Status.FAIL, (host,),
+                        f"{host}'s link holds the job: data to or from it {queued}"
+                        + _nic(host, state, policy, at_check.get(host, AtCheck())),
+                        {"ranks": (), "pairs": tuple(pairs)})]
+    # One pair: its sender's own link, or the receiver's; what the sender resends tells.
+    sender, receiver = next(iter(pairs))
+    share = _retransmitted(sender, state, policy)
+    if share is not None and share >= RESENT_FAR:
+        host, why = receiver, (f"; {sender} sends {share:.1%} of its segments again: they "
+                               f"are lost on the way to {receiver}")
+    elif share is not None and share < RESENT_NEAR:
+        host, why = sender, (f"; {sender} sends only {share:.1%} of its segments again: "
+                             "they wait on its own link")
+    else:
+        resent = "" if share is None else f" ({sender} resends {share:.1%})"
+        return [Finding("straggler", Status.FAIL, (sender, receiver),
+                        f"the link from {sender} to {receiver} holds the job: data {queued}"
+                        f"{resent}; either end's link, or the switch between them",
+                        {"ranks": (), "pairs": tuple(pairs)})]
     return [Finding("straggler", Status.FAIL, (host,),
-                    f"{host}'s link holds the job: data to or from it waits in full send "
-                    f"queues ({said}) for {policy.persist_s:g} s{why}"
+                    f"{host}'s link holds the job: data to or from it {queued}{why}"
                     + _nic(host, state, policy, at_check.get(host, AtCheck())),
                     {"ranks": (), "pairs": tuple(pairs)})]
 
@@ -168,10 +198,11 @@ def _nic(host: str, state: WatchState, policy: WatchPolicy, check: AtCheck) -> s
     return f"; its NIC carries {best / 1e6:.3g} Mbit/s now{at}"
 
 
-def _stopped_or_dead(job: JobSeries, live: Sequence[RankSeries]) -> list[Finding]:
+def _stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
+                     live: Sequence[RankSeries], policy: WatchPolicy) -> list[Finding]:
     out = []
     others = len(live) - 1
-    for r in live:
+    for r in present:
         s = r.latest
         if s.state in STOPPED:
             out.append(Finding(
@@ -180,16 +211,38 @@ def _stopped_or_dead(job: JobSeries, live: Sequence[RankSeries]) -> list[Finding
                 f"suspended shell) since {_clock(r.state_since[1])}"
                 + (f"; its {others} peers wait on it" if others else ""),
                 {"ranks": (r.rid,), "since": r.state_since[1]}))
-        elif s.state == "Z":
-            out.append(Finding("dead", Status.FAIL, (r.rid.host,),
-                               f"{r.rid.name()} has exited (a zombie its launcher has not "
-                               "reaped)", {"ranks": (r.rid,)}))
-    for rid, t in sorted(job.gone.items(), key=lambda x: x[1]):
-        if len(job.gone) < len(job.ranks):  # not the whole job ending
+        elif s.state == "Z":  # exited, not yet reaped: judged as a rank gone
+            why = _died(r.rid, r.state_since[1], s.log_tail, live, policy)
+            if why:
+                out.append(Finding("dead", Status.FAIL, (r.rid.host,),
+                                   f"{r.rid.name()} exited at {_clock(r.state_since[1])} {why}",
+                                   {"ranks": (r.rid,), "tail": s.log_tail}))
+    for rid, (t, tail) in sorted(job.gone.items(), key=lambda x: x[1][0]):
+        why = _died(rid, t, tail, live, policy)
+        if why:
             out.append(Finding("dead", Status.FAIL, (rid.host,),
-                               f"{rid.name()} exited at {_clock(t)} while its job runs on",
-                               {"ranks": (rid,)}))
+                               f"{rid.name()} exited at {_clock(t)} {why}",
+                               {"ranks": (rid,), "tail": tail}))
     return out
+
+
+def _died(rid: RankId, t: float, tail: Sequence[str], live: Sequence[RankSeries],
+          policy: WatchPolicy) -> str:
+    """Why a rank that exited died rather than finished ("" when it finished): its log ends
+    in an error, or its peers ran on well after it (the ranks of a collective job end
+    together; a PS server ends after its trainers; a PS trainer may end alone)."""
+    last = tail[-1] if tail else ""
+    error = next((ln for ln in reversed(tail) if CRASHED.search(ln)), None)
+    if error is not None:
+        return f"with an error: {error}"
+    if rid.role == "trainer":
+        return ""
+    after = [r for r in live if r.latest.t - t >= 2 * policy.interval_s
+             and (rid.role == "worker" or r.rid.role == "trainer")]
+    if after:
+        return (f"while its job runs on ({len(after)} ranks {2 * policy.interval_s:g} s "
+                f"later); its log ends: {last or '(empty)'}")
+    return ""
 
 
 def _hang(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
@@ -264,9 +317,13 @@ def _slower(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
     of the window: in a PS job in async mode, a trainer slow on its own."""
     halves = {r.rid: _halves(r, unit, policy) for r in group}
     rates: dict[RankId, tuple[float, float]] = {}
+    counts: list[int] = []
     for rid, h in halves.items():
         if h is not None and h[0].progress is not None and h[1].progress is not None:
             rates[rid] = (h[0].progress / h[0].dt, h[1].progress / h[1].dt)
+            counts += [h[0].progress, h[1].progress]
+    if not counts or median(counts) < MIN_COUNT:
+        return []  # too few steps (or step lines) in a half to tell paces apart
     out = []
     for r in group:
         if r.rid not in rates or len(rates) < 2:

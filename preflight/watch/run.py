@@ -129,7 +129,8 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
                     if opts.metrics_textfile:
                         metrics.write(opts.metrics_textfile)
             time.sleep(POLL_S)
-        findings = _findings(state, policy, opts, lost, hosts, time.monotonic(), start)
+        findings = _findings(state, policy, opts, lost, hosts, time.monotonic(), start,
+                             final=True)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -195,7 +196,7 @@ def _take_stacks(state: WatchState, findings: Sequence[Finding],
 
 def _findings(state: WatchState, policy: WatchPolicy, opts: WatchOptions,
               lost: Mapping[str, str], hosts: Mapping[str, _Host], now: float, start: float,
-              ) -> list[Finding]:
+              final: bool = False) -> list[Finding]:
     gone = {**lost, **{n: h.ended for n, h in hosts.items() if h.ended is not None}}
     if now - start > STALE_INTERVALS * policy.interval_s:
         gone.update({n: f"no sample in {now - start:.0f} s since the watch began (its "
@@ -203,7 +204,7 @@ def _findings(state: WatchState, policy: WatchPolicy, opts: WatchOptions,
                      for n in hosts if n not in state.last_tick and n not in gone})
     out = [Finding("watch", Status.COULD_NOT_CHECK, (n,), f"{n}: {why}")
            for n, why in sorted(gone.items())]
-    found = judge(state, policy, now, opts.at_check, opts.addresses)
+    found = judge(state, policy, now, opts.at_check, opts.addresses, final)
     out += [f for f in found if not (f.check == "watch" and set(f.hosts) <= set(gone))]
     return sorted(out, key=lambda f: (BLOCKING.index(f.status) if f.status in BLOCKING
                                       else len(BLOCKING) + (f.status is Status.PASS)))

@@ -248,6 +248,9 @@ class Rank(object):
     def sample(self, pattern, netns_cache):
         state, cpu_s, threads, _, _ = stat_fields(self.pid)
         out = {"pid": self.pid, "state": state, "cpu_s": round(cpu_s, 3), "threads": threads}
+        if state == "Z":  # exited, not yet reaped: what it said last tells how it ended
+            out["tail"] = section(log_tail, self.log_path, self.launcher)
+            return out
         run_s, wait_s, running, blocked = sched(self.pid)
         out.update(run_s=round(run_s, 4), wait_s=round(wait_s, 4), running=running,
                    blocked=blocked)
@@ -376,7 +379,8 @@ class Sampler(object):
         gone = []
         for pid in [p for p in self.ranks if p not in seen]:
             rank = self.ranks.pop(pid)
-            gone.append({"pid": pid, "who": rank.who, "launcher": rank.launcher})
+            gone.append({"pid": pid, "who": rank.who, "launcher": rank.launcher,
+                         "tail": section(log_tail, rank.log_path, rank.launcher)})
         return {"jobs": jobs, "gone": gone}
 
 
@@ -389,6 +393,22 @@ def is_launcher(argv):
     if len(argv) > 1 and os.path.basename(argv[1]) == "fleetrun":
         return True
     return any(a == "-m" and b == LAUNCH_MODULE for a, b in zip(argv, argv[1:]))
+
+
+def log_tail(path, launcher):
+    """The last lines of a rank's log once it has exited: what it said last (a traceback, or
+    its last step), read where the host sees it or inside its launcher's container."""
+    if not path:
+        return None
+    for where in (path, "/proc/%d/root%s" % (launcher, path)):
+        try:
+            with open(where, "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - 2048))
+                lines = f.read().decode("utf-8", "replace").splitlines()
+            return [ln[:200] for ln in lines if ln.strip()][-6:]
+        except OSError:
+            continue
+    return None
 
 
 def log_dir(argv):

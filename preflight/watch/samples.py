@@ -38,7 +38,7 @@ class Tick:
     n: int
     sample: HostSample
     ranks: tuple[tuple[RankId, RankSample], ...]
-    gone: tuple[RankId, ...]
+    gone: tuple[tuple[RankId, tuple[str, ...]], ...]  # ranks exited, with their logs' tails
     launchers: tuple[Launcher, ...]  # those seen for the first time
     error: Optional[str] = None  # a part of the sample the sampler could not read
     netns: Optional[str] = None  # the sampler's own network namespace
@@ -128,7 +128,9 @@ class HostStream:
             for r in job.get("ranks") or ():
                 if isinstance(r, dict) and isinstance(r.get("pid"), int):
                     ranks.append(self._rank(r, lpid, t))
-        gone = tuple(self.ids.pop(g["pid"]) for g in doc.get("gone") or ()
+        gone = tuple((self.ids.pop(g["pid"]), tuple(str(x) for x in g.get("tail") or ()
+                                                     if isinstance(g.get("tail"), list)))
+                     for g in doc.get("gone") or ()
                      if isinstance(g, dict) and g.get("pid") in self.ids)
         return Tick(self.host, _num(doc, "n", int) or 0, self._host(host, t, doc),
                     tuple(ranks), gone, tuple(new), "; ".join(errors) or None,
@@ -160,6 +162,8 @@ class HostStream:
             throttled=_num(cg, "throttled", int), throttled_s=_num(cg, "throttled_s"),
             sendq=tuple(sorted((str(k), int(v)) for k, v in _dict(r, "sendq").items()
                                if isinstance(v, int) and k != "error")),
+            log_tail=tuple(str(x) for x in r["tail"]) if isinstance(r.get("tail"), list)
+            else (),
             error="; ".join(errors) or None)
 
     @staticmethod

@@ -104,7 +104,8 @@ class JobSeries:
         self.key = key
         self.launchers: dict[tuple[str, int], Launcher] = {}
         self.ranks: dict[RankId, RankSeries] = {}
-        self.gone: dict[RankId, float] = {}  # rank -> the host's time it was missed at
+        # rank -> (the host's time it was missed at, the last lines of its log)
+        self.gone: dict[RankId, tuple[float, tuple[str, ...]]] = {}
 
     def unit(self) -> Unit:
         latest = [r.latest for r in self.ranks.values() if r.samples]
@@ -158,10 +159,10 @@ class WatchState:
                 series = job.ranks[rid] = RankSeries(rid, self.keep)
                 series.early_after_s = self.early_after_s
             series.add(s)
-        for rid in tick.gone:
+        for rid, tail in tick.gone:
             key = self.launcher_job.get((rid.host, rid.launcher))
             if key is not None:
-                self.jobs[key].gone[rid] = tick.sample.t
+                self.jobs[key].gone[rid] = (tick.sample.t, tail)
 
     def _foreign(self, la: Launcher) -> bool:
         """Whether a launcher that la's host sees runs in another watched host's own

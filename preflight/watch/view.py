@@ -40,7 +40,7 @@ class Live:
         for f in new:
             self.out.write(line(f, self.width) + "\n")
         for f in cleared:
-            if f.status is not Status.PASS:
+            if f.status not in (Status.PASS, Status.SKIP):
                 self.out.write(line(f, self.width, "cleared") + "\n")
         self.out.flush()
         self.shown = now

@@ -214,12 +214,25 @@ def test_sigint_keeps_what_was_learned(cluster):
 
     inv = cluster.inventory("interrupt.yaml", ["good1", "good2", "stuck"])
     report = os.path.join(cluster.tb.base, "interrupted.json")
+    log = os.path.join(cluster.tb.base, "interrupted.jsonl")
     proc = subprocess.Popen(cluster.tb.client_cmd(
         [sys.executable, "-m", "preflight", "check", "-i", inv, "--json", report,
-         "--deadline", "60"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        cwd=cluster.tb.base, env=dict(os.environ, PYTHONSAFEPATH="1"),
+         "--deadline", "60", "--log", log]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=cluster.tb.base, env=dict(os.environ, PYTHONSAFEPATH="1"),
         preexec_fn=interruptible)
-    time.sleep(4)  # the good hosts answer in ~2 s; stuck's shell blocks for 12 s
+    # Interrupted once the good hosts have answered (their records are in the results log),
+    # while stuck's shell still blocks (12 s): however loaded this machine is.
+    end = time.monotonic() + cluster.stuck_shell_s - 1
+    answered: set[str] = set()
+    while time.monotonic() < end and answered != {"good1", "good2"}:
+        time.sleep(0.2)
+        if os.path.exists(log):
+            with open(log) as fh:
+                text = fh.read()
+            whole = text[:text.rfind("\n") + 1]  # a line being written is not read yet
+            records = [json.loads(ln) for ln in whole.splitlines() if ln.strip()]
+            answered = {r.get("name") for r in records if r.get("kind") == "host"} & \
+                {"good1", "good2"}
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, out + err

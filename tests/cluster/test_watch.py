@@ -22,10 +22,9 @@ pytestmark = pytest.mark.cluster
 
 HOSTS = ["good1", "good2", "good3"]
 SCRIPT = "/root/train_watch.py"
-# Data-parallel training on CPU (gloo), a step line every 5 steps, until /root/stop-watch
-# appears or its time is up.
+# Data-parallel training on CPU (gloo), a step line every 5 steps, for the steps given.
 TRAIN = """\
-import os, sys, time
+import sys
 import paddle
 import paddle.distributed as dist
 dist.init_parallel_env()
@@ -33,9 +32,7 @@ paddle.seed(1)
 net = paddle.nn.Sequential(paddle.nn.Linear(64, 2048), paddle.nn.ReLU(), paddle.nn.Linear(2048, 1))
 model = paddle.DataParallel(net)
 opt = paddle.optimizer.SGD(0.01, parameters=model.parameters())
-end = time.time() + 240
-step = 0
-while time.time() < end and not os.path.exists("/root/stop-watch"):
+for step in range(int(sys.argv[1])):  # the same count on every rank: they end together
     x = paddle.randn([64, 64])
     loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
     loss.backward()
@@ -43,7 +40,6 @@ while time.time() < end and not os.path.exists("/root/stop-watch"):
     opt.clear_grad()
     if step % 5 == 0:
         print("step %d loss %.4f" % (step, float(loss)), flush=True)
-    step += 1
 print("done", flush=True)
 """
 
@@ -54,27 +50,58 @@ class Job:
     launch: subprocess.Popen[str]
 
 
-@pytest.fixture
-def job(cluster) -> Iterator[Job]:
-    """The three-host job, running (every rank has printed steps); stopped at the end."""
+@pytest.fixture(scope="module")
+def report(cluster) -> str:
+    """The GO report of the three hosts, its plan the job's; the script on every host."""
     for name in HOSTS:
         cluster.tb.write_file(name, SCRIPT, TRAIN)
-        for f in ("/root/stop-watch",):
-            path = cluster.private(name, f)
-            if os.path.exists(path):
-                os.unlink(path)
     inv = cluster.inventory("watch.yaml", HOSTS)
     run = cluster.preflight("check", "-i", inv, "--nnodes", str(len(HOSTS)))
     assert run.rc == 0, run.stdout + run.stderr
-    report = os.path.join(cluster.tb.base, "watch-report.json")
-    with open(report, "w") as fh:
+    path = os.path.join(cluster.tb.base, "watch-report.json")
+    with open(path, "w") as fh:
         json.dump(run.report, fh)
+    return path
+
+
+def launch_cmd(cluster, report: str, steps: int) -> list[str]:
+    for name in HOSTS:
+        log = cluster.private(name, "/root/log/workerlog.0")
+        if os.path.exists(log):
+            os.unlink(log)
+    return list(cluster.tb.client_cmd([sys.executable, "-m", "preflight", "launch", "--plan",
+                                       report, "--timeout", "300", "--", "train_watch.py",
+                                       str(steps)]))
+
+
+def test_a_healthy_job_watched_from_its_start_to_its_end_has_no_finding(cluster, report):
+    log = os.path.join(cluster.tb.base, "watch-healthy.jsonl")
+    w = watch(cluster, report, log, "--any-job", "--interval", "2", "--persist", "6",
+              "--for", "120")
+    try:
+        time.sleep(3)  # watching before the job starts
+        launched = subprocess.run(launch_cmd(cluster, report, 600), capture_output=True,
+                                  text=True, timeout=200, cwd=cluster.tb.base,
+                                  env=dict(os.environ, PYTHONSAFEPATH="1"))
+        time.sleep(5)  # and after it ended
+    finally:
+        w.send_signal(signal.SIGINT)
+        out, err = w.communicate(timeout=60)
+    assert launched.returncode == 0, launched.stdout + launched.stderr
+    rs = records(log)
+    seen = [r for r in rs if r["type"] == "finding"]
+    # Waiting for the job (skip), then its pace, then its end: nothing else, ever.
+    assert [(r["check"], r["status"]) for r in seen] == [
+        ("watch", "skip"), ("progress", "pass"), ("ended", "pass")], out + err
+    assert [r["check"] for r in rs if r["type"] == "last"] == ["ended"]
+
+
+@pytest.fixture(scope="module")
+def job(cluster, report) -> Iterator[Job]:
+    """The three-host job, running (every rank has printed steps) for the faults planted
+    in it one after another, each undone; stopped at the end."""
     logs = [cluster.private(n, "/root/log/workerlog.0") for n in HOSTS]
-    for path in logs:
-        if os.path.exists(path):
-            os.unlink(path)
-    cmd = cluster.tb.client_cmd([sys.executable, "-m", "preflight", "launch", "--plan", report,
-                                 "--timeout", "300", "--", "train_watch.py"])
+    cmd = launch_cmd(cluster, report, 10 ** 6)  # until the tests are done with it
     launch = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True, cwd=cluster.tb.base,
                               env=dict(os.environ, PYTHONSAFEPATH="1"))
@@ -86,8 +113,6 @@ def job(cluster) -> Iterator[Job]:
         assert all(_steps(p) >= 3 for p in logs), "the job did not start stepping"
         yield Job(report, launch)
     finally:
-        for name in HOSTS:
-            cluster.tb.write_file(name, "/root/stop-watch", "")
         launch.send_signal(signal.SIGINT)  # the launch stops the job on every host
         try:
             launch.wait(60)

@@ -136,6 +136,47 @@ def test_a_rank_gone_while_its_job_runs_on_is_dead():
     assert "node03 rank 2 (worker) exited at" in findings[0].message
 
 
+def test_a_rank_whose_log_ends_in_an_error_died_even_as_its_job_ends():
+    hosts = cluster(2)
+
+    def crash(t):
+        if t == 35:
+            r = hosts[0].ranks.pop()
+            r.tail = ("step 80 loss 0.1", "Traceback (most recent call last):",
+                      "  File \"train.py\", line 9", "RuntimeError: CUDA out of memory")
+            hosts[0].gone = [r]
+            hosts[1].gone = [hosts[1].ranks.pop()]
+
+    findings, _ = watched(hosts, 40, change=crash)
+    assert named(findings) == [("dead", Status.FAIL, ("node01",))]
+    assert findings[0].message.endswith("with an error: RuntimeError: CUDA out of memory")
+
+
+def test_ranks_that_finish_a_sample_apart_have_ended_not_died():
+    hosts = cluster(3)
+
+    def finish(t):
+        if t in (30, 35):  # node01 a sample before the others: the job's end
+            for h in hosts[:1] if t == 30 else hosts[1:]:
+                h.gone = [h.ranks.pop()]
+
+    findings, _ = watched(hosts, 40, change=finish)
+    assert named(findings) == []
+
+
+def test_a_ps_trainer_may_end_alone_but_a_server_may_not():
+    hosts = ps_job(trainers=3, servers=1)
+
+    def end(t):
+        if t == 20:
+            hosts[0].gone = [hosts[0].ranks.pop()]  # a trainer that ran out of data
+        if t == 25:
+            hosts[3].gone = [hosts[3].ranks.pop()]  # the server, while trainers train
+
+    findings, _ = watched(hosts, 40, change=end)
+    assert named(findings) == [("dead", Status.FAIL, ("ps1",))]
+
+
 def test_an_async_trainer_slower_than_its_peers_is_named_as_slowing_only_itself():
     hosts = [FakeHost(f"node{i + 1:02d}", [FakeRank(1000 + i, i, role="TRAINER")],
                       argv=("python3", "-m", "paddle.distributed.launch", "--servers",
@@ -261,17 +302,42 @@ def test_the_host_in_every_pair_with_a_full_send_queue_is_the_slow_link_both_way
 
 
 @pytest.mark.parametrize("resent,blamed,why", [
-    (0.0, "node02", "node02 sends only 0.0% of its segments again: they wait on its own link"),
-    (0.04, "node03", "node02 sends 4.0% of its segments again: they are dropped on the way "
-                     "to node03"),
-], ids=["its-own-link", "the-receivers-link"])
+    (0.0, ("node02",), "node02 sends only 0.0% of its segments again: they wait on its own "
+                       "link"),
+    (0.04, ("node03",), "node02 sends 4.0% of its segments again: they are lost on the way "
+                        "to node03"),
+    (0.015, ("node02", "node03"), "the link from node02 to node03 holds the job: data waits "
+                                  "in full send queues (node02->node03 300 KiB) for 15 s "
+                                  "(node02 resends 1.5%); either end's link, or the switch"),
+], ids=["its-own-link", "the-receivers-link", "cannot-tell"])
 def test_one_full_pair_is_told_apart_by_what_its_sender_sends_again(resent, blamed, why):
     hosts = cluster(3)
     hosts[1].ranks[0].sendq = {"10.0.0.3": 300 << 10}
     hosts[1].resent_share = resent
     findings, _ = watched(hosts, 30, addresses=ADDRESSES)
-    assert named(findings) == [("straggler", Status.FAIL, (blamed,))]
+    assert named(findings) == [("straggler", Status.FAIL, blamed)]
     assert why in findings[0].message
+
+
+@pytest.mark.parametrize("peers_run_on,is_dead", [(False, False), (True, True)],
+                         ids=["the-job-ends", "its-peers-run-on"])
+def test_a_zombie_rank_has_exited_and_is_dead_only_where_its_peers_run_on(peers_run_on,
+                                                                           is_dead):
+    hosts = cluster(3)
+
+    def end(t):
+        if t == 25:
+            hosts[0].ranks[0].state = "Z"
+        if t == 30 and not peers_run_on:
+            for h in hosts[1:]:
+                h.ranks[0].state = "Z"
+
+    findings, _ = watched(hosts, 40, change=end)
+    assert named(findings) == ([("dead", Status.FAIL, ("node01",))] if is_dead else [])
+    if not is_dead:
+        assert [f.check for f in findings] == ["ended"]
+        assert findings[0].message.startswith("3 ranks of master 10.0.0.1:6767 ended by ")
+        assert " by 00:00:00" not in findings[0].message
 
 
 def test_a_send_queue_full_only_now_and_then_names_nobody():

@@ -2,14 +2,15 @@
 sample, and what its sampler costs each host, so that a watch of 1,000 hosts can be
 extrapolated from what one machine can simulate.
 
-    sudo .venv/bin/python bench/bench_watch.py [--sizes 8,64] [--seconds 40]
-        [--interval 1] [--ranks 2] [--out bench-watch.json]
+    sudo .venv/bin/python bench/bench_watch.py [--sizes 8,64] [--seconds 60]
+        [--interval 5] [--ranks 2] [--out bench-watch.json]
 
 For each size: that many simulated hosts, each running a stand-in Paddle job (a module run as
 python -m paddle.distributed.launch, with `ranks` ranks printing a step line 20 times a
 second), watched by the real CLI (`preflight watch -i ... --for S`) in the testbed's client
 namespace over SSH. The controller's CPU is the watch process's (user + system, from its
-rusage); per host and sample it is that over hosts x samples taken. The sampler's CPU per
+rusage), in all and while its samplers ran (its results log's end record: start-up and
+connecting aside); per host and sample it is that over hosts x samples taken. The sampler's CPU per
 sample is read from its own lines (cost_s). The watch's cost to a job is the samplers' CPU
 beside it: a job loses at most that share of a core per host."""
 
@@ -79,11 +80,14 @@ def one(tb: testbed.Testbed, names: list[str], args: argparse.Namespace) -> dict
     for f in glob.glob("/tmp/bench-workerlog.*"):
         os.unlink(f)
     samples: dict[str, list[dict[str, Any]]] = {}
+    end: dict[str, Any] = {}
     with open(log) as fh:
         for line in fh:
             r = json.loads(line)
             if r["type"] == "sample":
                 samples.setdefault(r["host"], []).append(r["sample"])
+            elif r["type"] == "end":
+                end = r
     n = sum(len(v) for v in samples.values())
     ranks = [len(j["ranks"]) for v in samples.values() for s in v for j in s["jobs"]]
     per_sample = [(v[-1]["cost_s"] - v[0]["cost_s"]) / (len(v) - 1)
@@ -93,6 +97,9 @@ def one(tb: testbed.Testbed, names: list[str], args: argparse.Namespace) -> dict
             "samples": n, "ranks_per_sample": sum(ranks) / max(1, len(ranks)),
             "controller_cpu_s": cpu,
             "controller_cpu_ms_per_host_sample": 1000 * cpu / max(1, n),
+            # while the samplers ran: what watching costs, start-up and connecting aside
+            "watching_cpu_s": end.get("cpu_s"),
+            "watching_cpu_ms_per_host_sample": 1000 * end.get("cpu_s", 0.0) / max(1, n),
             "sampler_cpu_ms_per_sample": 1000 * sum(per_sample) / max(1, len(per_sample)),
             "sampler_core_share_at_interval": sum(per_sample) / max(1, len(per_sample))
             / args.interval}
@@ -101,8 +108,8 @@ def one(tb: testbed.Testbed, names: list[str], args: argparse.Namespace) -> dict
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="8,64")
-    ap.add_argument("--seconds", type=float, default=40.0)
-    ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--interval", type=float, default=5.0)
     ap.add_argument("--ranks", type=int, default=2)
     ap.add_argument("--out", default="bench-watch.json")
     args = ap.parse_args()
@@ -114,10 +121,10 @@ def main() -> int:
             rows.append(one(tb, names[:size], args))
             print(json.dumps(rows[-1]), flush=True)
     # The controller's cost grows with hosts x samples: 1,000 hosts every 5 s.
-    worst = max(r["controller_cpu_ms_per_host_sample"] for r in rows)
+    worst = max(r["watching_cpu_ms_per_host_sample"] for r in rows)
     at_1000 = worst / 1000 * 1000 / 5.0
     print(f"1,000 hosts every 5 s: {at_1000:.3f} of a core for the controller "
-          f"(at the worst per-sample cost measured, {worst:.2f} ms)")
+          f"(at the worst per-sample cost measured while watching, {worst:.2f} ms)")
     with open(args.out, "w") as fh:
         json.dump({"sizes": sizes, "args": vars(args), "rows": rows,
                    "controller_cores_1000_hosts_5s": at_1000,

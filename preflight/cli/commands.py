@@ -366,7 +366,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         except MetricsError as e:
             raise UsageError(f"watch: {e}") from None
         log.findings("last", result.findings)
-        log.event("end", code=result.code, interrupted=result.interrupted)
+        log.event("end", code=result.code, interrupted=result.interrupted,
+                  cpu_s=round(result.cpu_s, 3), samples=result.samples)
         log.close()
     finally:
         transport.close()

@@ -34,7 +34,9 @@ STOPPED = ("T", "t")
 CRASHED = re.compile(r"Traceback \(most recent call last\)|^\w*(Error|Exception)\b|"
                      r"\bError\b|Killed|core dumped|Aborted|Segmentation fault|"
                      r"terminate called")
-SENDQ_FULL = 32 << 10  # bytes queued to one peer in every sample: the link cannot drain it
+# Bytes queued to one peer in most samples of the window (a link that cannot drain them;
+# a healthy one empties its queue between steps, and a full one dips now and then).
+SENDQ_FULL, FULL_SHARE = 32 << 10, 0.75
 # Segments sent again, of those sent, by the sender of the one full pair: at RESENT_FAR or
 # more they are lost downstream (a switch port, the receiver's link); below RESENT_NEAR its
 # own link holds it back (its own queue pushes back and drops little); in between, either.
@@ -113,28 +115,40 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
     return out
 
 
+def _full_pairs(live: Sequence[RankSeries], window_s: float, addresses: Mapping[str, str],
+                explained: set[str]) -> dict[tuple[str, str], int]:
+    """{(sender, receiver): the median bytes queued} of the pairs whose sender's queue to
+    the receiver was full in FULL_SHARE of its samples over the last window_s."""
+    pairs: dict[tuple[str, str], int] = {}
+    for r in live:
+        end = r.latest.t
+        inside = [s for s in r.samples if s.t >= end - window_s]
+        if r.first_t is None or r.first_t > end - window_s or len(inside) < 3:
+            continue
+        queued: dict[str, list[int]] = {}
+        for s in inside:
+            for p, q in s.sendq:
+                queued.setdefault(p, []).append(q)
+        for peer, qs in queued.items():
+            qs += [0] * (len(inside) - len(qs))  # samples with nothing queued to it
+            if sum(q >= SENDQ_FULL for q in qs) < FULL_SHARE * len(qs):
+                continue
+            dst = addresses.get(peer)
+            if dst is not None and dst != r.rid.host and not {dst, r.rid.host} & explained:
+                key = (r.rid.host, dst)
+                pairs[key] = max(pairs.get(key, 0), int(median(qs)))
+    return pairs
+
+
 def _link(live: Sequence[RankSeries], policy: WatchPolicy, at_check: Mapping[str, AtCheck],
           state: WatchState, addresses: Mapping[str, str], explained: set[str],
           ) -> list[Finding]:
     """The host whose link holds the job: the one in every pair of hosts between which the
-    sender's TCP send queue stayed full (SENDQ_FULL bytes or more) in every sample of the
-    window. Throttled both ways, a host is in the pair it sends on and the one it receives
-    on; throttled one way only, the pair's sender is named."""
-    pairs: dict[tuple[str, str], int] = {}
-    for r in live:
-        end = r.latest.t
-        inside = [s for s in r.samples if s.t >= end - policy.persist_s]
-        if r.first_t is None or r.first_t > end - policy.persist_s or len(inside) < 3:
-            continue
-        full: Optional[set[str]] = None
-        for s in inside:
-            peers = {p for p, q in s.sendq if q >= SENDQ_FULL}
-            full = peers if full is None else full & peers
-        for peer in full or ():
-            dst = addresses.get(peer)
-            if dst is not None and dst != r.rid.host and not {dst, r.rid.host} & explained:
-                key = (r.rid.host, dst)
-                pairs[key] = max(pairs.get(key, 0), min(dict(s.sendq)[peer] for s in inside))
+    sender's TCP send queue stayed full (SENDQ_FULL bytes or more in FULL_SHARE of the
+    window's samples). Slow both ways, a host is in the pair it sends on and the one it
+    receives on; with one pair, what its sender resends tells which end (or it is said as
+    the link between them)."""
+    pairs = _full_pairs(live, policy.persist_s, addresses, explained)
     if not pairs:
         return []
     common = set.intersection(*({a, b} for a, b in pairs))
@@ -149,7 +163,11 @@ def _link(live: Sequence[RankSeries], policy: WatchPolicy, at_check: Mapping[str
                         + _nic(host, state, policy, at_check.get(host, AtCheck())),
                         {"ranks": (), "pairs": tuple(pairs)})]
     # One pair: its sender's own link, or the receiver's; what the sender resends tells.
+    # Said once the pair has been full for twice the window: another pair may fill by then,
+    # and the resends are then counted over a window the fault covers.
     sender, receiver = next(iter(pairs))
+    if (sender, receiver) not in _full_pairs(live, 2 * policy.persist_s, addresses, explained):
+        return []
     share = _retransmitted(sender, state, policy)
     if share is not None and share >= RESENT_FAR:
         host, why = receiver, (f"; {sender} sends {share:.1%} of its segments again: they "
@@ -182,9 +200,12 @@ def _retransmitted(host: str, state: WatchState, policy: WatchPolicy) -> Optiona
 
 def _nic(host: str, state: WatchState, policy: WatchPolicy, check: AtCheck) -> str:
     """"; its NIC carries 9.6 Mbit/s now (941 Mbit/s at the check)": the busiest NIC of the
-    host over the window, both ways, against its links' median at the check."""
+    host over the later half of the window, either way, against its links' median at the
+    check."""
     samples = [s for s in state.hosts.get(host, ()) if s.nics]
-    samples = [s for s in samples if s.t >= samples[-1].t - policy.persist_s] if samples else []
+    # The later half of the window: the fault covers it, whatever came before it.
+    samples = [s for s in samples if s.t >= samples[-1].t - policy.persist_s / 2] \
+        if samples else []
     if len(samples) < 2:
         return ""
     a, b = samples[0], samples[-1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ class WatchOptions:
 class WatchResult:
     findings: list[Finding]
     interrupted: bool = False
+    cpu_s: float = 0.0  # this process's CPU while the samplers ran (what watching costs)
+    samples: int = 0  # lines read from all hosts
 
     @property
     def code(self) -> int:
@@ -82,7 +85,8 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
     """Watches the job on the hosts until the time is up (or interrupted); returns the last
     findings, the hosts that could not be reached or sampled among them."""
     policy = opts.policy
-    keep = int(math.ceil(max(policy.persist_s, policy.interval_s) / policy.interval_s)) + 4
+    # Twice the window: a slow link that cannot be placed is said once it lasted that long.
+    keep = int(math.ceil(2 * max(policy.persist_s, policy.interval_s) / policy.interval_s)) + 4
     state = WatchState(keep, early_after_s=policy.persist_s)
     lost = {h: f"could not be reached: {why}" for h, why in (unreached or {}).items()}
     hosts: dict[str, _Host] = {}
@@ -96,6 +100,7 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
         sampler.step_pattern)
     findings: list[Finding] = []
     interrupted = False
+    samples, cpu = 0, 0.0
     metrics = Metrics() if opts.metrics_port is not None or opts.metrics_textfile else None
     server = None
     try:
@@ -108,14 +113,17 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
             except Exception as e:  # a channel refused: this host cannot be watched
                 lost[name] = f"could not start its sampler: {type(e).__name__}: {e}"[:300]
         start = time.monotonic()
+        cpu0 = sum(os.times()[:2])
         end = None if length is None else start + length
         next_judge = start + policy.interval_s
+        poll = min(1.0, max(POLL_S, policy.interval_s / 5))  # a line a host an interval
         while end is None or time.monotonic() < end:
             now = time.monotonic()
+            judging = now >= next_judge
             for h in hosts.values():
                 if h.ended is None:
-                    _read(h, state, record, now)
-            if now >= next_judge:
+                    samples += _read(h, state, record, now, check_exit=judging)
+            if judging:
                 next_judge = now + policy.interval_s
                 findings = _findings(state, policy, opts, lost, hosts, now, start)
                 if _take_stacks(state, findings, hosts):
@@ -128,9 +136,10 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
                     metrics.update(state, findings, policy.persist_s / 2, now)
                     if opts.metrics_textfile:
                         metrics.write(opts.metrics_textfile)
-            time.sleep(POLL_S)
+            time.sleep(poll)
         findings = _findings(state, policy, opts, lost, hosts, time.monotonic(), start,
                              final=True)
+        cpu = sum(os.times()[:2]) - cpu0
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -138,24 +147,29 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
             h.started.close()
         if server is not None:
             server.shutdown()
-    return WatchResult(findings, interrupted)
+    return WatchResult(findings, interrupted, cpu, samples)
 
 
-def _read(h: _Host, state: WatchState, record: Optional[Record], now: float) -> None:
+def _read(h: _Host, state: WatchState, record: Optional[Record], now: float,
+          check_exit: bool) -> int:
+    """Reads what the host's sampler printed; returns the samples read. Whether it has
+    ended is asked once an interval (check_exit), not at every read."""
     try:
         lines = h.lines()
     except Exception as e:
         h.ended = f"its channel failed: {type(e).__name__}: {e}"[:300]
-        return
-    for ln in lines:
+        return 0
+    for i, ln in enumerate(lines):
         try:
             tick = h.stream.feed(ln)
         except BadSample as e:
             h.ended = f"its sampler printed what is not a sample ({e})"
-            return
+            return i
         state.add(tick, now)
         if record is not None:
             record.sample(h.name, ln)
+    if not check_exit:
+        return len(lines)
     done = h.started.wait(0)
     if done.exit == 0 and h.restarts < MAX_RESTARTS:  # its lifetime was up: a new one
         h.started.close()
@@ -163,6 +177,7 @@ def _read(h: _Host, state: WatchState, record: Optional[Record], now: float) -> 
         h.started, h.partial = h.remote.start(h.command), b""
     elif done.exit is not None:
         h.ended = f"its sampler ended (exit {done.exit}: {done.tail()})"
+    return len(lines)
 
 
 def _take_stacks(state: WatchState, findings: Sequence[Finding],

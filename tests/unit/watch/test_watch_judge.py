@@ -340,6 +340,18 @@ def test_a_zombie_rank_has_exited_and_is_dead_only_where_its_peers_run_on(peers_
         assert " by 00:00:00" not in findings[0].message
 
 
+def test_a_full_queue_that_dips_now_and_then_is_still_full():
+    hosts = cluster(3)
+
+    def throttle(t):
+        if t >= 10:  # full, but empty in one sample of the window
+            hosts[0].ranks[0].sendq = {} if t == 30 else {"10.0.0.2": 100 << 10}
+            hosts[1].ranks[0].sendq = {"10.0.0.3": 90 << 10}
+
+    findings, _ = watched(hosts, 40, change=throttle, addresses=ADDRESSES)
+    assert named(findings) == [("straggler", Status.FAIL, ("node02",))]
+
+
 def test_a_send_queue_full_only_now_and_then_names_nobody():
     hosts = cluster(3)
 

@@ -94,7 +94,8 @@ fi
 # read. Built from Debian's python3 in a directory every user can read, with preflight's
 # dependencies; the tests put a fresh copy of this checkout's preflight before it.
 controller=$envs/controller
-if ! "$controller/bin/python" -c "import fabric, yaml, hostlist" >/dev/null 2>&1; then
+if ! "$controller/bin/python" -c "import fabric, yaml, hostlist, packaging, prometheus_client" \
+    >/dev/null 2>&1; then
   rm -rf "$controller"
   /usr/bin/python3 -m venv "$controller"
   "$controller/bin/pip" install -q --disable-pip-version-check .

@@ -10,10 +10,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
-
 from preflight.model.findings import Finding
 from preflight.watch.series import WatchState
 
@@ -59,13 +55,17 @@ def figures(state: WatchState, window_s: float) -> list[RankFigures]:
     return out
 
 
-class _Snapshot(Collector):
+class _Snapshot:
+    """A collector (prometheus_client's protocol: collect()) of the last judgement."""
+
     def __init__(self) -> None:
         self.ranks: list[RankFigures] = []
         self.hosts: list[tuple[str, Optional[float], float]] = []  # host, load1, age
         self.findings: Sequence[Finding] = ()
 
     def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
         for name, doc in RANK_GAUGES:
             g = GaugeMetricFamily(f"preflight_watch_rank_{name}", doc, labels=RANK_LABELS)
             for rank in self.ranks:
@@ -96,13 +96,20 @@ class _Snapshot(Collector):
 
 
 class MetricsError(ValueError):
-    """The endpoint could not listen (the port taken, the address not this host's)."""
+    """The endpoint could not listen (the port taken, the address not this host's), or
+    prometheus_client is not installed."""
 
 
 class Metrics:
-    """A registry of the watch's own, updated after each judgement."""
+    """A registry of the watch's own, updated after each judgement. prometheus_client is
+    imported only here: a watch without metrics runs where it is not installed."""
 
     def __init__(self) -> None:
+        try:
+            from prometheus_client import CollectorRegistry
+        except ImportError:
+            raise MetricsError("--metrics-port and --metrics-textfile need prometheus_client "
+                               "(pip install prometheus-client)") from None
         self.registry = CollectorRegistry(auto_describe=True)
         self.snapshot = _Snapshot()
         self.registry.register(self.snapshot)
@@ -118,6 +125,8 @@ class Metrics:
     def serve(self, address: str, port: int) -> Any:
         """Serves /metrics on address:port from a daemon thread; returns the server (its
         shutdown() stops it)."""
+        from prometheus_client import start_http_server
+
         try:
             server, _ = start_http_server(port, addr=address, registry=self.registry)
         except OSError as e:
@@ -127,4 +136,6 @@ class Metrics:
 
     def write(self, path: str) -> None:
         """Writes the snapshot to path atomically (node-exporter's textfile collector)."""
+        from prometheus_client import write_to_textfile
+
         write_to_textfile(path, self.registry)

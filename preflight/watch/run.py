@@ -101,8 +101,8 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
     findings: list[Finding] = []
     interrupted = False
     samples, cpu = 0, 0.0
-    metrics = Metrics() if opts.metrics_port is not None or opts.metrics_textfile else None
     server = None
+    metrics = Metrics() if opts.metrics_port is not None or opts.metrics_textfile else None
     try:
         if metrics is not None and opts.metrics_port is not None:
             server = metrics.serve(opts.metrics_address, opts.metrics_port)

@@ -4,6 +4,7 @@ bad value is argparse's one-line error, exit 2)."""
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -66,6 +67,15 @@ def duration(text: str) -> float:
     if v <= 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
     return v
+
+
+def regex(text: str) -> str:
+    """A Python regular expression, checked here: the hosts' samplers compile it."""
+    try:
+        re.compile(text)
+    except re.error as e:
+        raise argparse.ArgumentTypeError(f"not a regular expression: {e}") from None
+    return text
 
 
 def fraction(text: str) -> float:
@@ -376,7 +386,7 @@ def _watch_parser(sub: Any) -> None:
     w.add_argument("--hang-after", type=duration, default=60.0, metavar="DURATION",
                    help="no progress on any rank for this long (and 5 x the longest quiet "
                    "spell before) is a hang (default 60s)")
-    w.add_argument("--step-pattern", metavar="REGEX",
+    w.add_argument("--step-pattern", metavar="REGEX", type=regex,
                    help="what a step line of the ranks' logs looks like (default: step, "
                    "iter or batch followed by a number)")
     w.add_argument("--once", action="store_true",

@@ -187,4 +187,7 @@ def test_watch_says_in_one_line_what_it_cannot_open(tmp_path):
     assert bad_log.returncode == 2
     assert bad_log.stderr.strip() == ("preflight: error: watch: --log /proc/nope/w.jsonl: "
                                       "No such file or directory")
-
+    bad_pattern = watch("--once", "--step-pattern", "step (")
+    assert bad_pattern.returncode == 2
+    assert bad_pattern.stderr.strip().splitlines()[-1].startswith(
+        "preflight watch: error: argument --step-pattern: not a regular expression: ")

@@ -11,14 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
+from preflight.common.statedir import state_dir
+
 KEEP = 50  # records kept; older ones are removed as new ones come
 
 
 def directory() -> str:
     """$XDG_STATE_HOME/preflight/launches (~/.local/state/preflight/launches)."""
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state")
-    return os.path.join(state, "preflight", "launches")
+    return state_dir("launches")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Any, Optional, TypeVar
 
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
 from preflight.common.plain import jsonable
+from preflight.common.statedir import stamped, state_dir
 from preflight.config.errors import InputError
 from preflight.config.typed import Mismatch, convert
 from preflight.model.host import (
@@ -41,14 +42,11 @@ MAX_LINE = 16 << 20  # a host record holds one probe output (at most 4 MiB) and 
 
 def default_dir() -> str:
     """$XDG_STATE_HOME/preflight/runs (~/.local/state/preflight/runs)."""
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state")
-    return os.path.join(state, "preflight", "runs")
+    return state_dir("runs")
 
 
 def new_path(directory: str, started: float) -> str:
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(started))
-    return os.path.join(directory, f"{stamp}-{os.getpid()}.jsonl")
+    return stamped(directory, started)
 
 
 def open_for_run(path: Optional[str], command: str, argv: Sequence[str], hosts: Sequence[Host],

@@ -10,15 +10,13 @@ import time
 from collections.abc import Sequence
 from typing import Any, Optional, TextIO
 
+from preflight.common.statedir import stamped, state_dir
 from preflight.model.findings import Finding
 
 
 def default_path(started: float) -> str:
     """$XDG_STATE_HOME/preflight/watch/<UTC time>-<pid>.jsonl (~/.local/state/...)."""
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state")
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(started))
-    return os.path.join(state, "preflight", "watch", f"{stamp}-{os.getpid()}.jsonl")
+    return stamped(state_dir("watch"), started)
 
 
 def finding_doc(f: Finding) -> dict[str, Any]:

@@ -61,9 +61,11 @@ others on the way to the rendezvous when the launch stopped progressing (nothing
 the slowest measured Paddle import, at least 30 s; each rank's connected sockets count as
 progress at the rendezvous) is named as never joined (`never-joined`), with what its log said
 last, or where it holds only the launcher's own lines the last of those (how far the launcher
-got); a rank whose heartbeat stopped for 10 s while the others' go on is named as stopped
-(`stalled`); a run still completing collectives at its deadline is cut, keeps the sizes that
-finished and warns (`slow`); nothing completing and nobody to blame is one finding for the
+got); a rank past its import of Paddle whose heartbeat stopped for 10 s while the others' go
+on is named as stopped (`stalled`) (while importing, loading Paddle's libraries holds the GIL
+and its heartbeat may pause on a loaded host: the launch's progress judges it); a run still
+completing collectives at its deadline is cut, keeps the sizes that finished and warns
+(`slow`); nothing completing and nobody to blame is one finding for the
 cluster, not a failure of every host (`stall`); a run that reaches `--allreduce-timeout` while
 still progressing could not check, blaming nobody (`out-of-time`). `network.allreduce.progress`
 says what each host's ranks did. A host whose SSH connection went after its ranks had finished

@@ -207,7 +207,11 @@ def behind(progress: Mapping[str, Optional[HostProgress]], nproc: Mapping[str, i
 def stale(progress: Mapping[str, Optional[HostProgress]]) -> dict[str, str]:
     """Returns {host: why} for hosts with a rank whose heartbeat stopped while another rank
     still beats (they wait for it); empty otherwise: when every heartbeat stopped, the
-    controller cannot tell who stopped first."""
+    controller cannot tell who stopped first.
+    A rank still importing Paddle is not judged by its heartbeat: loading Paddle's shared
+    libraries holds the GIL, and on a loaded host the beat thread can go unscheduled for tens
+    of seconds (32 ranks importing at once on 2 cores: 20 of them "stopped"). Such a rank
+    is judged by the launch's progress instead (decide: never joined)."""
     old: dict[str, str] = {}
     fresh = False
     for h, p in progress.items():
@@ -215,13 +219,13 @@ def stale(progress: Mapping[str, Optional[HostProgress]]) -> dict[str, str]:
             continue
         for r in p.ranks:
             age = p.beat_age(r)
-            if age is None or r.done:
+            if age is None or r.done or r.stage == STARTED:
                 continue
             if age <= STALE_S:
                 fresh = True
                 continue
             where = (f"after {r.ops} collective(s)" if r.joined is not None
-                     else "before it joined the rendezvous")
+                     else "at the rendezvous")
             name = f"rank {r.rank}" if r.rank is not None else f"local rank {r.local}"
             old.setdefault(h, f"{name} stopped: no heartbeat for {age:.0f} s {where}, while "
                               "the other ranks waited for it")

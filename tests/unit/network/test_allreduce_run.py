@@ -247,3 +247,26 @@ def test_the_hosts_own_timeout_is_never_a_success():
     out = status(130, ("0", joined(0, ops=2, sizes=[(MIB, 0.01)]), 129.0))
     r = summarise("ab", {"a": Done(124, out, ""), "b": Done(124, "", "")}, ["a", "b"])
     assert r.outcome == "stall" and r.error and r.failed == {}
+
+
+def test_a_rank_importing_paddle_is_not_judged_by_its_heartbeat():
+    # Loading Paddle's libraries holds the GIL: on a loaded host b's beat thread went
+    # unscheduled for 30 s while a already beat at the rendezvous. That is no stop; the
+    # launch's own progress decides (never joined), after its idle time, not at once.
+    importing = [{"e": "start", "t": 160.0, "pid": 1}]
+    progress = {"a": at_rendezvous(200, 1),
+                "b": P.parse_status(status(200, ("0", importing, 170.0)))}
+    assert P.stale(progress) == {}
+    nproc = {"a": 1, "b": 1}
+    w = W.Watch(progress)
+    w.moved(nproc, 20.0)
+    opts = C.AllReduceOptions(launch_idle_s=40, timeout=600)
+    assert not W.decide(w, nproc, opts, 30.0, None)
+    assert W.decide(w, nproc, opts, 61.0, None)
+    assert w.kind == "never-joined" and list(w.named) == ["b"]
+    assert "importing Paddle" in w.named["b"]
+    # At the rendezvous, where Paddle releases the GIL, a silent heartbeat is a stop.
+    progress["b"] = P.parse_status(status(200, ("0", [*importing, {"e": "init", "t": 165.0}],
+                                                170.0)))
+    assert list(P.stale(progress)) == ["b"]
+    assert "at the rendezvous" in P.stale(progress)["b"]

@@ -198,7 +198,7 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
     interrupted = collect_interrupted or bool(network and network.interrupted)
     return judged(opts, Learned(command, tuple(outcomes), network, started,
                                 round(time.time() - started, 3), interrupted, audit, ips,
-                                transport.notes()), log)
+                                transport.notes(), tuple(argv), os.getcwd()), log)
 
 
 def left_out_so_far(policy: Policy, audit: Optional[Audit], ips: Mapping[str, str],
@@ -243,7 +243,8 @@ def judged(opts: CheckOptions, learned: Learned,
     audit = learned.audit
     report = replace(
         build.report(cluster, judgement, None if local else plan),
-        command=learned.command, local=local, started_at=learned.started_at,
+        command=learned.command, argv=learned.argv, cwd=learned.cwd,
+        local=local, started_at=learned.started_at,
         duration_s=learned.duration_s, inventory=_inventory_path(opts),
         inventory_format=opts.inventory_format, ssh_config=opts.ssh_config,
         limit=opts.limit, interrupted=learned.interrupted, fail_on=opts.fail_on,
@@ -269,4 +270,5 @@ def from_log(opts: CheckOptions, logged: runlog.LoggedRun,
     if logged.end and isinstance(logged.end.get("at"), (int, float)) and not stopped:
         duration = round(float(logged.end["at"]) - logged.started_at, 3)
     return judged(opts, Learned(logged.command, tuple(outcomes), network, logged.started_at,
-                                duration, interrupted, audit))
+                                duration, interrupted, audit, argv=tuple(logged.argv),
+                                cwd=logged.cwd))

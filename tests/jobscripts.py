@@ -3,15 +3,24 @@
 # Async PS as it works on Paddle 2.6.2 (CPU, protobuf < 5): the new launcher never
 # stops the servers, so the trainers meet at a barrier and the first one stops them. A
 # script puts its own lines before (what it records) and after (how it says it finished).
-PS_FLEET = """\
+def ps_fleet(steps: str = "20", width: int = 4, batch: int = 8, hidden: int = 0,
+             every: int = 0) -> str:
+    """The async PS job: steps (a Python expression) of a batch of width features, through a
+    hidden layer where given (larger pushes to the servers), a step line every `every` steps
+    where given."""
+    inner = f'h = paddle.static.nn.fc(x, {hidden}, activation="relu")\n' if hidden else ""
+    out = "paddle.static.nn.fc(h, 1)" if hidden else "paddle.static.nn.fc(x, 1)"
+    say = (f"        if step % {every} == 0:\n"
+           '            print("step %d" % step, flush=True)\n') if every else ""
+    return f"""\
 import numpy as np
 import paddle
 import paddle.distributed.fleet as fleet
 paddle.enable_static()
 fleet.init()
-x = paddle.static.data("x", [None, 4], "float32")
+x = paddle.static.data("x", [None, {width}], "float32")
 y = paddle.static.data("y", [None, 1], "float32")
-loss = paddle.mean(paddle.nn.functional.square_error_cost(paddle.static.nn.fc(x, 1), y))
+{inner}loss = paddle.mean(paddle.nn.functional.square_error_cost({out}, y))
 strategy = fleet.DistributedStrategy()
 strategy.a_sync = True
 fleet.distributed_optimizer(paddle.optimizer.SGD(0.01), strategy).minimize(loss)
@@ -23,15 +32,18 @@ else:
     exe.run(paddle.static.default_startup_program())
     fleet.init_worker()
     rng = np.random.RandomState(fleet.worker_index())
-    for step in range(20):
-        xb = rng.rand(8, 4).astype("float32")
-        exe.run(paddle.static.default_main_program(), feed={"x": xb, "y": xb.sum(1, keepdims=True)},
-                fetch_list=[loss])
-    fleet.barrier_worker()
+    for step in range({steps}):
+        xb = rng.rand({batch}, {width}).astype("float32")
+        exe.run(paddle.static.default_main_program(),
+                feed={{"x": xb, "y": xb.sum(1, keepdims=True)}}, fetch_list=[loss])
+{say}    fleet.barrier_worker()
     if fleet.is_first_worker():
         fleet.fleet._runtime_handle._worker.stop_server()
     fleet.stop_worker()
 """
+
+
+PS_FLEET = ps_fleet()
 
 # A collective job on CPU: one gloo all-reduce over every rank, each rank leaving a marker.
 TRAIN_GLOO = """\
@@ -48,3 +60,30 @@ assert total == n * (n + 1) / 2, total
 open("/root/done-rank-%d" % dist.get_rank(), "w").write("%g of %d ranks\\n" % (total, n))
 print("all_reduce sum", total, "ranks", n, flush=True)
 """
+
+TRAIN_WATCH_PATH = "/root/train_watch.py"
+# Data-parallel training on CPU (gloo), a step line every 5 steps, for the steps given.
+TRAIN_WATCH = """\
+import sys
+import paddle
+import paddle.distributed as dist
+dist.init_parallel_env()
+paddle.seed(1)
+net = paddle.nn.Sequential(paddle.nn.Linear(64, 2048), paddle.nn.ReLU(), paddle.nn.Linear(2048, 1))
+model = paddle.DataParallel(net)
+opt = paddle.optimizer.SGD(0.01, parameters=model.parameters())
+for step in range(int(sys.argv[1])):  # the same count on every rank: they end together
+    x = paddle.randn([64, 64])
+    loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
+    loss.backward()
+    opt.step()
+    opt.clear_grad()
+    if step % 5 == 0:
+        print("step %d loss %.4f" % (step, float(loss)), flush=True)
+print("done", flush=True)
+"""
+
+TRAIN_PS_WATCH_PATH = "/root/train_ps_watch.py"
+# PS_FLEET's job for the steps given, a step line every 10 steps; its servers serve until
+# the launch is stopped.
+TRAIN_PS_WATCH = "import sys\n" + ps_fleet("int(sys.argv[1])", 64, 32, hidden=256, every=10)

@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -138,3 +141,20 @@ def watched(hosts: list[FakeHost], seconds: float, policy: WatchPolicy = POLICY,
 def named(findings, check=None):
     return [(f.check, f.status, f.hosts) for f in findings
             if f.status is not Status.PASS and (check is None or f.check == check)]
+
+
+def records(log: str) -> list[dict[str, Any]]:
+    """The records of a watch's log, in order."""
+    with open(log) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def cli_popen(cluster: Any, *args: str, quiet: bool = False) -> subprocess.Popen[str]:
+    """preflight ARGS started from the simulated cluster's client namespace, interruptible
+    with SIGINT as from a terminal; quiet: its standard output thrown away."""
+    from support import interruptible
+    return subprocess.Popen(
+        cluster.tb.client_cmd([sys.executable, "-m", "preflight", *args]),
+        stdout=subprocess.DEVNULL if quiet else subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=cluster.tb.base, env=dict(os.environ, PYTHONSAFEPATH="1"),
+        preexec_fn=interruptible)

@@ -43,6 +43,7 @@ class LaunchOptions:
     connect_timeout: float = 10.0
     accept_new_host_keys: bool = False
     plan: Optional[str] = None  # the report whose plan runs: the launch is recorded for it
+    transport: str = "ssh"  # how the hosts are reached (recorded: a relaunch reaches them so)
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,8 @@ def run(nodes: Sequence[Node], remotes: Mapping[str, Remote], opts: LaunchOption
     exited 0); stops the job's processes everywhere before returning."""
     token = secrets.token_hex(8)
     if opts.plan:
-        launches.record(token, opts.plan, [n.host for n in nodes])
+        launches.record(token, opts.plan, [n.host for n in nodes], opts.script, opts.chdir,
+                        opts.timeout, opts.transport)
         print(f"preflight launch: job marker {MARKER}={token} (preflight watch --plan "
               f"{shlex.quote(opts.plan)} follows this job)", file=err)
     lock = threading.Lock()

@@ -27,9 +27,17 @@ class Launched:
     plan: str  # the report's absolute path
     hosts: tuple[str, ...]
     started: float
+    # How it was launched, for `watch --act` to launch it again: the training script and
+    # its arguments, launch's --chdir, --timeout and --transport.
+    script: tuple[str, ...] = ()
+    chdir: Optional[str] = None
+    timeout: Optional[float] = None
+    transport: str = "ssh"
 
 
-def record(token: str, plan: str, hosts: Sequence[str]) -> Optional[str]:
+def record(token: str, plan: str, hosts: Sequence[str], script: Sequence[str] = (),
+           chdir: Optional[str] = None, timeout: Optional[float] = None,
+           transport: str = "ssh") -> Optional[str]:
     """Writes the launch's record; returns its path, None where none could be written (the
     job runs all the same: a watch can still be given its marker)."""
     d = directory()
@@ -38,7 +46,8 @@ def record(token: str, plan: str, hosts: Sequence[str]) -> Optional[str]:
         os.makedirs(d, exist_ok=True)
         with open(path, "w", encoding="utf-8") as fh:
             json.dump({"token": token, "plan": os.path.abspath(plan), "hosts": list(hosts),
-                       "started": time.time()}, fh)
+                       "started": time.time(), "script": list(script), "chdir": chdir,
+                       "timeout": timeout, "transport": transport}, fh)
         for old in sorted(_records(d), key=os.path.getmtime)[:-KEEP]:
             os.unlink(old)
     except OSError:
@@ -53,18 +62,31 @@ def _records(d: str) -> list[str]:
         return []
 
 
+def _read(path: str) -> Optional[Launched]:
+    """A launch record; None where it is half written or of another shape."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        timeout = doc.get("timeout")
+        return Launched(
+            str(doc["token"]), str(doc["plan"]), tuple(str(h) for h in doc.get("hosts", ())),
+            float(doc.get("started", 0)), tuple(str(a) for a in doc.get("script") or ()),
+            None if doc.get("chdir") is None else str(doc["chdir"]),
+            None if timeout is None else float(timeout), str(doc.get("transport") or "ssh"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def newest(plan: str) -> Optional[Launched]:
     """The newest launch of the report at plan; None when it was never launched here."""
     want = os.path.abspath(plan)
-    found: list[Launched] = []
-    for path in _records(directory()):
-        try:
-            with open(path, encoding="utf-8") as fh:
-                doc = json.load(fh)
-            if doc.get("plan") == want:
-                found.append(Launched(str(doc["token"]), want,
-                                      tuple(str(h) for h in doc.get("hosts", ())),
-                                      float(doc.get("started", 0))))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            continue  # a record half written or of another shape: not this plan's
+    found = [x for x in map(_read, _records(directory())) if x is not None and x.plan == want]
     return max(found, key=lambda x: x.started) if found else None
+
+
+def by_token(token: str) -> Optional[Launched]:
+    """The launch recorded with this marker; None when none is."""
+    if not token.isalnum():  # a marker is hex: anything else names no record
+        return None
+    path = os.path.join(directory(), f"{token}.json")
+    return _read(path) if os.path.isfile(path) else None

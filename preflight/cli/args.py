@@ -299,7 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="render a saved JSON report again: preflight report "
                         "r.json --html r.html --junit r.xml --markdown r.md")
     rp.add_argument("report", metavar="REPORT.json", help="a JSON report, or a results log "
-                    "(--log), also of a run that was killed")
+                    "(--log), also of a run that was killed, or a watch's log (its course; "
+                    "--html: its ranks over time)")
     _report_options(rp, fail_on_default=None)
     _view_options(rp)
     rp.add_argument("-v", "--verbose", action="store_true",
@@ -407,4 +408,14 @@ def _watch_parser(sub: Any) -> None:
                    "textfile collector: FILE ending in .prom in its directory)")
     w.add_argument("--connect-timeout", type=positive(float), default=None, metavar="S")
     w.add_argument("--accept-new-host-keys", action="store_true")
+    a = w.add_argument_group("acting (only with --act; the default only watches)")
+    a.add_argument("--act", action="store_true",
+                   help="with --plan: on a rank stopped, dead or holding the job, drain its "
+                   "host in Slurm, stop the job, check the report's hosts again without it "
+                   "and, on GO, launch the job again with the same script (which resumes "
+                   "from its own checkpoint); each step said and logged")
+    a.add_argument("--act-max", type=positive(int), default=1, metavar="N",
+                   help="act at most N times in one watch (default 1)")
+    a.add_argument("--act-cooldown", type=duration, default=600.0, metavar="DURATION",
+                   help="the least time between two actions (default 10m)")
 

@@ -8,11 +8,12 @@ import io
 import sys
 import time
 from dataclasses import replace
-from typing import Any, Optional, TextIO
+from typing import Any, Optional, TextIO, cast
 
 from preflight import judge, pipeline
 from preflight.act import launches
 from preflight.act.launch import LaunchOptions, load_plan
+from preflight.act.recover import ActOptions, Actor
 from preflight.cli.args import build_parser
 from preflight.collect.fanout import CollectOptions
 from preflight.common import profile
@@ -39,10 +40,10 @@ from preflight.transport.base import HostQuery
 from preflight.transport.slurm import drain, health
 from preflight.transport.slurm import steps as slurm
 from preflight.transport.slurm.transport import SlurmTransport
-from preflight.watch import record, view
+from preflight.watch import page, record, replay, view
 from preflight.watch.judge import AtCheck
 from preflight.watch.metrics import MetricsError
-from preflight.watch.run import WatchOptions
+from preflight.watch.run import WatchOptions, WatchResult
 from preflight.watch.run import watch as watch_job
 from preflight.watch.sampler_text import DEFAULT_STEP_PATTERN, SamplerOptions
 
@@ -200,6 +201,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    if replay.is_watch_log(args.report):
+        return _watch_report(args)
     doc: Optional[dict[str, Any]] = None  # a saved report's: keys a later release added
     if runlog.is_log(args.report):
         report = _judge_log(args.report)
@@ -212,6 +215,25 @@ def cmd_report(args: argparse.Namespace) -> int:
     files.write(wanted, report, doc)
     _show(report, args)
     return EXIT_GO if report.verdict is Verdict.GO else EXIT_NO_GO
+
+
+def _watch_report(args: argparse.Namespace) -> int:
+    """A watch's log: its course on the terminal, --html its ranks over time; exit 0 when it
+    ended with nothing holding the job, 1 otherwise."""
+    other = [f for f in ("json", "junit", "markdown") if getattr(args, f, None)]
+    if other:
+        raise UsageError(f"report: {args.report} is a watch's log: it renders to the terminal "
+                         f"and --html, not --{other[0]}")
+    log = replay.read(args.report)
+    if args.html:
+        try:
+            jsonreport.write_text_atomic(args.html, page.page(log))
+        except OSError as e:
+            raise UsageError(f"report: --html {args.html}: {e.strerror or e}") from None
+    width = terminal.width_of(sys.stdout)
+    for line in page.text(log):
+        print(line if width <= 0 or len(line) <= width else line[:width - 3] + "...")
+    return 0 if all(e.get("status") == "pass" for e in log.last) else 1
 
 
 def _judge_log(path: str) -> Report:
@@ -296,7 +318,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
                       cli_timeout=args.connect_timeout is not None)
     opts = LaunchOptions(tuple(script), args.chdir, args.timeout,
                          args.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
-                         args.accept_new_host_keys, args.plan)
+                         args.accept_new_host_keys, args.plan, via.value)
     transport = table.new(via, inventory, fmt)
     try:
         return transport.launch(nodes, source, query, opts)
@@ -307,23 +329,73 @@ def cmd_launch(args: argparse.Namespace) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     """Exit 0 when the job runs with no finding, 1 when something holds it (or it could not
     be watched), 130 when interrupted."""
+    actor_opts = _act_options(args) if args.act else None
+    started = time.time()
+    path = args.log or record.default_path(started)
+    try:
+        log = record.Record(path)
+    except OSError as e:
+        raise UsageError(f"watch: --log {path}: {e.strerror or e}") from None
+    plan, token = args.plan, args.marker or ""
+    if plan and not token and not args.any_job:
+        launched = launches.newest(plan)
+        token = launched.token if launched else ""
+    end = None if not args.duration or args.once else time.monotonic() + args.duration
+    try:
+        while True:
+            left = None if end is None else end - time.monotonic()
+            result = _watch_once(args, plan, token, log, actor_opts, left)
+            if result.relaunched is None or args.once or (left is not None and left <= 0):
+                break
+            # The job runs again on the hosts of a new plan: follow it there.
+            assert actor_opts is not None
+            plan, launched = cast(tuple[str, launches.Launched], result.relaunched)
+            actor_opts.plan, actor_opts.launched, token = plan, launched, launched.token
+    finally:
+        log.close()
+    if args.once:
+        width = terminal.width_of(sys.stdout)
+        for f in result.findings:
+            print(view.line(f, width))
+    return result.code
+
+
+def _act_options(args: argparse.Namespace) -> ActOptions:
+    """--act's options: the plan's launch to act on, as it was launched."""
+    if not args.plan:
+        raise UsageError("watch: --act needs --plan REPORT, the report the job was launched "
+                         "from: it is checked again without the host named, and launched again")
+    if args.any_job:
+        raise UsageError("watch: --act acts on the job preflight launch started, not on "
+                         "--any-job")
+    launched = launches.newest(args.plan)
+    if args.marker and (launched is None or launched.token != args.marker):
+        launched = launches.by_token(args.marker)
+    if launched is None or not launched.script:
+        raise UsageError(f"watch: --act: no preflight launch of {args.plan} is recorded on "
+                         "this machine with its script (launch the job with preflight launch "
+                         "--plan, then watch it)")
+    return ActOptions(args.plan, launched, args.act_max, args.act_cooldown,
+                      args.accept_new_host_keys)
+
+
+def _watch_once(args: argparse.Namespace, plan: Optional[str], token: str, log: record.Record,
+                actor_opts: Optional[ActOptions], left: Optional[float]) -> WatchResult:
+    """Watches one job (the plan's launch of token, or every job) until the time is up, or
+    until --act launched it again elsewhere (the result says where)."""
     via = Via(args.transport)
     inventory, fmt, ssh_config = args.inventory, args.inventory_format, args.ssh_config
     names: Optional[list[str]] = None
     at_check: dict[str, AtCheck] = {}
     addresses: dict[str, str] = {}  # the job's address of each host (the plan's)
-    token = args.marker or ""
-    if args.plan:
-        nodes, source = load_plan(args.plan, ignore_verdict=True)
+    if plan:
+        nodes, source = load_plan(plan, ignore_verdict=True)
         names = [n.host for n in nodes]
         addresses = {n.address: n.host for n in nodes if n.address}
-        at_check = _at_check(jsonreport.read(args.plan))
+        at_check = _at_check(jsonreport.read(plan))
         if not inventory:
             inventory, ssh_config = source.inventory, ssh_config or source.ssh_config
             fmt = source.fmt if fmt == "auto" else fmt
-        if not token and not args.any_job:
-            launched = launches.newest(args.plan)
-            token = launched.token if launched else ""
     fmt = table.inventory_format(via, inventory, fmt)
     transport = table.new(via, inventory, fmt)
     if isinstance(transport, SlurmTransport) and args.jobid:
@@ -335,47 +407,45 @@ def cmd_watch(args: argparse.Namespace) -> int:
             known = {h.name for h in hosts}
             missing = [n for n in names if n not in known]
             if missing:
-                raise UsageError(f"watch: --plan {args.plan}: host {missing[0]} is not in "
+                raise UsageError(f"watch: --plan {plan}: host {missing[0]} is not in "
                                  f"{inventory}")
             hosts = [h for h in hosts if h.name in names]
         unreached = transport.reach(hosts, args.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
                                     args.accept_new_host_keys)
-        started = time.time()
-        path = args.log or record.default_path(started)
-        try:
-            log = record.Record(path)
-        except OSError as e:
-            raise UsageError(f"watch: --log {path}: {e.strerror or e}") from None
+        remotes = transport.remotes()
+        actor = None
+        if actor_opts is not None:
+            def say(step: str, text: str, fields: Any) -> None:
+                print(f"act: {step}: {text}", file=sys.stderr, flush=True)
+                log.event("act", step=step, text=text, **fields)
+            actor = Actor(actor_opts, remotes, say, drain.drain_now)
         policy = WatchPolicy(args.interval, args.margin, args.persist, args.hang_after)
         opts = WatchOptions(policy, SamplerOptions(
             args.interval, token=token,
             step_pattern=args.step_pattern or DEFAULT_STEP_PATTERN),
-            args.duration, args.once, at_check, args.metrics_port, args.metrics_address,
-            args.metrics_textfile, {**{h.address: h.name for h in hosts}, **addresses})
+            left, args.once, at_check, args.metrics_port, args.metrics_address,
+            args.metrics_textfile, {**{h.address: h.name for h in hosts}, **addresses}, actor)
         print(f"watching {'the job of marker ' + token if token else 'every Paddle job'} on "
               f"{hostlist([h.name for h in hosts])} every {args.interval:g} s"
-              + (f" for {args.duration:g} s" if args.duration and not args.once else "")
-              + (" (one judgement)" if args.once else "") + f"; log: {log.path}",
+              + (f" for {left:.0f} s" if left and not args.once else "")
+              + (" (one judgement)" if args.once else "")
+              + ("; acting on what holds it" if actor else "") + f"; log: {log.path}",
               file=sys.stderr)
         log.event("start", argv=args.argv, hosts=[h.name for h in hosts], marker=token,
-                  plan=args.plan, policy=vars(policy))
+                  plan=plan, policy=vars(policy))
         shown = io.StringIO() if args.once else sys.stdout
         try:
-            result = watch_job(transport.remotes(), {h.name: h.probe_python for h in hosts},
+            result = watch_job(remotes, {h.name: h.probe_python for h in hosts},
                                opts, log, shown, terminal.width_of(sys.stdout), unreached)
         except MetricsError as e:
             raise UsageError(f"watch: {e}") from None
         log.findings("last", result.findings)
         log.event("end", code=result.code, interrupted=result.interrupted,
-                  cpu_s=round(result.cpu_s, 3), samples=result.samples)
-        log.close()
+                  cpu_s=round(result.cpu_s, 3), samples=result.samples,
+                  relaunched=result.relaunched is not None)
     finally:
         transport.close()
-    if args.once:
-        width = terminal.width_of(sys.stdout)
-        for f in result.findings:
-            print(view.line(f, width))
-    return result.code
+    return result
 
 
 def _at_check(report: Report) -> dict[str, AtCheck]:

@@ -99,7 +99,8 @@ class RunLog:
     def start(self, command: str, argv: Sequence[str], hosts: Sequence[Host],
               started: float, inventory: Optional[str]) -> None:
         self.write({"kind": "start", "log_version": LOG_VERSION, "command": command,
-                    "argv": list(argv), "started_at": started, "pid": os.getpid(),
+                    "argv": list(argv), "cwd": os.getcwd(), "started_at": started,
+                    "pid": os.getpid(),
                     "controller": socket.gethostname(), "inventory": inventory,
                     "hosts": [host_record(h) for h in hosts]})
 
@@ -145,6 +146,7 @@ class LoggedRun:
     controller: str
     inventory: Optional[str]
     hosts: list[Host]
+    cwd: Optional[str] = None  # where it ran (its command line's relative paths start there)
     outcomes: dict[str, HostOutcome] = field(default_factory=dict)
     links: list[LinkRun] = field(default_factory=list)
     network: Optional[NetworkTests] = None
@@ -219,6 +221,7 @@ class _Start:
     controller: str
     inventory: Optional[str] = None
     hosts: tuple[Mapping[str, Any], ...] = ()
+    cwd: Optional[str] = None  # None: a log from before it was kept
 
 
 @dataclass(frozen=True)
@@ -246,7 +249,7 @@ def _typed(path: str, records: list[tuple[int, dict[str, Any]]]) -> LoggedRun:
     except Mismatch as e:
         raise InputError(path, f"bad start record (hosts: {e.field}: {e.why})", line=1) from None
     run = LoggedRun(path, start.command, list(start.argv), start.started_at, start.pid,
-                    start.controller, start.inventory, hosts)
+                    start.controller, start.inventory, hosts, start.cwd)
     by_name = {h.name: h for h in hosts}
     for line, rec in records[1:]:
         kind = rec.get("kind")

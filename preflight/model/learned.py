@@ -25,3 +25,5 @@ class Learned:
     audit: Optional[Audit] = None  # the baseline an audit compared with
     ips: Optional[Mapping[str, str]] = None  # as the run resolved them; None: resolve now
     notes: ReachNotes = field(default_factory=ReachNotes)  # the transport's
+    argv: tuple[str, ...] = ()  # the run's command line, after the program's name
+    cwd: Optional[str] = None  # the directory it ran in

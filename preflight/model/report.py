@@ -220,6 +220,9 @@ class Report:
     reasons: tuple[str, ...] = ()
     waived: tuple[str, ...] = ()
     command: Optional[str] = None
+    # The check's command line after `preflight` (`watch --act` checks again with it).
+    argv: tuple[str, ...] = ()
+    cwd: Optional[str] = None  # the directory the check ran in: argv's relative paths
     local: Optional[bool] = None
     started_at: Optional[float] = None
     duration_s: Optional[float] = None

@@ -10,6 +10,7 @@ stopped or dead rank at once."""
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -108,6 +109,8 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         out.extend(found)
     # A pair with a host already named is that host's doing (a starved rank drains its
     # sockets slowly): the link is blamed only where nothing else explains it.
+    out.extend(_starved_servers(live, unit, policy, at_check, addresses,
+                                {h for f in out for h in f.hosts}))
     out.extend(_link(live, policy, at_check, state, addresses,
                      {h for f in out for h in f.hosts}))
     if not out:
@@ -185,6 +188,47 @@ def _link(live: Sequence[RankSeries], policy: WatchPolicy, at_check: Mapping[str
                     f"{host}'s link holds the job: data to or from it {queued}{why}"
                     + _nic(host, state, policy, at_check.get(host, AtCheck())),
                     {"ranks": (), "pairs": tuple(pairs)})]
+
+
+def _starved_servers(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
+                     at_check: Mapping[str, AtCheck], addresses: Mapping[str, str],
+                     explained: set[str]) -> list[Finding]:
+    """A PS server short of CPU through both halves of the window: its quota throttles it,
+    or it waits for a CPU far longer than the job's other ranks do. In async PS its trainers
+    step on at their own pace while it falls behind (seen with Paddle 2.6.2: 45 steps a
+    second before and after a 0.05-core quota on the server, throttled in 95-100 % of its
+    periods): it warns, the trainers' updates reaching it late. Where their send queues to
+    it stay full as well, it holds them (fail), and that is the server's CPU, not the link.
+    A trainer slowed alike with its peers is _server_holds_trainers'; a collective job's
+    starved worker is _busier's (busy while its peers wait)."""
+    halves = {r.rid: _halves(r, unit, policy) for r in live}
+    pairs = _full_pairs(live, policy.persist_s, addresses, explained)
+    out = []
+    for r in live:
+        h = halves[r.rid]
+        if r.rid.role != "server" or h is None or r.rid.host in explained:
+            continue
+        others = [x[i].wait_s / x[i].dt for rid, x in halves.items()
+                  if x is not None and rid != r.rid for i in (0, 1)]
+        # Waiting for a CPU is judged against the others' waits, known once their window
+        # is covered too (ranks on shared cores all wait some).
+        usual = median(others) if others else math.inf
+        if not all(_throttled(span) or span.wait_s / span.dt >= max(
+                RUNQUEUE_SHARE, BUSY_RATIO * usual + BUSY_MORE) for span in h):
+            continue
+        host = r.rid.host
+        full = {p: q for p, q in pairs.items() if p[1] == host}
+        said = ", ".join(f"{a}->{b} {q >> 10} KiB" for (a, b), q in sorted(full.items()))
+        out.append(Finding(
+            "straggler", Status.FAIL if full else Status.WARN, (host,),
+            f"{r.rid.name()} is short of CPU for {policy.persist_s:g} s"
+            + _why(r, h[1], at_check) + (
+                f"; its trainers' data to it waits in full send queues ({said})" if full
+                else "; its trainers step on at their own pace, their updates reaching it "
+                "late"),
+            {"ranks": (r.rid,), "pairs": tuple(full)}))
+        explained.add(host)
+    return out
 
 
 def _retransmitted(host: str, state: WatchState, policy: WatchPolicy) -> Optional[float]:
@@ -427,9 +471,12 @@ def _server_holds_trainers(live: Sequence[RankSeries], unit: Unit, policy: Watch
     return out
 
 
+def _throttled(span: Span) -> bool:
+    return bool(span.periods and span.throttled / span.periods >= THROTTLED_SHARE)
+
+
 def _saturated(span: Span) -> bool:
-    return bool(span.periods and span.throttled / span.periods >= THROTTLED_SHARE) or \
-        span.wait_s / span.dt >= RUNQUEUE_SHARE
+    return _throttled(span) or span.wait_s / span.dt >= RUNQUEUE_SHARE
 
 
 def _why(r: RankSeries, span: Span, at_check: Mapping[str, AtCheck]) -> str:

@@ -8,7 +8,7 @@ import functools
 import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional, TextIO
 
@@ -40,6 +40,9 @@ class WatchOptions:
     metrics_address: str = "127.0.0.1"
     metrics_textfile: Optional[str] = None  # write them here after each judgement
     addresses: Mapping[str, str] = field(default_factory=dict)  # a peer's address -> host
+    # --act: called with the findings of each judgement; what it returns, when not None
+    # (the job launched again elsewhere), ends this watch with it (relaunched).
+    act: Optional[Callable[[Sequence[Finding]], Optional[object]]] = None
 
     def length(self) -> Optional[float]:
         if self.once:  # the persistence window and a sample on either side of it
@@ -53,6 +56,7 @@ class WatchResult:
     interrupted: bool = False
     cpu_s: float = 0.0  # this process's CPU while the samplers ran (what watching costs)
     samples: int = 0  # lines read from all hosts
+    relaunched: Optional[object] = None  # what act returned: the job runs again elsewhere
 
     @property
     def code(self) -> int:
@@ -99,6 +103,7 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
         sampler.interval_s, SAMPLER_DAY_S if length is None else length + 30, sampler.token,
         sampler.step_pattern)
     findings: list[Finding] = []
+    relaunched: Optional[object] = None
     interrupted = False
     samples, cpu = 0, 0.0
     server = None
@@ -136,9 +141,14 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
                     metrics.update(state, findings, policy.persist_s / 2, now)
                     if opts.metrics_textfile:
                         metrics.write(opts.metrics_textfile)
+                if opts.act is not None:
+                    relaunched = opts.act(findings)
+                    if relaunched is not None:
+                        break  # the job this watch followed was stopped: follow the new one
             time.sleep(poll)
-        findings = _findings(state, policy, opts, lost, hosts, time.monotonic(), start,
-                             final=True)
+        if relaunched is None:
+            findings = _findings(state, policy, opts, lost, hosts, time.monotonic(), start,
+                                 final=True)
         cpu = sum(os.times()[:2]) - cpu0
     except KeyboardInterrupt:
         interrupted = True
@@ -147,7 +157,7 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
             h.started.close()
         if server is not None:
             server.shutdown()
-    return WatchResult(findings, interrupted, cpu, samples)
+    return WatchResult(findings, interrupted, cpu, samples, relaunched)
 
 
 def _read(h: _Host, state: WatchState, record: Optional[Record], now: float,

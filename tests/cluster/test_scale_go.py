@@ -44,8 +44,10 @@ def test_the_rig_makes_room_for_every_host_to_know_every_other(large):
 def test_32_healthy_hosts_are_go_with_every_network_test(large):
     inv = large.inventory(os.path.join(large.base, "large.yaml"), python=PADDLE_A)
     report = os.path.join(large.base, "report.json")
+    # Two sizes, one-second iperf3 runs: the suite's time; the scale is in the 32 hosts.
     p = subprocess.run(large.client_cmd([sys.executable, "-m", "preflight", "check", "-i", inv,
-                                         "--no-progress", "--json", report]),
+                                         "--no-progress", "--json", report, "--iperf-seconds",
+                                         "1", "--allreduce-sizes", "1,8"]),
                        capture_output=True, text=True, timeout=900, cwd=large.base,
                        env=dict(os.environ, PYTHONSAFEPATH="1"))
     with open(report) as fh:
@@ -54,11 +56,11 @@ def test_32_healthy_hosts_are_go_with_every_network_test(large):
     assert ar["error"] is None and ar["outcome"] == "done", (ar["error"], ar["progress"])
     # What preflight promises, not how fast two cores are: every size it kept within its
     # budget measured over all 32 ranks, and each size it left out said as left out (the
-    # 32 MiB one, some runs: the links measured slower that time).
+    # larger one, some runs: the links measured slower that time).
     assert ar["ranks"] == N_HOSTS and ar["sizes"], ar
     measured = {s["bytes"] >> 20 for s in ar["sizes"]}
     cut = {float(d.split(" MiB")[0]) for d in ar["dropped"] if "past the" in d}
-    assert 1 in measured and len(measured) + len(cut) == 3, (measured, ar["dropped"])
+    assert 1 in measured and len(measured) + len(cut) == 2, (measured, ar["dropped"])
     blocking = [f["message"] for f in doc["findings"]
                 if f["status"] in ("fail", "could-not-check", "error")]
     assert blocking == [] and p.returncode == 0, p.stdout

@@ -10,38 +10,19 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from jobscripts import TRAIN_WATCH as TRAIN
+from jobscripts import TRAIN_WATCH_PATH as SCRIPT
+from watchtools import cli_popen, records
 
 pytestmark = pytest.mark.cluster
 
 HOSTS = ["good1", "good2", "good3"]
-SCRIPT = "/root/train_watch.py"
-# Data-parallel training on CPU (gloo), a step line every 5 steps, for the steps given.
-TRAIN = """\
-import sys
-import paddle
-import paddle.distributed as dist
-dist.init_parallel_env()
-paddle.seed(1)
-net = paddle.nn.Sequential(paddle.nn.Linear(64, 2048), paddle.nn.ReLU(), paddle.nn.Linear(2048, 1))
-model = paddle.DataParallel(net)
-opt = paddle.optimizer.SGD(0.01, parameters=model.parameters())
-for step in range(int(sys.argv[1])):  # the same count on every rank: they end together
-    x = paddle.randn([64, 64])
-    loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
-    loss.backward()
-    opt.step()
-    opt.clear_grad()
-    if step % 5 == 0:
-        print("step %d loss %.4f" % (step, float(loss)), flush=True)
-print("done", flush=True)
-"""
 
 
 @dataclass
@@ -64,14 +45,13 @@ def report(cluster) -> str:
     return path
 
 
-def launch_cmd(cluster, report: str, steps: int) -> list[str]:
+def launch_args(cluster, report: str, steps: int) -> list[str]:
+    """preflight launch of the job for steps, the hosts' old logs removed first."""
     for name in HOSTS:
         log = cluster.private(name, "/root/log/workerlog.0")
         if os.path.exists(log):
             os.unlink(log)
-    return list(cluster.tb.client_cmd([sys.executable, "-m", "preflight", "launch", "--plan",
-                                       report, "--timeout", "300", "--", "train_watch.py",
-                                       str(steps)]))
+    return ["launch", "--plan", report, "--timeout", "300", "--", "train_watch.py", str(steps)]
 
 
 def test_a_healthy_job_watched_from_its_start_to_its_end_has_no_finding(cluster, report):
@@ -80,14 +60,12 @@ def test_a_healthy_job_watched_from_its_start_to_its_end_has_no_finding(cluster,
               "--for", "120")
     try:
         time.sleep(3)  # watching before the job starts
-        launched = subprocess.run(launch_cmd(cluster, report, 600), capture_output=True,
-                                  text=True, timeout=200, cwd=cluster.tb.base,
-                                  env=dict(os.environ, PYTHONSAFEPATH="1"))
+        launched = cluster.cli(*launch_args(cluster, report, 600), timeout=200)
         time.sleep(5)  # and after it ended
     finally:
         w.send_signal(signal.SIGINT)
         out, err = w.communicate(timeout=60)
-    assert launched.returncode == 0, launched.stdout + launched.stderr
+    assert launched.rc == 0, launched.stdout + launched.stderr
     rs = records(log)
     seen = [(r["check"], r["status"]) for r in rs if r["type"] == "finding"]
     # Waiting for the job (skip), then its pace (said again as its ranks appear on more
@@ -102,10 +80,7 @@ def job(cluster, report) -> Iterator[Job]:
     """The three-host job, running (every rank has printed steps) for the faults planted
     in it one after another, each undone; stopped at the end."""
     logs = [cluster.private(n, "/root/log/workerlog.0") for n in HOSTS]
-    cmd = launch_cmd(cluster, report, 10 ** 6)  # until the tests are done with it
-    launch = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, cwd=cluster.tb.base,
-                              env=dict(os.environ, PYTHONSAFEPATH="1"))
+    launch = cli_popen(cluster, *launch_args(cluster, report, 10 ** 6), quiet=True)
     try:
         end = time.monotonic() + 120
         while time.monotonic() < end and not all(_steps(p) >= 3 for p in logs):
@@ -132,15 +107,7 @@ def _steps(path: str) -> int:
 
 
 def watch(cluster, report: str, log: str, *args: str) -> subprocess.Popen[str]:
-    cmd = cluster.tb.client_cmd([sys.executable, "-m", "preflight", "watch", "--plan", report,
-                                 "--log", log, *args])
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=cluster.tb.base, env=dict(os.environ, PYTHONSAFEPATH="1"))
-
-
-def records(log: str) -> list[dict[str, Any]]:
-    with open(log) as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    return cli_popen(cluster, "watch", "--plan", report, "--log", log, *args)
 
 
 def first(log: str, kind: str, check: str, deadline: float) -> dict[str, Any] | None:

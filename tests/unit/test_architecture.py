@@ -125,9 +125,10 @@ ALLOWED = {
     # The verdict runs the checks.
     "preflight.judge": (*BELOW, "preflight.checks", "preflight.judge"),
     # The watch ships its sampler with the probe's cgroup part (collect's joining of parts)
-    # and runs it through the Remote a transport hands out.
+    # and runs it through the Remote a transport hands out; its log is read back as a
+    # document is (a bad one is config's one-line InputError).
     "preflight.watch": (*BELOW, "preflight.watch", "preflight.collect.probe_text",
-                        "preflight.collect.probe.cgroup"),
+                        "preflight.collect.probe.cgroup", "preflight.config.errors"),
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import subprocess
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -160,3 +161,18 @@ def apply(actions: Sequence[Action], timeout: float = 30.0) -> None:
             hint = (" (draining and resuming nodes needs a Slurm operator or administrator)"
                     if "denied" in why.lower() or "invalid user" in why.lower() else "")
             raise SlurmError(f"scontrol refused {a.node}: {why}{hint}")
+
+
+def drain_now(why: Mapping[str, str], timeout: float = 10.0) -> list[str]:
+    """Drains the hosts ({host: the reason's text}) that are Slurm nodes (watch --act);
+    returns a line for each, or one line saying why none was drained (no Slurm here, or it
+    refused). Never raises: the caller goes on with its other steps."""
+    if shutil.which("sinfo") is None:
+        return ["not drained: no Slurm here (no sinfo on this machine)"]
+    try:
+        actions = drain_actions({h: reason(w) for h, w in why.items()},
+                                nodes(list(why), timeout))
+        apply(actions, timeout)
+    except SlurmError as e:
+        return [f"not drained: {e}"]
+    return [a.line() if a.command else f"{a.node}: {a.why}" for a in actions]

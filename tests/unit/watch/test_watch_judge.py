@@ -376,3 +376,53 @@ def test_a_starved_host_whose_peers_queue_data_for_it_is_named_once_for_its_cpu(
     findings, _ = watched(hosts, 40, change=starve, addresses=ADDRESSES)
     assert named(findings) == [("straggler", Status.FAIL, ("node02",))]
     assert "quota" in findings[0].message
+
+
+@pytest.mark.parametrize("queued", [False, True], ids=["trainers-step-on", "queues-full"])
+def test_a_starved_server_is_named_alone_and_its_trainers_full_queues_are_not_the_link(
+        queued):
+    # Async PS: the trainers step on at their pace while the server, throttled by a quota,
+    # falls behind (a warning); where their send queues to it stay full it holds them.
+    hosts = ps_job(trainers=2, servers=1)
+    addresses = {"10.0.0.1": "node01", "10.0.0.2": "node02", "10.0.0.8": "ps1"}
+
+    def starve(t):
+        if t == 20:
+            for h in hosts[:2]:
+                h.ranks[0].sendq = {"10.0.0.8": 60 << 10} if queued else {}
+            s = hosts[2].ranks[0]
+            s.quota, s.throttled_share, s.busy, s.wait = 0.05, 1.0, 1.5, 1.4
+
+    findings, _ = watched(hosts, 50, change=starve, addresses=addresses,
+                          at_check={h.name: AtCheck(cores=2.0) for h in hosts})
+    status = Status.FAIL if queued else Status.WARN
+    assert named(findings) == [("straggler", status, ("ps1",))]
+    msg = findings[0].message
+    assert msg.startswith("ps1 server 0 (server) is short of CPU for 15 s: its cgroup's CPU "
+                          "quota throttles it")
+    assert "(0.05 of 2 cores now: a cgroup quota set since; 2 at the check)" in msg
+    assert msg.endswith("; its trainers' data to it waits in full send queues (node01->ps1 "
+                        "60 KiB, node02->ps1 60 KiB)" if queued else
+                        "; its trainers step on at their own pace, their updates reaching "
+                        "it late")
+
+
+def test_full_queues_to_a_server_with_cpu_to_spare_are_the_links():
+    hosts = ps_job(trainers=2, servers=1)
+    addresses = {"10.0.0.1": "node01", "10.0.0.2": "node02", "10.0.0.8": "ps1"}
+    for h in hosts[:2]:
+        h.ranks[0].sendq = {"10.0.0.8": 60 << 10}
+    findings, _ = watched(hosts, 50, addresses=addresses)
+    assert named(findings) == [("straggler", Status.FAIL, ("ps1",))]
+    assert findings[0].message.startswith("ps1's link holds the job")
+
+
+def test_a_collective_workers_full_queue_and_cpu_wait_are_no_starvation():
+    # Seen on a healthy rig: node02 waits for a CPU half a second a second (its peers do
+    # too, on shared cores) while a gradient all-reduce keeps node03's queue to it full.
+    hosts = cluster(3)
+    for h in hosts:
+        h.ranks[0].busy, h.ranks[0].wait = 0.6, 0.5
+    hosts[2].ranks[0].sendq = {"10.0.0.2": 80 << 10}
+    findings, _ = watched(hosts, 20, addresses=ADDRESSES)
+    assert not [f for f in findings if "short of CPU" in f.message], findings

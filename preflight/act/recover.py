@@ -1,0 +1,268 @@
+"""`preflight watch --act`: what the watch does, only when asked, about the host a finding
+names. In order, each step said and logged: drain the host in Slurm with the finding as the
+reason (where Slurm answers); stop the job (every process carrying its launch marker, on
+every host of the launch); check the report's inventory again without the host (the check's
+own command line, the host left out with --limit); and where that check says GO, launch its
+plan with the same training script (`preflight launch`, which records the new job: the watch
+follows it). The training script resumes from its own checkpoint; preflight restarts the
+job, not its state.
+
+Acting is capped (--act-max) and spaced (--act-cooldown). A finding that names no single host
+to leave out (a hang nobody holds, a link between two hosts that could be either end's) is
+said, never acted on: leaving out the wrong host stops a job for nothing."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from preflight.act import launches
+from preflight.act.launch import STOP_WAIT_S, stop_command
+from preflight.common.remote import Remote, in_parallel
+from preflight.common.statedir import state_dir
+from preflight.config.errors import InputError
+from preflight.model.findings import Finding, Status
+from preflight.report import jsonreport
+
+ACTED_ON = ("stopped", "dead", "hang", "straggler")
+# Options of check whose values are outputs or the host selection: the re-check sets its own.
+OWN_VALUED = ("--json", "--junit", "--markdown", "--html", "--log", "--limit", "--emit-launch")
+OWN_FLAGS = ("--no-progress", "--no-step-summary")
+CHECK_TIMEOUT_S = 1800.0  # a re-check that runs longer is given up (the job stays stopped)
+LAUNCH_RECORDED_S = 60.0  # how long the relaunch has to record its marker
+
+
+def _env() -> dict[str, str]:
+    """This preflight's environment, where `-m preflight` never loads a source folder named
+    preflight that lies in the directory it runs in."""
+    return dict(os.environ, PYTHONSAFEPATH="1")
+
+
+@dataclass(frozen=True)
+class Culprit:
+    host: str
+    check: str  # the check that must pass on it again before `preflight resume` returns it
+    why: str  # the finding's message
+
+
+def culprits(findings: Sequence[Finding]) -> tuple[dict[str, Culprit], list[str]]:
+    """Returns ({host: why to leave it out}, why others are not acted on) from the watch's
+    findings: a failing stopped, dead, hang or straggler finding that names its hosts (the
+    ranks it holds responsible, or the one host of a slow link)."""
+    out: dict[str, Culprit] = {}
+    notes: list[str] = []
+    for f in findings:
+        if f.status is not Status.FAIL or f.check not in ACTED_ON:
+            continue
+        ranks = f.data.get("ranks") or ()
+        if f.check == "hang" and not ranks:
+            notes.append("the hang names no rank that holds it: nothing to leave out")
+            continue
+        if len(f.hosts) != 1 and not ranks:
+            notes.append(f"{' and '.join(f.hosts)}: the link between them could be either "
+                         "end's: nothing left out")
+            continue
+        # A link is measured again by bandwidth; a rank short of CPU by cpu-cores.
+        check = ("bandwidth" if f.data.get("pairs") and not ranks else "cpu-cores") \
+            if f.check == "straggler" else "reachable"
+        for host in f.hosts:
+            out.setdefault(host, Culprit(host, check, f.message))
+    return out, notes
+
+
+def recheck_argv(argv: Sequence[str], leave_out: Sequence[str], report: str) -> list[str]:
+    """The check's command line again, its outputs and --limit replaced: the same hosts
+    without leave_out (and within its own --limit), the report to report, no live line."""
+    out: list[str] = []
+    limit: Optional[str] = None
+    skip = False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        name, eq, value = a.partition("=")
+        if name in OWN_VALUED:
+            if name == "--limit":
+                limit = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+            skip = not eq
+            continue
+        if a in OWN_FLAGS:
+            continue
+        out.append(a)
+    parts = ([limit] if limit else []) + [f"!{h}" for h in leave_out]
+    return out + ["--limit", ",".join(parts), "--json", report, *OWN_FLAGS]
+
+
+def launch_argv(plan: str, launched: launches.Launched, accept_new_host_keys: bool
+                ) -> list[str]:
+    """`preflight launch` of the plan, as the job was launched before."""
+    out = ["launch", "--plan", plan, "--transport", launched.transport]
+    if launched.chdir:
+        out += ["--chdir", launched.chdir]
+    if launched.timeout:
+        out += ["--timeout", f"{launched.timeout:g}"]
+    if accept_new_host_keys:
+        out.append("--accept-new-host-keys")
+    return out + ["--", *launched.script]
+
+
+@dataclass
+class ActOptions:
+    plan: str  # the report the job was launched from
+    launched: launches.Launched
+    max_acts: int = 1
+    cooldown_s: float = 600.0
+    accept_new_host_keys: bool = False
+    check_timeout_s: float = CHECK_TIMEOUT_S
+
+
+# (step, what was done, fields for the log)
+Say = Callable[[str, str, Mapping[str, Any]], None]
+# Drains the hosts ({host: reason}) where the scheduler can; returns what it did or why not,
+# a line each (transport/slurm's, given by the command line: act does not load a transport).
+Drain = Callable[[Mapping[str, str]], list[str]]
+
+
+@dataclass
+class Actor:
+    """Acts on the watch's findings (called once a judgement); returns the new launch when it
+    launched the job again, which the watch then follows."""
+
+    opts: ActOptions
+    remotes: Mapping[str, Remote]
+    say: Say
+    drain: Optional[Drain] = None
+    acts: int = 0
+    last: Optional[float] = None
+    said: set[str] = field(default_factory=set)
+
+    def __call__(self, findings: Sequence[Finding]) -> Optional[tuple[str, launches.Launched]]:
+        targets, notes = culprits(findings)
+        for note in notes:
+            self._once("skip", f"not acting: {note}")
+        if not targets:
+            return None
+        names = ", ".join(targets)
+        if self.acts >= self.opts.max_acts:
+            self._once("skip", f"not acting on {names}: acted {self.acts} time(s) already "
+                       f"(--act-max {self.opts.max_acts})")
+            return None
+        now = time.monotonic()
+        if self.last is not None and now - self.last < self.opts.cooldown_s:
+            self._once("skip", f"not acting on {names} yet: the last action was "
+                       f"{now - self.last:.0f} s ago (--act-cooldown {self.opts.cooldown_s:g})")
+            return None
+        self.acts += 1
+        self.last = now
+        self.said.clear()
+        self._drain(targets)
+        self._stop()
+        report = self._recheck(list(targets))
+        if report is None:
+            return None
+        return self._relaunch(report)
+
+    def _once(self, step: str, text: str) -> None:
+        if text not in self.said:
+            self.said.add(text)
+            self.say(step, text, {})
+
+    def _drain(self, targets: Mapping[str, Culprit]) -> None:
+        if self.drain is None:
+            self.say("drain", "not drained: no scheduler to drain in", {})
+            return
+        # The check to pass again first, then the finding: `preflight resume` returns the
+        # host once that check passes on it.
+        for line in self.drain({h: f"{c.check}: watch: {c.why}" for h, c in targets.items()}):
+            self.say("drain", line, {})
+
+    def _stop(self) -> None:
+        token = self.opts.launched.token
+        hosts = [h for h in self.opts.launched.hosts if h in self.remotes]
+        said: dict[str, str] = {}
+
+        def one(host: str) -> None:
+            try:
+                done = self.remotes[host].run(stop_command(token), STOP_WAIT_S + 30.0)
+                words = done.stdout.split()
+                said[host] = (f"{words[-1]} process(es) stopped" if done.ok and words
+                              else f"could not stop: {done.tail()}")
+            except Exception as e:  # the host's own trouble: said, the others go on
+                said[host] = f"could not stop: {type(e).__name__}: {e}"[:200]
+
+        in_parallel([functools.partial(one, h) for h in hosts], STOP_WAIT_S + 40.0, "stop")
+        for h in hosts:
+            self.say("stop", f"{h}: {said.get(h, 'could not stop: no answer')}",
+                     {"host": h, "marker": token})
+
+    def _recheck(self, leave_out: list[str]) -> Optional[str]:
+        try:
+            old = jsonreport.read(self.opts.plan)
+        except InputError as e:
+            self.say("check", f"not checked again: {e}", {})
+            return None
+        if not old.argv or old.argv[0] != "check":
+            self.say("check", f"not checked again: {self.opts.plan} holds no check command "
+                     "line (made by an older preflight): the job stays stopped", {})
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        d = state_dir("act")
+        os.makedirs(d, exist_ok=True)
+        report = os.path.join(d, f"{stamp}-{os.getpid()}-report.json")
+        argv = recheck_argv(old.argv, leave_out, report)
+        cwd = old.cwd if old.cwd and os.path.isdir(old.cwd) else None
+        self.say("check", "checking again without " + ", ".join(leave_out) + ": preflight "
+                 + " ".join(argv), {"argv": argv})
+        try:
+            p = subprocess.run([sys.executable, "-m", "preflight", *argv], cwd=cwd,
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                               timeout=self.opts.check_timeout_s, env=_env())
+        except subprocess.TimeoutExpired:
+            self.say("check", f"the check ran past {self.opts.check_timeout_s:g} s: given up; "
+                     "the job stays stopped", {})
+            return None
+        try:
+            new = jsonreport.read(report)
+        except InputError:
+            last = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+            self.say("check", f"the check wrote no report ({last}): the job stays stopped", {})
+            return None
+        verdict = new.verdict.value if new.verdict else "none"
+        if p.returncode != 0:
+            self.say("check", f"{verdict.upper()}: {'; '.join(new.reasons[:3])}: the job "
+                     f"stays stopped (report {report})", {"report": report, "verdict": verdict})
+            return None
+        hosts = [n.host for n in new.plan.nodes] if new.plan else []
+        self.say("check", f"GO on {', '.join(hosts)} (report {report})",
+                 {"report": report, "verdict": verdict, "hosts": hosts})
+        return report
+
+    def _relaunch(self, report: str) -> Optional[tuple[str, launches.Launched]]:
+        argv = launch_argv(report, self.opts.launched, self.opts.accept_new_host_keys)
+        log = report[:-len("-report.json")] + "-launch.log"
+        with open(log, "ab") as out:
+            # Its own session: the job outlives the watch, as one launched by hand does.
+            p = subprocess.Popen([sys.executable, "-m", "preflight", *argv],
+                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                 start_new_session=True, env=_env())
+        end = time.monotonic() + LAUNCH_RECORDED_S
+        while time.monotonic() < end:
+            launched = launches.newest(report)
+            if launched is not None:
+                self.say("launch", f"launched again on {', '.join(launched.hosts)}: marker "
+                         f"{launched.token}, pid {p.pid}, its output in {log}",
+                         {"marker": launched.token, "hosts": list(launched.hosts),
+                          "pid": p.pid, "output": log})
+                return report, launched
+            if p.poll() is not None:
+                break
+            time.sleep(0.2)
+        self.say("launch", f"the launch did not start (exit {p.poll()}; its output in {log}): "
+                 "the job stays stopped", {"output": log})
+        return None

@@ -1,0 +1,141 @@
+"""A watch's results log read back (`preflight report WATCHLOG`): the samples replayed into
+each rank's course over time (its progress rate and busy cores between two of its samples),
+and the findings, clearings and actions in the order they happened. A log cut short (the
+watch killed) reads as far as it got."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from preflight.config.errors import InputError
+from preflight.model.watch import RankId, RankSample
+from preflight.watch.samples import BadSample, HostStream
+from preflight.watch.series import UNITS, Unit, WatchState, progress
+
+
+def is_watch_log(path: str) -> bool:
+    """True when path starts like a watch's log (its start record)."""
+    try:
+        with open(path, "rb") as fh:
+            first = json.loads(fh.readline(1 << 20))
+    except (OSError, ValueError):
+        return False
+    return isinstance(first, dict) and first.get("type") == "start"
+
+
+@dataclass(frozen=True)
+class Point:
+    t: float  # the host's clock at the later of the two samples
+    rate: Optional[float]  # progress a second in the job's unit; None: not counted
+    busy: float  # cores, on a CPU or waiting for one
+
+
+@dataclass
+class RankCourse:
+    rid: RankId
+    job: str
+    samples: list[RankSample] = field(default_factory=list)
+
+    def points(self, unit: Unit) -> list[Point]:
+        out = []
+        for a, b in zip(self.samples, self.samples[1:]):
+            dt = b.t - a.t
+            if dt <= 0:
+                continue
+            pa, pb = progress(a, unit), progress(b, unit)
+            rate = None if pa is None or pb is None else max(0, pb - pa) / dt
+            busy = max(0.0, (b.run_s + b.wait_s) - (a.run_s + a.wait_s)) / dt
+            out.append(Point(b.t, rate, busy))
+        return out
+
+
+@dataclass
+class WatchLog:
+    path: str
+    started: float = 0.0
+    ended: Optional[float] = None  # None: the watch was killed before its end record
+    code: Optional[int] = None
+    hosts: list[str] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # finding, cleared, act
+    last: list[dict[str, Any]] = field(default_factory=list)
+    ranks: dict[RankId, RankCourse] = field(default_factory=dict)
+    samples: int = 0
+
+    def jobs(self) -> dict[str, list[RankCourse]]:
+        out: dict[str, list[RankCourse]] = {}
+        for c in self.ranks.values():
+            out.setdefault(c.job, []).append(c)
+        for courses in out.values():
+            courses.sort(key=lambda c: (c.rid.role, c.rid.rank if c.rid.rank is not None
+                                        else 1 << 30, c.rid.host))
+        return out
+
+    @staticmethod
+    def unit(courses: Sequence[RankCourse]) -> Unit:
+        """The job's unit as the watch counted it: the hook, else step lines, else bytes."""
+        for unit in UNITS[:2]:
+            if any(progress(s, unit) for c in courses for s in c.samples):
+                return unit
+        return UNITS[2]
+
+
+def read(path: str) -> WatchLog:
+    """Reads a watch's log; raises InputError naming the file and line where it is not one."""
+    log = WatchLog(path)
+    streams: dict[str, HostStream] = {}
+    state = WatchState(keep=2)
+    try:
+        fh = open(path, encoding="utf-8")
+    except OSError as e:
+        raise InputError(path, e.strerror or str(e)) from None
+    with fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                if line.endswith("\n"):
+                    raise InputError(path, "not a JSON line", line=n) from None
+                break  # the last line, cut where the watch was killed
+            if not isinstance(rec, dict):
+                raise InputError(path, "not a record", line=n)
+            _add(log, rec, n, streams, state)
+    if not log.started:
+        raise InputError(path, "not a watch's log (no start record)")
+    for rid, course in log.ranks.items():
+        course.job = state.launcher_job.get((rid.host, rid.launcher), course.job)
+    return log
+
+
+def _add(log: WatchLog, rec: dict[str, Any], n: int, streams: dict[str, HostStream],
+         state: WatchState) -> None:
+    kind = rec.get("type")
+    if kind == "start":
+        log.started = log.started or float(rec.get("at") or 0.0)
+        for h in rec.get("hosts") or ():
+            if h not in log.hosts:
+                log.hosts.append(str(h))
+    elif kind == "sample":
+        host = str(rec.get("host"))
+        try:
+            tick = streams.setdefault(host, HostStream(host)).feed(json.dumps(rec["sample"]))
+        except (BadSample, KeyError, TypeError) as e:
+            raise InputError(log.path, f"a sample that does not read: {e}", line=n) from None
+        state.add(tick, float(rec.get("at") or 0.0))
+        log.samples += 1
+        for rid, s in tick.ranks:
+            job = state.launcher_job.get((rid.host, rid.launcher))
+            if job is not None:
+                log.ranks.setdefault(rid, RankCourse(rid, job)).samples.append(s)
+    elif kind in ("finding", "cleared", "act"):
+        log.events.append(rec)
+    elif kind == "last":
+        log.last.append(rec)
+    elif kind == "end":
+        log.ended, log.code = float(rec.get("at") or 0.0), rec.get("code")
+        if rec.get("relaunched"):
+            log.last.clear()  # the watch went on with the job launched again

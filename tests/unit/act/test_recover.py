@@ -1,0 +1,138 @@
+"""watch --act's decisions, on findings: which host a finding lets it leave out (and which
+findings it refuses to act on), the check's command line again without it, the launch again,
+and the cap and the cooldown between actions."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+import pytest
+
+from preflight.act import launches, recover
+from preflight.common.remote import Done
+from preflight.model.findings import Finding, Status
+from preflight.model.watch import RankId
+
+
+def rid(host, rank=0, role="worker"):
+    return RankId(host, role, rank, 100 + rank, 99)
+
+
+def test_a_straggler_on_its_cpu_is_left_out_and_drained_for_cpu_cores():
+    f = Finding("straggler", Status.FAIL, ("h2",), "rank 1 holds its 2 peers back: quota",
+                {"ranks": (rid("h2", 1),)})
+    found, notes = recover.culprits([f])
+    assert found == {"h2": recover.Culprit("h2", "cpu-cores", f.message)} and notes == []
+
+
+def test_a_slow_link_of_one_host_is_drained_for_bandwidth():
+    f = Finding("straggler", Status.FAIL, ("h3",), "h3's link holds the job",
+                {"ranks": (), "pairs": (("h1", "h3"), ("h3", "h2"))})
+    found, _ = recover.culprits([f])
+    assert found["h3"].check == "bandwidth"
+
+
+def test_findings_that_name_no_single_host_are_said_not_acted_on():
+    link = Finding("straggler", Status.FAIL, ("h1", "h3"), "the link from h1 to h3 holds it",
+                   {"ranks": (), "pairs": (("h1", "h3"),)})
+    hang = Finding("hang", Status.FAIL, ("h1", "h2", "h3"), "no progress", {"ranks": ()})
+    found, notes = recover.culprits([link, hang])
+    assert found == {}
+    assert notes == ["h1 and h3: the link between them could be either end's: nothing left out",
+                     "the hang names no rank that holds it: nothing to leave out"]
+
+
+def test_a_hang_held_by_a_stopped_rank_leaves_out_its_host():
+    hang = Finding("hang", Status.FAIL, ("h2",), "no progress; rank 1 is stopped",
+                   {"ranks": (rid("h2", 1),)})
+    stopped = Finding("stopped", Status.FAIL, ("h2",), "rank 1 is stopped",
+                      {"ranks": (rid("h2", 1),)})
+    found, _ = recover.culprits([stopped, hang])
+    assert list(found) == ["h2"] and found["h2"].check == "reachable"
+    assert found["h2"].why == "rank 1 is stopped"  # the first finding that names it
+
+
+def test_warnings_and_passes_are_never_acted_on():
+    slow_alone = Finding("straggler", Status.WARN, ("h2",), "in async mode it slows only "
+                         "itself", {"ranks": (rid("h2", 1, "trainer"),)})
+    fine = Finding("progress", Status.PASS, ("h1", "h2"), "steps at its pace", {"ranks": ()})
+    assert recover.culprits([slow_alone, fine]) == ({}, [])
+
+
+def test_the_check_again_keeps_its_options_and_replaces_outputs_and_limit():
+    argv = ["check", "-i", "c.yaml", "--nnodes", "3", "--json", "old.json", "--html=r.html",
+            "--limit", "rack1", "--no-progress", "--skip", "clock"]
+    assert recover.recheck_argv(argv, ["h2"], "/s/new.json") == [
+        "check", "-i", "c.yaml", "--nnodes", "3", "--skip", "clock",
+        "--limit", "rack1,!h2", "--json", "/s/new.json", "--no-progress", "--no-step-summary"]
+    assert recover.recheck_argv(["check", "-i", "c.yaml"], ["h2", "h5"], "n.json")[3:6] == [
+        "--limit", "!h2,!h5", "--json"]
+
+
+def test_the_launch_again_is_the_same_script_the_same_way():
+    launched = launches.Launched("tok", "/r.json", ("h1",), 1.0, ("train.py", "--resume"),
+                                 "/work", 3600.0, "slurm")
+    assert recover.launch_argv("/s/new.json", launched, True) == [
+        "launch", "--plan", "/s/new.json", "--transport", "slurm", "--chdir", "/work",
+        "--timeout", "3600", "--accept-new-host-keys", "--", "train.py", "--resume"]
+
+
+class StopRemote:
+    """A host whose stop command is answered: it stopped n processes."""
+
+    def __init__(self, n):
+        self.n, self.commands = n, []
+
+    def run(self, command, timeout):
+        self.commands.append(command)
+        return Done(0, f"stopped {self.n}\n", "")
+
+
+@pytest.fixture
+def old_report(tmp_path):
+    """A report of an older preflight: no command line to check again with."""
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"report_version": 1, "verdict": "go", "reasons": []}))
+    return str(path)
+
+
+def test_acting_stops_the_job_everywhere_and_is_capped(old_report):
+    said = []
+    remotes: dict[str, Any] = {"h1": StopRemote(2), "h2": StopRemote(1)}
+    launched = launches.Launched("abc123", old_report, ("h1", "h2"), 1.0, ("train.py",))
+    drained = []
+
+    def drain(why):
+        drained.append(why)
+        return ["h2 drained"]
+
+    actor = recover.Actor(recover.ActOptions(old_report, launched, max_acts=1), remotes,
+                          lambda step, text, fields: said.append((step, text)),
+                          drain)
+    f = Finding("stopped", Status.FAIL, ("h2",), "rank 1 is stopped", {"ranks": (rid("h2"),)})
+    assert actor([f]) is None  # the report cannot be checked again: the job stays stopped
+    assert drained == [{"h2": "reachable: watch: rank 1 is stopped"}]
+    assert all("PREFLIGHT_LAUNCH=abc123" in r.commands[0] for r in remotes.values())
+    assert said[:3] == [("drain", "h2 drained"), ("stop", "h1: 2 process(es) stopped"),
+                        ("stop", "h2: 1 process(es) stopped")]
+    assert said[3][0] == "check" and "holds no check command line" in said[3][1]
+    n = len(said)
+    assert actor([f]) is None and actor([f]) is None
+    assert said[n:] == [("skip", "not acting on h2: acted 1 time(s) already (--act-max 1)")]
+    assert len(remotes["h1"].commands) == 1  # nothing stopped twice
+
+
+def test_a_second_action_waits_for_the_cooldown(old_report):
+    said = []
+    launched = launches.Launched("abc123", old_report, ("h1",), 1.0, ("train.py",))
+    actor = recover.Actor(recover.ActOptions(old_report, launched, max_acts=3, cooldown_s=600),
+                          {"h1": cast(Any, StopRemote(1))},
+                          lambda s, t, f: said.append((s, t)))
+    f = Finding("dead", Status.FAIL, ("h1",), "rank 0 exited", {"ranks": (rid("h1"),)})
+    actor([f])
+    assert said[0] == ("drain", "not drained: no scheduler to drain in")
+    n = len(said)
+    actor([f])
+    assert len(said) == n + 1 and said[-1][1].startswith("not acting on h1 yet: the last "
+                                                         "action was 0 s ago")

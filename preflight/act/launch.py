@@ -31,6 +31,7 @@ from preflight.report import jsonreport
 
 POLL_S = 0.05
 STOP_WAIT_S = 5.0  # after SIGTERM, how long the job's processes get before SIGKILL
+REMOVE_WAIT_S = 20.0  # for the runtime to remove the job's container
 EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 124, 130
 MARKER = "PREFLIGHT_LAUNCH"
 
@@ -112,12 +113,28 @@ def host_command(node: Node, opts: LaunchOptions, token: str) -> str:
             inner = replace(node, argv=())
         else:
             inner = node
-        argv = node_argv(inner, script, env=[mark], name=f"paddle-job-{node.host}-{token[:8]}")
+        argv = node_argv(inner, script, env=[mark], name=job_container(node, token))
         return "sh -c " + q(f"exec 2>&1; exec env {q(mark)} {command(argv)}")
     env = [mark, *(f"{k}={v}" for k, v in node.flag_env())]
     run = " ".join(q(a) for a in ["env", *env, *node.argv, *opts.script])
     cd = f"cd {q(opts.chdir)} || exit 97; " if opts.chdir else ""
     return "sh -c " + q(f"{cd}exec 2>&1; exec {run}")
+
+
+def job_container(node: Node, token: str) -> str:
+    """The name of the container a launch starts for the job on node."""
+    return f"paddle-job-{node.host}-{token[:8]}"
+
+
+def remove_command(node: Node, token: str) -> Optional[str]:
+    """Removes the job's container on node, where the launch started one (an engine's: its
+    processes stopped, the runtime may keep it, exited, when its client went first); None
+    where there is none to remove. Silent where it is gone already."""
+    spec = node.container
+    if spec is None or spec.running or spec.traits.shape != "engine":
+        return None
+    argv = [spec.runtime, "rm", "--force", *spec.traits.rm_now, job_container(node, token)]
+    return f"{command(argv)} >/dev/null 2>&1; true"
 
 
 def stop_command(token: str) -> str:
@@ -216,8 +233,12 @@ def _stop(nodes: Sequence[Node], remotes: Mapping[str, Remote], token: str,
     def one(n: Node) -> None:
         d = remotes[n.host].run(stop_command(token), STOP_WAIT_S + 10)
         stopped[n.host] = d.stdout.strip().rsplit(" ", 1)[-1] if d.ok else f"? ({d.tail()})"
+        rm = remove_command(n, token)
+        if rm is not None:
+            remotes[n.host].run(rm, REMOVE_WAIT_S)
 
-    in_parallel([functools.partial(one, n) for n in nodes], STOP_WAIT_S + 15, "stop")
+    in_parallel([functools.partial(one, n) for n in nodes], STOP_WAIT_S + REMOVE_WAIT_S + 15,
+                "stop")
     for host, s in started.items():
         if host not in exits:
             prefix[host].feed(s.take(), final=True)

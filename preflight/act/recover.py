@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from preflight.act import launches
-from preflight.act.launch import STOP_WAIT_S, stop_command
+from preflight.act.launch import REMOVE_WAIT_S, STOP_WAIT_S, load_plan, remove_command, stop_command
 from preflight.common.remote import Remote, in_parallel
 from preflight.common.statedir import state_dir
 from preflight.config.errors import InputError
@@ -186,6 +186,10 @@ class Actor:
         token = self.opts.launched.token
         hosts = [h for h in self.opts.launched.hosts if h in self.remotes]
         said: dict[str, str] = {}
+        try:  # the plan's nodes: a job's containers are removed once its processes stop
+            nodes = {n.host: n for n in load_plan(self.opts.plan, ignore_verdict=True)[0]}
+        except InputError:
+            nodes = {}
 
         def one(host: str) -> None:
             try:
@@ -193,10 +197,14 @@ class Actor:
                 words = done.stdout.split()
                 said[host] = (f"{words[-1]} process(es) stopped" if done.ok and words
                               else f"could not stop: {done.tail()}")
+                rm = remove_command(nodes[host], token) if host in nodes else None
+                if rm is not None:
+                    self.remotes[host].run(rm, REMOVE_WAIT_S)
             except Exception as e:  # the host's own trouble: said, the others go on
                 said[host] = f"could not stop: {type(e).__name__}: {e}"[:200]
 
-        in_parallel([functools.partial(one, h) for h in hosts], STOP_WAIT_S + 40.0, "stop")
+        in_parallel([functools.partial(one, h) for h in hosts],
+                    STOP_WAIT_S + REMOVE_WAIT_S + 40.0, "stop")
         for h in hosts:
             self.say("stop", f"{h}: {said.get(h, 'could not stop: no answer')}",
                      {"host": h, "marker": token})

@@ -22,6 +22,10 @@ _LAUNCHER_LINE = re.compile(r"^LAUNCH [A-Z]+ (?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\
 # What Paddle prints as a signal ends it: the stop's or the host's `timeout`'s doing, never why.
 _KILLED = re.compile(r"Termination signal|\*\*\* Aborted at|\*\*\* SIGTERM|SIGKILL|"
                      r"^Error Message Summary:$")
+# Paddle's own banner as a fatal signal ends a rank (FatalError, TimeInfo, SignalInfo): that
+# it aborted, never why; the line before it that says why is quoted instead, where there is one.
+_BANNER = re.compile(r"\*\*\* Aborted at|\[SignalInfo:|^Error Message Summary:$|"
+                     r"^FatalError: .* is detected by the operating system")
 _SECRET = re.compile(r"(?i)\b(\w*(?:passw|secret|token|api_?key|credential)\w*)=\S+")
 
 
@@ -44,6 +48,7 @@ def log_reason(done: Done, stopped: bool = False) -> str:
     lines = log_lines(done, stopped)
     ended = stopped or done.exit == 124  # ended by a signal we sent: its report is noise
     why = [ln for ln in lines if _WHY.search(ln) and not (ended and _KILLED.search(ln))]
+    why = [ln for ln in why if not _BANNER.search(ln)] or why
     text = (why or lines or [done.tail()])[-1][:300]
     if done.exit == 96:
         text = "could not create the run directory in /tmp"

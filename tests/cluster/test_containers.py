@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,7 +18,8 @@ from typing import Any
 import pytest
 import yaml
 from conftest import Cluster, _unavailable, require_testbed
-from jobscripts import TRAIN_GLOO
+from jobscripts import TRAIN_GLOO, TRAIN_WATCH, TRAIN_WATCH_PATH
+from watchtools import cli_popen
 
 from preflight.testing import testbed
 
@@ -138,16 +140,23 @@ def test_healthy_containers_are_go_with_paddle_and_the_all_reduce_inside(boxes):
           f"({boxed[1] / plain[1]:.2f}x)")
 
 
-def test_the_plan_runs_a_gloo_all_reduce_in_the_containers(boxes):
-    hosts = HOSTS[:3]
-    for name in hosts:
-        boxes.tb.write_file(name, "/root/train_gloo.py", TRAIN_GLOO)
-    run = boxes.preflight("check", "-i", inventory(boxes, "job.yaml", hosts), "--policy",
+def go_report(boxes: Cluster, name: str, hosts: list[str], script: str, text: str) -> str:
+    """The GO report of hosts (their job in its containers), the training script written on
+    each; returns the report's path."""
+    for host in hosts:
+        boxes.tb.write_file(host, script, text)
+    run = boxes.preflight("check", "-i", inventory(boxes, f"{name}.yaml", hosts), "--policy",
                           policy(boxes))
     assert run.rc == 0, run.stdout + run.stderr
-    report = os.path.join(boxes.tb.base, "ctr-report.json")
+    report = os.path.join(boxes.tb.base, f"{name}-report.json")
     with open(report, "w") as fh:
         json.dump(run.report, fh)
+    return report
+
+
+def test_the_plan_runs_a_gloo_all_reduce_in_the_containers(boxes):
+    hosts = HOSTS[:3]
+    report = go_report(boxes, "job", hosts, "/root/train_gloo.py", TRAIN_GLOO)
     launched = boxes.cli("launch", "--plan", report, "--timeout", "150", "--",
                          "/root/train_gloo.py", timeout=200)
     assert launched.rc == 0, launched.stdout + launched.stderr
@@ -155,6 +164,40 @@ def test_the_plan_runs_a_gloo_all_reduce_in_the_containers(boxes):
         assert f"{name} | all_reduce sum 6.0 ranks 3" in launched.stdout, launched.stdout
         assert os.path.exists(boxes.private(name, f"/root/done-rank-{rank}"))
         assert boxes.tb.podman(name, "ps", "--all", "--quiet").stdout.strip() == ""
+
+
+def test_a_job_in_its_containers_is_watched_from_the_hosts(boxes):
+    # The samplers run on the hosts, outside the containers: they find the launcher and its
+    # ranks among the host's processes and read their logs through /proc.
+    hosts = HOSTS[:3]
+    report = go_report(boxes, "watch", hosts, TRAIN_WATCH_PATH, TRAIN_WATCH)
+    launch = cli_popen(boxes, "launch", "--plan", report, "--timeout", "240", "--",
+                       TRAIN_WATCH_PATH, str(10 ** 6), quiet=True)
+    seen = []
+    try:
+        end = time.monotonic() + 150
+        while time.monotonic() < end:
+            assert launch.poll() is None, launch.stderr.read() if launch.stderr else ""
+            once = boxes.cli("watch", "--plan", report, "--interval", "2", "--persist", "6",
+                             "--once", timeout=90)
+            seen.append(once.stdout + once.stderr)
+            if once.rc == 0:
+                break
+    finally:
+        launch.send_signal(signal.SIGINT)  # the launch stops the job in every container
+        launch.wait(90)
+    assert once.rc == 0, seen
+    assert " progress " in once.stdout and "3 ranks of master " in once.stdout, once.stdout
+    assert "ctr[1-3]" in once.stdout, once.stdout
+    left: dict[str, str] = {}
+    end = time.monotonic() + 30  # the runtime removes a stopped job's container (--rm)
+    while time.monotonic() < end:
+        left = {n: out for n in hosts
+                if (out := boxes.tb.podman(n, "ps", "--all", "--quiet").stdout.strip())}
+        if not left:
+            break
+        time.sleep(1)
+    assert left == {}
 
 
 def test_each_planted_fault_is_named_on_its_host_with_its_fix(boxes):

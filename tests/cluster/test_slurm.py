@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import slurmrig as S
 from conftest import PADDLE_A, PADDLE_B, SHARED_CPU
+from jobscripts import TRAIN_WATCH, TRAIN_WATCH_PATH
+from support import interruptible
 
 from preflight.testing import testbed
 
@@ -417,3 +419,54 @@ def test_drain_without_operator_rights_is_refused_in_one_line(rig):
     assert len(lines) == 1 and lines[0].startswith("preflight: error: drain: scontrol "
                                                    "refused node1: "), p.stderr
     assert rig.slurm.states()["node1"] == "idle"  # nothing changed
+
+
+def test_a_job_in_slurm_is_watched_through_its_own_allocation(rig):
+    # The job that `preflight launch --transport slurm` submitted; the watch's samplers run as
+    # steps of that very job (srun --overlap --jobid): no SSH, nothing queued.
+    nodes = NODES[:3]
+    rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i",
+                                 rig.inventory(nodes, "watch.yaml"), "--no-network-tests")
+    assert rc == 0, out
+    report = os.path.join(rig.tb.base, "watch.json")
+    with open(report, "w") as fh:
+        json.dump(doc, fh)
+    for n in nodes:
+        rig.tb.write_file(n, TRAIN_WATCH_PATH, TRAIN_WATCH)
+    env = dict(rig.slurm.env, PYTHONSAFEPATH="1")
+    launch = subprocess.Popen(rig.slurm.cmd([
+        sys.executable, "-m", "preflight", "launch", "--transport", "slurm", "--plan", report,
+        "--chdir", "/root", "--timeout", "240", "--", os.path.basename(TRAIN_WATCH_PATH),
+        str(10 ** 6)]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        cwd=rig.tb.base, preexec_fn=interruptible)
+    try:
+        job = ""
+        end = time.monotonic() + 60
+        while not job and time.monotonic() < end:
+            time.sleep(1)
+            job = rig.slurm.run("squeue", "-h", "-t", "R", "-o", "%i").stdout.strip()
+        assert job, "the job did not start"
+        p = subprocess.run(rig.slurm.cmd([
+            sys.executable, "-m", "preflight", "watch", "--plan", report, "--transport",
+            "slurm", "--jobid", job, "--interval", "2", "--persist", "6", "--once"]),
+            capture_output=True, text=True, timeout=120, env=env, cwd=rig.tb.base)
+        samplers = {}
+        end = time.monotonic() + 20  # the samplers end with their steps' channels
+        while time.monotonic() < end:
+            samplers = {n: c for n in nodes for c in rig.tb.commands(n)
+                        if "preflight-sampler" in c}
+            if not samplers:
+                break
+            time.sleep(1)
+    finally:
+        rig.slurm.run("scancel", job or "0")
+        launch.wait(60)
+    # The job's ranks were found on every node, stepping, and nothing held them.
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert " progress " in p.stdout and "3 ranks of master " in p.stdout, p.stdout
+    assert "node[1-3]" in p.stdout, p.stdout
+    assert samplers == {}, samplers
+    end = time.monotonic() + 60
+    while rig.jobs() and time.monotonic() < end:
+        time.sleep(1)
+    assert rig.jobs() == ""

@@ -314,7 +314,9 @@ class SlurmRemote:
         self.name, self.job = name, job
 
     def _argv(self, command: str) -> str:
-        return shlex.join(self.job.srun([self.name], "sh", "-c", command))
+        # exec: the TERM that closing the step sends reaches srun, which ends the step's
+        # tasks on the node (dash would otherwise take it and leave srun and them running).
+        return "exec " + shlex.join(self.job.srun([self.name], "sh", "-c", command))
 
     def start(self, command: str) -> Started:
         return LocalProcess(self._argv(command))

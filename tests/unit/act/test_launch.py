@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -10,8 +11,10 @@ from preflight.act.launch import (
     LaunchOptions,
     host_command,
     load_plan,
+    remove_command,
 )
 from preflight.config.errors import InputError
+from preflight.model.container import ContainerSpec
 from preflight.placement.launcher import collective_node
 
 
@@ -24,6 +27,25 @@ def test_host_command_carries_the_plan_env_and_marker():
     assert node.command() == ("PORT_RANGE=6070:6071 GLOO_SOCKET_IFNAME=eth0 '/opt/py 3/bin/"
                              "python' -m paddle.distributed.launch --master 10.0.0.1:6767 "
                              "--nnodes 2 --rank 0 --nproc_per_node 1 --host 10.0.0.1")
+
+
+@pytest.mark.parametrize("spec,removed", [
+    (ContainerSpec("podman", image="img:1"),
+     "podman rm --force --time 0 paddle-job-n1-abcdef12 >/dev/null 2>&1; true"),
+    (ContainerSpec("docker", image="img:1"),
+     "docker rm --force paddle-job-n1-abcdef12 >/dev/null 2>&1; true"),
+    (ContainerSpec("docker", name="dev"), None),  # a running container is the user's own
+    (ContainerSpec("apptainer", image="/img.sif"), None),  # nothing is left behind
+    (None, None),
+], ids=["podman", "docker", "running", "apptainer", "no-container"])
+def test_a_stopped_jobs_container_is_removed_by_its_name(spec, removed):
+    node = collective_node("n1", "10.0.0.1", "python3", 0, 1, 1, "10.0.0.1:6767", [6070],
+                           (6070, 6767), "eth0")
+    node = replace(node, container=spec)
+    assert remove_command(node, "abcdef1234567890") == removed
+    if removed:
+        assert "--name paddle-job-n1-abcdef12 " in host_command(
+            node, LaunchOptions(("t.py",)), "abcdef1234567890")
 
 
 def report(tmp_path, **over):

@@ -56,6 +56,22 @@ def test_log_reason_quotes_the_error_line_and_redacts_secrets():
     assert why == "RuntimeError: connect refused with API_TOKEN=*** set"
 
 
+def test_a_rank_that_aborted_is_quoted_with_why_not_with_paddles_banner():
+    out = "\n".join(C.LOG + ln for ln in [
+        "terminate called after throwing an instance of 'std::runtime_error'",
+        "  what():  connect to 10.0.0.2:6070 failed: Connection refused",
+        "Error Message Summary:",
+        "FatalError: `Process abort signal` is detected by the operating system.",
+        "  [TimeInfo: *** Aborted at 1795700435 (unix time) try \"date -d @1795700435\" if "
+        "you are using GNU date ***]",
+        "  [SignalInfo: *** SIGABRT (@0x0) received by PID 42 (TID 0x7f) from PID 42 ***]"])
+    assert L.log_reason(Done(134, out, "")) == (
+        "what():  connect to 10.0.0.2:6070 failed: Connection refused")
+    # The banner alone still says that it aborted.
+    banner = "\n".join(out.splitlines()[2:])
+    assert L.log_reason(Done(134, banner, "")).startswith("[TimeInfo: *** Aborted at")
+
+
 @pytest.mark.parametrize("report", ["Terminated", "Killed",
                                     "sh: line 1:  4242 Terminated   timeout -k 3 630 env"])
 def test_a_stopped_hosts_log_is_quoted_without_the_shells_report_of_the_stop(report):

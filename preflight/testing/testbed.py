@@ -80,6 +80,7 @@ class Testbed(ContainerParts, Faults, RealShapes):
         self.cgroups: list[str] = []
         self.users: list[str] = []
         self.neigh_before: dict[int, int] = {}  # the ARP limits it raised, as they were
+        self.neigh_set: dict[int, int] = {}  # and what it raised them to
         # False: sshd refuses root (a real cluster's shape: only users log in).
         self.root_login = "prohibit-password" if root_login else "no"
         self.hosts: dict[str, SimHost] = {}
@@ -126,8 +127,9 @@ class Testbed(ContainerParts, Faults, RealShapes):
         if before.get(3, need) >= need:
             return
         self.neigh_before = before
-        set_neigh_limits({1: max(before.get(1, 0), need // 4),
-                           2: max(before.get(2, 0), need // 2), 3: need})
+        self.neigh_set = {1: max(before.get(1, 0), need // 4),
+                          2: max(before.get(2, 0), need // 2), 3: need}
+        set_neigh_limits(self.neigh_set)
 
     def _build(self, names: Sequence[str]) -> None:
         self._fit_neighbours(len(names))
@@ -415,11 +417,13 @@ class Testbed(ContainerParts, Faults, RealShapes):
             run(["ip", "netns", "del", ns], check=False)
         for user in self.users:  # its processes died with the namespaces above
             run(["userdel", "-r", user], check=False)
-        if self.neigh_before:
+        # Put back only limits still as this testbed set them: a larger testbed built since
+        # (tests run two modules at once) raised them further and still needs them.
+        if self.neigh_before and neigh_limits() == self.neigh_set:
             try:
                 set_neigh_limits(self.neigh_before)
             except OSError:
-                pass  # another testbed may hold them raised: they stay as they are
+                pass
         shutil.rmtree(self.base, ignore_errors=True)
 
     def __enter__(self) -> Testbed:

@@ -32,6 +32,7 @@ from preflight.report import jsonreport
 POLL_S = 0.05
 STOP_WAIT_S = 5.0  # after SIGTERM, how long the job's processes get before SIGKILL
 REMOVE_WAIT_S = 20.0  # for the runtime to remove the job's container
+STOP_EACH_S = STOP_WAIT_S + REMOVE_WAIT_S + 15.0  # stop_on's longest on one host
 EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 124, 130
 MARKER = "PREFLIGHT_LAUNCH"
 
@@ -154,6 +155,19 @@ def stop_command(token: str) -> str:
     return "sh -c " + q(script)
 
 
+
+def stop_on(remote: Remote, token: str, node: Optional[Node]) -> tuple[bool, str]:
+    """Stops the job's processes on one host, then removes its container where the launch
+    started one (node: the plan's node there, None where the plan is not at hand). Returns
+    (stopped, how many it stopped or why it could not)."""
+    done = remote.run(stop_command(token), STOP_WAIT_S + 10.0)
+    words = done.stdout.split()
+    rm = remove_command(node, token) if node is not None else None
+    if rm is not None:
+        remote.run(rm, REMOVE_WAIT_S)
+    return (True, words[-1]) if done.ok and words else (False, done.tail())
+
+
 class _Prefixer:
     """Writes a host's output line by line under its name; keeps a partial line back."""
 
@@ -231,14 +245,10 @@ def _stop(nodes: Sequence[Node], remotes: Mapping[str, Remote], token: str,
     stopped: dict[str, str] = {}
 
     def one(n: Node) -> None:
-        d = remotes[n.host].run(stop_command(token), STOP_WAIT_S + 10)
-        stopped[n.host] = d.stdout.strip().rsplit(" ", 1)[-1] if d.ok else f"? ({d.tail()})"
-        rm = remove_command(n, token)
-        if rm is not None:
-            remotes[n.host].run(rm, REMOVE_WAIT_S)
+        ok, said = stop_on(remotes[n.host], token, n)
+        stopped[n.host] = said if ok else f"? ({said})"
 
-    in_parallel([functools.partial(one, n) for n in nodes], STOP_WAIT_S + REMOVE_WAIT_S + 15,
-                "stop")
+    in_parallel([functools.partial(one, n) for n in nodes], STOP_EACH_S, "stop")
     for host, s in started.items():
         if host not in exits:
             prefix[host].feed(s.take(), final=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from preflight.act import launches
-from preflight.act.launch import REMOVE_WAIT_S, STOP_WAIT_S, load_plan, remove_command, stop_command
+from preflight.act.launch import STOP_EACH_S, load_plan, stop_on
 from preflight.common.remote import Remote, in_parallel
 from preflight.common.statedir import state_dir
 from preflight.config.errors import InputError
@@ -193,18 +193,12 @@ class Actor:
 
         def one(host: str) -> None:
             try:
-                done = self.remotes[host].run(stop_command(token), STOP_WAIT_S + 30.0)
-                words = done.stdout.split()
-                said[host] = (f"{words[-1]} process(es) stopped" if done.ok and words
-                              else f"could not stop: {done.tail()}")
-                rm = remove_command(nodes[host], token) if host in nodes else None
-                if rm is not None:
-                    self.remotes[host].run(rm, REMOVE_WAIT_S)
+                ok, what = stop_on(self.remotes[host], token, nodes.get(host))
+                said[host] = f"{what} process(es) stopped" if ok else f"could not stop: {what}"
             except Exception as e:  # the host's own trouble: said, the others go on
                 said[host] = f"could not stop: {type(e).__name__}: {e}"[:200]
 
-        in_parallel([functools.partial(one, h) for h in hosts],
-                    STOP_WAIT_S + REMOVE_WAIT_S + 40.0, "stop")
+        in_parallel([functools.partial(one, h) for h in hosts], STOP_EACH_S + 25.0, "stop")
         for h in hosts:
             self.say("stop", f"{h}: {said.get(h, 'could not stop: no answer')}",
                      {"host": h, "marker": token})

@@ -107,10 +107,10 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
             found += _busier(group, unit, policy, at_check, job, [f.data["ranks"][0]
                                                                  for f in found])
         out.extend(found)
-    # A pair with a host already named is that host's doing (a starved rank drains its
-    # sockets slowly): the link is blamed only where nothing else explains it.
     out.extend(_starved_servers(live, unit, policy, at_check, addresses,
                                 {h for f in out for h in f.hosts}))
+    # A pair with a host already named is that host's doing (a starved rank drains its
+    # sockets slowly): the link is blamed only where nothing else explains it.
     out.extend(_link(live, policy, at_check, state, addresses,
                      {h for f in out for h in f.hosts}))
     if not out:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from preflight.checks.common import could_not_check, passed, sections
+from preflight.common.gpuclock import HW_SLOWDOWN_BITS, SW_SLOWDOWN_BITS
 from preflight.common.gpumode import FABRIC_WARNINGS
 from preflight.model.cluster import Cluster
 from preflight.model.facts import GpuDevice, GpuFacts
@@ -43,20 +44,6 @@ WHY = ("A GPU with memory errors, a pending retirement or a hardware slowdown ru
 FIX = "Reset or replace the GPU; fix cooling; stop the old job; reseat the card"
 LIMITS: tuple[str, ...] = ()
 
-# NVML clock event (throttle) reasons that mean the GPU runs slower than it should right now.
-# Bits from nvml.h: nvmlClocksEventReason*; idle (0x1) and app-clock settings are not faults.
-# The hardware ones are faults (a failing fan, a power supply asserting the brake); the
-# software ones are the driver keeping to a cap or a temperature target, which an idle but
-# power-capped GPU reads too: warnings.
-HW_SLOWDOWN_BITS = {
-    0x8: "hardware slowdown",
-    0x40: "hardware thermal slowdown",
-    0x80: "hardware power brake",
-}
-SW_SLOWDOWN_BITS = {
-    0x4: "software power cap",
-    0x20: "software thermal slowdown",
-}
 # Xid codes since boot that mean the hardware is failing or was (NVIDIA's Xid catalogue):
 # the GPU fell off the bus, double-bit ECC, row remapping failures, NVLink errors, contained
 # and uncontained ECC, GSP errors. Other Xids (13, 31, 43: a program's own faults) warn.

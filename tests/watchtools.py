@@ -34,6 +34,7 @@ class FakeRank:
     hook: bool = False
     sendq: dict[str, int] = field(default_factory=dict)  # peer address -> bytes queued
     tail: tuple[str, ...] = ("step 90 loss 0.1",)  # its log's last lines, once it is gone
+    gpus: tuple[int, ...] = ()  # the GPUs it drives (the sampler's "gpus" of a rank)
     # running totals
     steps: float = 0.0
     run_s: float = 0.0
@@ -63,6 +64,8 @@ class FakeRank:
                 "cores": self.quota, "path": "/sys/fs/cgroup/cpu/x", "periods": self.periods,
                 "throttled": self.throttled, "throttled_s": self.throttled * 0.05},
             "sendq": dict(self.sendq)}
+        if self.gpus:
+            out["gpus"] = list(self.gpus)
         if not self.sent_who:
             who = {"PADDLE_TRAINERS_NUM": "4"}
             if self.role:
@@ -89,6 +92,9 @@ class FakeHost:
     gone: list[FakeRank] = field(default_factory=list)
     resent_share: float = 0.0  # of the TCP segments it sends (100 a second)
     tcp: tuple[float, float] = (0.0, 0.0)
+    # Its GPUs as the sampler's NVML part prints them ({"i", "util", "sm", "sm_max",
+    # "reasons", "temp", "power_w", "pids"}); none: a host without an NVIDIA driver.
+    gpus: list[dict[str, Any]] = field(default_factory=list)
 
     def line(self, dt: float = 5.0) -> str:
         """The next sample, dt seconds after the last."""
@@ -109,6 +115,8 @@ class FakeHost:
                "gone": [{"pid": r.pid, "who": {}, "launcher": self.launcher,
                          "tail": list(r.tail)} for r in self.gone],
                "cost_s": 0.01 * (self.n + 1)}
+        if self.gpus:
+            doc["gpu"] = {"source": "nvml", "gpus": [dict(g) for g in self.gpus]}
         self.gone = []
         self.n += 1
         return json.dumps(doc)
@@ -120,6 +128,15 @@ POLICY = WatchPolicy(interval_s=5.0, margin=0.25, persist_s=15.0, hang_s=60.0)
 def cluster(n: int = 4, **kw) -> list[FakeHost]:
     return [FakeHost(f"node{i + 1:02d}", [FakeRank(1000 + i, i, **kw)],
                      netns=f"net:[{4026532000 + i}]") for i in range(n)]
+
+
+def gpu_cluster(n: int = 4) -> list[FakeHost]:
+    """n hosts, a rank on each driving its host's GPU 0: busy H100s at their full clock."""
+    hosts = cluster(n, gpus=(0,))
+    for h in hosts:
+        h.gpus = [{"i": 0, "util": 100, "mem_util": 40, "sm": 1980, "sm_max": 1980,
+                   "reasons": 0, "temp": 62, "power_w": 520.0, "pids": [h.ranks[0].pid]}]
+    return hosts
 
 
 def watched(hosts: list[FakeHost], seconds: float, policy: WatchPolicy = POLICY,

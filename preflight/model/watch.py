@@ -50,6 +50,23 @@ class RankSample:
     sendq: tuple[tuple[str, int], ...] = ()  # (peer address, bytes queued to it) where any
     log_tail: tuple[str, ...] = ()  # its log's last lines, once it has exited (a zombie)
     error: Optional[str] = None  # what could not be read this time
+    gpus: tuple[int, ...] = ()  # the GPUs it drives (NVML's indices on its host)
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU at one moment (NVML, or nvidia-smi): None where it did not say."""
+
+    index: int
+    util: Optional[int] = None  # % of the last period a kernel ran on it
+    mem_util: Optional[int] = None  # % of it the memory was read or written
+    sm_mhz: Optional[int] = None  # its SM clock now
+    sm_max_mhz: Optional[int] = None  # ... and the highest it can run
+    reasons: Optional[int] = None  # NVML's clock event (throttle) reasons, a bitmask
+    temp_c: Optional[int] = None
+    power_w: Optional[float] = None
+    pids: tuple[int, ...] = ()  # compute processes on it (NVML only)
+    error: Optional[str] = None  # a GPU that did not answer (lost, or nvidia-smi silent)
 
 
 @dataclass(frozen=True)
@@ -64,6 +81,9 @@ class HostSample:
     cost_s: Optional[float] = None  # the sampler's own CPU so far
     tcp_out: Optional[int] = None  # TCP segments sent so far (/proc/net/snmp)
     tcp_retrans: Optional[int] = None  # ... and sent again
+    gpus: tuple[GpuSample, ...] = ()
+    gpu_source: Optional[str] = None  # "nvml" or "nvidia-smi"
+    gpu_error: Optional[str] = None  # a driver, but its GPUs could not be read
 
 
 @dataclass(frozen=True)

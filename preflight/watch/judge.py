@@ -20,6 +20,7 @@ from typing import Optional
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import RankId, WatchPolicy
+from preflight.watch import gpus
 from preflight.watch.series import UNIT_WORDS, JobSeries, RankSeries, Span, Unit, WatchState, median
 
 # Busy share (cores on a CPU or waiting for one) that sets a rank apart from its peers:
@@ -90,7 +91,7 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
                                 f"{len(job.ranks)} ranks of {job.key} ended by {_clock(end)}, "
                                 "none of them in error", {"ranks": ()})]
     out = [*_stopped_or_dead(job, present, live, policy),
-           *_hang(job, live, policy, state.stacks)]
+           *_hang(job, live, policy, state)]
     if any(f.check == "hang" for f in out):
         return out  # no pace to compare while nothing moves
     unit = job.unit()
@@ -113,6 +114,8 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
     # sockets slowly): the link is blamed only where nothing else explains it.
     out.extend(_link(live, policy, at_check, state, addresses,
                      {h for f in out for h in f.hosts}))
+    out = gpus.findings(live, unit, state, policy, out)
+    out.extend(gpus.unreadable(job.hosts(), live, state))
     if not out:
         out.append(_pace(job, live, unit, policy))
     return out
@@ -311,7 +314,7 @@ def _died(rid: RankId, t: float, tail: Sequence[str], live: Sequence[RankSeries]
 
 
 def _hang(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
-          stacks: Mapping[RankId, str]) -> list[Finding]:
+          state: WatchState) -> list[Finding]:
     """No progress on any rank for hang_s, and for 5 times the longest quiet spell the job
     had before (a job that logs once a minute is not hung after 30 quiet seconds)."""
     unit = job.unit()
@@ -333,7 +336,8 @@ def _hang(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
     return [Finding("hang", Status.FAIL, hosts,
                     f"no progress on any of {len(live)} ranks for {quiet:.0f} s (its longest "
                     f"quiet spell before: {before:.1f} s; counted in {UNIT_WORDS[unit]})"
-                    f"{cause}; ranks now: {waits}{_stacks(live, stacks)}",
+                    f"{cause}; ranks now: {waits}{gpus.in_hang(live, state)}"
+                    f"{_stacks(live, state.stacks)}",
                     {"ranks": tuple(r.rid for r in stopped), "quiet_s": quiet,
                      "job": job.key})]
 

@@ -1,6 +1,7 @@
 """The watch's figures as OpenMetrics, with prometheus_client: per rank (its pace, busy and
 waiting cores, throttling, whether it is stopped), per host (load, the age of its last
-sample) and the findings, served over HTTP (Prometheus scrapes the controller) or written to
+sample), per GPU (utilisation, SM clock, temperature, power, whether a slowdown holds it) and
+the findings, served over HTTP (Prometheus scrapes the controller) or written to
 node-exporter's textfile directory. Each scrape or write is a snapshot of the last
 judgement: ranks that are gone leave no stale series behind."""
 
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from preflight.model.findings import Finding
+from preflight.model.watch import GpuSample
+from preflight.watch.gpus import host_gpus, slowed_now
 from preflight.watch.series import WatchState
 
 RANK_LABELS = ["job", "host", "role", "rank"]
@@ -21,6 +24,19 @@ RANK_GAUGES = (
     ("cpu_wait_cores", "cores' worth of time runnable but waiting for a CPU"),
     ("throttled_ratio", "share of its cgroup's CFS periods throttled"),
     ("stopped", "1 when the rank is stopped (state T)"),
+)
+# (name, help, what of a GpuSample; None where it did not say), as preflight_watch_gpu_<name>.
+GPU_GAUGES = (
+    ("utilization_ratio", "share of the last period a kernel ran on the GPU",
+     lambda g: None if g.util is None else g.util / 100),
+    ("sm_clock_hertz", "the GPU's SM clock now",
+     lambda g: None if g.sm_mhz is None else g.sm_mhz * 1e6),
+    ("sm_clock_max_hertz", "the highest SM clock the GPU can run",
+     lambda g: None if g.sm_max_mhz is None else g.sm_max_mhz * 1e6),
+    ("temperature_celsius", "the GPU's temperature", lambda g: g.temp_c),
+    ("power_watts", "the GPU's power draw", lambda g: g.power_w),
+    ("slowed", "1 when a hardware slowdown, or a software cap while busy, holds its clock",
+     lambda g: float(slowed_now(g))),
 )
 
 
@@ -61,6 +77,7 @@ class _Snapshot:
     def __init__(self) -> None:
         self.ranks: list[RankFigures] = []
         self.hosts: list[tuple[str, Optional[float], float]] = []  # host, load1, age
+        self.gpus: list[tuple[str, GpuSample]] = []
         self.findings: Sequence[Finding] = ()
 
     def collect(self) -> Iterator[Any]:
@@ -83,6 +100,13 @@ class _Snapshot:
             age.add_metric([host], seconds)
         yield load
         yield age
+        for name, doc, value in GPU_GAUGES:
+            g = GaugeMetricFamily(f"preflight_watch_gpu_{name}", doc, labels=["host", "gpu"])
+            for host, gpu in self.gpus:
+                v = value(gpu)
+                if v is not None:
+                    g.add_metric([host, str(gpu.index)], v)
+            yield g
         counts: dict[tuple[str, str, str], int] = {}
         for finding in self.findings:
             for h in finding.hosts:
@@ -120,6 +144,7 @@ class Metrics:
         self.snapshot.hosts = [(h, s[-1].load1 if s else None,
                                 now - state.last_tick.get(h, now))
                                for h, s in sorted(state.hosts.items())]
+        self.snapshot.gpus = host_gpus(state)
         self.snapshot.findings = tuple(findings)
 
     def serve(self, address: str, port: int) -> Any:

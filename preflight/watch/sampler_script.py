@@ -21,6 +21,8 @@ from preflight.collect.probe.cgroup import cgroup_v1_quota as cgroup_v1_quota  #
 from preflight.collect.probe.cgroup import cgroup_v2_quota as cgroup_v2_quota  # joined
 from preflight.collect.probe.cgroup import read as read  # joined
 from preflight.collect.probe.cgroup import section  # joined
+from preflight.watch.sampler_gpu import gpu_source as gpu_source  # joined
+from preflight.watch.sampler_gpu import rank_gpus as rank_gpus  # joined
 
 SCHEMA = 1
 LAUNCH_MODULE = "paddle.distributed.launch"
@@ -28,7 +30,8 @@ MARKER = "PREFLIGHT_LAUNCH"
 # The variables of a rank that say who it is (read once, when it is first seen).
 RANK_VARS = ("PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "TRAINING_ROLE", "PADDLE_PSERVER_ID",
              "PADDLE_LOCAL_RANK", "PADDLE_RANK_IN_NODE", "POD_IP", "PADDLE_PORT",
-             "PADDLE_CURRENT_ENDPOINT", "PADDLE_GLOBAL_SIZE", "PADDLE_ROLE_TYPE")
+             "PADDLE_CURRENT_ENDPOINT", "PADDLE_GLOBAL_SIZE", "PADDLE_ROLE_TYPE",
+             "FLAGS_selected_gpus", "CUDA_VISIBLE_DEVICES")  # the GPUs the launcher gave it
 HOOK_NAME = "preflight-watch.%d"  # what preflight.watch.step() writes, by the rank's own pid
 HOOK_DIRS = ("/dev/shm", "/tmp")
 # The processes that run a container's first process (podman's, docker's and containerd's,
@@ -425,18 +428,46 @@ def main(argv):
     opts = json.loads(argv[0])
     interval = max(0.2, float(opts.get("interval", 5.0)))
     end = time.monotonic() + float(opts.get("lifetime", 3600.0))
-    out = sys.stdout
     # Launchers in another network namespace are this host's containers' or, where hosts
     # share one kernel (a simulated cluster), other hosts' (Sampler.ours tells).
     netns = section(os.readlink, "/proc/self/ns/net")
     sampler = Sampler(opts.get("token") or "", opts.get("pattern"),
                       netns if isinstance(netns, str) else None)
+    # GPUs only where the host has an NVIDIA driver ("always": tried anyway, for tests).
+    gpus = section(gpu_source, interval, opts.get("gpu") == "always")
+    try:
+        return loop(sampler, gpus, interval, end, netns)
+    finally:
+        if hasattr(gpus, "close"):
+            gpus.close()
+
+
+def gpu_part(gpus, sampler, jobs):
+    """The sample's GPU part, and each rank's GPUs in its own part (jobs')."""
+    if not hasattr(gpus, "sample"):
+        return gpus  # {"error": why}: a driver, but neither NVML nor nvidia-smi answers
+    rows = section(gpus.sample)
+    if not isinstance(rows, list):
+        return rows
+    for job in jobs:
+        for r in job.get("ranks") or ():
+            rank = sampler.ranks.get(r.get("pid"))
+            on = section(rank_gpus, rank.pid, rank.who, rows, gpus.uuids) if rank else None
+            if isinstance(on, list):
+                r["gpus"] = on
+    return {"source": gpus.source, "gpus": rows}
+
+
+def loop(sampler, gpus, interval, end, netns):
+    out = sys.stdout
     n = 0
     while True:
         began = time.monotonic()
         sample = {"v": SCHEMA, "n": n, "t": round(time.time(), 3), "host": section(host_part),
                   "netns": netns}
         sample.update(section(sampler.tick))
+        if gpus is not None:
+            sample["gpu"] = gpu_part(gpus, sampler, sample.get("jobs") or ())
         cpu = os.times()
         sample["cost_s"] = round(cpu[0] + cpu[1], 4)  # the sampler's own CPU so far
         try:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from preflight.model.watch import HostSample, RankId, RankSample, Role
+from preflight.model.watch import GpuSample, HostSample, RankId, RankSample, Role
 
 SCHEMA = 1
 
@@ -164,13 +164,16 @@ class HostStream:
                                if isinstance(v, int) and k != "error")),
             log_tail=tuple(str(x) for x in r["tail"]) if isinstance(r.get("tail"), list)
             else (),
-            error="; ".join(errors) or None)
+            error="; ".join(errors) or None,
+            gpus=tuple(g for g in r["gpus"] if isinstance(g, int) and not isinstance(g, bool))
+            if isinstance(r.get("gpus"), list) else ())
 
     @staticmethod
     def _host(h: Mapping[str, Any], t: float, doc: Mapping[str, Any]) -> HostSample:
         load = h.get("load")
         tcp: Optional[list[int]] = h["tcp"] if _ints(h.get("tcp")) else None
         nics = _dict(h, "nics")
+        gpu = _dict(doc, "gpu")
         return HostSample(
             t=t, cpus=_num(h, "cpus", int),
             load1=float(load[0]) if isinstance(load, list) and load else None,
@@ -179,4 +182,18 @@ class HostStream:
             nics=tuple((str(k), int(v[0]), int(v[1]), int(v[2]), int(v[3]))
                        for k, v in sorted(nics.items()) if isinstance(v, list) and len(v) >= 4),
             cost_s=_num(doc, "cost_s"),
-            tcp_out=tcp[0] if tcp else None, tcp_retrans=tcp[1] if tcp else None)
+            tcp_out=tcp[0] if tcp else None, tcp_retrans=tcp[1] if tcp else None,
+            gpus=tuple(_gpu(g) for g in gpu.get("gpus") or ()
+                       if isinstance(g, dict) and _num(g, "i", int) is not None),
+            gpu_source=_text(gpu, "source"), gpu_error=_text(gpu, "error"))
+
+
+def _gpu(g: Mapping[str, Any]) -> GpuSample:
+    pids = g.get("pids")
+    return GpuSample(
+        _num(g, "i", int), util=_num(g, "util", int), mem_util=_num(g, "mem_util", int),
+        sm_mhz=_num(g, "sm", int), sm_max_mhz=_num(g, "sm_max", int),
+        reasons=_num(g, "reasons", int), temp_c=_num(g, "temp", int),
+        power_w=_num(g, "power_w"),
+        pids=tuple(p for p in pids if isinstance(p, int)) if isinstance(pids, list) else (),
+        error=_text(g, "error"))

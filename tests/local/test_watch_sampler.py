@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from preflight.watch import sampler_gpu as G
 from preflight.watch import sampler_text
 
 LAUNCHER = '''\
@@ -25,7 +26,8 @@ log = sys.argv[sys.argv.index("--log_dir") + 1]
 os.makedirs(log, exist_ok=True)
 procs = []
 for i in range(2):
-    env = dict(os.environ, PADDLE_TRAINER_ID=str(i), PADDLE_TRAINERS_NUM="2")
+    env = dict(os.environ, PADDLE_TRAINER_ID=str(i), PADDLE_TRAINERS_NUM="2",
+               FLAGS_selected_gpus=str(i))
     out = open(os.path.join(log, "workerlog.%d" % i), "w")
     procs.append(subprocess.Popen([sys.executable, sys.argv[-1], str(i)], env=env,
                                   stdout=out, stderr=subprocess.STDOUT))
@@ -81,10 +83,11 @@ def job(tmp_path: Path):
         launcher.wait(10)
 
 
-def sample(token: str, seconds: float = 1.2, interval: float = 0.5) -> list[dict[str, Any]]:
+def sample(token: str, seconds: float = 1.2, interval: float = 0.5, gpu: str = "driver",
+           env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     cmd = sampler_text.command(sys.executable, sampler_text.SamplerOptions(
-        interval, seconds, token))
-    p = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=30)
+        interval, seconds, token, gpu=gpu))
+    p = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=30, env=env)
     assert p.returncode == 0, p.stderr
     return [json.loads(ln) for ln in p.stdout.splitlines()]
 
@@ -191,3 +194,59 @@ def test_watch_says_in_one_line_what_it_cannot_open(tmp_path):
     assert bad_pattern.returncode == 2
     assert bad_pattern.stderr.strip().splitlines()[-1].startswith(
         "preflight watch: error: argument --step-pattern: not a regular expression: ")
+
+
+# The GPU part, through the stand-ins of NVML and nvidia-smi (tests/fixtures).
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FAKE_NVML = FIXTURES / "fake_pynvml"
+FAKE_SMI = FIXTURES / "fake_nvidia_smi"
+
+
+def smi_procs() -> list[str]:
+    return subprocess.run(["pgrep", "-f", str(FAKE_SMI / "nvidia-smi")], capture_output=True,
+                          text=True).stdout.split()
+
+
+def test_without_a_driver_the_sampler_reads_no_gpu(job):
+    if G.has_driver():
+        pytest.skip("this machine has an NVIDIA driver")
+    lines = sample("tok-watch", 0.2)
+    assert all("gpu" not in ln for ln in lines)
+
+
+def test_the_sampler_reads_gpus_through_nvml_and_gives_each_rank_its_gpu(job):
+    _, ranks, _ = job
+    env = dict(os.environ, PYTHONPATH=str(FAKE_NVML), FAKE_NVML="h100",
+               FAKE_NVML_PIDS=f"0:{ranks[1]}")
+    last = sample("tok-watch", 0.6, 0.3, gpu="always", env=env)[-1]
+    assert last["gpu"]["source"] == "nvml"
+    assert [g["sm"] for g in last["gpu"]["gpus"]] == [1980, 1215]
+    on = {r["pid"]: r.get("gpus") for r in last["jobs"][0]["ranks"]}
+    # rank 1 on GPU 0 as NVML lists it; rank 0 on the GPU its launcher selected (0)
+    assert on == {ranks[0]: [0], ranks[1]: [0]}
+
+
+def test_the_sampler_reads_gpus_through_nvidia_smi_where_nvml_is_missing(job):
+    _, ranks, _ = job
+    env = dict(os.environ, PATH=f"{FAKE_SMI}{os.pathsep}{os.environ['PATH']}", FAKE_NVML="h100")
+    env.pop("PYTHONPATH", None)
+    lines = sample("tok-watch", 1.5, 0.3, gpu="always", env=env)
+    last = lines[-1]
+    assert last["gpu"]["source"] == "nvidia-smi"
+    assert [(g["i"], g["sm"], g["reasons"]) for g in last["gpu"]["gpus"]] == \
+        [(0, 1980, 0x1), (1, 1215, 0x41)]
+    on = {r["pid"]: r.get("gpus") for r in last["jobs"][0]["ranks"]}
+    assert on == {ranks[0]: [0], ranks[1]: [1]}  # FLAGS_selected_gpus, nvidia-smi has no pids
+    end = time.monotonic() + 10
+    while smi_procs() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert smi_procs() == [], "nvidia-smi outlived the sampler"
+
+
+def test_a_host_whose_gpus_cannot_be_read_says_why_in_every_sample(job):
+    env = dict(os.environ, PATH="/usr/bin:/bin")
+    env.pop("PYTHONPATH", None)
+    lines = sample("tok-watch", 0.2, gpu="always", env=env)
+    why = lines[0]["gpu"]["error"]
+    assert why.startswith("NVML: ") and why.endswith("no nvidia-smi on the PATH")
+    assert all(ln["gpu"] == {"error": why} for ln in lines)

@@ -48,6 +48,31 @@ def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+# The suite runs two modules at a time (pytest-xdist, --dist loadgroup, see pyproject): each
+# module is one group, so its clusters are built once, in one worker. These share a group,
+# so they never run at once: 32 ranks importing Paddle together (the scale test) starve
+# whatever runs beside them of CPU for minutes, and the watch's tests time what jobs do.
+SERIAL_GROUP = "paddle-jobs"
+SERIAL_MODULES = ("test_scale_go", "test_watch", "test_watch_act", "test_watch_ps")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.path.stem
+        group = SERIAL_GROUP if module in SERIAL_MODULES else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_terminal_size() -> Iterator[None]:
+    # preflight fits its lines to $COLUMNS where its output is a pipe (120 without); the
+    # tests read whole lines. pytest-xdist's workers inherit a COLUMNS of 80 from somewhere
+    # in pytest, and a developer's shell may export its own.
+    saved = {k: os.environ.pop(k) for k in ("COLUMNS", "LINES") if k in os.environ}
+    yield
+    os.environ.update(saved)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _results_logs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     # Every preflight the tests start writes its results log here, not in ~/.local/state.

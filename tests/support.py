@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
@@ -187,3 +188,20 @@ def report_doc(c: Cluster, judgement: Any, plan: Any = None, **run: Any) -> dict
     doc: dict[str, Any] = json.loads(json.dumps(jsonreport.encode(
         replace(build.report(c, judgement, plan), **run))))
     return doc
+
+
+def procs_with_env(key: str, value: str) -> list[int]:
+    """The pids of this machine's processes whose environment holds key=value: a test's own
+    children, told apart from those of a test running beside it."""
+    want = f"{key}={value}".encode()
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                if want in fh.read().split(b"\0"):
+                    out.append(int(name))
+        except OSError:
+            continue
+    return out

@@ -6,13 +6,14 @@ GPU, and nvidia-smi left running for the sampler's life and no longer."""
 from __future__ import annotations
 
 import importlib.util
-import subprocess
+import os
 import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from support import procs_with_env
 
 from preflight.watch import sampler_gpu as G
 
@@ -73,12 +74,6 @@ def test_the_gpu_nvml_lists_a_rank_on_wins_over_its_launchers_word():
     assert G.rank_gpus(77, {"FLAGS_selected_gpus": "0"}, rows, []) == [1]
 
 
-def smi_procs() -> list[str]:
-    out = subprocess.run(["pgrep", "-f", str(FAKE_SMI / "nvidia-smi")], capture_output=True,
-                         text=True).stdout
-    return out.split()
-
-
 def wait_rows(gpus: G.SmiGpus, n: int) -> list[dict[str, Any]]:
     end = time.monotonic() + 10
     rows: list[dict[str, Any]] = []
@@ -91,6 +86,12 @@ def wait_rows(gpus: G.SmiGpus, n: int) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("scenario", ["h100", "old-driver"])
 def test_nvidia_smi_is_left_running_and_its_rows_read(monkeypatch, scenario):
     monkeypatch.setenv("FAKE_NVML", scenario)
+    tag = f"left-running-{scenario}-{os.getpid()}"
+    monkeypatch.setenv("SMI_TAG", tag)  # its nvidia-smi, not one of a test beside it
+
+    def smi_procs() -> list[int]:
+        return procs_with_env("SMI_TAG", tag)
+
     gpus = G.SmiGpus(str(FAKE_SMI / "nvidia-smi"), 0.2)
     try:
         assert gpus.fields[6] == ("clocks_event_reasons.active" if scenario == "h100" else

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import procs_with_env
 
 from preflight.watch import sampler_gpu as G
 from preflight.watch import sampler_text
@@ -202,9 +203,6 @@ FAKE_NVML = FIXTURES / "fake_pynvml"
 FAKE_SMI = FIXTURES / "fake_nvidia_smi"
 
 
-def smi_procs() -> list[str]:
-    return subprocess.run(["pgrep", "-f", str(FAKE_SMI / "nvidia-smi")], capture_output=True,
-                          text=True).stdout.split()
 
 
 def test_without_a_driver_the_sampler_reads_no_gpu(job):
@@ -228,7 +226,9 @@ def test_the_sampler_reads_gpus_through_nvml_and_gives_each_rank_its_gpu(job):
 
 def test_the_sampler_reads_gpus_through_nvidia_smi_where_nvml_is_missing(job):
     _, ranks, _ = job
-    env = dict(os.environ, PATH=f"{FAKE_SMI}{os.pathsep}{os.environ['PATH']}", FAKE_NVML="h100")
+    tag = f"sampler-{os.getpid()}"  # its nvidia-smi, not one of a test beside it
+    env = dict(os.environ, PATH=f"{FAKE_SMI}{os.pathsep}{os.environ['PATH']}", FAKE_NVML="h100",
+               SMI_TAG=tag)
     env.pop("PYTHONPATH", None)
     lines = sample("tok-watch", 1.5, 0.3, gpu="always", env=env)
     last = lines[-1]
@@ -238,9 +238,9 @@ def test_the_sampler_reads_gpus_through_nvidia_smi_where_nvml_is_missing(job):
     on = {r["pid"]: r.get("gpus") for r in last["jobs"][0]["ranks"]}
     assert on == {ranks[0]: [0], ranks[1]: [1]}  # FLAGS_selected_gpus, nvidia-smi has no pids
     end = time.monotonic() + 10
-    while smi_procs() and time.monotonic() < end:
+    while procs_with_env("SMI_TAG", tag) and time.monotonic() < end:
         time.sleep(0.05)
-    assert smi_procs() == [], "nvidia-smi outlived the sampler"
+    assert procs_with_env("SMI_TAG", tag) == [], "nvidia-smi outlived the sampler"
 
 
 def test_a_host_whose_gpus_cannot_be_read_says_why_in_every_sample(job):

@@ -33,6 +33,7 @@ POLL_S = 0.05
 STOP_WAIT_S = 5.0  # after SIGTERM, how long the job's processes get before SIGKILL
 REMOVE_WAIT_S = 20.0  # for the runtime to remove the job's container
 STOP_EACH_S = STOP_WAIT_S + REMOVE_WAIT_S + 15.0  # stop_on's longest on one host
+STOP_AGAIN_S = 2 * STOP_WAIT_S + 10.0  # launch's wait for a host's command, and a stop again
 EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 124, 130
 MARKER = "PREFLIGHT_LAUNCH"
 
@@ -246,9 +247,17 @@ def _stop(nodes: Sequence[Node], remotes: Mapping[str, Remote], token: str,
 
     def one(n: Node) -> None:
         ok, said = stop_on(remotes[n.host], token, n)
+        s = started.get(n.host)
+        if s is not None and n.host not in exits and s.wait(STOP_WAIT_S).exit is None:
+            # Its command outlived the stop: started just before it, it had not yet exec'd
+            # the marked launcher when the stop looked (seen on a loaded machine). Now it has.
+            ok, again = stop_on(remotes[n.host], token, n)
+            said = f"{int(said) + int(again)}" if ok and said.isdigit() and again.isdigit() \
+                else again
         stopped[n.host] = said if ok else f"? ({said})"
 
-    in_parallel([functools.partial(one, n) for n in nodes], STOP_EACH_S, "stop")
+    in_parallel([functools.partial(one, n) for n in nodes], STOP_EACH_S + STOP_AGAIN_S,
+                "stop")
     for host, s in started.items():
         if host not in exits:
             prefix[host].feed(s.take(), final=True)

@@ -128,6 +128,25 @@ class _Refuses:
         return LocalRemote("b").run("echo stopped 0", timeout)
 
 
+class _SlowToExec(LocalRemote):
+    """A host whose command reaches the marked launcher a second after it started (a loaded
+    machine, a slow login shell): a stop that looks at once finds nothing marked there."""
+
+    def start(self, command):
+        return super().start(f"sleep 1; {command}")
+
+
+def test_a_host_still_starting_when_the_job_is_stopped_is_stopped_too(tmp_path):
+    pidfile = tmp_path / "pids"
+    nodes = [shell_node("a", f"sleep 60 & echo $! > {pidfile}; wait"), shell_node("b", "true")]
+    err = io.StringIO()
+    code = run(nodes, {"a": _SlowToExec("a"), "b": _Refuses()}, LaunchOptions(("x",)),
+               out=io.StringIO(), err=err)
+    assert code == EXIT_FAILED
+    pids = [int(x) for x in pidfile.read_text().split()]  # it did start, after the stop
+    assert pids and not any(alive(p) for p in pids)
+
+
 def test_a_host_that_cannot_start_stops_the_others(tmp_path):
     pidfile = tmp_path / "pids"
     nodes = [shell_node("a", f"sleep 60 & echo $! > {pidfile}; wait"), shell_node("b", "true")]

@@ -33,11 +33,12 @@ class Launched:
     chdir: Optional[str] = None
     timeout: Optional[float] = None
     transport: str = "ssh"
+    jobid: Optional[str] = None  # the Slurm batch job it runs as (--transport slurm)
 
 
 def record(token: str, plan: str, hosts: Sequence[str], script: Sequence[str] = (),
            chdir: Optional[str] = None, timeout: Optional[float] = None,
-           transport: str = "ssh") -> Optional[str]:
+           transport: str = "ssh", jobid: Optional[str] = None) -> Optional[str]:
     """Writes the launch's record; returns its path, None where none could be written (the
     job runs all the same: a watch can still be given its marker)."""
     d = directory()
@@ -47,7 +48,7 @@ def record(token: str, plan: str, hosts: Sequence[str], script: Sequence[str] = 
         with open(path, "w", encoding="utf-8") as fh:
             json.dump({"token": token, "plan": os.path.abspath(plan), "hosts": list(hosts),
                        "started": time.time(), "script": list(script), "chdir": chdir,
-                       "timeout": timeout, "transport": transport}, fh)
+                       "timeout": timeout, "transport": transport, "jobid": jobid}, fh)
         for old in sorted(_records(d), key=os.path.getmtime)[:-KEEP]:
             os.unlink(old)
     except OSError:
@@ -72,7 +73,8 @@ def _read(path: str) -> Optional[Launched]:
             str(doc["token"]), str(doc["plan"]), tuple(str(h) for h in doc.get("hosts", ())),
             float(doc.get("started", 0)), tuple(str(a) for a in doc.get("script") or ()),
             None if doc.get("chdir") is None else str(doc["chdir"]),
-            None if timeout is None else float(timeout), str(doc.get("transport") or "ssh"))
+            None if timeout is None else float(timeout), str(doc.get("transport") or "ssh"),
+            None if doc.get("jobid") is None else str(doc["jobid"]))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 

@@ -35,7 +35,9 @@ ACTED_ON = ("stopped", "dead", "hang", "straggler")
 OWN_VALUED = ("--json", "--junit", "--markdown", "--html", "--log", "--limit", "--emit-launch")
 OWN_FLAGS = ("--no-progress", "--no-step-summary")
 CHECK_TIMEOUT_S = 1800.0  # a re-check that runs longer is given up (the job stays stopped)
-LAUNCH_RECORDED_S = 60.0  # how long the relaunch has to record its marker
+# How long the relaunch has to record its job: at once over SSH; a Slurm batch job once it
+# runs, which may queue first. While its launch runs; said once it takes longer than SAY_S.
+LAUNCH_RECORDED_S, SAY_S = 900.0, 10.0
 
 
 def _env() -> dict[str, str]:
@@ -253,18 +255,29 @@ class Actor:
             p = subprocess.Popen([sys.executable, "-m", "preflight", *argv],
                                  stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                  start_new_session=True, env=_env())
-        end = time.monotonic() + LAUNCH_RECORDED_S
-        while time.monotonic() < end:
+        start = time.monotonic()
+        said = False
+        while time.monotonic() < start + LAUNCH_RECORDED_S:
             launched = launches.newest(report)
             if launched is not None:
+                job = f", Slurm job {launched.jobid}" if launched.jobid else ""
                 self.say("launch", f"launched again on {', '.join(launched.hosts)}: marker "
-                         f"{launched.token}, pid {p.pid}, its output in {log}",
+                         f"{launched.token}{job}, pid {p.pid}, its output in {log}",
                          {"marker": launched.token, "hosts": list(launched.hosts),
-                          "pid": p.pid, "output": log})
+                          "pid": p.pid, "output": log, "jobid": launched.jobid})
                 return report, launched
             if p.poll() is not None:
                 break
+            if not said and time.monotonic() > start + SAY_S:
+                said = True
+                self.say("launch", f"started (pid {p.pid}, its output in {log}); waiting for "
+                         f"its job to run, up to {LAUNCH_RECORDED_S:g} s", {"output": log})
             time.sleep(0.2)
-        self.say("launch", f"the launch did not start (exit {p.poll()}; its output in {log}): "
-                 "the job stays stopped", {"output": log})
+        if p.poll() is None:  # a Slurm job still queued: its launch goes on, unwatched
+            self.say("launch", f"its job did not run within {LAUNCH_RECORDED_S:g} s (queued; "
+                     f"its launch, pid {p.pid}, goes on; its output in {log}): not followed",
+                     {"output": log})
+        else:
+            self.say("launch", f"the launch did not start (exit {p.poll()}; its output in "
+                     f"{log}): the job stays stopped", {"output": log})
         return None

@@ -376,7 +376,7 @@ def _watch_parser(sub: Any) -> None:
                    help="ssh (default); slurm: the sampler as a step of the job (srun "
                    "--overlap --jobid)")
     w.add_argument("--jobid", metavar="ID", help="with --transport slurm: the job to watch "
-                   "(default: $SLURM_JOB_ID)")
+                   "(default: the Slurm job --plan's launch runs as, else $SLURM_JOB_ID)")
     w.add_argument("--interval", type=positive(float), default=5.0, metavar="S",
                    help="seconds between samples (default 5)")
     w.add_argument("--margin", type=fraction, default=0.25,

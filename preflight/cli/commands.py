@@ -336,21 +336,24 @@ def cmd_watch(args: argparse.Namespace) -> int:
         log = record.Record(path)
     except OSError as e:
         raise UsageError(f"watch: --log {path}: {e.strerror or e}") from None
-    plan, token = args.plan, args.marker or ""
+    plan, token, jobid = args.plan, args.marker or "", args.jobid
     if plan and not token and not args.any_job:
         launched = launches.newest(plan)
         token = launched.token if launched else ""
+        jobid = jobid or (launched.jobid if launched else None)
     end = None if not args.duration or args.once else time.monotonic() + args.duration
     try:
         while True:
             left = None if end is None else end - time.monotonic()
-            result = _watch_once(args, plan, token, log, actor_opts, left)
+            result = _watch_once(args, plan, token, jobid, log, actor_opts, left)
             if result.relaunched is None or args.once or (left is not None and left <= 0):
                 break
-            # The job runs again on the hosts of a new plan: follow it there.
+            # The job runs again on the hosts of a new plan (in a new Slurm job, where it
+            # ran in one): follow it there.
             assert actor_opts is not None
             plan, launched = cast(tuple[str, launches.Launched], result.relaunched)
             actor_opts.plan, actor_opts.launched, token = plan, launched, launched.token
+            jobid = launched.jobid
     finally:
         log.close()
     if args.once:
@@ -379,8 +382,9 @@ def _act_options(args: argparse.Namespace) -> ActOptions:
                       args.accept_new_host_keys)
 
 
-def _watch_once(args: argparse.Namespace, plan: Optional[str], token: str, log: record.Record,
-                actor_opts: Optional[ActOptions], left: Optional[float]) -> WatchResult:
+def _watch_once(args: argparse.Namespace, plan: Optional[str], token: str,
+                jobid: Optional[str], log: record.Record, actor_opts: Optional[ActOptions],
+                left: Optional[float]) -> WatchResult:
     """Watches one job (the plan's launch of token, or every job) until the time is up, or
     until --act launched it again elsewhere (the result says where)."""
     via = Via(args.transport)
@@ -398,8 +402,8 @@ def _watch_once(args: argparse.Namespace, plan: Optional[str], token: str, log: 
             fmt = source.fmt if fmt == "auto" else fmt
     fmt = table.inventory_format(via, inventory, fmt)
     transport = table.new(via, inventory, fmt)
-    if isinstance(transport, SlurmTransport) and args.jobid:
-        transport.job = slurm.Allocation(args.jobid)
+    if isinstance(transport, SlurmTransport) and jobid:
+        transport.job = slurm.Allocation(jobid)
     try:
         hosts = transport.hosts(HostQuery(inventory, fmt, ssh_config,
                                           cli_timeout=args.connect_timeout is not None))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ import slurmrig as S
 from conftest import PADDLE_A, PADDLE_B, SHARED_CPU
 from jobscripts import TRAIN_WATCH, TRAIN_WATCH_PATH
 from support import interruptible
+from watchtools import records
 
 from preflight.testing import testbed
 
@@ -421,6 +423,17 @@ def test_drain_without_operator_rights_is_refused_in_one_line(rig):
     assert rig.slurm.states()["node1"] == "idle"  # nothing changed
 
 
+def _launch_train_watch(rig: Rig, report: str, timeout_s: int) -> subprocess.Popen[str]:
+    """`preflight launch --transport slurm` of the report's plan running TRAIN_WATCH from
+    /root, in the background, interruptible as from a terminal."""
+    return subprocess.Popen(rig.slurm.cmd([
+        sys.executable, "-m", "preflight", "launch", "--transport", "slurm", "--plan", report,
+        "--chdir", "/root", "--timeout", str(timeout_s), "--",
+        os.path.basename(TRAIN_WATCH_PATH), str(10 ** 6)]), stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, env=dict(rig.slurm.env, PYTHONSAFEPATH="1"),
+        cwd=rig.tb.base, preexec_fn=interruptible)
+
+
 def test_a_job_in_slurm_is_watched_through_its_own_allocation(rig):
     # The job that `preflight launch --transport slurm` submitted; the watch's samplers run as
     # steps of that very job (srun --overlap --jobid): no SSH, nothing queued.
@@ -434,11 +447,7 @@ def test_a_job_in_slurm_is_watched_through_its_own_allocation(rig):
     for n in nodes:
         rig.tb.write_file(n, TRAIN_WATCH_PATH, TRAIN_WATCH)
     env = dict(rig.slurm.env, PYTHONSAFEPATH="1")
-    launch = subprocess.Popen(rig.slurm.cmd([
-        sys.executable, "-m", "preflight", "launch", "--transport", "slurm", "--plan", report,
-        "--chdir", "/root", "--timeout", "240", "--", os.path.basename(TRAIN_WATCH_PATH),
-        str(10 ** 6)]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-        cwd=rig.tb.base, preexec_fn=interruptible)
+    launch = _launch_train_watch(rig, report, 240)
     try:
         job = ""
         end = time.monotonic() + 60
@@ -470,3 +479,90 @@ def test_a_job_in_slurm_is_watched_through_its_own_allocation(rig):
     while rig.jobs() and time.monotonic() < end:
         time.sleep(1)
     assert rig.jobs() == ""
+
+
+def _steps(rig: Rig, node: str) -> int:
+    try:
+        with open(os.path.join(rig.tb.hosts[node].dir, "root", "log", "workerlog.0")) as fh:
+            return sum(1 for line in fh if line.startswith("step "))
+    except OSError:
+        return 0
+
+
+def test_act_on_a_job_launched_through_slurm_drains_its_node_and_submits_the_new_plan(rig):
+    # The job `preflight launch --transport slurm` submitted on 3 of the 4 nodes (--nnodes 3:
+    # the fourth is a spare); a CPU quota on one mid-run. The watch drains it in Slurm, stops
+    # the job by its marker (sbatch exported it), checks again without it, submits the new
+    # plan and follows the new Slurm job.
+    rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i",
+                                 rig.inventory(NODES, "act.yaml"), "--no-network-tests",
+                                 "--nnodes", "3", "--policy", rig.policy())
+    assert rc == 0, out
+    report = os.path.join(rig.tb.base, "act.json")
+    with open(report, "w") as fh:
+        json.dump(doc, fh)
+    planned = [n["host"] for n in doc["plan"]["nodes"]]
+    spare = next(n for n in NODES if n not in planned)
+    slow = planned[1]
+    for n in NODES:
+        rig.tb.write_file(n, TRAIN_WATCH_PATH, TRAIN_WATCH)
+        log = os.path.join(rig.tb.hosts[n].dir, "root", "log", "workerlog.0")
+        if os.path.exists(log):
+            os.unlink(log)
+    env = dict(rig.slurm.env, PYTHONSAFEPATH="1")
+    launch = _launch_train_watch(rig, report, 400)
+    wlog = os.path.join(rig.tb.base, "watch-act.jsonl")
+    watch = None
+    drained = ""
+    out = err = ""
+    try:
+        end = time.monotonic() + 150
+        while time.monotonic() < end and not all(_steps(rig, n) >= 3 for n in planned):
+            assert launch.poll() is None, launch.communicate()
+            time.sleep(1)
+        assert all(_steps(rig, n) >= 3 for n in planned), "the job did not start stepping"
+        watch = subprocess.Popen(rig.slurm.cmd([
+            sys.executable, "-m", "preflight", "watch", "--plan", report, "--transport",
+            "slurm", "--log", wlog, "--interval", "2", "--persist", "10", "--for", "240",
+            "--act"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            cwd=rig.tb.base, preexec_fn=interruptible)
+        time.sleep(8)
+        rig.tb.limit_cpu(slow, 0.1)
+        planted = time.monotonic()
+        end = planted + 240
+        while time.monotonic() < end and _steps(rig, spare) < 3:
+            assert watch.poll() is None, watch.communicate()
+            time.sleep(1)
+        assert _steps(rig, spare) >= 3, [r for r in records(wlog) if r["type"] == "act"]
+        print(f"\nthe Slurm job ran again on the spare {time.monotonic() - planted:.1f} s after "
+              "the quota")
+        drained = rig.slurm.states()[slow]
+        time.sleep(10)  # the watch follows the new job
+    finally:
+        rig.tb.limit_cpu(slow, float(os.cpu_count() or 1))
+        if watch is not None:
+            watch.send_signal(signal.SIGINT)
+            out, err = watch.communicate(timeout=60)
+        rig.slurm.run("scancel", "--user", "root")
+        launch.wait(60)
+        rig.slurm.run("scontrol", "update", f"nodename={slow}", "state=resume")
+        end = time.monotonic() + 60
+        while rig.jobs() and time.monotonic() < end:
+            time.sleep(1)
+    assert drained.startswith("drain"), drained
+    rs = records(wlog)
+    acts = [r for r in rs if r["type"] == "act"]
+    steps = [r["step"] for r in acts]
+    # (a second launch line where Slurm took more than 10 s to run the new job)
+    assert steps[:7] == ["drain", "stop", "stop", "stop", "check", "check", "launch"], out + err
+    assert steps[7:] in ([], ["launch"]), out + err
+    assert acts[0]["text"].startswith(f"scontrol update nodename={slow} state=drain "
+                                      "'reason=preflight: cpu-cores: watch: "), acts[0]
+    assert sorted(r["host"] for r in acts if r["step"] == "stop") == sorted(planned)
+    assert sorted(acts[5]["hosts"]) == sorted(set(planned) - {slow} | {spare})
+    # It followed the new Slurm job: a second start on the new plan's nodes, its marker.
+    starts = [r for r in rs if r["type"] == "start"]
+    assert len(starts) == 2 and sorted(starts[1]["hosts"]) == sorted(acts[5]["hosts"]), out + err
+    assert starts[1]["marker"] == acts[-1]["marker"] != starts[0]["marker"] != ""
+    assert acts[-1]["jobid"] and acts[-1]["text"].startswith("launched again on "), acts[-1]
+    assert launch.returncode != 0  # the first launch saw its job stopped

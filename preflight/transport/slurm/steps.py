@@ -107,6 +107,17 @@ def nodes(names: Sequence[str], timeout: float = 15.0) -> dict[str, Node]:
     return out
 
 
+def job_of_name(name: str, running: bool = False, timeout: float = 15.0) -> Optional[str]:
+    """The id of the job of that name (preflight names its jobs uniquely), in any state or
+    only once it runs; None while Slurm does not list it so."""
+    state = ["-t", "R"] if running else []
+    p = _run(["squeue", "-h", "-n", name, *state, "-o", "%i"], timeout)
+    if p.returncode != 0:
+        raise SlurmError(f"squeue: {p.stderr.decode(errors='replace').strip()[:300]}")
+    ids = p.stdout.decode(errors="replace").split()
+    return ids[0] if ids else None
+
+
 @dataclass
 class Allocation:
     """The job the steps run in: the user's own (inside salloc or sbatch) or one preflight

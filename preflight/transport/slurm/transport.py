@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
+import shlex
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import ClassVar, Optional
 
-from preflight.act.launch import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, LaunchOptions, Source
+from preflight.act import launches
+from preflight.act.launch import EXIT_FAILED, EXIT_OK, EXIT_TIMEOUT, MARKER, LaunchOptions, Source
 from preflight.collect.fanout import CollectOptions
 from preflight.common.remote import Remote
 from preflight.config.errors import UsageError
@@ -26,6 +31,7 @@ from preflight.transport.slurm import steps as slurm
 from preflight.transport.ssh.transport import SshTransport
 
 SBATCH_GRACE_S = 120  # past --time, what sbatch --wait gets to report the job's end
+JOB_POLL_MAX_S = 15.0  # squeue is asked at most this far apart while the job waits to run
 
 
 class SlurmTransport:
@@ -106,37 +112,79 @@ class SlurmTransport:
                opts: LaunchOptions) -> int:
         """Runs the plan as one Slurm batch job (sbatch --wait) and returns its exit code;
         the batch script goes to Slurm from a temporary file here, nothing needs sharing but
-        the training script. The job's output is Slurm's (slurm-JOBID.out in its directory)."""
+        the training script. The job's output is Slurm's (slurm-JOBID.out in its directory).
+        Its processes carry the launch marker (sbatch --export) and the launch is recorded
+        with its job id once the job runs, so `preflight watch --plan` follows it (and --act
+        stops it by its marker and submits the plan that replaces it)."""
         text = sbatch.batch_script(nodes, source.mode)
+        token = secrets.token_hex(8)
         with tempfile.NamedTemporaryFile("w", prefix="preflight-", suffix=".sbatch",
                                          delete=False) as fh:
             fh.write(text)
-        argv = ["sbatch", "--wait", "--parsable"]
+        argv = ["sbatch", "--wait", "--parsable", f"--job-name=preflight-{token}",
+                f"--export=ALL,{MARKER}={token}"]
         if opts.chdir:
             argv.append(f"--chdir={opts.chdir}")
         if opts.timeout:
             argv.append(f"--time={max(1, math.ceil(opts.timeout / 60))}")
+        limit = None if opts.timeout is None else opts.timeout + SBATCH_GRACE_S
         try:
-            p = subprocess.run([*argv, fh.name, *opts.script], capture_output=True, text=True,
-                               timeout=None if opts.timeout is None
-                               else opts.timeout + SBATCH_GRACE_S)
+            p = subprocess.Popen([*argv, fh.name, *opts.script], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
         except FileNotFoundError:
+            os.unlink(fh.name)
             print("preflight launch: sbatch not found (is this a Slurm login node?)",
                   file=sys.stderr)
             return EXIT_FAILED
+        try:
+            if opts.plan:
+                self._record(p, token, nodes, opts)
+            out, err = p.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
             print("preflight launch: the job did not end within its time limit",
                   file=sys.stderr)
             return EXIT_TIMEOUT
         finally:
             os.unlink(fh.name)
-        job = p.stdout.strip().split(";")[0]
+        job = out.strip().split(";")[0]
         where = opts.chdir or "the submit directory"
         print(f"preflight launch: Slurm job {job or '?'} on {','.join(n.host for n in nodes)} "
               f"ended with exit {p.returncode} (output: slurm-{job}.out in {where})"
-              + (f": {p.stderr.strip().splitlines()[-1]}" if p.returncode and p.stderr.strip()
+              + (f": {err.strip().splitlines()[-1]}" if p.returncode and err.strip()
                  else ""), file=sys.stderr)
         return EXIT_OK if p.returncode == 0 else EXIT_FAILED
+
+    @staticmethod
+    def _record(p: subprocess.Popen[str], token: str, nodes: Sequence[Node],
+                opts: LaunchOptions) -> threading.Thread:
+        """Records the launch once its job runs, found by the unique name it was given
+        (sbatch --wait's own output is read when it ends; a watch's samplers are steps in the
+        job, which a pending job cannot run). Asks squeue less often the longer it waits."""
+        assert opts.plan is not None
+        plan = opts.plan
+
+        def poll() -> None:
+            pause = 1.0
+            while p.poll() is None:
+                try:
+                    running = slurm.job_of_name(f"preflight-{token}", running=True)
+                except slurm.SlurmError:
+                    running = None
+                if running:
+                    launches.record(token, plan, [n.host for n in nodes], opts.script,
+                                    opts.chdir, opts.timeout, "slurm", running)
+                    print(f"preflight launch: Slurm job {running} runs, marker {MARKER}="
+                          f"{token} (preflight watch --plan {shlex.quote(plan)} --transport "
+                          "slurm follows it)", file=sys.stderr, flush=True)
+                    return
+                time.sleep(pause)
+                pause = min(pause * 1.5, JOB_POLL_MAX_S)
+
+        t = threading.Thread(target=poll, name="job-listed", daemon=True)
+        t.start()
+        return t
 
     def reach(self, hosts: Sequence[Host], connect_timeout: float,
               accept_new_host_keys: bool) -> dict[str, str]:

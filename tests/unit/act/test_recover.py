@@ -136,3 +136,19 @@ def test_a_second_action_waits_for_the_cooldown(old_report):
     actor([f])
     assert len(said) == n + 1 and said[-1][1].startswith("not acting on h1 yet: the last "
                                                          "action was 0 s ago")
+
+
+def test_a_launch_record_keeps_how_it_ran_and_its_slurm_job(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    plan = str(tmp_path / "r.json")
+    launches.record("aa11", plan, ["h1", "h2"], ["train.py", "7"], "/work", 600.0, "ssh")
+    launches.record("bb22", plan, ["h1"], ["train.py"], None, None, "slurm", "4711")
+    newest = launches.newest(plan)
+    assert newest is not None and (newest.token, newest.transport, newest.jobid) == \
+        ("bb22", "slurm", "4711")
+    by_ssh = launches.by_token("aa11")
+    assert by_ssh is not None
+    assert by_ssh == launches.Launched("aa11", plan, ("h1", "h2"), by_ssh.started,
+                                       ("train.py", "7"), "/work", 600.0, "ssh", None)
+    (tmp_path / "preflight" / "launches" / "cc33.json").write_text('{"token": "cc33", "pl')
+    assert launches.by_token("cc33") is None  # half written: no record

@@ -48,11 +48,13 @@ def own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-# The suite runs two modules at a time (pytest-xdist, see pyproject): each module is one unit
-# of work, so its clusters are built once, in one worker. These modules share one unit, so
-# they never run at once: 32 ranks importing Paddle together (the scale test) starve whatever
-# runs beside them of CPU for minutes, the watch's tests time what jobs do, and the testbeds
-# of 32 and 64 hosts raise the machine's ARP limits and put them back.
+# `pytest -n 2` (pytest-xdist) runs two modules at a time: on 2 cores about 28 minutes instead
+# of 43, but the simulated hosts then share the CPU with another module's, and measurements
+# that compare hosts (a PS trainer "slow on its own") see that load: CI runs one at a time.
+# Each module is one unit of work, so its clusters are built once, in one worker. These
+# modules share one unit, so they never run at once: 32 ranks importing Paddle together (the
+# scale test) starve whatever runs beside them of CPU for minutes, the watch's tests time what
+# jobs do, and the testbeds of 32 and 64 hosts raise the machine's ARP limits and put them back.
 SERIAL_GROUP = "paddle-jobs"
 SERIAL_MODULES = ("test_scale_go", "test_scale_view", "test_watch", "test_watch_act",
                   "test_watch_ps")

@@ -192,12 +192,9 @@ class SmiGpus(object):
         self.fields = fields
         self.rows, self.seen = {}, {}
         self.uuids = []
-        for line in first.splitlines():
-            self._keep(line)
-        for line in first.splitlines():
-            values = [v.strip() for v in line.split(",")]
-            if len(values) == len(fields) and values[0].isdigit():
-                self.uuids.append(values[1])
+        for line in first.splitlines():  # its first answer: every GPU's row and UUID
+            if self._keep(line):
+                self.uuids.append(line.split(",")[1].strip())
         self.lock = threading.Lock()
         # Left running: it prints every GPU's row each loop; it ends with the sampler (its
         # next write to a closed pipe) or when the sampler closes it.
@@ -214,6 +211,7 @@ class SmiGpus(object):
         g = smi_row(self.fields, line)
         if g is not None:
             self.rows[g["i"]], self.seen[g["i"]] = g, time.monotonic()
+        return g is not None
 
     def _read(self):
         stdout = self.proc.stdout

@@ -280,13 +280,13 @@ def _stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
                 + (f"; its {others} peers wait on it" if others else ""),
                 {"ranks": (r.rid,), "since": r.state_since[1]}))
         elif s.state == "Z":  # exited, not yet reaped: judged as a rank gone
-            why = _died(r.rid, r.state_since[1], s.log_tail, live, policy)
+            why = _died(r.rid, r.state_since[1], s.log_tail, live, policy, job.unit())
             if why:
                 out.append(Finding("dead", Status.FAIL, (r.rid.host,),
                                    f"{r.rid.name()} exited at {_clock(r.state_since[1])} {why}",
                                    {"ranks": (r.rid,), "tail": s.log_tail}))
     for rid, (t, tail) in sorted(job.gone.items(), key=lambda x: x[1][0]):
-        why = _died(rid, t, tail, live, policy)
+        why = _died(rid, t, tail, live, policy, job.unit())
         if why:
             out.append(Finding("dead", Status.FAIL, (rid.host,),
                                f"{rid.name()} exited at {_clock(t)} {why}",
@@ -295,7 +295,7 @@ def _stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
 
 
 def _died(rid: RankId, t: float, tail: Sequence[str], live: Sequence[RankSeries],
-          policy: WatchPolicy) -> str:
+          policy: WatchPolicy, unit: Unit) -> str:
     """Why a rank that exited died rather than finished ("" when it finished): its log ends
     in an error, or its peers ran on well after it (the ranks of a collective job end
     together; a PS server ends after its trainers; a PS trainer may end alone)."""
@@ -305,11 +305,18 @@ def _died(rid: RankId, t: float, tail: Sequence[str], live: Sequence[RankSeries]
         return f"with an error: {error}"
     if rid.role == "trainer":
         return ""
-    after = [r for r in live if r.latest.t - t >= 2 * policy.interval_s
-             and (rid.role == "worker" or r.rid.role == "trainer")]
+    # A job's ranks end together, but one may tear down seconds before the rest: a clean
+    # exit is a death once its peers step on a sample after it, or still run a persistence
+    # window later (blocked on it, as on a rank the OOM killer took).
+    soon, late = 2 * policy.interval_s, max(2 * policy.interval_s, policy.persist_s)
+    peers = [r for r in live if rid.role == "worker" or r.rid.role == "trainer"]
+    stepped = [r for r in peers if r.latest.t - t >= soon
+               and r.last_growth.get(unit, t) > t + policy.interval_s]
+    after = stepped or [r for r in peers if r.latest.t - t >= late]
     if after:
-        return (f"while its job runs on ({len(after)} ranks {2 * policy.interval_s:g} s "
-                f"later); its log ends: {last or '(empty)'}")
+        return (f"while its job runs on ({len(after)} ranks "
+                f"{'step on' if stepped else f'run {late:g} s'} after it); "
+                f"its log ends: {last or '(empty)'}")
     return ""
 
 

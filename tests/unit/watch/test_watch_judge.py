@@ -164,6 +164,24 @@ def test_ranks_that_finish_a_sample_apart_have_ended_not_died():
     assert named(findings) == []
 
 
+@pytest.mark.parametrize("linger_s,is_dead", [(10, False), (15, True)],
+                         ids=["peers-tearing-down", "peers-blocked-on-it"])
+def test_a_rank_that_exits_cleanly_while_its_peers_stop_stepping_dies_only_if_they_stay(
+        linger_s, is_dead):
+    hosts = cluster(3)
+
+    def finish(t):
+        if t == 30:  # node03 ends first; its peers step no more, and are still there
+            hosts[2].gone = [hosts[2].ranks.pop()]
+            for h in hosts[:2]:
+                h.ranks[0].steps_per_s = 0.0
+
+    findings, _ = watched(hosts, 30 + linger_s, change=finish)
+    assert named(findings) == ([("dead", Status.FAIL, ("node03",))] if is_dead else [])
+    if is_dead:
+        assert "(2 ranks run 15 s after it)" in findings[0].message
+
+
 def test_a_ps_trainer_may_end_alone_but_a_server_may_not():
     hosts = ps_job(trainers=3, servers=1)
 

@@ -223,6 +223,8 @@ def run(nodes: Sequence[Node], remotes: Mapping[str, Remote], opts: LaunchOption
                     exits[host] = d.exit
                     if d.exit != 0:
                         why = "could not enter --chdir" if d.exit == 97 else f"exit {d.exit}"
+                        if opts.plan:
+                            launches.failed(token, host, why)
                         print(f"preflight launch: {host} failed ({why}): stopping the job on "
                               "every host", file=err)
                         return EXIT_FAILED

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from preflight.common.statedir import state_dir
+from preflight.model.watch import LaunchFailure
 
 KEEP = 50  # records kept; older ones are removed as new ones come
 
@@ -34,6 +35,7 @@ class Launched:
     timeout: Optional[float] = None
     transport: str = "ssh"
     jobid: Optional[str] = None  # the Slurm batch job it runs as (--transport slurm)
+    failed: Optional[LaunchFailure] = None  # the first host whose launcher failed
 
 
 def record(token: str, plan: str, hosts: Sequence[str], script: Sequence[str] = (),
@@ -56,6 +58,25 @@ def record(token: str, plan: str, hosts: Sequence[str], script: Sequence[str] = 
     return path
 
 
+def failed(token: str, host: str, why: str) -> None:
+    """Adds to the launch's record the host whose launcher failed first (before the launch
+    stops the job everywhere, so that a watch sees it before it sees the job end); later
+    failures, of hosts the stop ended, are not recorded. Best effort, as the record."""
+    path = os.path.join(directory(), f"{token}.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        if not isinstance(doc, dict) or doc.get("failed"):
+            return
+        doc["failed"] = {"host": host, "why": why, "at": time.time()}
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh)
+        os.replace(tmp, path)  # a reader sees the old record or the new, never half of one
+    except (OSError, ValueError):
+        return
+
+
 def _records(d: str) -> list[str]:
     try:
         return [os.path.join(d, n) for n in os.listdir(d) if n.endswith(".json")]
@@ -74,7 +95,7 @@ def _read(path: str) -> Optional[Launched]:
             float(doc.get("started", 0)), tuple(str(a) for a in doc.get("script") or ()),
             None if doc.get("chdir") is None else str(doc["chdir"]),
             None if timeout is None else float(timeout), str(doc.get("transport") or "ssh"),
-            None if doc.get("jobid") is None else str(doc["jobid"]))
+            None if doc.get("jobid") is None else str(doc["jobid"]), _failure(doc.get("failed")))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -92,3 +113,9 @@ def by_token(token: str) -> Optional[Launched]:
         return None
     path = os.path.join(directory(), f"{token}.json")
     return _read(path) if os.path.isfile(path) else None
+
+
+def _failure(doc: object) -> Optional[LaunchFailure]:
+    if not isinstance(doc, dict):
+        return None
+    return LaunchFailure(str(doc["host"]), str(doc["why"]), float(doc["at"]))

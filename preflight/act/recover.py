@@ -132,17 +132,26 @@ Drain = Callable[[Mapping[str, str]], list[str]]
 
 
 @dataclass
+class Acted:
+    """What a watch has done so far, over every job it followed: --act-max and
+    --act-cooldown count each action, not each launch of the job."""
+
+    count: int = 0
+    last: Optional[float] = None  # time.monotonic() of the last action
+
+
+@dataclass
 class Actor:
     """Acts on the watch's findings (called once a judgement); returns the new launch when it
-    launched the job again, which the watch then follows."""
+    launched the job again, which the watch then follows (with a new Actor sharing acted)."""
 
     opts: ActOptions
     remotes: Mapping[str, Remote]
     say: Say
     drain: Optional[Drain] = None
-    acts: int = 0
-    last: Optional[float] = None
+    acted: Acted = field(default_factory=Acted)
     said: set[str] = field(default_factory=set)
+    stopped: bool = False  # this job was stopped here: its launch's failure is ours
 
     def __call__(self, findings: Sequence[Finding]) -> Optional[tuple[str, launches.Launched]]:
         targets, notes = culprits(findings)
@@ -151,17 +160,18 @@ class Actor:
         if not targets:
             return None
         names = ", ".join(targets)
-        if self.acts >= self.opts.max_acts:
-            self._once("skip", f"not acting on {names}: acted {self.acts} time(s) already "
+        done = self.acted
+        if done.count >= self.opts.max_acts:
+            self._once("skip", f"not acting on {names}: acted {done.count} time(s) already "
                        f"(--act-max {self.opts.max_acts})")
             return None
         now = time.monotonic()
-        if self.last is not None and now - self.last < self.opts.cooldown_s:
+        if done.last is not None and now - done.last < self.opts.cooldown_s:
             self._once("skip", f"not acting on {names} yet: the last action was "
-                       f"{now - self.last:.0f} s ago (--act-cooldown {self.opts.cooldown_s:g})")
+                       f"{now - done.last:.0f} s ago (--act-cooldown {self.opts.cooldown_s:g})")
             return None
-        self.acts += 1
-        self.last = now
+        done.count += 1
+        done.last = now
         self.said.clear()
         self._drain(targets)
         self._stop()
@@ -185,6 +195,7 @@ class Actor:
             self.say("drain", line, {})
 
     def _stop(self) -> None:
+        self.stopped = True
         token = self.opts.launched.token
         hosts = [h for h in self.opts.launched.hosts if h in self.remotes]
         said: dict[str, str] = {}

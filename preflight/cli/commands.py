@@ -13,7 +13,7 @@ from typing import Any, Optional, TextIO, cast
 from preflight import judge, pipeline
 from preflight.act import launches
 from preflight.act.launch import LaunchOptions, load_plan
-from preflight.act.recover import ActOptions, Actor
+from preflight.act.recover import Acted, ActOptions, Actor
 from preflight.cli.args import build_parser
 from preflight.collect.fanout import CollectOptions
 from preflight.common import profile
@@ -27,7 +27,7 @@ from preflight.model.baseline import Audit
 from preflight.model.findings import Verdict
 from preflight.model.host import Via
 from preflight.model.report import Report
-from preflight.model.watch import WatchPolicy
+from preflight.model.watch import LaunchFailure, WatchPolicy
 from preflight.network.allreduce_cmd import AllReduceOptions
 from preflight.network.iperf import IperfOptions
 from preflight.network.orchestrate import NetworkOptions
@@ -342,10 +342,11 @@ def cmd_watch(args: argparse.Namespace) -> int:
         token = launched.token if launched else ""
         jobid = jobid or (launched.jobid if launched else None)
     end = None if not args.duration or args.once else time.monotonic() + args.duration
+    acted = Acted()  # the cap and the cooldown hold over the relaunched job too
     try:
         while True:
             left = None if end is None else end - time.monotonic()
-            result = _watch_once(args, plan, token, jobid, log, actor_opts, left)
+            result = _watch_once(args, plan, token, jobid, log, actor_opts, acted, left)
             if result.relaunched is None or args.once or (left is not None and left <= 0):
                 break
             # The job runs again on the hosts of a new plan (in a new Slurm job, where it
@@ -384,7 +385,7 @@ def _act_options(args: argparse.Namespace) -> ActOptions:
 
 def _watch_once(args: argparse.Namespace, plan: Optional[str], token: str,
                 jobid: Optional[str], log: record.Record, actor_opts: Optional[ActOptions],
-                left: Optional[float]) -> WatchResult:
+                acted: Acted, left: Optional[float]) -> WatchResult:
     """Watches one job (the plan's launch of token, or every job) until the time is up, or
     until --act launched it again elsewhere (the result says where)."""
     via = Via(args.transport)
@@ -422,13 +423,21 @@ def _watch_once(args: argparse.Namespace, plan: Optional[str], token: str,
             def say(step: str, text: str, fields: Any) -> None:
                 print(f"act: {step}: {text}", file=sys.stderr, flush=True)
                 log.event("act", step=step, text=text, **fields)
-            actor = Actor(actor_opts, remotes, say, drain.drain_now)
+            actor = Actor(actor_opts, remotes, say, drain.drain_now, acted)
+
+        def launch_failure() -> Optional[LaunchFailure]:
+            if not token or (actor is not None and actor.stopped):
+                return None  # no launch to ask, or the watch stopped the job itself
+            launched = launches.by_token(token)
+            return launched.failed if launched else None
+
         policy = WatchPolicy(args.interval, args.margin, args.persist, args.hang_after)
         opts = WatchOptions(policy, SamplerOptions(
             args.interval, token=token,
             step_pattern=args.step_pattern or DEFAULT_STEP_PATTERN),
             left, args.once, at_check, args.metrics_port, args.metrics_address,
-            args.metrics_textfile, {**{h.address: h.name for h in hosts}, **addresses}, actor)
+            args.metrics_textfile, {**{h.address: h.name for h in hosts}, **addresses}, actor,
+            launch_failure)
         print(f"watching {'the job of marker ' + token if token else 'every Paddle job'} on "
               f"{hostlist([h.name for h in hosts])} every {args.interval:g} s"
               + (f" for {left:.0f} s" if left and not args.once else "")

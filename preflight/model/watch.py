@@ -87,6 +87,17 @@ class HostSample:
 
 
 @dataclass(frozen=True)
+class LaunchFailure:
+    """What `preflight launch` saw of the job it started: a host's launcher exited non-zero
+    (the launch then stopped the job on every host). Where a rank dies without a word in its
+    log (killed by a signal), this is what tells its end from the job's own."""
+
+    host: str
+    why: str  # as the launch said it: "exit 1"
+    at: float  # time.time() when the launch saw it
+
+
+@dataclass(frozen=True)
 class WatchPolicy:
     """When a rank is named: slower than its peers' median by margin, for persist_s; a job
     with no progress for hang_s (and for 5 times the longest quiet spell it had before)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Optional
 
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
-from preflight.model.watch import RankId, WatchPolicy
+from preflight.model.watch import LaunchFailure, RankId, WatchPolicy
 from preflight.watch import gpus
 from preflight.watch.series import UNIT_WORDS, JobSeries, RankSeries, Span, Unit, WatchState, median
 
@@ -36,6 +37,11 @@ STOPPED = ("T", "t")
 CRASHED = re.compile(r"Traceback \(most recent call last\)|^\w*(Error|Exception)\b|"
                      r"\bError\b|Killed|core dumped|Aborted|Segmentation fault|"
                      r"terminate called")
+ERROR_LINE = re.compile(r"\s*[\w.]*(Error|Exception)\b")
+# A rank's end for the loss of a peer: the abort gloo raises, a connection closed, NCCL's
+# remote error, or the TERM that stopped it (Paddle names each signal it caught).
+LOST_PEER = re.compile(r"Process abort signal|Termination signal|Connection (closed|reset) by "
+                       r"peer|IoException|remote process exited|Broken pipe|ECONNRESET", re.I)
 # Bytes queued to one peer in most samples of the window (a link that cannot drain them;
 # a healthy one empties its queue between steps, and a full one dips now and then).
 SENDQ_FULL, FULL_SHARE = 32 << 10, 0.75
@@ -84,13 +90,13 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
     if not job.ranks:
         return []  # its launcher is starting its ranks
     if not live:  # the job has ended: how its ranks ended is all there is to say
-        died = _stopped_or_dead(job, present, live, policy)
+        died = _stopped_or_dead(job, present, live, policy, state.launch_failure)
         end = max([t for t, _ in job.gone.values()] +
                   [r.state_since[1] for r in present if r.latest.state == "Z"], default=0.0)
         return died or [Finding("ended", Status.PASS, tuple(job.hosts()),
                                 f"{len(job.ranks)} ranks of {job.key} ended by {_clock(end)}, "
                                 "none of them in error", {"ranks": ()})]
-    out = [*_stopped_or_dead(job, present, live, policy),
+    out = [*_stopped_or_dead(job, present, live, policy, state.launch_failure),
            *_hang(job, live, policy, state)]
     if any(f.check == "hang" for f in out):
         return out  # no pace to compare while nothing moves
@@ -267,9 +273,11 @@ def _nic(host: str, state: WatchState, policy: WatchPolicy, check: AtCheck) -> s
 
 
 def _stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
-                     live: Sequence[RankSeries], policy: WatchPolicy) -> list[Finding]:
+                     live: Sequence[RankSeries], policy: WatchPolicy,
+                     failure: Optional[LaunchFailure]) -> list[Finding]:
     out = []
     others = len(live) - 1
+    exits: list[Exit] = []
     for r in present:
         s = r.latest
         if s.state in STOPPED:
@@ -280,29 +288,110 @@ def _stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
                 + (f"; its {others} peers wait on it" if others else ""),
                 {"ranks": (r.rid,), "since": r.state_since[1]}))
         elif s.state == "Z":  # exited, not yet reaped: judged as a rank gone
-            why = _died(r.rid, r.state_since[1], s.log_tail, live, policy, job.unit())
-            if why:
-                out.append(Finding("dead", Status.FAIL, (r.rid.host,),
-                                   f"{r.rid.name()} exited at {_clock(r.state_since[1])} {why}",
-                                   {"ranks": (r.rid,), "tail": s.log_tail}))
-    for rid, (t, tail) in sorted(job.gone.items(), key=lambda x: x[1][0]):
-        why = _died(rid, t, tail, live, policy, job.unit())
+            exits.append(Exit(r.state_since[1], r.rid, s.log_tail))
+    exits += [Exit(t, rid, tail) for rid, (t, tail) in job.gone.items()]
+    exits.sort(key=lambda e: e.t)
+    causes, after = _causes(exits, policy)
+    out += [_cause_finding(e, after, failure) for e in causes]
+    explained = {e.rid for e in causes} | {e.rid for e in after}
+    for e in exits:
+        if e.rid in explained:
+            continue
+        why = _died(e.rid, e.t, e.tail, live, policy, job.unit(),
+                    failure if failure is not None and failure.host == e.rid.host else None)
         if why:
-            out.append(Finding("dead", Status.FAIL, (rid.host,),
-                               f"{rid.name()} exited at {_clock(t)} {why}",
-                               {"ranks": (rid,), "tail": tail}))
+            out.append(Finding("dead", Status.FAIL, (e.rid.host,),
+                               f"{e.rid.name()} exited at {_clock(e.t)} {why}",
+                               {"ranks": (e.rid,), "tail": e.tail}))
+    if failure is not None and not live and failure.host in job.launcher_hosts() \
+            and not any(f.check == "dead" for f in out):
+        # The job ended, its launch failed, and no rank's end says why: its ranks there were
+        # never seen to exit (or never seen), or they ended as if the job had.
+        out.append(Finding("dead", Status.FAIL, (failure.host,),
+                           f"{failure.host}'s launcher failed ({failure.why}) at "
+                           f"{_clock(failure.at)}: {LAUNCH_STOPPED}", {"ranks": ()}))
     return out
 
 
+@dataclass(frozen=True)
+class Exit:
+    t: float
+    rid: RankId
+    tail: Sequence[str]
+
+    @property
+    def error(self) -> Optional[str]:
+        return _error(self.tail)
+
+
+def _error(tail: Sequence[str]) -> Optional[str]:
+    """The line of a log's tail that says what went wrong: its last error line where it has
+    one ("RuntimeError: ...", Paddle's "FatalError: `Process abort signal` ..."), else its
+    last line of a crash ("Segmentation fault", "terminate called ...")."""
+    if not any(CRASHED.search(ln) for ln in tail):
+        return None
+    return next((ln.strip() for ln in reversed(tail) if ERROR_LINE.match(ln)),
+                None) or next(ln for ln in reversed(tail) if CRASHED.search(ln))
+
+
+# What `preflight launch` does once a host's launcher fails.
+LAUNCH_STOPPED = "preflight launch stopped the job on every host"
+
+
+def _causes(exits: Sequence[Exit], policy: WatchPolicy) -> tuple[list[Exit], list[Exit]]:
+    """The ranks whose end ended their peers, and the peers' failures they caused. A rank's
+    peers fail for its loss (gloo aborts, a connection closes, the launch stops them with a
+    TERM), each with an error of its own that names the symptom: the cause is the rank that
+    failed otherwise no later than a sample after the first of them. Its own error says why;
+    a rank the OOM killer takes (SIGKILL) says nothing, where Paddle writes an error for
+    every signal a rank can catch. Named once, on its host; ([], []) where nothing folds."""
+    lost = [e for e in exits if e.error is not None and LOST_PEER.search(_tail_text(e))]
+    if not lost:
+        return [], []
+    window = lost[0].t + policy.interval_s
+    own = [e for e in exits if e.error is not None and e not in lost and e.t <= window]
+    causes = own or [e for e in exits if e.error is None and e.t <= window]
+    if not causes:
+        return [], []
+    since = causes[0].t - policy.interval_s
+    return causes, [e for e in lost if e.t >= since]
+
+
+def _tail_text(e: Exit) -> str:
+    return "\n".join(e.tail)
+
+
+def _cause_finding(e: Exit, after: Sequence[Exit],
+                   failure: Optional[LaunchFailure]) -> Finding:
+    if e.error is not None:
+        how = f"with an error: {e.error}"
+    else:
+        how = ("without a word in its log: killed by a signal it cannot catch (SIGKILL, as "
+               "the OOM killer sends)")
+        if failure is not None and failure.host == e.rid.host:
+            how += f"; its launcher's {failure.why}{_signal(failure.why)}"
+    peers = (f"; {len(after)} peers failed after it: "
+             f"{', '.join(a.rid.name() for a in after[:4])}{', ...' if len(after) > 4 else ''}"
+             f" ({after[0].error})") if after else ""
+    ends = "" if e.error is not None else f"; its log ends: {e.tail[-1] if e.tail else '(empty)'}"
+    return Finding("dead", Status.FAIL, (e.rid.host,),
+                   f"{e.rid.name()} exited at {_clock(e.t)} {how}{peers}{ends}",
+                   {"ranks": (e.rid,), "tail": e.tail})
+
+
 def _died(rid: RankId, t: float, tail: Sequence[str], live: Sequence[RankSeries],
-          policy: WatchPolicy, unit: Unit) -> str:
+          policy: WatchPolicy, unit: Unit, failure: Optional[LaunchFailure]) -> str:
     """Why a rank that exited died rather than finished ("" when it finished): its log ends
-    in an error, or its peers ran on well after it (the ranks of a collective job end
-    together; a PS server ends after its trainers; a PS trainer may end alone)."""
+    in an error, its host's launcher failed with it, or its peers ran on well after it (the
+    ranks of a collective job end together; a PS server ends after its trainers; a PS
+    trainer may end alone)."""
     last = tail[-1] if tail else ""
-    error = next((ln for ln in reversed(tail) if CRASHED.search(ln)), None)
+    error = _error(tail)
     if error is not None:
         return f"with an error: {error}"
+    if failure is not None:
+        return (f"and its launcher failed with it ({failure.why}{_signal(failure.why)}): "
+                f"{LAUNCH_STOPPED}; its log ends: {last or '(empty)'}")
     if rid.role == "trainer":
         return ""
     # A job's ranks end together, but one may tear down seconds before the rest: a clean
@@ -525,6 +614,25 @@ def _pace(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
                    f"{len(live)} ranks of {job.key} running{pace}; none stopped, none "
                    f"slower than {1 - policy.margin:g} x its peers' median",
                    {"ranks": ()})
+
+
+def _signal(why: str) -> str:
+    """What a launcher's exit status says of a signal: Paddle's launcher exits with its
+    rank's return code, -N for a rank killed by signal N (256 - N as a status); a shell
+    reports its own death by signal N as 128 + N."""
+    m = re.fullmatch(r"exit (\d+)", why)
+    code = int(m[1]) if m else 0
+    if 256 - 64 <= code < 256:
+        who, n = "a rank", 256 - code
+    elif 128 < code < 128 + 64:
+        who, n = "the launcher", code - 128
+    else:
+        return ""
+    try:
+        name = signal.Signals(n).name
+    except ValueError:
+        name = f"signal {n}"
+    return f": {who} killed by {name}" + (", as the OOM killer kills" if n == 9 else "")
 
 
 def _clock(t: float) -> str:

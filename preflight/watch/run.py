@@ -14,7 +14,7 @@ from typing import Optional, TextIO
 
 from preflight.common.remote import Remote, Started, in_parallel
 from preflight.model.findings import BLOCKING, Finding, Status
-from preflight.model.watch import RankId, WatchPolicy
+from preflight.model.watch import LaunchFailure, RankId, WatchPolicy
 from preflight.watch import sampler_text, stacks
 from preflight.watch.judge import STALE_INTERVALS, AtCheck, judge
 from preflight.watch.metrics import Metrics
@@ -43,6 +43,9 @@ class WatchOptions:
     # --act: called with the findings of each judgement; what it returns, when not None
     # (the job launched again elsewhere), ends this watch with it (relaunched).
     act: Optional[Callable[[Sequence[Finding]], Optional[object]]] = None
+    # What the launch that started the job says of its end (read at each judgement): the
+    # host whose launcher failed, if one did.
+    launch_failure: Optional[Callable[[], Optional[LaunchFailure]]] = None
 
     def length(self) -> Optional[float]:
         if self.once:  # the persistence window and a sample on either side of it
@@ -229,6 +232,8 @@ def _findings(state: WatchState, policy: WatchPolicy, opts: WatchOptions,
                      for n in hosts if n not in state.last_tick and n not in gone})
     out = [Finding("watch", Status.COULD_NOT_CHECK, (n,), f"{n}: {why}")
            for n, why in sorted(gone.items())]
+    if opts.launch_failure is not None:
+        state.launch_failure = opts.launch_failure()
     found = judge(state, policy, now, opts.at_check, opts.addresses, final)
     out += [f for f in found if not (f.check == "watch" and set(f.hosts) <= set(gone))]
     return sorted(out, key=lambda f: (BLOCKING.index(f.status) if f.status in BLOCKING

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from preflight.model.watch import HostSample, RankId, RankSample
+from preflight.model.watch import HostSample, LaunchFailure, RankId, RankSample
 from preflight.watch.samples import Launcher, Tick
 
 # How a job's progress is counted: the step hook where its ranks call it, else the step
@@ -121,6 +121,10 @@ class JobSeries:
     def hosts(self) -> list[str]:
         return sorted({rid.host for rid in self.ranks})
 
+    def launcher_hosts(self) -> set[str]:
+        """Where its launchers ran, with ranks seen or not."""
+        return {host for host, _ in self.launchers} | set(self.hosts())
+
 
 class WatchState:
     """Everything the watch has seen so far, fed one Tick at a time."""
@@ -135,6 +139,7 @@ class WatchState:
         self.stacks: dict[RankId, str] = {}  # a hung job's ranks: their innermost frames
         self.stacks_of: set[str] = set()  # the jobs whose stacks were taken
         self.foreign: set[tuple[str, int]] = set()  # (host, launcher) of other hosts
+        self.launch_failure: Optional[LaunchFailure] = None  # what the job's launch saw
 
     def add(self, tick: Tick, received: float) -> None:
         self.last_tick[tick.host] = received

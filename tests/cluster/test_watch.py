@@ -1,7 +1,8 @@
 """`preflight watch` on real jobs: a collective gloo job (Paddle 3.3.1) started by `preflight
 launch` on three simulated hosts, watched from outside while a fault is planted mid-run: a
 CPU quota on one host's cgroup (the straggler named on its host, nobody else), a stopped
-rank (named at once, then the hang it causes). The time from planting to the finding is
+rank (named at once, then the hang it causes), a killed rank (named, its peers' failures
+its consequence). The time from planting to the finding is
 printed for the benchmarks; the tests assert who is named, never how fast."""
 
 from __future__ import annotations
@@ -73,6 +74,61 @@ def test_a_healthy_job_watched_from_its_start_to_its_end_has_no_finding(cluster,
     assert seen[0] == ("watch", "skip") and seen[-1] == ("ended", "pass"), out + err
     assert set(seen[1:-1]) == {("progress", "pass")}, out + err
     assert [r["check"] for r in rs if r["type"] == "last"] == ["ended"]
+
+
+def test_a_rank_killed_mid_run_is_named_dead_on_its_host_and_nobody_else(cluster, report):
+    """SIGKILL, as the OOM killer sends: the rank's log says nothing, gloo aborts its peers
+    (their logs say so), the launch stops what is left. Named once: the killed rank, with
+    its peers' failures as its consequence. Launched alone (the module's job runs after)."""
+    logs = [cluster.private(n, "/root/log/workerlog.0") for n in HOSTS]
+    launch = cli_popen(cluster, *launch_args(cluster, report, 10 ** 6), quiet=True)
+    log = os.path.join(cluster.tb.base, "watch-kill.jsonl")
+    w = None
+    try:
+        end = time.monotonic() + 120
+        while time.monotonic() < end and not all(_steps(p) >= 3 for p in logs):
+            assert launch.poll() is None, launch.stderr.read() if launch.stderr else ""
+            time.sleep(1)
+        w = watch(cluster, report, log, "--interval", "2", "--for", "90")
+        running = first(log, "finding", "progress", time.monotonic() + 30)
+        assert running is not None, "the watch never saw the job step"
+        pid = _rank_pid(log, "good3", time.monotonic() + 10)
+        planted = time.time()
+        os.kill(pid, signal.SIGKILL)
+        dead = first(log, "finding", "dead", time.monotonic() + 40)
+        assert launch.wait(60) != 0  # the launch saw the job fail and stopped it
+        time.sleep(5)  # the watch's judgement of the ended job
+    finally:
+        if launch.poll() is None:
+            launch.send_signal(signal.SIGINT)
+            launch.wait(60)
+        if w is not None:
+            w.send_signal(signal.SIGINT)
+            out, err = w.communicate(timeout=60)
+    assert dead is not None, out + err
+    print(f"\nkilled rank named {dead['at'] - planted:.1f} s after SIGKILL: {dead['message']}")
+    assert dead["hosts"] == ["good3"] and dead["ranks"][0]["pid"] == pid, dead["message"]
+    assert "rank 2 (worker) exited at" in dead["message"]
+    assert "without a word in its log: killed by a signal it cannot catch" in dead["message"]
+    assert "2 peers failed after it: good1 rank 0 (worker), good2 rank 1 (worker)" in \
+        dead["message"]
+    rs = records(log)
+    named = {tuple(r["hosts"]) for r in rs if r["type"] == "finding" and r["status"] != "pass"}
+    assert named == {("good3",)}, [r["message"] for r in rs if r["type"] == "finding"]
+    assert [r["check"] for r in rs if r["type"] == "last"] == ["dead"]
+    assert cluster.left_on(HOSTS, ("paddle.distributed.launch", "train_watch")) == {}
+
+
+def _rank_pid(log: str, host: str, deadline: float) -> int:
+    """The pid of host's rank, from the watch's samples, waiting until deadline."""
+    while time.monotonic() < deadline:
+        for r in records(log) if os.path.exists(log) else ():
+            if r["type"] == "sample" and r["host"] == host:
+                for j in r["sample"]["jobs"]:
+                    for rank in j.get("ranks", ()):
+                        return int(rank["pid"])
+        time.sleep(1)
+    raise AssertionError(f"no rank of {host} sampled")
 
 
 @pytest.fixture(scope="module")
@@ -163,15 +219,7 @@ def test_a_stopped_rank_is_named_at_once_and_the_hang_it_causes_after(cluster, j
               "--hang-after", "12")
     pid = None
     try:
-        end = time.monotonic() + 30
-        while pid is None and time.monotonic() < end:
-            time.sleep(1)
-            for r in records(log) if os.path.exists(log) else ():
-                if r["type"] == "sample" and r["host"] == "good3":
-                    for j in r["sample"]["jobs"]:
-                        for rank in j.get("ranks", ()):
-                            pid = rank["pid"]
-        assert pid is not None, "no rank of good3 sampled"
+        pid = _rank_pid(log, "good3", time.monotonic() + 30)
         planted = time.time()
         os.kill(pid, signal.SIGSTOP)
         stopped = first(log, "finding", "stopped", time.monotonic() + 30)

@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 
+from preflight.act import launches
 from preflight.act.launch import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -77,6 +78,19 @@ def test_one_failing_host_stops_the_job_everywhere(tmp_path):
         time.sleep(0.05)
     # Both sleeps are gone, also the one in its own session (found by the job's marker).
     assert not any(alive(p) for p in pids)
+
+
+def test_the_host_that_failed_is_kept_in_the_launch_record_for_the_watch(tmp_path,
+                                                                          monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    plan = str(tmp_path / "report.json")
+    nodes = [shell_node("fails", "sleep 0.5; exit 247"), shell_node("runs", "sleep 60")]
+    code, _, err = launch(nodes, LaunchOptions(("train.py",), plan=plan))
+    assert code == EXIT_FAILED, err
+    launched = launches.newest(plan)
+    # The host the launch stopped after it exited non-zero too: only the first is the cause.
+    assert launched is not None and launched.failed is not None
+    assert (launched.failed.host, launched.failed.why) == ("fails", "exit 247")
 
 
 def test_timeout_stops_the_job(tmp_path):

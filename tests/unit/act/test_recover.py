@@ -123,6 +123,23 @@ def test_acting_stops_the_job_everywhere_and_is_capped(old_report):
     assert len(remotes["h1"].commands) == 1  # nothing stopped twice
 
 
+def test_the_cap_holds_over_the_job_launched_again(old_report):
+    """The watch follows a relaunched job with a new Actor: the actions already taken count
+    there too, or --act-max 1 would act once per launch, without end."""
+    said = []
+    acted = recover.Acted()
+    f = Finding("dead", Status.FAIL, ("h1",), "rank 0 exited", {"ranks": (rid("h1"),)})
+    for token in ("abc123", "def456"):  # the first launch, then the one act launched
+        launched = launches.Launched(token, old_report, ("h1",), 1.0, ("train.py",))
+        actor = recover.Actor(recover.ActOptions(old_report, launched, max_acts=1,
+                                                 cooldown_s=0),
+                              {"h1": cast(Any, StopRemote(1))},
+                              lambda s, t, f: said.append((s, t)), None, acted)
+        actor([f])
+    assert [s for s, _ in said].count("stop") == 1
+    assert said[-1] == ("skip", "not acting on h1: acted 1 time(s) already (--act-max 1)")
+
+
 def test_a_second_action_waits_for_the_cooldown(old_report):
     said = []
     launched = launches.Launched("abc123", old_report, ("h1",), 1.0, ("train.py",))
@@ -152,3 +169,18 @@ def test_a_launch_record_keeps_how_it_ran_and_its_slurm_job(tmp_path, monkeypatc
                                        ("train.py", "7"), "/work", 600.0, "ssh", None)
     (tmp_path / "preflight" / "launches" / "cc33.json").write_text('{"token": "cc33", "pl')
     assert launches.by_token("cc33") is None  # half written: no record
+
+
+def test_a_launch_record_keeps_the_first_host_whose_launcher_failed(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    launches.record("cc33", str(tmp_path / "r.json"), ["h1", "h2"], ["train.py"])
+    started = launches.by_token("cc33")
+    assert started is not None and started.failed is None
+    launches.failed("cc33", "h2", "exit 247")
+    launches.failed("cc33", "h1", "exit 15")  # stopped by the launch after h2: not its cause
+    failed = launches.by_token("cc33")
+    assert failed is not None and failed.failed is not None
+    assert (failed.failed.host, failed.failed.why) == ("h2", "exit 247")
+    assert failed.hosts == ("h1", "h2") and failed.script == ("train.py",)
+    launches.failed("nosuch", "h1", "exit 1")  # no record: nothing written, nothing raised
+    assert launches.by_token("nosuch") is None

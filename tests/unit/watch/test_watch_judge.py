@@ -6,7 +6,7 @@ import pytest
 from watchtools import POLICY, FakeHost, FakeRank, cluster, named, watched
 
 from preflight.model.findings import Status
-from preflight.model.watch import WatchPolicy
+from preflight.model.watch import LaunchFailure, WatchPolicy
 from preflight.watch.judge import AtCheck, judge
 from preflight.watch.samples import HostStream
 from preflight.watch.series import WatchState
@@ -180,6 +180,134 @@ def test_a_rank_that_exits_cleanly_while_its_peers_stop_stepping_dies_only_if_th
     assert named(findings) == ([("dead", Status.FAIL, ("node03",))] if is_dead else [])
     if is_dead:
         assert "(2 ranks run 15 s after it)" in findings[0].message
+
+
+def _killed_then_stopped(hosts):
+    """node03's rank killed (its log says nothing), the launch stopping the others a few
+    seconds later: every rank gone within a sample."""
+    def end(t):
+        if t == 30:
+            hosts[2].gone = [hosts[2].ranks.pop()]
+        if t == 35:
+            for h in hosts[:2]:
+                h.gone = [h.ranks.pop()]
+    return end
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["no-launch-record", "launch-failed"])
+def test_a_rank_killed_in_a_launched_job_is_dead_where_the_launch_saw_its_host_fail(recorded):
+    hosts = cluster(3)
+    state = WatchState(keep=12)
+    if recorded:
+        state.launch_failure = LaunchFailure("node03", "exit 247", 1.0)
+    findings, _ = watched(hosts, 45, change=_killed_then_stopped(hosts), state=state)
+    if not recorded:  # the ranks alone cannot tell this end from a finished job's
+        assert [f.check for f in findings] == ["ended"]
+        return
+    assert named(findings) == [("dead", Status.FAIL, ("node03",))]
+    assert findings[0].message.startswith("node03 rank 2 (worker) exited at ")
+    assert ("and its launcher failed with it (exit 247: a rank killed by SIGKILL, as the OOM "
+            "killer kills): preflight launch stopped the job on every host; its log ends: "
+            "step 90 loss 0.1") in findings[0].message
+
+
+def test_a_failed_launcher_whose_ranks_were_never_seen_is_named_once_the_job_ended():
+    hosts = cluster(3)
+    hosts[1].ranks.clear()  # node02's launcher ran; its rank never started
+    state = WatchState(keep=12)
+    state.launch_failure = LaunchFailure("node02", "exit 1", 1.0)
+
+    def stopped(t):
+        if t == 30:  # the launch stopped the others: they end as if the job had
+            for h in (hosts[0], hosts[2]):
+                h.gone = [h.ranks.pop()]
+
+    findings, _ = watched(hosts, 25, change=stopped, state=state)
+    assert named(findings) == []  # running yet: its ranks may still be seen to exit
+    findings, _ = watched(hosts, 15, change=lambda t: stopped(t + 30), state=state)
+    assert named(findings) == [("dead", Status.FAIL, ("node02",))]
+    assert findings[0].message.startswith("node02's launcher failed (exit 1) at ")
+
+
+# The last lines of a rank gloo aborted when its peer vanished (Paddle 3.3.1, on the rig).
+ABORTED = ("----------------------", "Error Message Summary:", "----------------------",
+           "FatalError: `Process abort signal` is detected by the operating system.",
+           "  [TimeInfo: *** Aborted at 1795725603 (unix time) try \"date -d @1795725603\" "
+           "if you are using GNU date ***]",
+           "  [SignalInfo: *** SIGABRT (@0x4532) received by PID 17714 (TID 0x7fb0f2ad6040) "
+           "from PID 17714 ***]")
+TERMINATED = ("FatalError: `Termination signal` is detected by the operating system.",
+              "  [TimeInfo: *** Aborted at 1795725610 (unix time) ***]",
+              "  [SignalInfo: *** SIGTERM (@0x4600) received by PID 17800 ***]")
+
+
+@pytest.mark.parametrize("recorded", [None, "node03", "node01"],
+                         ids=["no-launch-record", "its-launcher-first", "a-peer-first"])
+def test_a_rank_killed_without_a_word_is_named_as_the_cause_of_its_peers_aborting(recorded):
+    hosts = cluster(3)
+    state = WatchState(keep=12)
+    if recorded:
+        state.launch_failure = LaunchFailure(recorded, "exit 247" if recorded == "node03"
+                                             else "exit 250", 1.0)
+
+    def kill(t):
+        if t == 30:  # SIGKILL on node03; gloo aborts its peers in the same second
+            for h in hosts:
+                r = h.ranks.pop()
+                if h.name != "node03":
+                    r.tail = ABORTED
+                h.gone = [r]
+
+    findings, _ = watched(hosts, 35, change=kill, state=state)
+    assert named(findings) == [("dead", Status.FAIL, ("node03",))]
+    m = findings[0].message
+    assert m.startswith("node03 rank 2 (worker) exited at ")
+    assert ("without a word in its log: killed by a signal it cannot catch (SIGKILL, as the "
+            "OOM killer sends)") in m
+    assert ("2 peers failed after it: node01 rank 0 (worker), node02 rank 1 (worker) "
+            "(FatalError: `Process abort signal` is detected by the operating system.)") in m
+    assert m.endswith("its log ends: step 90 loss 0.1")
+    assert ("its launcher's exit 247: a rank killed by SIGKILL" in m) == (recorded == "node03")
+
+
+def test_a_rank_that_raised_is_named_and_not_the_peers_the_launch_then_stopped():
+    hosts = cluster(3)
+
+    def crash(t):
+        if t == 30:
+            r = hosts[0].ranks.pop()
+            r.tail = ("step 80 loss 0.1", "Traceback (most recent call last):",
+                      "RuntimeError: CUDA out of memory")
+            hosts[0].gone = [r]
+        if t == 35:  # TERM from the launch: Paddle says so in their logs
+            for h in hosts[1:]:
+                r = h.ranks.pop()
+                r.tail = TERMINATED
+                h.gone = [r]
+
+    findings, _ = watched(hosts, 40, change=crash)
+    assert named(findings) == [("dead", Status.FAIL, ("node01",))]
+    assert findings[0].message.endswith(
+        "with an error: RuntimeError: CUDA out of memory; 2 peers failed after it: node02 "
+        "rank 1 (worker), node03 rank 2 (worker) (FatalError: `Termination signal` is "
+        "detected by the operating system.)")
+
+
+def test_ranks_all_stopped_by_a_term_are_each_named_for_it():
+    hosts = cluster(2)
+
+    def stop(t):
+        if t == 30:  # Ctrl-C of the launch: nobody's end caused the others'
+            for h in hosts:
+                r = h.ranks.pop()
+                r.tail = TERMINATED
+                h.gone = [r]
+
+    findings, _ = watched(hosts, 35, change=stop)
+    assert named(findings) == [("dead", Status.FAIL, ("node01",)),
+                               ("dead", Status.FAIL, ("node02",))]
+    assert all(f.message.endswith("with an error: FatalError: `Termination signal` is "
+                                  "detected by the operating system.") for f in findings)
 
 
 def test_a_ps_trainer_may_end_alone_but_a_server_may_not():

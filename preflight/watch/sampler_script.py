@@ -8,7 +8,8 @@
 # it cannot write (the controller is gone and the channel with it).
 #
 # A job is a process running paddle.distributed.launch (with the launch marker, when one is
-# given) and its ranks are its descendants that carry Paddle's rank variables. Everything is
+# given) and its ranks are its descendants that carry Paddle's rank variables (the first on
+# each branch: a rank's children are its own). Everything is
 # read from /proc as the host sees it, through /proc/<pid>/root and /proc/<pid>/fd where a
 # path is the process's own: the same reading works for a rank inside a container.
 import json
@@ -38,6 +39,9 @@ HOOK_DIRS = ("/dev/shm", "/tmp")
 # CRI-O's, LXC's), as /proc/<pid>/comm names them (cut to 15 characters).
 CONTAINER_MONITORS = ("conmon", "containerd-shim", "docker-containe", "crun", "runc",
                       "lxc-start", "catatonit", "tini")
+# What a launcher may run the training script through without exec'ing it (a .sh script,
+# a timeout): the rank is the process they run.
+WRAPPERS = ("sh", "bash", "dash", "zsh", "ksh", "timeout")
 MAX_TASKS = 512  # threads of a rank whose scheduler times are summed
 MAX_LOG_READ = 1 << 20  # new log bytes read a sample; past that the rest is skipped, said so
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -76,18 +80,6 @@ def children(pid):
             out.extend(int(c) for c in read("/proc/%s/task/%s/children" % (pid, tid)).split())
         except (OSError, ValueError):
             pass
-    return out
-
-
-def descendants(pid, depth=4):
-    out, todo = [], [(pid, 0)]
-    while todo:
-        p, d = todo.pop()
-        if d >= depth:
-            continue
-        for c in children(p):
-            out.append(c)
-            todo.append((c, d + 1))
     return out
 
 
@@ -348,6 +340,32 @@ class Sampler(object):
                 return True
         return False
 
+    def find_ranks(self, lpid, depth=4):
+        """The launcher's ranks: its descendants that carry Paddle's rank variables, each the
+        first such process down its branch. A rank's own children (its DataLoader workers,
+        a helper it runs) inherit the variables and are part of it, not ranks; a shell or
+        timeout that runs the training script is passed through to what it runs."""
+        out, todo = [], [(lpid, 0)]
+        while todo:
+            p, d = todo.pop()
+            if d >= depth:
+                continue
+            for c in children(p):
+                if c in self.ranks:
+                    out.append(c)
+                    continue
+                try:
+                    env = environ(c)
+                    wrapper = read("/proc/%d/comm" % c).strip() in WRAPPERS
+                except (OSError, ValueError):
+                    continue
+                if any(k in env for k in RANK_VARS[:4]) and not wrapper:
+                    self.ranks[c] = Rank(c, env, lpid)
+                    out.append(c)
+                else:  # a helper of the launcher, or a wrapper: what it runs may be a rank
+                    todo.append((c, d + 1))
+        return out
+
     def tick(self):
         self.find_launchers()
         jobs, seen = [], set()
@@ -361,16 +379,8 @@ class Sampler(object):
             except (OSError, ValueError):
                 job["state"] = "gone"
             ranks = []
-            for pid in descendants(lpid):
-                rank = self.ranks.get(pid)
-                if rank is None:
-                    try:
-                        env = environ(pid)
-                    except (OSError, ValueError):
-                        continue
-                    if not any(k in env for k in RANK_VARS[:4]):
-                        continue  # a helper process of the launcher, not a rank
-                    rank = self.ranks[pid] = Rank(pid, env, lpid)
+            for pid in self.find_ranks(lpid):
+                rank = self.ranks[pid]
                 seen.add(pid)
                 part = section(rank.sample, self.pattern, netns_cache)
                 part.setdefault("pid", pid)

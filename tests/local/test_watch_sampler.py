@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -30,8 +31,10 @@ for i in range(2):
     env = dict(os.environ, PADDLE_TRAINER_ID=str(i), PADDLE_TRAINERS_NUM="2",
                FLAGS_selected_gpus=str(i))
     out = open(os.path.join(log, "workerlog.%d" % i), "w")
-    procs.append(subprocess.Popen([sys.executable, sys.argv[-1], str(i)], env=env,
-                                  stdout=out, stderr=subprocess.STDOUT))
+    argv = [sys.executable, sys.argv[-1], str(i)]
+    if i == 1:  # through a shell that does not exec it, as a launcher runs a .sh script
+        argv = ["sh", "-c", '"$@"; true', "sh"] + argv
+    procs.append(subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT))
 end = time.time() + 60
 while time.time() < end:  # a rank that dies is reaped; the others run on
     time.sleep(0.1)
@@ -41,16 +44,20 @@ for p in procs:
 '''
 
 RANK = '''\
-import sys, time
+import subprocess, sys, time
 rank = int(sys.argv[1])
 if rank == 0:
     from preflight.watch import step
+else:  # a worker of its own (a DataLoader's), with its variables: part of the rank
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
 for n in range(100000):
     time.sleep(0.02)
     if rank == 0:
         step()
     if n % 5 == 0:
         print("step %d loss 0.1" % n, flush=True)
+    if rank == 1 and n % 10 == 0:  # a short-lived helper, come and gone between samples
+        subprocess.Popen(["sleep", "0.3"])
 '''
 
 
@@ -74,9 +81,9 @@ def job(tmp_path: Path):
         ranks: list[int] = []
         while time.monotonic() < end and len(ranks) < 2:
             time.sleep(0.1)
-            ranks = [int(p) for p in subprocess.run(
-                ["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True,
-            ).stdout.split()]
+            ranks = [int(p) for p in subprocess.run(  # the ranks, not the shell around one
+                ["pgrep", "-f", "^" + re.escape(sys.executable) + " .*rank.py [01]$"],
+                capture_output=True, text=True).stdout.split()]
         assert len(ranks) == 2, "the stand-in job did not start its two ranks"
         yield launcher.pid, sorted(ranks), tmp_path
     finally:

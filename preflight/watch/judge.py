@@ -348,9 +348,11 @@ def _causes(exits: Sequence[Exit], policy: WatchPolicy) -> tuple[list[Exit], lis
     lost = [e for e in exits if e.error is not None and LOST_PEER.search(_tail_text(e))]
     if not lost:
         return [], []
-    window = lost[0].t + policy.interval_s
-    own = [e for e in exits if e.error is not None and e not in lost and e.t <= window]
-    causes = own or [e for e in exits if e.error is None and e.t <= window]
+    # Its peers fail within seconds of it (gloo at once; the launch's TERM once the host's
+    # launcher has noticed): an end a persistence window before theirs is not theirs.
+    start, window = lost[0].t - policy.persist_s, lost[0].t + policy.interval_s
+    own = [e for e in exits if e.error is not None and e not in lost and start <= e.t <= window]
+    causes = own or [e for e in exits if e.error is None and start <= e.t <= window]
     if not causes:
         return [], []
     since = causes[0].t - policy.interval_s

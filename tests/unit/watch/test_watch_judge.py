@@ -293,6 +293,26 @@ def test_a_rank_that_raised_is_named_and_not_the_peers_the_launch_then_stopped()
         "detected by the operating system.)")
 
 
+def test_ranks_that_finished_well_before_a_peer_was_stopped_are_not_its_cause():
+    hosts = cluster(3)
+
+    def end(t):
+        if t == 30:  # two ranks finish; the third hangs in its teardown
+            for h in hosts[:2]:
+                h.gone = [h.ranks.pop()]
+            hosts[2].ranks[0].steps_per_s = 0.0
+        if t == 60:  # until someone stops it
+            r = hosts[2].ranks.pop()
+            r.tail = TERMINATED
+            hosts[2].gone = [r]
+
+    findings, _ = watched(hosts, 65, change=end)
+    assert [(f.check, f.hosts) for f in findings if "SIGKILL" in f.message] == []
+    assert ("dead", Status.FAIL, ("node03",)) in named(findings)
+    assert next(f for f in findings if f.hosts == ("node03",)).message.endswith(
+        "with an error: FatalError: `Termination signal` is detected by the operating system.")
+
+
 def test_ranks_all_stopped_by_a_term_are_each_named_for_it():
     hosts = cluster(2)
 

@@ -9,9 +9,9 @@
 #
 # A job is a process running paddle.distributed.launch (with the launch marker, when one is
 # given) and its ranks are its descendants that carry Paddle's rank variables (the first on
-# each branch: a rank's children are its own). Everything is
-# read from /proc as the host sees it, through /proc/<pid>/root and /proc/<pid>/fd where a
-# path is the process's own: the same reading works for a rank inside a container.
+# each branch: a rank's children are its own). Everything is read from /proc as the host
+# sees it, through /proc/<pid>/root and /proc/<pid>/fd where a path is the process's own:
+# the same reading works for a rank inside a container.
 import json
 import os
 import re

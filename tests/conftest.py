@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -79,6 +80,16 @@ class _ModulesAndTheSerialGroup:
 def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_ModulesAndTheSerialGroup(), "preflight-serial-group")
+    # A run ended from outside (a CI job's timeout, a closed terminal, a background run,
+    # whose SIGINT is ignored, stopped with kill) would die before any fixture's teardown
+    # and leave its simulated hosts behind: their namespaces, sshd, slurmd, cgroups. As a
+    # Ctrl-C, pytest tears every fixture down first.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -9,6 +9,7 @@ shapes are its parts (testing/rig/)."""
 
 from __future__ import annotations
 
+import glob
 import os
 import secrets
 import shlex
@@ -55,7 +56,39 @@ from preflight.testing.rig.system import (
 
 # What the tests and the demo use of the rig, from one place.
 __all__ = ["IMAGE", "IMAGES", "SHM", "TESTENV", "WAIT_S", "SimHost", "Testbed", "TestbedError",
-           "can_run", "neigh_limits", "paddle_python", "remove_faketime_leftovers", "run"]
+           "can_run", "neigh_limits", "paddle_python", "remove_faketime_leftovers",
+           "remove_remains", "run"]
+
+
+def remove_remains(testbed_id: str) -> list[str]:
+    """Removes, by its id, what a testbed whose process died before close() left: the
+    processes in its namespaces, its namespaces, cgroups, user and directory. Returns the
+    namespaces it removed. (The ARP limits it raised stay raised: harmless.)"""
+    prefix = f"pf{testbed_id}-"
+    listed = run(["ip", "netns", "list"], check=False).stdout
+    names = [ln.split()[0] for ln in listed.splitlines() if ln.startswith(prefix)]
+    inodes = {i for i in (netns_inode(ns) for ns in names) if i is not None}
+    for attempt_signal in (signal.SIGTERM, signal.SIGKILL):
+        stray = pids_in_netns(inodes)
+        for pid in stray:
+            try:
+                os.kill(pid, attempt_signal)
+            except ProcessLookupError:
+                pass
+        if not wait_dead(stray, timeout=3.0):
+            break
+    for ns in names:
+        run(["ip", "netns", "del", ns], check=False)
+    for top in (CGROUP_CPU, CGROUP_CPUACCT):
+        for path in glob.glob(os.path.join(top, f"preflight-{testbed_id}-*")):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+    run(["userdel", "-r", f"pf{testbed_id}"], check=False)  # add_user's, where it made one
+    for base in glob.glob(f"/var/tmp/preflight-testbed-{testbed_id}-*"):
+        shutil.rmtree(base, ignore_errors=True)
+    return names
 
 
 class Testbed(ContainerParts, Faults, RealShapes):

@@ -60,13 +60,8 @@ __all__ = ["IMAGE", "IMAGES", "SHM", "TESTENV", "WAIT_S", "SimHost", "Testbed", 
            "remove_remains", "run"]
 
 
-def remove_remains(testbed_id: str) -> list[str]:
-    """Removes, by its id, what a testbed whose process died before close() left: the
-    processes in its namespaces, its namespaces, cgroups, user and directory. Returns the
-    namespaces it removed. (The ARP limits it raised stay raised: harmless.)"""
-    prefix = f"pf{testbed_id}-"
-    listed = run(["ip", "netns", "list"], check=False).stdout
-    names = [ln.split()[0] for ln in listed.splitlines() if ln.startswith(prefix)]
+def kill_in_namespaces(names: Sequence[str]) -> None:
+    """Ends every process in these network namespaces: TERM, then KILL what outlives it."""
     inodes = {i for i in (netns_inode(ns) for ns in names) if i is not None}
     for attempt_signal in (signal.SIGTERM, signal.SIGKILL):
         stray = pids_in_netns(inodes)
@@ -77,6 +72,16 @@ def remove_remains(testbed_id: str) -> list[str]:
                 pass
         if not wait_dead(stray, timeout=3.0):
             break
+
+
+def remove_remains(testbed_id: str) -> list[str]:
+    """Removes, by its id, what a testbed whose process died before close() left: the
+    processes in its namespaces, its namespaces, cgroups, user and directory. Returns the
+    namespaces it removed. (The ARP limits it raised stay raised: harmless.)"""
+    prefix = f"pf{testbed_id}-"
+    listed = run(["ip", "netns", "list"], check=False).stdout
+    names = [ln.split()[0] for ln in listed.splitlines() if ln.startswith(prefix)]
+    kill_in_namespaces(names)
     for ns in names:
         run(["ip", "netns", "del", ns], check=False)
     for top in (CGROUP_CPU, CGROUP_CPUACCT):
@@ -404,21 +409,12 @@ class Testbed(ContainerParts, Faults, RealShapes):
                                     check=False, timeout=60)
                     except subprocess.TimeoutExpired:
                         pass
-        inodes = {i for i in (netns_inode(ns) for ns in self.namespaces) if i is not None}
         procs = [p for h in self.hosts.values() for p in [h.sshd, *h.extra] if p is not None]
         for p in procs:
             if p.poll() is None:
                 p.terminate()
         # Anything still running inside our namespaces (sessions, probes, their children).
-        for attempt_signal in (signal.SIGTERM, signal.SIGKILL):
-            stray = pids_in_netns(inodes)
-            for pid in stray:
-                try:
-                    os.kill(pid, attempt_signal)
-                except ProcessLookupError:
-                    pass
-            if not wait_dead(stray, timeout=3.0):
-                break
+        kill_in_namespaces(self.namespaces)
         for p in procs:
             try:
                 p.wait(timeout=WAIT_S)

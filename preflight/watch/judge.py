@@ -359,6 +359,10 @@ def _causes(exits: Sequence[Exit], policy: WatchPolicy) -> tuple[list[Exit], lis
     return causes, [e for e in lost if e.t >= since]
 
 
+def _rank_order(e: Exit) -> tuple[str, int, int, str]:
+    return (e.rid.role, e.rid.rank is None, e.rid.rank or 0, e.rid.host)
+
+
 def _tail_text(e: Exit) -> str:
     return "\n".join(e.tail)
 
@@ -372,8 +376,11 @@ def _cause_finding(e: Exit, after: Sequence[Exit],
                "the OOM killer sends)")
         if failure is not None and failure.host == e.rid.host:
             how += f"; its launcher's {failure.why}{_signal(failure.why)}"
+    # Listed in rank order: peers aborted by one loss end in the same second, in no order
+    # that means anything; the error shown is the first one's.
+    shown = sorted(after, key=_rank_order)
     peers = (f"; {len(after)} peers failed after it: "
-             f"{', '.join(a.rid.name() for a in after[:4])}{', ...' if len(after) > 4 else ''}"
+             f"{', '.join(a.rid.name() for a in shown[:4])}{', ...' if len(after) > 4 else ''}"
              f" ({after[0].error})") if after else ""
     ends = "" if e.error is not None else f"; its log ends: {e.tail[-1] if e.tail else '(empty)'}"
     return Finding("dead", Status.FAIL, (e.rid.host,),

@@ -270,6 +270,27 @@ def test_a_rank_killed_without_a_word_is_named_as_the_cause_of_its_peers_abortin
     assert ("its launcher's exit 247: a rank killed by SIGKILL" in m) == (recorded == "node03")
 
 
+def test_the_peers_a_loss_ended_are_listed_in_rank_order_not_in_the_order_they_ended():
+    hosts = cluster(3)
+
+    def kill(t):
+        if t == 30:  # SIGKILL on node03; node02 aborts at once, node01 a sample later
+            for h in hosts[1:]:
+                r = h.ranks.pop()
+                if h.name == "node02":
+                    r.tail = ABORTED
+                h.gone = [r]
+        if t == 35:
+            r = hosts[0].ranks.pop()
+            r.tail = ABORTED
+            hosts[0].gone = [r]
+
+    findings, _ = watched(hosts, 40, change=kill)
+    assert named(findings) == [("dead", Status.FAIL, ("node03",))]
+    assert "2 peers failed after it: node01 rank 0 (worker), node02 rank 1 (worker) (" in \
+        findings[0].message
+
+
 def test_a_rank_that_raised_is_named_and_not_the_peers_the_launch_then_stopped():
     hosts = cluster(3)
 

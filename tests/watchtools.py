@@ -81,7 +81,7 @@ class FakeRank:
 class FakeHost:
     name: str
     ranks: list[FakeRank]
-    launcher: int = 100
+    launcher: Optional[int] = 100  # None: no launcher of any job on it (yet)
     netns: str = "net:[4026531992]"
     argv: Sequence[str] = ("python3", "-m", "paddle.distributed.launch", "--master",
                            "10.0.0.1:6767", "train.py")
@@ -111,7 +111,7 @@ class FakeHost:
         doc = {"v": 1, "n": self.n, "t": self.t, "netns": self.netns,
                "host": {"cpus": 2, "load": [1.0, 1.0, 1.0], "nics": {"eth0": [1, 0, 2, 0]},
                         "tcp": [int(self.tcp[0]), int(self.tcp[1])]},
-               "jobs": [job, *self.extra],
+               "jobs": ([job] if self.launcher is not None else []) + self.extra,
                "gone": [{"pid": r.pid, "who": {}, "launcher": self.launcher,
                          "tail": list(r.tail)} for r in self.gone],
                "cost_s": 0.01 * (self.n + 1)}

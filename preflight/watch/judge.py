@@ -23,6 +23,7 @@ from preflight.model.findings import Finding, Status
 from preflight.model.watch import LaunchFailure, RankId, WatchPolicy
 from preflight.watch import gpus
 from preflight.watch.series import UNIT_WORDS, JobSeries, RankSeries, Span, Unit, WatchState, median
+from preflight.watch.starting import starting
 
 # Busy share (cores on a CPU or waiting for one) that sets a rank apart from its peers:
 # at least this many times theirs, and this much more.
@@ -87,8 +88,8 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
          state: WatchState, addresses: Mapping[str, str]) -> list[Finding]:
     present = [r for r in job.live() if r.samples]
     live = [r for r in present if r.latest.state != "Z"]  # a zombie has exited
-    if not job.ranks:
-        return []  # its launcher is starting its ranks
+    if not job.ranks:  # its launchers are starting its ranks
+        return [f for f in [starting(job, state, policy)] if f is not None]
     if not live:  # the job has ended: how its ranks ended is all there is to say
         died = _stopped_or_dead(job, present, live, policy, state.launch_failure)
         end = max([t for t, _ in job.gone.values()] +
@@ -96,6 +97,9 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         return died or [Finding("ended", Status.PASS, tuple(job.hosts()),
                                 f"{len(job.ranks)} ranks of {job.key} ended by {_clock(end)}, "
                                 "none of them in error", {"ranks": ()})]
+    whole = starting(job, state, policy)
+    if whole is not None:  # its ranks wait for nodes yet to start: nothing to pace
+        return [*_stopped_or_dead(job, present, live, policy, state.launch_failure), whole]
     out = [*_stopped_or_dead(job, present, live, policy, state.launch_failure),
            *_hang(job, live, policy, state)]
     if any(f.check == "hang" for f in out):

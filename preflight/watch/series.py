@@ -100,8 +100,9 @@ class RankSeries:
 class JobSeries:
     """One job: its launchers on every host, its ranks, and the ranks it lost."""
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, first_t: float = 0.0) -> None:
         self.key = key
+        self.first_t = first_t  # the host's time its first launcher was seen
         self.launchers: dict[tuple[str, int], Launcher] = {}
         self.ranks: dict[RankId, RankSeries] = {}
         # rank -> (the host's time it was missed at, the last lines of its log)
@@ -124,6 +125,22 @@ class JobSeries:
     def launcher_hosts(self) -> set[str]:
         """Where its launchers ran, with ranks seen or not."""
         return {host for host, _ in self.launchers} | set(self.hosts())
+
+    def nnodes(self) -> Optional[int]:
+        """The nodes its launchers say it runs on (--nnodes N, or the least of an elastic
+        N:M); None where none says."""
+        said = [n for la in self.launchers.values() if (n := _nnodes(la.argv)) is not None]
+        return max(said) if said else None
+
+
+def _nnodes(argv: Sequence[str]) -> Optional[int]:
+    for i, a in enumerate(argv):
+        value = a.split("=", 1)[1] if a.startswith("--nnodes=") else \
+            argv[i + 1] if a == "--nnodes" and i + 1 < len(argv) else None
+        if value is not None:
+            first = value.split(":", 1)[0].strip()
+            return int(first) if first.isdigit() and int(first) > 0 else None
+    return None
 
 
 class WatchState:
@@ -151,7 +168,7 @@ class WatchState:
             if self._foreign(la):
                 self.foreign.add((la.host, la.pid))
                 continue
-            job = self.jobs.setdefault(la.job, JobSeries(la.job))
+            job = self.jobs.setdefault(la.job, JobSeries(la.job, tick.sample.t))
             job.launchers[(la.host, la.pid)] = la
             self.launcher_job[(la.host, la.pid)] = la.job
         for rid, s in tick.ranks:

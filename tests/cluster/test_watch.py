@@ -69,10 +69,17 @@ def test_a_healthy_job_watched_from_its_start_to_its_end_has_no_finding(cluster,
     assert launched.rc == 0, launched.stdout + launched.stderr
     rs = records(log)
     seen = [(r["check"], r["status"]) for r in rs if r["type"] == "finding"]
-    # Waiting for the job (skip), then its pace (said again as its ranks appear on more
-    # hosts), then its end: nothing else, ever.
+    # Waiting for the job (skip), its start (skip, while its launchers start its ranks
+    # and not yet on every host), then its pace (said again as it changes), then its end:
+    # nothing else, ever, and never a pass before every host runs it.
     assert seen[0] == ("watch", "skip") and seen[-1] == ("ended", "pass"), out + err
-    assert set(seen[1:-1]) == {("progress", "pass")}, out + err
+    middle = seen[1:-1]
+    assert ("progress", "pass") in middle, out + err
+    paced = middle.index(("progress", "pass"))
+    assert set(middle[:paced]) <= {("starting", "skip")}, out + err
+    assert set(middle[paced:]) == {("progress", "pass")}, out + err
+    paces = [r for r in rs if r["type"] == "finding" and r["check"] == "progress"]
+    assert sorted(paces[0]["hosts"]) == HOSTS, paces[0]
     assert [r["check"] for r in rs if r["type"] == "last"] == ["ended"]
 
 

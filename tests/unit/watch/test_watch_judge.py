@@ -386,7 +386,7 @@ def test_the_hook_is_the_progress_when_the_ranks_call_it():
 def test_a_launcher_in_another_watched_hosts_namespace_is_that_hosts_not_this_ones():
     # Simulated hosts share one kernel: node01's sampler sees node02's launcher too.
     a, b = cluster(2)
-    seen_from_a = {"pid": b.launcher + 1, "state": "S", "argv": list(b.argv),
+    seen_from_a = {"pid": (b.launcher or 0) + 1, "state": "S", "argv": list(b.argv),
                    "log_dir": "log", "netns": b.netns, "ranks": []}
     a.extra = [seen_from_a]
     findings, state = watched([a, b], 30)

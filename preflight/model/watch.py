@@ -25,6 +25,10 @@ class RankId:
         num = "?" if self.rank is None else str(self.rank)
         return f"{self.host} {'server' if self.role == 'server' else 'rank'} {num} ({self.role})"
 
+    def order(self) -> tuple[str, bool, int, str]:
+        """The order ranks are listed in: by role, then rank (unsaid ones last), then host."""
+        return (self.role, self.rank is None, self.rank or 0, self.host)
+
 
 @dataclass(frozen=True)
 class RankSample:

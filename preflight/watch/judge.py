@@ -97,11 +97,11 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         return died or [Finding("ended", Status.PASS, tuple(job.hosts()),
                                 f"{len(job.ranks)} ranks of {job.key} ended by {_clock(end)}, "
                                 "none of them in error", {"ranks": ()})]
+    out = _stopped_or_dead(job, present, live, policy, state.launch_failure)
     whole = starting(job, state, policy)
     if whole is not None:  # its ranks wait for nodes yet to start: nothing to pace
-        return [*_stopped_or_dead(job, present, live, policy, state.launch_failure), whole]
-    out = [*_stopped_or_dead(job, present, live, policy, state.launch_failure),
-           *_hang(job, live, policy, state)]
+        return [*out, whole]
+    out.extend(_hang(job, live, policy, state))
     if any(f.check == "hang" for f in out):
         return out  # no pace to compare while nothing moves
     unit = job.unit()
@@ -363,10 +363,6 @@ def _causes(exits: Sequence[Exit], policy: WatchPolicy) -> tuple[list[Exit], lis
     return causes, [e for e in lost if e.t >= since]
 
 
-def _rank_order(e: Exit) -> tuple[str, int, int, str]:
-    return (e.rid.role, e.rid.rank is None, e.rid.rank or 0, e.rid.host)
-
-
 def _tail_text(e: Exit) -> str:
     return "\n".join(e.tail)
 
@@ -382,7 +378,7 @@ def _cause_finding(e: Exit, after: Sequence[Exit],
             how += f"; its launcher's {failure.why}{_signal(failure.why)}"
     # Listed in rank order: peers aborted by one loss end in the same second, in no order
     # that means anything; the error shown is the first one's.
-    shown = sorted(after, key=_rank_order)
+    shown = sorted(after, key=lambda a: a.rid.order())
     peers = (f"; {len(after)} peers failed after it: "
              f"{', '.join(a.rid.name() for a in shown[:4])}{', ...' if len(after) > 4 else ''}"
              f" ({after[0].error})") if after else ""

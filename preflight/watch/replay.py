@@ -69,8 +69,7 @@ class WatchLog:
         for c in self.ranks.values():
             out.setdefault(c.job, []).append(c)
         for courses in out.values():
-            courses.sort(key=lambda c: (c.rid.role, c.rid.rank if c.rid.rank is not None
-                                        else 1 << 30, c.rid.host))
+            courses.sort(key=lambda c: c.rid.order())
         return out
 
     @staticmethod

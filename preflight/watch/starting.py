@@ -21,7 +21,7 @@ STEP_UNITS: tuple[Unit, ...] = ("hook", "steps")
 def starting(job: JobSeries, state: WatchState, policy: WatchPolicy) -> Optional[Finding]:
     if _stepped(job):
         return None  # it runs: a node missing now is one outside the watched hosts
-    have = sorted({host for host, _ in job.launchers})
+    have = sorted(job.launcher_hosts())
     unranked = sorted(set(have) - set(job.hosts()))
     n = job.nnodes() or 0
     idle: list[str] = []

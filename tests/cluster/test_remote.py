@@ -1,6 +1,8 @@
 """Commands over SSH that end without an exit status say why: sshd sends the signal that killed
 a command instead (exit-signal, which paramiko drops: collect/remote reads it), and none
-comes when the connection goes (paramiko reads both as -1)."""
+comes when the connection goes (paramiko reads both as -1). And a connection, or a jump host's
+session, outlives the commands closed on it while they still print (paramiko's own wake-up
+pipe, closed under its transport thread, killed it: transport/ssh/wake.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from preflight.inventory import load
 from preflight.transport.ssh import connect as ssh
 from preflight.transport.ssh.channel import SshRemote
 [host] = load(sys.argv[1])
+import logging; logging.basicConfig(level=logging.ERROR)
 conn = ssh.connection(host, 10.0, False)
 conn.open()
 remote = SshRemote(host.name, conn)
@@ -63,3 +66,92 @@ def test_a_command_without_exit_status_says_killed_or_connection_lost(cluster):
     silent = said.rsplit("(connections from port ", 1)[-1].split(": no end")[0].split(", ")
     assert str(out["port"]) in silent, said
     assert str(out["lost_port"]) not in silent, said
+
+
+# Many commands on one connection at once, each cut off while its output still streams (a
+# poll that timed out, a rank stopped mid-run), as the all-reduce's polls and ranks do.
+RACE = """\
+import json, sys, threading, time
+from preflight.inventory import load
+from preflight.transport.ssh import connect as ssh
+from preflight.transport.ssh.channel import SshRemote
+[host] = load(sys.argv[1])
+import logging; logging.basicConfig(level=logging.ERROR)
+conn = ssh.connection(host, 10.0, False)
+conn.open()
+remote = SshRemote(host.name, conn)
+transport = conn.client.get_transport()
+end = time.monotonic() + float(sys.argv[2])
+runs = []
+def one():
+    n = 0
+    while time.monotonic() < end and transport.is_active():
+        remote.run("exec yes preflight", timeout=0.02)
+        n += 1
+    runs.append(n)
+threads = [threading.Thread(target=one) for _ in range(6)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(float(sys.argv[2]) + 30)
+why = transport.saved_exception
+print(json.dumps({"runs": sum(runs), "alive": transport.is_active(),
+                  "why": None if why is None else f"{type(why).__name__}: {why}",
+                  "after": remote.run("echo after", timeout=20).stdout}))
+"""
+
+
+def test_commands_cut_off_while_they_print_leave_the_connection_up(cluster):
+    inv = cluster.inventory("remote-good1.yaml", ["good1"])
+    p = subprocess.run(cluster.tb.client_cmd([sys.executable, "-c", RACE, inv, "8"]),
+                       capture_output=True, text=True, timeout=90, cwd=cluster.tb.base,
+                       env=dict(os.environ, PYTHONSAFEPATH="1"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = json.loads(p.stdout.splitlines()[-1])
+    # The commands ran, and were cut off, many times over; the connection outlived them all.
+    assert out["runs"] >= 50, (out, p.stderr[-3000:])
+    assert out["alive"] and out["why"] is None and out["after"] == "after\n", \
+        (out, p.stderr[-3000:])
+
+
+# Connections through a jump host closed while their command still prints: the jump host's
+# session carries the data of all of them, and must outlive each.
+JUMP_RACE = """\
+import dataclasses, json, sys, time
+import logging; logging.basicConfig(level=logging.ERROR)
+from preflight.inventory import load
+from preflight.transport.ssh import connect as ssh
+from preflight.transport.ssh.channel import SshRemote
+hosts = {h.name: h for h in load(sys.argv[1])}
+behind = hosts["good1"].with_ssh(dataclasses.replace(hosts["good1"].ssh,
+                                                      jump=(hosts["good2"],)))
+end = time.monotonic() + float(sys.argv[2])
+n, said = 0, []
+while time.monotonic() < end:
+    conn = ssh.connection(behind, 10.0, False)
+    conn.open()
+    ch = SshRemote(behind.name, conn).start("exec yes preflight")
+    said.append(ch.read_until("preflight", 10))
+    conn.close()  # the command still prints
+    n += 1
+[gateway] = ssh._gateways.values()
+jump = gateway.client.get_transport()
+why = jump.saved_exception
+conn = ssh.connection(behind, 10.0, False)
+conn.open()
+print(json.dumps({"runs": n, "read": all(said), "alive": jump.is_active(),
+                  "why": None if why is None else f"{type(why).__name__}: {why}",
+                  "after": SshRemote(behind.name, conn).run("echo after", timeout=20).stdout}))
+"""
+
+
+def test_connections_through_a_jump_host_closed_mid_output_leave_its_session_up(cluster):
+    inv = cluster.inventory("remote-good12.yaml", ["good1", "good2"])
+    p = subprocess.run(cluster.tb.client_cmd([sys.executable, "-c", JUMP_RACE, inv, "8"]),
+                       capture_output=True, text=True, timeout=90, cwd=cluster.tb.base,
+                       env=dict(os.environ, PYTHONSAFEPATH="1"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    out = json.loads(p.stdout.splitlines()[-1])
+    assert out["runs"] >= 10 and out["read"], (out, p.stderr[-3000:])
+    assert out["alive"] and out["why"] is None and out["after"] == "after\n", \
+        (out, p.stderr[-3000:])

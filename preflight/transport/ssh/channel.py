@@ -5,7 +5,6 @@ the active tests use over the connections the probe opened."""
 
 from __future__ import annotations
 
-import select
 import threading
 import time
 import weakref
@@ -15,6 +14,7 @@ from typing import Any, Optional
 from paramiko.ssh_exception import ChannelException
 
 from preflight.common.remote import MAX_OUTPUT, POLL_S, Done, Started
+from preflight.transport.ssh.wake import ChannelWake
 
 
 def run_with_input(transport: Any, command: str, data: bytes, timeout: float,
@@ -42,6 +42,7 @@ class _Channel:
     def __init__(self, transport: Any, command: str, open_timeout: float) -> None:
         watch_exit_signals(transport)  # before the command can end: its signal is read then
         self.ch = transport.open_session(timeout=open_timeout)
+        self.wake = ChannelWake(self.ch)  # never ch.fileno(): see wake.py
         self.ch.exec_command(command)
         self.out, self.err = bytearray(), bytearray()
         self.overflow = False  # a stream passed MAX_OUTPUT; the rest was dropped
@@ -64,13 +65,14 @@ class _Channel:
         end = time.monotonic() + timeout
         needle = marker.encode()
         while time.monotonic() < end:
+            self.wake.arm()
             self._pump()
             if needle in self.out:
                 return True
             if self.ch.exit_status_ready() and not self.ch.recv_ready():
                 self._pump()
                 return needle in self.out
-            time.sleep(POLL_S)
+            self.wake.wait(min(POLL_S, max(0.0, end - time.monotonic())))
         return False
 
     def output(self) -> str:
@@ -89,12 +91,12 @@ class _Channel:
         """Waits for the command's end (exit None: not within timeout, or, with cut_off,
         stopped reading once its output passed MAX_OUTPUT).
 
-        Sleeps in select() on the channel's pipe, not by polling: a controller waits on one
-        channel per host at once. The pipe is set by data and by the channel's close; the
-        exit status alone does not set it, hence the short cap."""
+        Sleeps until the channel's buffers wake it (wake.py), not by polling: a controller
+        waits on one channel per host at once. Data and the channel's EOF or close wake it;
+        the exit status alone does not, hence the short cap."""
         end = time.monotonic() + timeout
-        fd = self.ch.fileno()
         while True:  # at least once: wait(0) still sees a command that has ended
+            self.wake.arm()
             got = self._pump()
             if cut_off and self.overflow:
                 return self._done(None)
@@ -106,7 +108,7 @@ class _Channel:
             if left <= 0:
                 return self._done(None)
             if not got:
-                select.select([fd], [], [], min(left, 0.2))
+                self.wake.wait(min(left, 0.2))
 
     def _done(self, exit: Optional[int]) -> Done:
         err = self.err.decode("utf-8", "replace")

@@ -7,7 +7,6 @@ import errno
 import hashlib
 import logging
 import os
-import select
 import socket
 import threading
 from collections.abc import Callable, Sequence
@@ -19,6 +18,7 @@ from fabric import Config, Connection
 
 from preflight.model.host import Host, HostFailure, Stage
 from preflight.transport.ssh import hostcert, knownhosts
+from preflight.transport.ssh.wake import ChannelWake
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +162,9 @@ class _JumpSocket:
     def __init__(self, chan: paramiko.Channel) -> None:
         self._chan, self._lock, self._done = chan, threading.Lock(), False
         self._timeout: Optional[float] = None
+        # Never chan.fileno(): closing its pipe races the jump host's transport thread,
+        # which then dies of EBADF and takes every host behind it along (wake.py).
+        self._wake = ChannelWake(chan)
 
     def settimeout(self, timeout: Optional[float]) -> None:
         self._timeout = timeout
@@ -177,8 +180,9 @@ class _JumpSocket:
         # Wait for data without the lock (sends must not wait behind an idle read), then
         # take it, and the window adjust it may send, under the lock.
         ch = self._chan
+        self._wake.arm()
         if not (ch.recv_ready() or ch.closed or ch.eof_received):
-            if not select.select([ch.fileno()], [], [], self._timeout)[0]:
+            if not self._wake.wait(self._timeout if self._timeout is not None else 3600.0):
                 raise socket.timeout()
         with self._lock:
             return b"" if self._done else bytes(ch.recv(n))
@@ -192,7 +196,7 @@ class _JumpSocket:
     def _closed(self) -> bool:  # paramiko's stop_thread reads the socket's _closed
         return self._done or bool(self._chan.closed)
 
-    def __getattr__(self, name: str) -> Any:  # settimeout, fileno, getpeername, ...
+    def __getattr__(self, name: str) -> Any:  # getpeername, ...
         return getattr(self._chan, name)
 
 

@@ -10,6 +10,7 @@ import threading
 
 import paramiko
 import pytest
+from paramiko.buffered_pipe import BufferedPipe
 
 from preflight.model.host import Host, SshTarget, Stage
 from preflight.transport.ssh import connect as ssh
@@ -107,13 +108,12 @@ def test_connections_are_built_safely_from_many_threads():
 
 
 class FakeChannel:
-    """What _JumpSocket uses of a paramiko Channel; records what was sent after close."""
+    """What _JumpSocket uses of a paramiko Channel, with paramiko's own buffers (data from
+    the transport thread goes through them); records what was sent after close."""
 
     def __init__(self) -> None:
-        import os as _os
-
-        self.r, self.w = _os.pipe()
-        self.buf = b""
+        self.in_buffer: BufferedPipe[bytes] = BufferedPipe()
+        self.in_stderr_buffer: BufferedPipe[bytes] = BufferedPipe()
         self.closed = self.eof_received = False
         self.sent: list[bytes] = []
         self.after_close: list[bytes] = []
@@ -122,14 +122,13 @@ class FakeChannel:
         pass
 
     def recv_ready(self):
-        return bool(self.buf)
+        return self.in_buffer.read_ready()
 
     def fileno(self):
-        return self.r
+        raise AssertionError("paramiko's wake-up pipe: its close races the transport thread")
 
     def recv(self, n):
-        out, self.buf = self.buf[:n], self.buf[n:]
-        return out
+        return self.in_buffer.read(n)
 
     def send(self, data):
         (self.after_close if self.closed else self.sent).append(data)
@@ -145,13 +144,28 @@ def test_jump_socket_sends_nothing_after_close_and_reads_eof():
     sock.settimeout(0.05)
     with pytest.raises(TimeoutError):  # socket.timeout: nothing to read yet
         sock.recv(10)
-    ch.buf = b"hello"
+    ch.in_buffer.feed(b"hello")
     assert sock.recv(3) == b"hel" and sock.send(b"x") == 1
     sock.close()
     assert sock._closed  # noqa: SLF001 - paramiko's stop_thread reads it
     with pytest.raises(OSError):
         sock.send(b"late window adjust")
     assert sock.recv(10) == b"" and ch.after_close == [] and ch.sent == [b"x"]
+
+
+def test_jump_socket_wakes_when_the_transport_thread_feeds_its_channel():
+    ch = FakeChannel()
+    sock = ssh._JumpSocket(ch)  # type: ignore[arg-type]  # a stand-in channel
+    sock.settimeout(30.0)  # far longer than the test: only the feed can end the wait
+    threading.Timer(0.2, ch.in_buffer.feed, (b"late",)).start()
+    assert sock.recv(10) == b"late"
+
+    def eof() -> None:  # as paramiko takes the host's EOF: noted, and the buffer closed
+        ch.eof_received = True
+        ch.in_buffer.close()
+
+    threading.Timer(0.2, eof).start()
+    assert sock.recv(10) == b""
 
 
 def test_no_identity_file_and_no_agent_fails_before_connecting(tmp_path, monkeypatch):

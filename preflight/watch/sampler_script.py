@@ -45,6 +45,12 @@ WRAPPERS = ("sh", "bash", "dash", "zsh", "ksh", "timeout")
 MAX_TASKS = 512  # threads of a rank whose scheduler times are summed
 MAX_LOG_READ = 1 << 20  # new log bytes read a sample; past that the rest is skipped, said so
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# A process is read as a launcher or not when first seen, and again only later: a process
+# seen between its fork and its exec reads as its parent (a shell, podman exec), and an entry
+# script may exec the launcher once its setup is done. A young one is read again every
+# sample, an old one every RECHECK_S: the cost of a host's many other processes stays low.
+YOUNG_S = 10.0
+RECHECK_S = 20.0
 
 
 def stat_fields(pid):
@@ -295,19 +301,21 @@ class Sampler(object):
     def __init__(self, token, pattern, netns):
         self.token, self.netns = token, netns
         self.pattern = re.compile(pattern) if pattern else None
-        self.ignored = set()  # pids that are not launchers: their cmdline is read once
+        self.ignored = {}  # pid -> when to read it again: it was not a launcher (YOUNG_S)
         self.launchers = {}  # pid -> its part of a sample that does not change
         self.announced = set()  # launchers whose fixed part was sent
         self.ranks = {}  # pid -> Rank
 
     def find_launchers(self):
         pids = set()
+        now = time.monotonic()
+        uptime = None
         for name in os.listdir("/proc"):
             if not name.isdigit():
                 continue
             pid = int(name)
             pids.add(pid)
-            if pid in self.ignored or pid in self.launchers or pid == os.getpid():
+            if pid in self.launchers or pid == os.getpid() or self.ignored.get(pid, 0) > now:
                 continue
             try:
                 argv = cmdline(pid)
@@ -317,11 +325,22 @@ class Sampler(object):
             except (OSError, ValueError):
                 found = False
             if not found:
-                self.ignored.add(pid)
+                if uptime is None:
+                    try:
+                        uptime = float(read("/proc/uptime").split()[0])
+                    except (OSError, ValueError, IndexError):
+                        uptime = 0.0  # every process reads as young: read again each sample
+                try:
+                    age = uptime - stat_fields(pid)[3] / float(CLK_TCK)
+                except (OSError, ValueError):
+                    age = 0.0  # gone, or about to be: its pid may come back as anything
+                self.ignored[pid] = now if age < YOUNG_S else now + RECHECK_S
                 continue
+            self.ignored.pop(pid, None)
             self.launchers[pid] = {"pid": pid, "argv": argv[:64], "log_dir": log_dir(argv),
                                    "netns": section(os.readlink, "/proc/%d/ns/net" % pid)}
-        self.ignored &= pids  # pids are reused: forget those gone
+        for pid in [p for p in self.ignored if p not in pids]:  # pids are reused
+            del self.ignored[pid]
         for pid in [p for p in self.launchers if p not in pids]:
             del self.launchers[pid]
             self.announced.discard(pid)

@@ -61,9 +61,9 @@ for n in range(100000):
 '''
 
 
-@pytest.fixture
-def job(tmp_path: Path):
-    """A stand-in job with the launch marker PREFLIGHT_LAUNCH=tok-watch; its processes."""
+def stand_in(tmp_path: Path) -> dict[str, str]:
+    """Writes the stand-in launcher and rank under tmp_path; the environment that runs them
+    (with the launch marker PREFLIGHT_LAUNCH=tok-watch)."""
     pkg = tmp_path / "fake" / "paddle" / "distributed" / "launch"
     pkg.mkdir(parents=True)
     for d in (pkg.parent.parent, pkg.parent, pkg):
@@ -73,6 +73,13 @@ def job(tmp_path: Path):
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "fake"), PREFLIGHT_LAUNCH="tok-watch",
                PREFLIGHT_WATCH_DIR=str(tmp_path))
     env.pop("PYTHONSAFEPATH", None)
+    return env
+
+
+@pytest.fixture
+def job(tmp_path: Path):
+    """A stand-in job with the launch marker PREFLIGHT_LAUNCH=tok-watch; its processes."""
+    env = stand_in(tmp_path)
     launcher = subprocess.Popen([sys.executable, "-m", "paddle.distributed.launch",
                                  "--log_dir", str(tmp_path / "log"), str(tmp_path / "rank.py")],
                                 env=env, cwd=tmp_path, start_new_session=True)
@@ -120,6 +127,33 @@ def test_the_sampler_finds_the_job_its_ranks_their_logs_and_the_hook(job):
         assert r1["log"]["size"] > r0["log"]["size"]
     hooks = [r["hook"] for r in last["jobs"][0]["ranks"] if r["hook"] is not None]
     assert len(hooks) == 1 and hooks[0][0] > 0  # rank 0 calls step(); rank 1 does not
+
+
+def test_a_launcher_that_a_running_process_execs_into_is_found(tmp_path: Path):
+    # An entry script that execs the launcher once its setup is done, or a process caught
+    # between its fork and its exec: first seen as something else, under the same pid.
+    env = stand_in(tmp_path)
+    cmd = sampler_text.command(sys.executable, sampler_text.SamplerOptions(
+        0.3, 6.0, "tok-watch"))
+    sampler = subprocess.Popen(cmd, shell=True, stdout=subprocess.PIPE, text=True)
+    entry = None
+    try:
+        first = json.loads(sampler.stdout.readline())  # type: ignore[union-attr]
+        assert first["jobs"] == []
+        entry = subprocess.Popen(
+            ["sh", "-c", 'sleep 1.5; exec "$@"', "sh", sys.executable, "-m",
+             "paddle.distributed.launch", "--log_dir", str(tmp_path / "log"),
+             str(tmp_path / "rank.py")], env=env, cwd=tmp_path, start_new_session=True)
+        out, _ = sampler.communicate(timeout=30)
+    finally:
+        sampler.kill()
+        if entry is not None:
+            os.killpg(entry.pid, signal.SIGKILL)
+            entry.wait(10)
+    lines = [json.loads(ln) for ln in out.splitlines()]
+    seen = [ln["jobs"][0]["pid"] for ln in lines if ln["jobs"]]
+    assert seen and set(seen) == {entry.pid}, lines[-1]  # the shell's pid, now the launcher's
+    assert len(lines[-1]["jobs"][0]["ranks"]) == 2, lines[-1]
 
 
 def test_the_sampler_follows_only_the_marked_job_when_given_a_marker(job):

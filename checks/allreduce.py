@@ -56,24 +56,27 @@ not blamed on every host: the `bandwidth` finding names the culprit. The benchma
 step (started, at the rendezvous, joined, each collective, each size's result) and a heartbeat
 every second as it goes, and preflight reads them while it runs, so a run that does not end by
 itself is told apart (`network.allreduce.outcome`): a rank that fails is named with the line of
-its log that says why (the others are stopped after a 5 s grace); a host still behind the
-others on the way to the rendezvous when the launch stopped progressing (nothing new for twice
-the slowest measured Paddle import, at least 30 s; each rank's connected sockets count as
+its log that says why (the others are stopped after a 5 s grace); where something still listens
+on the master's port after a 5 s wait, before its launcher starts, the master's host fails
+first, naming that process (Paddle's launcher takes whatever answers there for its master,
+starts no store, and every launcher waits for peers that never register); a host still behind
+the others on the way to the rendezvous when the launch stopped progressing (nothing new for
+twice the slowest measured Paddle import, at least 30 s; each rank's connected sockets count as
 progress at the rendezvous) is named as never joined (`never-joined`), with what its log said
 last, or where it holds only the launcher's own lines the last of those (how far the launcher
-got); a rank past its import of Paddle whose heartbeat stopped for 10 s while the others' go
-on is named as stopped (`stalled`) (while importing, loading Paddle's libraries holds the GIL
-and its heartbeat may pause on a loaded host: the launch's progress judges it); a run still
-completing collectives at its deadline is cut, keeps the sizes that finished and warns
-(`slow`); nothing completing and nobody to blame is one finding for the
-cluster, not a failure of every host (`stall`); a run that reaches `--allreduce-timeout` while
-still progressing could not check, blaming nobody (`out-of-time`). `network.allreduce.progress`
-says what each host's ranks did. A host whose SSH connection went after its ranks had finished
-still passes (its hint says so; the measurement is whole), and a lost connection is opened again
-to stop and clean up. A command that ended with no exit status says why: the signal sshd named
-(`killed by signal KILL`), or the SSH connection lost. The launcher's processes are killed on
-every host; each host's run directory (`/tmp/.preflight-ar-<run>-<rank>`) is its own, so hosts
-that share a `/tmp` do not collide.
+got); a rank past its import of Paddle whose heartbeat stopped for 10 s while the others' go on
+is named as stopped (`stalled`) (while importing, loading Paddle's libraries holds the GIL and
+its heartbeat may pause on a loaded host: the launch's progress judges it); a run still
+completing collectives at its deadline is cut, keeps the sizes that finished and warns (`slow`);
+nothing completing and nobody to blame is one finding for the cluster, not a failure of every
+host (`stall`); a run that reaches `--allreduce-timeout` while still progressing could not
+check, blaming nobody (`out-of-time`). `network.allreduce.progress` says what each host's ranks
+did. A host whose SSH connection went after its ranks had finished still passes (its hint says
+so; the measurement is whole), and a lost connection is opened again to stop and clean up. A
+command that ended with no exit status says why: the signal sshd named (`killed by signal
+KILL`), or the SSH connection lost. The launcher's processes are killed on every host; each
+host's run directory (`/tmp/.preflight-ar-<run>-<rank>`) is its own, so hosts that share a
+`/tmp` do not collide.
 """
 WHY = ("It is the job's own collective path end to end (launcher, rendezvous, backend, every "
        "rank): what would stall the job at its first all-reduce stalls here first, with the host"

@@ -26,6 +26,9 @@ from preflight.network.budget import LAUNCH_IDLE_S
 
 # What the host command prints besides its progress: its log's tail and NCCL's hints.
 LOG, HINT = "PREFLIGHT-LOG ", "PREFLIGHT-HINT "
+# The master's port answered before its launcher started: what holds it, and the exit.
+HELD, HELD_EXIT = "PREFLIGHT-HELD ", 97
+HELD_WAIT_S = 5.0  # a holder on its way out (a stopped listener, a job just ended) may go
 # The host's own `timeout` is the net under the controller (which may be killed): it fires
 # this much after the controller's last deadline, so that the controller decides first.
 HOST_EXTRA_S = 10.0
@@ -63,6 +66,61 @@ class Member:
     gloo_ifname: Optional[str] = None  # set when the host's own environment does not
     container: Optional[ContainerSpec] = None  # the job's container, where it runs in one
     host_python: str = "python3"  # the host's own (the probe's): unpacks the benchmark
+
+
+# Run on the master's host before its launcher: Paddle's launcher takes anything that
+# accepts a connection on its --master port for its master, started no store of its own, and
+# every launcher then waits for peers that never register (a job's master left running, a
+# process given the port since the ports check). Waits a little for the port; else names
+# what listens there (as /proc shows it to this user) after HELD, and exits HELD_EXIT (its
+# argv: ip port wait_s HELD_EXIT HELD). Python 3.6+.
+_MASTER_FREE = r"""
+import os, socket, sys, time
+ip, port, end = sys.argv[1], int(sys.argv[2]), time.time() + float(sys.argv[3])
+def taken():
+    # The listening sockets on the port, from this network namespace's tables (None: free);
+    # without them, a connection tells (refused: free), though not who.
+    inodes, read = set(), False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        read = True
+        for row in rows:
+            f = row.split()
+            if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add("socket:[%s]" % f[9])
+    if read:
+        return inodes or None
+    try:
+        socket.create_connection((ip, port), 1.0).close()
+    except socket.timeout:  # bound, its backlog full: taken all the same
+        pass
+    except OSError:
+        return None
+    return set()
+held = taken()
+while held is not None and time.time() < end:
+    time.sleep(0.2)
+    held = taken()
+if held is None:
+    sys.exit(0)
+who = []
+for pid in os.listdir("/proc"):
+    if not pid.isdigit() or not held:
+        continue
+    try:
+        fds = os.listdir("/proc/%s/fd" % pid)
+        if any(os.readlink("/proc/%s/fd/%s" % (pid, fd)) in held for fd in fds):
+            with open("/proc/%s/cmdline" % pid, "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            who.append("pid %s: %s" % (pid, cmd[:160]))
+    except OSError:
+        continue
+print("%s%d %s" % (sys.argv[5], port, "; ".join(who[:3]) or "a process this user cannot see"))
+sys.exit(int(sys.argv[4]))
+"""
 
 
 @functools.lru_cache(maxsize=4)
@@ -113,17 +171,26 @@ def host_command(m: Member, rank: int, members: Sequence[Member], opts: AllReduc
     after = [P.status_script(run_dir), hints_script(run_dir),
              f"if [ $rc -ne 0 ]; then tail -q -n {LOG_LINES} {q(run_dir)}/log/workerlog.0 "
              f"{q(run_dir)}/launch.log 2>/dev/null | sed 's/^/{LOG}/'; fi"]
+    before: list[str] = []
+    # Where the launcher runs in a container of its own, the host's network may not be
+    # its: the master's port is checked only where the launcher shares it.
+    if rank == 0 and (m.container is None or in_running(m)):
+        # Only its verdict stops the launch: a check that could not run (no /proc) does not.
+        before.append(f"{q(m.python)} -c {q(_MASTER_FREE)} {q(members[0].ip)} {opts.port} "
+                      f"{HELD_WAIT_S:g} {HELD_EXIT} {q(HELD)}; "
+                      f"[ $? -ne {HELD_EXIT} ] || exit {HELD_EXIT}")
     return launch_script(m, run_dir, ["env", *env, *launch],
-                         ("allreduce_script.py", "allreduce.py"), opts.timeout, after)
+                         ("allreduce_script.py", "allreduce.py"), opts.timeout, after, before)
 
 
 def launch_script(m: Member, run_dir: str, inner: Sequence[str], script: tuple[str, str],
-                  timeout: float, after: Sequence[str]) -> str:
+                  timeout: float, after: Sequence[str], before: Sequence[str] = ()) -> str:
     """The command that runs a shipped script on m with Paddle's launcher: a fresh private
     run directory, the script (preflight.network's file, the name it takes there) unpacked
-    there, `inner` (the launcher's command line, ending with `--dir <run dir>`) under the
-    host's `timeout` (in the job's container, started as the job's, where it runs in one),
-    then the shell lines `after` with its exit code in $rc; every value quoted."""
+    there, the shell lines `before`, `inner` (the launcher's command line, ending with
+    `--dir <run dir>`) under the host's `timeout` (in the job's container, started as the
+    job's, where it runs in one), then the shell lines `after` with its exit code in $rc;
+    every value quoted."""
     q = shlex.quote
     unpack = m.python  # on the host, or inside a running container: where the launcher runs
     if m.container is not None and not in_running(m):
@@ -138,6 +205,7 @@ def launch_script(m: Member, run_dir: str, inner: Sequence[str], script: tuple[s
         f"mkdir -m 700 {d} || exit 96",
         f"cd {d} || exit 96",
         f"{q(unpack)} -c {q(_UNPACK)} {d}/{q(script[1])} {packed(script[0])} || exit 95",
+        *before,
         f"if command -v timeout >/dev/null 2>&1; then timeout -k 3 "
         f"{int(timeout + HOST_EXTRA_S)} {run} > {d}/launch.log 2>&1; "
         f"else {run} > {d}/launch.log 2>&1; fi",

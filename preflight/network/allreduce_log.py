@@ -9,7 +9,7 @@ from typing import Optional
 
 from preflight.common.ps_failure import OUT_OF_TIME
 from preflight.common.remote import Done
-from preflight.network.allreduce_cmd import LOG
+from preflight.network.allreduce_cmd import HELD, HELD_EXIT, LOG
 
 # Lines of a failing rank's log that say why; the last one found is quoted in the finding.
 _WHY = re.compile(r"(Error|Exception|error:|refused|timed out|Timeout|Killed|Abort|"
@@ -56,7 +56,20 @@ def log_reason(done: Done, stopped: bool = False) -> str:
         text = f"could not unpack the benchmark with the host's python: {done.tail()}"
     elif done.exit == 124:
         text = f"{OUT_OF_TIME}; log: {text}"
+    elif done.exit == HELD_EXIT:
+        text = held_reason(done) or text
     return text
+
+
+def held_reason(done: Done) -> str:
+    """Why the master's launcher was not started: its port already answered."""
+    for ln in done.stdout.splitlines():
+        if ln.startswith(HELD):
+            port, _, who = ln[len(HELD):].strip().partition(" ")
+            return (f"port {port}, the job's master, was taken before its launcher started "
+                    f"({redact(who)[:300]}): Paddle's launcher takes whatever answers there "
+                    "for its master, and every launcher waits for peers that never come")
+    return ""
 
 
 def log_of(done: Optional[Done]) -> str:

@@ -159,3 +159,82 @@ def test_the_host_prints_nccls_choice_of_network_once_whatever_the_ranks(tmp_pat
     assert hints[0] == "Using network Socket"
     assert len(hints) == len(set(hints)) <= 8 and not any("Bootstrap" in h for h in hints)
     assert transport("; ".join(hints)) == "Socket"
+
+
+HOLDER = """\
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[2])))
+s.listen(8)
+print("up", flush=True)
+time.sleep(float(sys.argv[3]))
+"""
+
+
+def hold(tmp_path, port: int, seconds: float) -> subprocess.Popen[str]:
+    """A process listening on the port for that long (what a job's master left running, or
+    a listener not yet gone, is to the next launcher); a secret in its command line."""
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER)
+    p = subprocess.Popen([sys.executable, str(script), "api_token=hunter2", str(port),
+                          str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline() == "up\n"
+    return p
+
+
+def launch_recorder(tmp_path) -> str:
+    """A python that records it was asked to run Paddle's launcher, and runs the rest."""
+    wrapper = tmp_path / "python"
+    wrapper.write_text(
+        '#!/bin/sh\nif [ "$2" = paddle.distributed.launch ]; then\n'
+        f'  echo launched > {shlex.quote(str(tmp_path / "launched"))}; exit 0\nfi\n'
+        f'exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+def test_a_master_port_taken_before_the_launch_is_named_and_nothing_is_launched(tmp_path):
+    port = free_port()
+    holder = hold(tmp_path, port, 60)
+    try:
+        m = C.Member("n", LocalRemote("n"), launch_recorder(tmp_path), "127.0.0.1")
+        peer = C.Member("p", LocalRemote("p"), launch_recorder(tmp_path), "127.0.0.2")
+        run_dir = str(tmp_path / ".preflight-ar-0fa57e11-0")
+        done = LocalRemote("n").run(C.host_command(m, 0, [m, peer], C.AllReduceOptions(
+            port=port), run_dir), timeout=30)
+        assert done.exit == C.HELD_EXIT, done
+        assert not (tmp_path / "launched").exists()  # it would have waited for ever
+        why = L.log_reason(done)
+        assert why.startswith(f"port {port}, the job's master, was taken before its launcher "
+                              f"started (pid {holder.pid}: {sys.executable} "), why
+        assert "api_token=***" in why and "hunter2" not in why, why
+        assert why.endswith("every launcher waits for peers that never come"), why
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_master_port_let_go_within_the_wait_is_launched_and_other_ranks_never_wait(
+        tmp_path):
+    port = free_port()
+    holder = hold(tmp_path, port, 1.5)  # a listener on its way out
+    try:
+        m = C.Member("n", LocalRemote("n"), launch_recorder(tmp_path), "127.0.0.1")
+        run_dir = str(tmp_path / ".preflight-ar-0fa57e11-0")
+        done = LocalRemote("n").run(C.host_command(m, 0, [m, m], C.AllReduceOptions(
+            port=port), run_dir), timeout=30)
+        assert done.exit != C.HELD_EXIT and (tmp_path / "launched").exists(), done
+    finally:
+        holder.kill()
+        holder.wait()
+    # Only the master's host checks the port: rank 1 launches though the port is taken.
+    (tmp_path / "launched").unlink()
+    holder = hold(tmp_path, port, 60)
+    try:
+        done = LocalRemote("n").run(C.host_command(m, 1, [m, m], C.AllReduceOptions(
+            port=port), str(tmp_path / ".preflight-ar-0fa57e11-1")), timeout=30)
+        assert done.exit != C.HELD_EXIT and (tmp_path / "launched").exists(), done
+    finally:
+        holder.kill()
+        holder.wait()

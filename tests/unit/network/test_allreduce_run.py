@@ -109,6 +109,19 @@ def test_first_failing_rank_is_the_culprit_and_the_rest_were_stopped():
     assert r.outcome == "failed"
 
 
+def test_a_master_port_taken_before_the_launch_makes_its_host_the_culprit():
+    held = f"{C.HELD}6767 pid 4242: python3 -c import select, socket, sys, time\n"
+    results = {"a": Done(C.HELD_EXIT, held, ""), "b": Done(-15, "", ""), "c": Done(-15, "", "")}
+    r = summarise("abc", results, ["a"], watch=W.Watch({}, kind="failed"), port=6767)
+    assert r.error == "the rank on a failed first; stopped the launcher on b, c"
+    assert r.failed == {"a": "port 6767, the job's master, was taken before its launcher "
+                        "started (pid 4242: python3 -c import select, socket, sys, time): "
+                        "Paddle's launcher takes whatever answers there for its master, and "
+                        "every launcher waits for peers that never come"}
+    # Without its line (cut off), the exit alone says nothing: the output's tail is quoted.
+    assert L.log_reason(Done(C.HELD_EXIT, "", "sh: 1: cannot fork")) == "sh: 1: cannot fork"
+
+
 def test_results_come_from_rank_zero_and_every_host_says_what_it_did():
     one = [(MIB, 0.01)]
     out_a = status(130, ("0", joined(0, ops=6, sizes=one, done=True), 129.5)) + \

@@ -278,11 +278,22 @@ def kill(sig):
 for sig in sys.argv[3].split(','):
     if sig=='wait':
         time.sleep(1)
+    elif sig=='gone':
+        end=time.time()+2
+        while time.time()<end and any(True for _ in hits()):
+            time.sleep(0.05)
     else:
         kill(getattr(signal,sig))
 if sys.argv[2]:
     shutil.rmtree(sys.argv[2],ignore_errors=True)
 """
+
+
+def kill_matching(python: str, pattern: str, steps: str) -> str:
+    """The command that signals every process whose command line matches the regex pattern,
+    with nothing but python: steps are signal names, "wait" (a second) and "gone" (until none
+    matches, 2 s at most), comma-separated."""
+    return " ".join(shlex.quote(a) for a in (python, "-c", _KILL_PY, pattern, "", steps))
 
 
 def _kill_inside(m: Member, pattern: str, steps: str, remove: str = "") -> str:

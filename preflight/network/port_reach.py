@@ -5,13 +5,18 @@ and hangs the job at its first connection: only a connection across tells.
 
 A listener on each host binds its plan's ports (the ports check found them free) for a
 bounded time; then every host connects to every other host's ports at once, each connection
-bounded. Measures only; checks/ports.py judges."""
+bounded. Measures only; checks/ports.py judges.
+
+The listeners hold the very ports the job's processes bind next (the all-reduce's master
+among them): each is stopped by the run's token in its command line, whatever became of its
+channel, and is gone before this returns."""
 
 from __future__ import annotations
 
 import functools
 import json
 import re
+import secrets
 import shlex
 from collections.abc import Mapping
 from typing import Optional
@@ -19,7 +24,7 @@ from typing import Optional
 from preflight.common.remote import Remote, Started, in_parallel
 from preflight.model.measure import PortReach
 from preflight.model.plan import Plan
-from preflight.network.iperf import PID_MARK, Servers
+from preflight.network.allreduce_cmd import kill_matching
 
 READY = "PREFLIGHT-LISTENING"
 REACH = "PREFLIGHT-REACH "
@@ -28,13 +33,13 @@ LISTEN_S = 10.0  # from starting a listener to its ready line
 LIFETIME_S = 60.0  # a listener ends by itself after this long, whatever becomes of us
 
 # Binds every port given (all addresses, as the job's processes may), says which it could
-# not, then accepts until its time is up, closing each connection after its peer did.
-# Python 3.6+, standard library.
+# not, then accepts until its time is up, closing each connection after its peer did. Its
+# argv: the run's token (found by the stop), its lifetime, the ports. Python 3.6+.
 _LISTENER = """
 import select, socket, sys, time
-end = time.time() + float(sys.argv[1])
+end = time.time() + float(sys.argv[2])
 socks, conns = [], []
-for p in sys.argv[2:]:
+for p in sys.argv[3:]:
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -83,12 +88,18 @@ print("PREFLIGHT-REACH " + json.dumps(out))
 """
 
 
-def listener_command(python: str, ports: tuple[int, ...]) -> str:
+def listener_command(python: str, ports: tuple[int, ...], token: str) -> str:
     q = shlex.quote
-    # The PID first (the timeout's, which passes a TERM on), so it can be stopped early.
-    inner = " ".join([q(python), "-c", q(_LISTENER), f"{LIFETIME_S:g}",
+    inner = " ".join([q(python), "-c", q(_LISTENER), q(token), f"{LIFETIME_S:g}",
                       *(str(p) for p in ports)])
-    return "sh -c " + q(f"echo {PID_MARK} $$; exec timeout {LIFETIME_S + 5:g} {inner}")
+    return "sh -c " + q(f"exec timeout {LIFETIME_S + 5:g} {inner}")
+
+
+def stop_command(python: str, token: str) -> str:
+    """Stops the run's listener on a host (and the `timeout` around it), found by the token
+    in its command line, and returns once it is gone. `[x]` keeps the stopping command's
+    own line from matching its pattern."""
+    return kill_matching(python, f"[{token[0]}]{re.escape(token[1:])}", "SIGTERM,gone,SIGKILL")
 
 
 def connector_command(python: str, endpoints: list[str]) -> str:
@@ -104,11 +115,12 @@ def run_port_reach(plan: Plan, remotes: Mapping[str, Remote], pythons: Mapping[s
     nodes = [n for n in plan.nodes if n.host in remotes and n.host in pythons and n.ports]
     if len(nodes) < 2:
         return ()
-    servers = Servers()
+    token = f"preflight-listen-{secrets.token_hex(8)}"
+    procs: dict[str, Started] = {}  # the listeners started, by host
     started: dict[str, Optional[str]] = {}  # host -> None once it listens, else why not
 
     def listen(host: str, ports: tuple[int, ...]) -> None:
-        started[host] = _listen(remotes[host], pythons[host], ports, servers)
+        started[host] = _listen(remotes[host], pythons[host], ports, token, procs, host)
 
     try:
         # Every host's listener at once: one round trip for the plan, not one per host.
@@ -140,7 +152,7 @@ def run_port_reach(plan: Plan, remotes: Mapping[str, Remote], pythons: Mapping[s
         in_parallel([functools.partial(connect, n.host) for n in nodes],
                     CONNECT_S + 15, "port-reach")
     finally:
-        servers.stop_all()
+        _stop([n.host for n in nodes], remotes, pythons, procs, token)
     out = []
     for n in nodes:
         why = errors.get(n.host) or untried.get(n.host)
@@ -157,25 +169,39 @@ def run_port_reach(plan: Plan, remotes: Mapping[str, Remote], pythons: Mapping[s
     return tuple(out)
 
 
-def _listen(remote: Remote, python: str, ports: tuple[int, ...],
-            servers: Servers) -> Optional[str]:
+def _listen(remote: Remote, python: str, ports: tuple[int, ...], token: str,
+            procs: dict[str, Started], host: str) -> Optional[str]:
     """Starts the host's listener; None once it listens on every port, else why not."""
     try:
-        proc: Started = remote.start(listener_command(python, ports))
+        proc: Started = remote.start(listener_command(python, ports, token))
     except Exception as e:
         return f"could not start a listener: {e}"
-    key = servers.add(remote, proc)
+    procs[host] = proc
     ready = proc.read_until(READY, LISTEN_S)
     out = proc.output() if ready else proc.wait(0).stdout or proc.output()
-    m = re.search(rf"{PID_MARK} (\d+)", out)
-    if m:
-        servers.set_pid(key, int(m.group(1)))
     unbound = re.findall(r"PREFLIGHT-BIND (\d+) (.*)", out)
     if unbound:
         return "could not listen on " + "; ".join(f"{p}: {why}" for p, why in unbound)
     if not ready:
         return f"the listener did not start within {LISTEN_S:g} s"
     return None
+
+
+def _stop(hosts: list[str], remotes: Mapping[str, Remote], pythons: Mapping[str, str],
+          procs: Mapping[str, Started], token: str) -> None:
+    """Stops the listener of every host, started, still starting or whose channel is gone: by
+    its token, not by its channel (a connection lost and opened again, a command read as
+    ended, would otherwise leave the ports held until its lifetime ends)."""
+    def one(host: str) -> None:
+        try:
+            remotes[host].run(stop_command(pythons[host], token), timeout=8.0)
+        except Exception:
+            pass  # the host is gone: the listener's own lifetime ends it
+        proc = procs.get(host)
+        if proc is not None:
+            proc.close()
+
+    in_parallel([functools.partial(one, h) for h in hosts], 10.0, "port-stop")
 
 
 def _reach_doc(stdout: str) -> Optional[dict[str, Optional[str]]]:

@@ -13,6 +13,8 @@ import time
 import pytest
 from support import interruptible
 
+from preflight.testing.rig.system import SILENT_LISTENER
+
 pytestmark = pytest.mark.cluster
 
 GOOD = ["good1", "good2", "good3"]
@@ -235,6 +237,53 @@ def test_a_rank_that_stops_after_joining_is_named_alone(cluster):
     assert "stopped: no heartbeat for" in message
     # Found by its heartbeat (10 s), long before the run's 120 s limit.
     assert time.monotonic() - start < 100
+
+
+# The all-reduce alone, from the client namespace, on connections as the CLI opens them.
+ALLREDUCE = """\
+import json, sys
+from preflight.inventory import load
+from preflight.network.allreduce import run_allreduce
+from preflight.network.allreduce_cmd import AllReduceOptions, Member
+from preflight.transport.ssh import connect as ssh
+from preflight.transport.ssh.channel import SshRemote
+members = []
+for h in load(sys.argv[1]):
+    conn = ssh.connection(h, 10.0, False)
+    conn.open()
+    members.append(Member(h.name, SshRemote(h.name, conn), h.python, h.address))
+r = run_allreduce(members, "gloo", AllReduceOptions(port=int(sys.argv[2]), sizes_mib=(1.0,),
+                                                    iters=2, timeout=90))
+print(json.dumps({"error": r.error, "failed": dict(r.failed), "outcome": r.outcome}))
+"""
+
+
+def test_a_master_port_taken_after_the_ports_check_is_named_not_waited_on(cluster):
+    # Something listens on the master's port by the time the launchers start (a job's master
+    # left running, a process given the port since the ports check): Paddle's launcher would
+    # take it for its master, and every launcher would wait for peers until the deadline.
+    port = 36911
+    holder = subprocess.Popen(
+        ["nsenter", f"--net=/run/netns/{cluster.tb.hosts['good1'].ns}", sys.executable, "-c",
+         SILENT_LISTENER, "0.0.0.0", str(port), "150"], stdin=subprocess.DEVNULL)
+    try:
+        cluster.tb.wait_listening(["good1"], port)
+        inv = cluster.inventory("master-held.yaml", GOOD)
+        p = subprocess.run(cluster.tb.client_cmd([sys.executable, "-c", ALLREDUCE, inv,
+                                                  str(port)]),
+                           capture_output=True, text=True, timeout=150, cwd=cluster.tb.base,
+                           env=dict(os.environ, PYTHONSAFEPATH="1"))
+        assert p.returncode == 0, p.stdout + p.stderr
+        out = json.loads(p.stdout.splitlines()[-1])
+        assert out["outcome"] == "failed" and list(out["failed"]) == ["good1"], out
+        assert out["failed"]["good1"].startswith(
+            f"port {port}, the job's master, was taken before its launcher started "
+            f"(pid {holder.pid}: {sys.executable} -c import socket"), out
+        assert out["error"].startswith("the rank on good1 failed first"), out
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not _traces(cluster, GOOD)  # the others' launchers were stopped and cleaned up
 
 
 def test_no_network_tests_flag_skips_them(cluster):

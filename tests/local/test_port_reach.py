@@ -1,14 +1,17 @@
 """The plan's ports tried from host to host for real on loopback through LocalRemote (the
 commands an SSH host runs): ports that answer, a listener that cannot start, a port already
-held, a host whose connections cannot be made at all; the ports are free again after."""
+held, a host whose connections cannot be made at all; the ports are free again after, the
+listeners stopped by the run's token."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
 
 from preflight.model.plan import Node, Plan
 from preflight.model.policy import JobShape
+from preflight.network import port_reach as R
 from preflight.network.port_reach import run_port_reach
 from preflight.transport.local.run import LocalRemote
 
@@ -69,3 +72,25 @@ def test_a_port_already_held_and_a_host_that_cannot_connect_are_not_checked():
     assert got["c"].error is not None
     assert got["a"].error is None and not got["a"].unreached
     assert all(bindable(p) for p in (p1, p3))
+
+
+def test_a_listener_is_stopped_by_its_runs_token_whatever_became_of_its_channel():
+    # A listener whose command the run no longer holds (its connection lost, its command read
+    # as ended) still holds the job's ports: the stop finds it by the token in its command
+    # line, and leaves another run's listener alone.
+    p1, p2 = free_ports(2)
+    ours = subprocess.Popen(R.listener_command(sys.executable, (p1,), "preflight-listen-0a1b"),
+                            shell=True, stdout=subprocess.PIPE, text=True)
+    theirs = subprocess.Popen(R.listener_command(sys.executable, (p2,), "preflight-listen-9f8e"),
+                              shell=True, stdout=subprocess.PIPE, text=True)
+    try:
+        for p in (ours, theirs):
+            assert p.stdout is not None and p.stdout.readline() == R.READY + "\n"
+        R._stop(["a"], {"a": LocalRemote("a")}, {"a": sys.executable}, {},
+                "preflight-listen-0a1b")
+        assert ours.wait(5) is not None and bindable(p1)  # gone, its port free at once
+        assert theirs.poll() is None and not bindable(p2)
+    finally:
+        for p in (ours, theirs):
+            p.kill()
+            p.wait()

@@ -122,7 +122,7 @@ def client_command(address: str, opts: IperfOptions, streams: int = 1) -> str:
 
 def kill_command(pid: int) -> str:
     """Ends a server and waits (2 s at most) until it is gone: its port is then free for
-    what binds it next (the job's own processes, after the ports stage)."""
+    what binds it next (the next round's server)."""
     p = int(pid)
     return (f"kill -TERM {p} 2>/dev/null; for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 "
             f"18 19 20; do kill -0 {p} 2>/dev/null || break; sleep 0.1; done; true")

@@ -1,6 +1,6 @@
 """Real GPU machines' captures (tests/fixtures/capture_gpu.py): the probe's NVML section and
-its nvidia-smi section parse, and read the same GPUs alike. No capture yet: skipped (see
-docs/gpu.md)."""
+its nvidia-smi section parse, and read the same GPUs alike (tests/fixtures/gpu: an NVIDIA
+H200; docs/gpu.md)."""
 
 from __future__ import annotations
 

@@ -3,13 +3,20 @@ as the straggler only where the job's pace fell with it; GPUs said beside a hang
 
 from __future__ import annotations
 
+import pathlib
+from dataclasses import replace
+
 import pytest
 from watchtools import POLICY, cluster, gpu_cluster, named, watched
 
 from preflight.model.findings import Status
-from preflight.watch.judge import AtCheck
+from preflight.watch.gpus import slowed_now
+from preflight.watch.judge import AtCheck, judge
 from preflight.watch.metrics import Metrics
 from preflight.watch.samples import HostStream
+from preflight.watch.series import WatchState
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "watch"
 
 THERMAL = 0x40 | 0x1  # hardware thermal slowdown (and idle, as NVML also says of busy GPUs)
 
@@ -211,3 +218,28 @@ def test_gpus_slowed_alike_on_every_rank_are_one_warning_naming_no_rank():
     assert findings[0].message == ("the GPUs of all 4 ranks are slowed alike (software power "
                                    "cap), at 1600-1600 MHz for 15 s: the job runs at their "
                                    "pace; no rank holds the others")
+
+
+def test_a_real_h200_reads_as_its_rank_driving_it_at_full_clock_and_nothing_is_named():
+    # Lines the real sampler printed on an NVIDIA H200 (NVML) while one rank, started by a
+    # stand-in for Paddle's launcher with the launcher's variables, multiplied matrices on
+    # GPU 0 and printed its steps: idle GPU at 345 MHz (reason: idle) while CUDA started,
+    # then busy at 1980 MHz, no reason.
+    lines = (FIXTURES / "gpu-h200.jsonl").read_text().splitlines()
+    policy = replace(POLICY, interval_s=2.0)
+    stream, state = HostStream("gpu1"), WatchState(keep=12)
+    ticks = [stream.feed(ln) for ln in lines]
+    for i, tick in enumerate(ticks):
+        state.add(tick, received=2.0 * i)
+    [(rid, first)] = ticks[0].ranks
+    (_, last) = ticks[-1].ranks[0]
+    assert (rid.role, rid.rank, first.gpus, last.gpus) == ("worker", 0, (0,), (0,))
+    assert (last.log_steps or 0) > (first.log_steps or 0)
+    idle, busy = ticks[0].sample.gpus[0], ticks[-1].sample.gpus[0]
+    assert (idle.util, idle.sm_mhz, idle.reasons, idle.pids) == (0, 345, 1, ())
+    assert (busy.util or 0) >= 90 and busy.sm_mhz == busy.sm_max_mhz == 1980 and busy.reasons == 0
+    assert busy.pids == (rid.pid,)
+    assert not slowed_now(idle) and not slowed_now(busy)
+    findings = judge(state, policy, 2.0 * (len(ticks) - 1), {}, {})
+    assert named(findings, "gpu") == [] and named(findings, "straggler") == [], \
+        [f.message for f in findings]

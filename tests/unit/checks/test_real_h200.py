@@ -18,17 +18,16 @@ from preflight.model.findings import Status
 H200 = parse_probe_output(probe_output("h200-no-paddle"), received_at=1.0)
 assert isinstance(H200.gpu, GpuFacts) and isinstance(H200.paddle, PaddleFacts)
 GPU: GpuFacts = H200.gpu
+PADDLE: PaddleFacts = H200.paddle
 GPU_BUILD = paddle(cuda="12.6", cudnn="9.5.1", nccl="22304", cuda_archs=(80, 90))
 
 
 def test_the_capture_reads_as_the_machine_it_came_from():
-    g = GPU
-    assert (g.source, g.driver, g.cuda_driver) == ("nvml", "580.159.04", "13.0")
-    [d] = g.devices
+    assert (GPU.source, GPU.driver, GPU.cuda_driver) == ("nvml", "580.159.04", "13.0")
+    [d] = GPU.devices
     assert (d.name, d.memory_total_mib, d.compute_capability) == ("NVIDIA H200", 143771, "9.0")
     assert (d.ecc_mode, d.mig_mode, d.ecc_uncorrected_volatile) == ("enabled", "disabled", 0)
-    assert isinstance(H200.paddle, PaddleFacts) and H200.paddle.available is False
-    assert "No module named 'paddle'" in (H200.paddle.reason or "")
+    assert PADDLE.available is False and "No module named 'paddle'" in (PADDLE.reason or "")
 
 
 def test_hosts_of_real_h200s_pass_the_gpu_checks():

@@ -35,19 +35,21 @@ share) in rounds of up to 4 pairs with no host in two, up to 32 suspects, and bl
 even the better of the two shows a clear deficit: below 75 % of the median host *and* of the
 slowest healthy host's best link, so that links as uneven as this cluster's healthy ones
 (CPU-bound streams, a busy software bridge) are not called slow; fine on the retest, it passes
-as transient. With `link_min_gbps` every link also meets an absolute floor. iperf3 leaves TCP's
-slow start out (`-O 1`). Loss warns only where it means something: over 1 % of segments
-retransmitted *and* either 10 times the cluster's own typical rate (`link_loss_outlier_ratio`)
-or on a link below 75 % of the median host; healthy TCP overflows its bottleneck's queue to
-find the link's speed, so every link of a healthy cluster retransmits some. A link carrying 90
-% of what both its NICs negotiated runs at line rate and is never slow (`nic-speed` judges the
-NIC). The job interface's error counters (`/sys/class/net/IF/statistics`) are read before the
-survey and after the retests (`network.nic_counters`: what grew): CRC, frame, length or carrier
-errors warn as a cable, transceiver or port going bad; missed or FIFO errors as a host that
-cannot empty its ring; a slow or lossy link's finding says which of its hosts counted errors,
-or that none did (congestion, not a cable). `rx_dropped` is context only: kernels count
-unwanted frames there. Fewer than 3 hosts: nothing to compare with (set a floor). A host
-without iperf3, or a run that failed, is `could-not-check`.
+as transient. With `link_min_gbps` every link also meets an absolute floor. The survey's iperf3
+runs leave TCP's slow start out (`-O 1`), since their loss is judged; the retests, judged by
+their rate alone, spend no second on it. Loss warns only where it means something: over 1 % of
+segments retransmitted *and* either 10 times the cluster's own typical rate
+(`link_loss_outlier_ratio`) or on a link below 75 % of the median host; healthy TCP overflows
+its bottleneck's queue to find the link's speed, so every link of a healthy cluster retransmits
+some. A link carrying 90 % of what both its NICs negotiated runs at line rate and is never slow
+(`nic-speed` judges the NIC). The job interface's error counters
+(`/sys/class/net/IF/statistics`) are read before the survey and after the retests
+(`network.nic_counters`: what grew): CRC, frame, length or carrier errors warn as a cable,
+transceiver or port going bad; missed or FIFO errors as a host that cannot empty its ring; a
+slow or lossy link's finding says which of its hosts counted errors, or that none did
+(congestion, not a cable). `rx_dropped` is context only: kernels count unwanted frames there.
+Fewer than 3 hosts: nothing to compare with (set a floor). A host without iperf3, or a run that
+failed, is `could-not-check`.
 """
 WHY = ("A collective moves as fast as its slowest link: one slow host or path (a bad cable, a "
        "port that fell back, a busy uplink) sets the step time of the whole job.")

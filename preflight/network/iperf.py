@@ -71,6 +71,12 @@ class IperfOptions:
     # Parallel streams (-P); 0: chosen per pair from what its NICs negotiated (streams_for).
     streams: int = 0
 
+    def rate_only(self) -> IperfOptions:
+        """These options for a run whose rate alone is judged (a retest, a fan-in): no
+        warm-up left out, since its loss is not judged (the survey's is) and TCP reaches a
+        LAN link's rate within milliseconds, well inside a run's first second."""
+        return replace(self, omit=0)
+
     @property
     def run_s(self) -> int:
         """How long one client runs, omitted start included."""

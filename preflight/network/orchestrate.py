@@ -267,7 +267,7 @@ def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote
             again = retest_rounds(retests, RETEST_REPEATS, width)
             step(f"iperf3 retest of {len(retests)} suspect link(s): runs", len(again))
             n_rounds += len(again)
-            run_rounds(again, remotes, addresses, opts.iperf, RETEST,
+            run_rounds(again, remotes, addresses, opts.iperf.rate_only(), RETEST,
                        servers, measured, speeds)
         counters = nic.grown(before, nic.read_all(remotes, tested), tested)
     except KeyboardInterrupt:
@@ -295,7 +295,7 @@ def run_fanin_stage(net: NetworkTests, plan: Plan, remotes: Mapping[str, Remote]
     try:
         survey = localise.measured(net.links)
         ref = localise.reference_bps(survey, net.line_bps()) if survey else None
-        fanin = run_fanin(plan, remotes, addresses, opts.iperf,
+        fanin = run_fanin(plan, remotes, addresses, opts.iperf.rate_only(),
                           None if ref is None else limits.link_warn_ratio * ref)
     except KeyboardInterrupt:
         return replace(net, interrupted=True)

@@ -138,3 +138,36 @@ def test_hostile_addresses_never_reach_a_shell(tmp_path, value):
     cmd = client_command(value.format(m=marker), IperfOptions(seconds=1))
     subprocess.run(["/bin/bash", "-c", cmd], capture_output=True, timeout=20)
     assert not marker.exists()
+
+
+def test_the_link_stage_marks_its_runs_as_the_survey():
+    # Two "hosts" on this machine's loopback: the ring's two runs are the survey, each
+    # reported as it ends; healthy alike, neither is retested.
+    need_iperf3()
+    from dataclasses import replace
+
+    from support import cluster, same
+
+    from preflight.model.measure import SURVEY, LinkRun
+    from preflight.model.policy import Limits
+    from preflight.network.orchestrate import NetworkOptions, run_link_tests
+
+    outcomes = [replace(o, host=replace(o.host, address="127.0.0.1"))
+                for o in cluster(**same(2)).outcomes]
+    remotes = {o.host.name: LocalRemote(o.host.name) for o in outcomes}
+    seen: list[LinkRun] = []
+    net = run_link_tests(outcomes, remotes, Limits(), NetworkOptions(
+        iperf=IperfOptions(port=free_port(), seconds=1, omit=0)), on_link=seen.append)
+    assert [(r.sender, r.receiver, r.phase) for r in net.links] == \
+        [("node01", "node02", SURVEY), ("node02", "node01", SURVEY)], net.links
+    assert seen == list(net.links) and all(r.result.error is None for r in net.links)
+
+
+def test_a_run_judged_by_its_rate_alone_leaves_no_warm_up_out():
+    # The survey's loss is judged: its slow start is left out (-O). A retest or a fan-in is
+    # judged by its rate alone, and runs for its seconds only.
+    opts = IperfOptions(seconds=2)
+    assert "-O 1" in client_command("10.0.0.2", opts) and opts.run_s == 3
+    rate = opts.rate_only()
+    assert "-O" not in client_command("10.0.0.2", rate) and rate.run_s == 2
+    assert rate.seconds == opts.seconds and rate.port == opts.port

@@ -6,7 +6,7 @@ from __future__ import annotations
 from support import G, cluster, gpu, link, same, slow_host, survey
 
 from preflight.model import facts as F
-from preflight.model.measure import SURVEY, NetworkTests
+from preflight.model.measure import NetworkTests
 from preflight.model.policy import Limits
 from preflight.network.orchestrate import (
     NetworkOptions,
@@ -87,10 +87,6 @@ def test_a_host_holding_the_launchers_ports_is_left_out_with_the_port():
     assert [m.name for m in members] == ["node01"]
     assert left == {"node02": "port 36001 is already in use (the all-reduce needs "
                               "36000-36003; see --allreduce-port)"}
-
-
-def test_survey_phase_is_marked():
-    assert all(r.phase == SURVEY for r in survey(["a", "b", "c"], lambda s, r: G))
 
 
 def test_hosts_the_plan_leaves_out_are_not_ranks_and_say_why():

@@ -51,13 +51,14 @@ from preflight.testing.rig.system import (
     run,
     set_neigh_limits,
     sshd_unusual,
+    usable_cpus,
     wait_dead,
 )
 
 # What the tests and the demo use of the rig, from one place.
 __all__ = ["IMAGE", "IMAGES", "SHM", "TESTENV", "WAIT_S", "SimHost", "Testbed", "TestbedError",
            "can_run", "neigh_limits", "paddle_python", "remove_faketime_leftovers",
-           "remove_remains", "run"]
+           "remove_remains", "run", "usable_cpus"]
 
 
 def kill_in_namespaces(names: Sequence[str]) -> None:
@@ -135,6 +136,8 @@ class Testbed(ContainerParts, Faults, RealShapes):
         if self.rdma and not containers:
             raise TestbedError("rdma hosts need containers=True")
         self.libpod_cgroups = self._libpod_cgroups() if containers else set()
+        if containers:
+            self._containers_on_own_cpus()
         self._closed = False
         try:
             self._build(names)
@@ -227,7 +230,7 @@ class Testbed(ContainerParts, Faults, RealShapes):
             self.cgroups.append(path)
             host.cgroups.append(path)
         host.cgroup = host.cgroups[0]
-        self._set_quota(host, float(os.cpu_count() or 1))
+        self._set_quota(host, float(usable_cpus()))
 
     def _set_quota(self, host: SimHost, cores: float) -> None:
         assert host.cgroup is not None

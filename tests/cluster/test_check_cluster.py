@@ -10,6 +10,8 @@ import time
 import pytest
 from support import interruptible
 
+from preflight.testing import testbed
+
 pytestmark = pytest.mark.cluster
 
 GOOD = ["good1", "good2", "good3"]
@@ -85,9 +87,11 @@ def test_dead_and_hung_hosts_cannot_be_checked_within_deadline(cluster):
     inv = cluster.inventory("dead-hung.yaml", ["good1", "good2", "dead", "hung"])
     # A hung host costs the connect timeout; 5 s leaves the healthy hosts' handshakes room on
     # a busy 2-core machine (at 3 s one failed once, in 6 clean-clone runs).
-    run = cluster.preflight("check", "-i", inv, "--connect-timeout", "5", "--deadline", "20")
+    deadline = 20  # the hung host never answers: only the connect timeout ends its wait
+    run = cluster.preflight("check", "-i", inv, "--connect-timeout", "5", "--deadline",
+                            str(deadline))
     assert run.rc == 1, run.stdout + run.stderr
-    assert run.wall_s < 20, f"run took {run.wall_s:.1f} s, past the 20 s deadline"
+    assert run.wall_s < deadline, f"run took {run.wall_s:.1f} s, past its deadline"
     hosts = run.report["hosts"]
     assert hosts["good1"]["status"] == hosts["good2"]["status"] == "ok", \
         {h: hosts[h]["failure"] for h in ("good1", "good2")}
@@ -142,8 +146,10 @@ def test_cpu_quota_is_the_effective_core_count(cluster):
     cpu = run.report["hosts"]["starved"]["facts"]["cpu"]
     assert cpu["effective"] == pytest.approx(cluster.starved_cores)
     assert cpu["quota"]["version"] == 1 and cpu["quota"]["quota_us"] == 25000
-    # good1's cgroup (each simulated host has one, as a container does) allows every core.
-    assert run.report["hosts"]["good1"]["facts"]["cpu"]["quota"]["cores"] == os.cpu_count()
+    # good1's cgroup (each simulated host has one, as a container does) allows every core
+    # the rig may use (its test lane's).
+    assert run.report["hosts"]["good1"]["facts"]["cpu"]["quota"]["cores"] == \
+        testbed.usable_cpus()
     finding = by_host(run, "cpu-cores")["starved"]
     assert finding["status"] == "fail"
     assert "0.25 effective cores (cgroup v1 quota 25000/100000 us)" in finding["message"]
@@ -180,7 +186,8 @@ def test_host_hung_after_connecting_is_cut_off_at_deadline(cluster):
     # --no-paddle: the healthy hosts' Paddle import alone takes ~2 s of a 5 s deadline on
     # this 2-core machine; what this test names is the stuck host's cut-off.
     run = cluster.preflight("check", "-i", inv, "--deadline", str(deadline), "--no-paddle")
-    assert run.wall_s < deadline + 4, f"run took {run.wall_s:.1f} s"
+    # Cut off at the deadline, before stuck's shell would even have started the probe.
+    assert run.wall_s < cluster.stuck_shell_s, f"run took {run.wall_s:.1f} s"
     assert run.rc == 1, run.stdout + run.stderr
     finding = by_host(run, "reachable")["stuck"]
     assert finding["data"]["stage"] == "timeout"
@@ -208,7 +215,6 @@ def test_json_report_shape(cluster):
 
 def test_sigint_keeps_what_was_learned(cluster):
     import json
-    import os
     import signal
     import sys
 

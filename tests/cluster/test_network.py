@@ -13,11 +13,13 @@ import time
 import pytest
 from support import interruptible
 
+from preflight.network.allreduce_cmd import AllReduceOptions
 from preflight.testing.rig.system import SILENT_LISTENER
 
 pytestmark = pytest.mark.cluster
 
 GOOD = ["good1", "good2", "good3"]
+HANG_S = 600  # how long a launcher that never joins would wait
 GOOD4 = [*GOOD, "good4"]
 FAST = ("--iperf-seconds", "1", "--allreduce-sizes", "1")
 
@@ -168,15 +170,16 @@ def test_failing_rank_is_named_with_what_its_log_said(cluster):
         f'  GLOO_SOCKET_IFNAME={cluster.bad_ifname} exec {cluster.paddle_a} "$@"\n'))
     hosts = GOOD
     inv = cluster.inventory("badrank.yaml", hosts, overrides={"good3": {"python": bad}})
+    limit = 60
     start = time.monotonic()
-    run = cluster.preflight("check", "-i", inv, *FAST, "--allreduce-timeout", "60",
+    run = cluster.preflight("check", "-i", inv, *FAST, "--allreduce-timeout", str(limit),
                             network=True)
     assert run.rc == 1, run.stdout + run.stderr
     assert run.report["network"]["allreduce"]["hosts"] == GOOD  # a rank, until it failed
     failed = run.findings("allreduce", "fail")
     assert failed and failed[0]["hosts"] == ["good3"], run.stdout
     assert cluster.bad_ifname in failed[0]["message"], failed[0]["message"]
-    assert time.monotonic() - start < 60  # cut off after a grace, not at the 60 s limit
+    assert time.monotonic() - start < limit  # cut off after a grace, not at its limit
     assert traces(cluster, hosts) == {}
 
 
@@ -202,7 +205,7 @@ def test_a_rank_that_never_joins_is_named_alone_and_every_host_cleaned(cluster):
     # launch stops progressing.
     hang = launcher_wrapper(cluster, "good3", "hang-python", (
         '  echo "connecting to the master: no route to host" >&2\n'
-        '  exec python3 -c "import time; time.sleep(600)" "$@"\n'))
+        f'  exec python3 -c "import time; time.sleep({HANG_S})" "$@"\n'))
     inv = cluster.inventory("hang.yaml", GOOD, overrides={"good3": {"python": hang}})
     start = time.monotonic()
     run = cluster.preflight("check", "-i", inv, *FAST, network=True)
@@ -213,8 +216,8 @@ def test_a_rank_that_never_joins_is_named_alone_and_every_host_cleaned(cluster):
     assert "its log last said: connecting to the master: no route to host" in message, message
     assert ar["progress"]["good1"] == "launcher waited for peers but started no worker"
     # Cut once nothing progressed for its idle window (30 s or twice the measured import),
-    # not at the 600 s time limit.
-    assert time.monotonic() - start < 150
+    # long before the hung launcher would have ended by itself.
+    assert time.monotonic() - start < HANG_S / 4
 
 
 def test_a_rank_that_stops_after_joining_is_named_alone(cluster):
@@ -235,8 +238,8 @@ def test_a_rank_that_stops_after_joining_is_named_alone(cluster):
                             "--allreduce-sizes", "1,64", network=True)
     _, message = good3_named_alone(cluster, run, "stalled")
     assert "stopped: no heartbeat for" in message
-    # Found by its heartbeat (10 s), long before the run's 120 s limit.
-    assert time.monotonic() - start < 100
+    # Found by its heartbeat (10 s), long before the all-reduce's time limit.
+    assert time.monotonic() - start < AllReduceOptions().timeout / 6
 
 
 # The all-reduce alone, from the client namespace, on connections as the CLI opens them.

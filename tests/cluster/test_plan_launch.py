@@ -135,13 +135,14 @@ def test_a_failing_rank_stops_the_job_on_every_host(cluster):
     report = os.path.join(cluster.tb.base, "collective-report.json")
     with open(report, "w") as fh:
         json.dump(run.report, fh)
+    limit = 150
     start = time.monotonic()
-    launched = cluster.cli("launch", "--plan", report, "--timeout", "150", "--",
-                           "train_gloo.py", timeout=200)
+    launched = cluster.cli("launch", "--plan", report, "--timeout", str(limit), "--",
+                           "train_gloo.py", timeout=limit + 50)
     assert launched.rc == 1, launched.stdout + launched.stderr
     assert "preflight launch: good2 failed (exit" in launched.stderr
     assert "good2 | bad input shard" in launched.stdout  # streamed under its host name
-    assert time.monotonic() - start < 120
+    assert time.monotonic() - start < limit  # stopped by good2's failure, not its time limit
     # good1 and good3 were waiting for good2 at the rendezvous: stopped, nothing left.
     assert job_traces(cluster, hosts) == {}
     assert not any(f.startswith("done-") for h in hosts for f in ran(cluster, h))

@@ -4,9 +4,9 @@ plan's own launcher commands), healthy and with a fault planted on one host."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
+
+from preflight.testing import testbed
 
 pytestmark = pytest.mark.cluster
 
@@ -77,12 +77,12 @@ def test_a_server_beside_a_trainer_short_of_cpu_holds_every_trainer(cluster):
     # good2 serves and trains under a quota of 60 % of the machine's cores: cpu-cores warns
     # (it stays in the plan so far), and the round names it as the server every trainer
     # waits on.
-    cores = 0.6 * (os.cpu_count() or 1)
+    cores = 0.6 * testbed.usable_cpus()
     cluster.tb.limit_cpu("good2", cores)
     try:
         run = ps_check(cluster, "ps-starved-server")
     finally:
-        cluster.tb.limit_cpu("good2", float(os.cpu_count() or 1))
+        cluster.tb.unlimit_cpu("good2")
     bad = [f for f in run.findings("ps-round") if f["status"] not in ("pass",)]
     assert [f["hosts"] for f in bad] == [["good2"]], run.stdout
     assert bad[0]["status"] == "fail" and bad[0]["message"].startswith(
@@ -153,11 +153,11 @@ def test_a_trainer_whose_protobuf_kills_the_ps_job_is_named_alone(cluster):
 def test_a_trainer_under_a_quota_is_left_out_and_its_place_taken(cluster):
     # good3, a trainer by the inventory's roles, gets a fifth of the machine's cores: cpu-cores
     # names it, and the plan runs its trainer on a host that has the cores.
-    cluster.tb.limit_cpu("good3", 0.2 * (os.cpu_count() or 1))
+    cluster.tb.limit_cpu("good3", 0.2 * testbed.usable_cpus())
     try:
         run = ps_check(cluster, "ps-starved-trainer")
     finally:
-        cluster.tb.limit_cpu("good3", float(os.cpu_count() or 1))
+        cluster.tb.unlimit_cpu("good3")
     bad = [f for f in run.report["findings"] if f["status"] != "pass"]
     assert [(f["check"], f["hosts"], f["status"]) for f in bad] == [
         ("cpu-cores", ["good3"], "fail")], run.stdout

@@ -13,6 +13,8 @@ from conftest import require_testbed
 
 from preflight.testing import testbed
 
+pytestmark = pytest.mark.cluster
+
 N_HOSTS = 64
 COLUMNS = 80
 NAMES = [f"gpu{i:02d}" for i in range(1, N_HOSTS + 1)]

@@ -23,6 +23,9 @@ from support import interruptible
 from watchtools import records
 
 from preflight.testing import testbed
+from preflight.transport.slurm.health import DEFAULT_DEADLINE_S
+
+pytestmark = pytest.mark.cluster
 
 NODES = ["node1", "node2", "node3", "node4"]
 STARVED_CORES = 0.25
@@ -76,9 +79,7 @@ class Rig:
 def rig() -> Iterator[Rig]:
     why = testbed.can_run() or S.can_run()
     if why:
-        if os.environ.get("CI"):
-            pytest.fail(f"Slurm rig unavailable in CI: {why}")
-        pytest.skip(f"Slurm rig unavailable: {why}")
+        pytest.skip(f"Slurm rig unavailable: {why}")  # failed in CI (conftest)
     if not os.access(PADDLE_A, os.X_OK):
         pytest.fail(f"{PADDLE_A} missing: run scripts/setup.sh")
     tb = testbed.Testbed(len(NODES), names=NODES)
@@ -147,11 +148,10 @@ def test_inside_an_allocation_its_nodes_and_its_job_are_used(rig):
 def test_a_drained_node_is_reported_not_waited_on(rig):
     rig.slurm.drain("node4", "disk replacement")
     try:
-        start = time.monotonic()
         rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i",
                                      rig.inventory(NODES), "--no-network-tests")
-        assert time.monotonic() - start < 60, out
         assert rc == 1, out
+        # Said by Slurm (the stage), not found out by waiting on it (a timeout).
         assert statuses(doc)["node4"] == "failed"
         assert doc["hosts"]["node4"]["failure"] == {
             "stage": "slurm", "reason": "node drained (disk replacement)"}
@@ -170,11 +170,14 @@ def test_a_drained_node_is_reported_not_waited_on(rig):
 def test_a_node_whose_slurmd_is_stopped_is_a_finding(rig):
     rig.slurm.stop_slurmd("node3")
     try:
+        deadline = 20
         start = time.monotonic()
         rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i",
                                      rig.inventory(NODES[:3]), "--no-network-tests",
-                                     "--deadline", "20")
-        assert time.monotonic() - start < 120, out
+                                     "--deadline", str(deadline))
+        # Bounded by its deadline (and srun's own ending of the step), not by the minutes
+        # Slurm takes to call a silent node down.
+        assert time.monotonic() - start < 6 * deadline, out
         assert rc == 1, out
         assert statuses(doc)["node3"] == "failed", out
         assert statuses(doc)["node1"] == statuses(doc)["node2"] == "ok", out
@@ -200,7 +203,7 @@ def test_a_starved_slurmd_is_no_clock_ahead(rig):
         rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
                                      "--no-network-tests", "--policy", rig.policy())
     finally:
-        rig.tb.limit_cpu("node3", float(os.cpu_count() or 1))
+        rig.tb.unlimit_cpu("node3")
     assert rc == 1, out
     assert [f["hosts"] for f in doc["findings"] if f["status"] == "fail"
             and f["check"] == "cpu-cores"] == [["node3"]], out
@@ -252,7 +255,7 @@ def test_a_starved_node_is_drained_then_resumed_when_it_passes_again(rig):
                    for f in doc["findings"] if f["status"] == "fail"), out
         assert rig.slurm.states()["node2"].startswith("drain")
     finally:
-        rig.tb.limit_cpu("node2", float(os.cpu_count() or 1))
+        rig.tb.unlimit_cpu("node2")
     # The fault lifted: the same check through Slurm re-checks node2 over SSH and passes it,
     # and resume returns it to Slurm; the other nodes were checked through srun meanwhile.
     rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
@@ -321,7 +324,7 @@ def test_health_check_mode_drains_its_node_and_resumes_it_when_healthy(rig):
         assert sick.returncode == 1, sick.stdout + sick.stderr
         first = sick.stdout.splitlines()[0]
         assert first.startswith("ERROR: preflight health: nofile: open-files limit 1024"), first
-        assert took < 10 + 5, took  # its own deadline bounds it
+        assert took < 1.5 * DEFAULT_DEADLINE_S, took  # its own deadline bounds it
         assert sick.stdout.splitlines()[1].startswith("drained node3: preflight: nofile: ")
         assert rig.slurm.states()["node3"].startswith("drain")
         again = health(1024)  # idempotent: drained once, for this reason
@@ -539,7 +542,7 @@ def test_act_on_a_job_launched_through_slurm_drains_its_node_and_submits_the_new
         drained = rig.slurm.states()[slow]
         time.sleep(10)  # the watch follows the new job
     finally:
-        rig.tb.limit_cpu(slow, float(os.cpu_count() or 1))
+        rig.tb.unlimit_cpu(slow)
         if watch is not None:
             watch.send_signal(signal.SIGINT)
             out, err = watch.communicate(timeout=60)

@@ -68,7 +68,7 @@ def test_a_starved_ps_server_is_named_and_no_trainer(cluster):
             found = next((r for r in records(wlog) if r["type"] == "finding"
                           and r["status"] != "pass"), None)
     finally:
-        cluster.tb.limit_cpu("good1", float(os.cpu_count() or 1))
+        cluster.tb.unlimit_cpu("good1")
         out = err = ""
         if watch is not None:
             watch.send_signal(signal.SIGINT)

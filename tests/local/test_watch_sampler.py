@@ -104,7 +104,9 @@ def sample(token: str, seconds: float = 1.2, interval: float = 0.5, gpu: str = "
         interval, seconds, token, gpu=gpu))
     p = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=30, env=env)
     assert p.returncode == 0, p.stderr
-    return [json.loads(ln) for ln in p.stdout.splitlines()]
+    lines = [json.loads(ln) for ln in p.stdout.splitlines()]
+    assert lines, f"the sampler printed no sample in {seconds} s: {p.stderr[-2000:]}"
+    return lines
 
 
 def test_the_sampler_finds_the_job_its_ranks_their_logs_and_the_hook(job):

@@ -52,7 +52,10 @@ def test_the_readme_is_an_entry_point_whose_links_lead_somewhere():
     assert title == "# preflight" and opening.count(". ") == 0 and opening.endswith(").")
     assert commands.splitlines()[1].startswith(
         "bash scripts/setup.sh && .venv/bin/preflight demo")
-    assert commands.splitlines()[2].startswith(".venv/bin/pytest")
+    # The second runs the tests, exactly as CI does.
+    test_command = commands.splitlines()[2].split("#")[0].strip()
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    assert test_command == "bash scripts/test.sh" and ci[-1] == test_command
     links = re.findall(r"\]\((docs/[^)#]+)", text)
     assert links and all((ROOT / link).is_file() for link in links), links
     for page in (ROOT / "docs").glob("*.md"):

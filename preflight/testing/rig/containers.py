@@ -11,7 +11,14 @@ import shutil
 import stat
 import subprocess
 
-from preflight.testing.rig.system import TESTENV, BedState, SimHost, run
+from preflight.testing.rig.system import (
+    CGROUP_CPUSET,
+    TESTENV,
+    BedState,
+    SimHost,
+    own_cpuset,
+    run,
+)
 
 # With containers: the host's own Podman configuration and state (its store beside the
 # shared, read-only one), and its own /dev/shm (Podman's lock lives there; a host's shm is
@@ -99,6 +106,27 @@ class ContainerParts(BedState):
     def _libpod_cgroups(self) -> set[str]:
         """Podman's cgroupfs parents that exist before this testbed (left alone at close)."""
         return {p for p in self._libpod_paths() if os.path.isdir(p)}
+
+    @staticmethod
+    def _containers_on_own_cpus() -> None:
+        """Gives Podman's cgroupfs parent in the cpuset hierarchy the CPUs of the process
+        that builds the testbed, where those are a cpuset of their own (a test lane): runc
+        puts each container in a cpuset under that parent, which sets its processes' CPUs,
+        and they would otherwise run on every CPU of the machine, beside another lane's
+        work. Made after _libpod_cgroups is read, so close() removes it."""
+        own = own_cpuset()
+        if own is None or own == CGROUP_CPUSET:
+            return
+        parent = os.path.join(CGROUP_CPUSET, "libpod_parent")
+        os.makedirs(parent, exist_ok=True)
+        for name in ("cpuset.mems", "cpuset.cpus"):
+            with open(os.path.join(own, name)) as src:
+                value = src.read().strip()
+            try:
+                with open(os.path.join(parent, name), "w") as dst:
+                    dst.write(value)
+            except OSError:
+                pass  # a container of another testbed still holds other CPUs under it
 
     @staticmethod
     def _libpod_paths() -> list[str]:

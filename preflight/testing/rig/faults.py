@@ -4,10 +4,12 @@ port held, a full /tmp, a pulled cable, a login environment."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Optional
 
 from preflight.testing.rig.system import (
     SILENT_LISTENER,
@@ -16,6 +18,7 @@ from preflight.testing.rig.system import (
     BedState,
     TestbedError,
     run,
+    usable_cpus,
 )
 
 
@@ -46,6 +49,10 @@ class Faults(BedState):
             raise TestbedError(f"{name} has no cgroup to limit (no cgroup v1 cpu here)")
         self._set_quota(host, cores)
         return host.cgroup
+
+    def unlimit_cpu(self, name: str) -> str:
+        """Puts the host's quota back: every CPU the rig may use (its test lane's)."""
+        return self.limit_cpu(name, float(usable_cpus()))
 
     def busy(self, name: str, cores: int = 1) -> list[int]:
         """Other work on the host: processes spinning on `cores` CPUs in its cgroup (as
@@ -133,3 +140,23 @@ class Faults(BedState):
         """Appends lines to the host's ~/.bashrc, which bash reads for every SSH command."""
         with open(os.path.join(self.hosts[name].dir, "root", ".bashrc"), "a") as fh:
             fh.writelines(line + "\n" for line in lines)
+
+    @contextlib.contextmanager
+    def login_env_for(self, name: str, lines: Sequence[str]) -> Iterator[None]:
+        """login_env for the time of a with block: the host's ~/.bashrc is put back as it
+        was after it, also when the block fails."""
+        bashrc = os.path.join(self.hosts[name].dir, "root", ".bashrc")
+        try:
+            with open(bashrc) as fh:
+                before: Optional[str] = fh.read()
+        except FileNotFoundError:
+            before = None
+        self.login_env(name, lines)
+        try:
+            yield
+        finally:
+            if before is None:
+                os.unlink(bashrc)
+            else:
+                with open(bashrc, "w") as fh:
+                    fh.write(before)

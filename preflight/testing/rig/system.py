@@ -25,6 +25,7 @@ def paddle_python(version: str) -> str:
 
 CGROUP_CPU = "/sys/fs/cgroup/cpu"
 CGROUP_CPUACCT = "/sys/fs/cgroup/cpuacct"  # where CPU use is counted (may be CGROUP_CPU)
+CGROUP_CPUSET = "/sys/fs/cgroup/cpuset"
 CFS_PERIOD_US = 100_000
 SPIN = "while True: pass"  # other work on a host: one core busy
 WAIT_S = 10.0  # every wait below is bounded by this
@@ -183,6 +184,30 @@ def can_run() -> Optional[str]:
             return f"{tool} is missing (apt-get install openssh-server openssh-client util-linux)"
     if shutil.which("ip") is None:
         return "ip (iproute2) is missing"
+    return None
+
+
+def usable_cpus() -> int:
+    """The CPUs this process (and what it starts) may run on: its affinity, which a test
+    lane's cpuset narrows; the machine's count where affinity cannot be read."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def own_cpuset() -> Optional[str]:
+    """This process's directory in the cgroup v1 cpuset hierarchy, or None without one."""
+    if not os.path.isdir(CGROUP_CPUSET):
+        return None
+    try:
+        with open("/proc/self/cgroup") as fh:
+            for line in fh:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if "cpuset" in controllers.split(","):
+                    return os.path.join(CGROUP_CPUSET, path.lstrip("/")).rstrip("/")
+    except (OSError, ValueError):
+        return None
     return None
 
 

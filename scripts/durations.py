@@ -1,0 +1,57 @@
+"""Reads the JUnit files of a test run: prints the ten slowest tests and one line for the whole
+suite ("N passed, N failed, N skipped"); with --write, writes each module's seconds to
+tests/durations.json, by which later runs hand the modules to their lanes longest first.
+
+    python scripts/durations.py [--write] test-results/*.xml"""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
+from pathlib import Path
+
+DURATIONS = Path(__file__).resolve().parents[1] / "tests" / "durations.json"
+
+
+def module_of(classname: str) -> str:
+    """tests.cluster.test_network -> tests/cluster/test_network.py (a module's node id)."""
+    return classname.replace(".", "/") + ".py"
+
+
+def outcome(case: ET.Element) -> str:
+    for tag, word in (("failure", "failed"), ("error", "failed"), ("skipped", "skipped")):
+        if case.find(tag) is not None:
+            return word
+    return "passed"
+
+
+def main(args: list[str]) -> int:
+    write = "--write" in args
+    paths = [a for a in args if a != "--write"]
+    counts: Counter[str] = Counter()
+    modules: dict[str, float] = defaultdict(float)
+    tests: list[tuple[float, str]] = []
+    for path in paths:
+        for case in ET.parse(path).getroot().iter("testcase"):
+            seconds = float(case.get("time") or 0.0)
+            module = module_of(case.get("classname", ""))
+            modules[module] += seconds
+            tests.append((seconds, f"{module}::{case.get('name')}"))
+            counts[outcome(case)] += 1
+    print("slowest tests:")
+    for seconds, name in sorted(tests, reverse=True)[:10]:
+        print(f"  {seconds:7.1f} s  {name}")
+    if write:
+        with open(DURATIONS, "w") as fh:
+            json.dump({m: round(s, 1) for m, s in sorted(modules.items(),
+                                                          key=lambda kv: -kv[1])}, fh, indent=1)
+            fh.write("\n")
+    print(f"suite: {counts['passed']} passed, {counts['failed']} failed, "
+          f"{counts['skipped']} skipped")
+    return 1 if counts["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

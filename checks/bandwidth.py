@@ -36,14 +36,14 @@ even the better of the two shows a clear deficit: below 75 % of the median host 
 slowest healthy host's best link, so that links as uneven as this cluster's healthy ones
 (CPU-bound streams, a busy software bridge) are not called slow; fine on the retest, it passes
 as transient. With `link_min_gbps` every link also meets an absolute floor. The survey's iperf3
-runs leave TCP's slow start out (`-O 1`), since their loss is judged; the retests, judged by
-their rate alone, spend no second on it. Loss warns only where it means something: over 1 % of
-segments retransmitted *and* either 10 times the cluster's own typical rate
-(`link_loss_outlier_ratio`) or on a link below 75 % of the median host; healthy TCP overflows
-its bottleneck's queue to find the link's speed, so every link of a healthy cluster retransmits
-some. A link carrying 90 % of what both its NICs negotiated runs at line rate and is never slow
-(`nic-speed` judges the NIC). The job interface's error counters
-(`/sys/class/net/IF/statistics`) are read before the survey and after the retests
+runs leave TCP's slow start out (`-O 1`, `--iperf-warmup`), since their loss is judged (with
+`--iperf-warmup 0` it is not); the retests, judged by their rate alone, spend no second on it.
+Loss warns only where it means something: over 1 % of segments retransmitted *and* either 10
+times the cluster's own typical rate (`link_loss_outlier_ratio`) or on a link below 75 % of the
+median host; healthy TCP overflows its bottleneck's queue to find the link's speed, so every
+link of a healthy cluster retransmits some. A link carrying 90 % of what both its NICs
+negotiated runs at line rate and is never slow (`nic-speed` judges the NIC). The job interface's
+error counters (`/sys/class/net/IF/statistics`) are read before the survey and after the retests
 (`network.nic_counters`: what grew): CRC, frame, length or carrier errors warn as a cable,
 transceiver or port going bad; missed or FIFO errors as a host that cannot empty its ring; a
 slow or lossy link's finding says which of its hosts counted errors, or that none did
@@ -308,6 +308,9 @@ def _loss(survey: Sequence[LinkRun], loc: localise.Localisation | None, limits: 
     median host while no slow host explains it and no retest cleared it: loss on the path.
     The rest is how TCP finds a link's speed (it overflows the bottleneck's queue), not a
     defect."""
+    # A run that left no warm-up out (--iperf-warmup 0) counted TCP's slow start with the
+    # link's losses: its retransmits are not judged.
+    survey = [r for r in survey if r.result.warmup_s != 0]
     rates = [r.result.loss_pct for r in survey if r.result.loss_pct is not None]
     typical = statistics.median(rates) if rates else 0.0
     for r in survey:

@@ -22,14 +22,17 @@ from preflight.transport.slurm.health import DEFAULT_DEADLINE_S as DEFAULT_HEALT
 CHECK_NAMES = tuple(c.name for c in ALL_CHECKS)
 
 
-def positive(kind: type[float] | type[int]) -> Callable[[str], float | int]:
+def positive(kind: type[float] | type[int], zero: bool = False,
+             ) -> Callable[[str], float | int]:
+    """A parser of numbers above 0 (zero: 0 or more)."""
     def parse(text: str) -> float | int:
         try:
             v = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if v <= 0:
-            raise argparse.ArgumentTypeError(f"must be greater than 0, got {text}")
+        if v < 0 or (v == 0 and not zero):
+            raise argparse.ArgumentTypeError(
+                f"must be {'0 or more' if zero else 'greater than 0'}, got {text}")
         return v
     return parse
 
@@ -186,6 +189,10 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
                    "of the ring (4 rounds, 6 for an odd count): for audits")
     n.add_argument("--iperf-seconds", type=positive(int), default=3, metavar="S",
                    help="length of each iperf3 run (default: 3)")
+    n.add_argument("--iperf-warmup", type=positive(int, zero=True), default=1, metavar="S",
+                   help="seconds each survey run measures first and leaves out (iperf3 -O): "
+                   "TCP's slow start, whose retransmits are not the link's loss; 0 spends "
+                   "none and judges no loss (default: 1)")
     n.add_argument("--iperf-port", type=port, default=5201, metavar="PORT",
                    help="port of the iperf3 servers (default: 5201)")
     n.add_argument("--iperf-streams", type=positive(int), default=None, metavar="N",

@@ -76,7 +76,7 @@ def check_options(args: argparse.Namespace) -> CheckOptions:
     network = None if args.no_network_tests else NetworkOptions(
         matrix=args.network_matrix,
         iperf=IperfOptions(port=args.iperf_port, seconds=args.iperf_seconds,
-                           streams=args.iperf_streams or 0),
+                           omit=args.iperf_warmup, streams=args.iperf_streams or 0),
         allreduce=AllReduceOptions(port=args.allreduce_port, sizes_mib=args.allreduce_sizes,
                                    timeout=args.allreduce_timeout,
                                    budget_s=args.allreduce_budget),

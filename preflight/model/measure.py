@@ -38,6 +38,9 @@ class IperfResult:
     mss: Optional[int] = None  # TCP segment size: turns retransmits into a loss rate
     error: Optional[str] = None
     streams: int = 1  # parallel TCP streams (-P): one cannot fill a fast link on one core
+    # Seconds measured first and left out (-O), as iperf3 reports them; None: not said.
+    # Without them a short run's count holds TCP's slow start, not the link's loss.
+    warmup_s: Optional[int] = None
 
     @property
     def loss_pct(self) -> Optional[float]:

@@ -54,11 +54,13 @@ def parse_iperf3(text: str) -> IperfResult:
     retr = sent.get("retransmits")
     start = doc.get("start")
     mss = _num(start, "tcp_mss_default")
+    omit = _num(start.get("test_start") if isinstance(start, dict) else None, "omit")
     return IperfResult(sent_bps=_num(sent, "bits_per_second"),
                        received_bps=_num(received, "bits_per_second"),
                        retransmits=retr if isinstance(retr, int) else None,
                        seconds=_num(received, "seconds"), sent_bytes=_num(sent, "bytes"),
-                       mss=int(mss) if mss else None)
+                       mss=int(mss) if mss else None,
+                       warmup_s=None if omit is None else int(omit))
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from preflight.report import html
 pytestmark = pytest.mark.cluster
 
 GOOD = ["good1", "good2", "good3"]
-FAST = ("--iperf-seconds", "1", "--no-allreduce")
+FAST = ("--iperf-seconds", "1", "--iperf-warmup", "0", "--no-allreduce")
 
 
 def test_audit_names_exactly_what_differs_from_the_baseline(cluster, tmp_path):
@@ -85,7 +85,8 @@ def test_html_of_a_real_run_renders_in_chromium(cluster, tmp_path):
     hosts = ["good1", "good2", "good3", "slow"]
     page = tmp_path / "report.html"
     run = cluster.cli("check", "-i", cluster.inventory("html.yaml", hosts), "--network-matrix",
-                      "--iperf-seconds", "1", "--html", str(page), timeout=300)
+                      "--iperf-seconds", "1", "--iperf-warmup", "0", "--html", str(page),
+                      timeout=300)
     assert run.rc == 1, run.stdout + run.stderr
     shot = chromium(page, tmp_path)
     assert '<div class="banner nogo" id="verdict">NO-GO<ul><li>slow: slow host' in shot.dom

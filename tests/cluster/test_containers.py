@@ -98,7 +98,8 @@ def test_healthy_containers_are_go_with_paddle_and_the_all_reduce_inside(boxes):
     rules = policy(boxes)
     # With the active tests: iperf3 on the hosts, the all-reduce in the job's containers.
     run = boxes.preflight("check", "-i", inventory(boxes, "ok.yaml", HOSTS[:3]),
-                          "--policy", rules, "--iperf-seconds", "1", network=True)
+                          "--policy", rules, "--iperf-seconds", "1", "--iperf-warmup", "0",
+                          "--allreduce-sizes", "1", network=True)
     assert run.rc == 0, run.stdout + run.stderr
     # The container's python is at a path the hosts do not have: Paddle ran inside.
     assert not os.path.exists(INSIDE_PYTHON)
@@ -140,23 +141,26 @@ def test_healthy_containers_are_go_with_paddle_and_the_all_reduce_inside(boxes):
           f"({boxed[1] / plain[1]:.2f}x)")
 
 
-def go_report(boxes: Cluster, name: str, hosts: list[str], script: str, text: str) -> str:
-    """The GO report of hosts (their job in its containers), the training script written on
-    each; returns the report's path."""
+@pytest.fixture(scope="module")
+def go_report(boxes: Cluster) -> str:
+    """The GO report of ctr1-3 (their job in its containers), the training scripts of the
+    jobs below written on each; the report's path. The plan is the same for every job."""
+    hosts = HOSTS[:3]
     for host in hosts:
-        boxes.tb.write_file(host, script, text)
-    run = boxes.preflight("check", "-i", inventory(boxes, f"{name}.yaml", hosts), "--policy",
+        boxes.tb.write_file(host, "/root/train_gloo.py", TRAIN_GLOO)
+        boxes.tb.write_file(host, TRAIN_WATCH_PATH, TRAIN_WATCH)
+    run = boxes.preflight("check", "-i", inventory(boxes, "go.yaml", hosts), "--policy",
                           policy(boxes))
     assert run.rc == 0, run.stdout + run.stderr
-    report = os.path.join(boxes.tb.base, f"{name}-report.json")
+    report = os.path.join(boxes.tb.base, "go-report.json")
     with open(report, "w") as fh:
         json.dump(run.report, fh)
     return report
 
 
-def test_the_plan_runs_a_gloo_all_reduce_in_the_containers(boxes):
+def test_the_plan_runs_a_gloo_all_reduce_in_the_containers(boxes, go_report):
     hosts = HOSTS[:3]
-    report = go_report(boxes, "job", hosts, "/root/train_gloo.py", TRAIN_GLOO)
+    report = go_report
     launched = boxes.cli("launch", "--plan", report, "--timeout", "150", "--",
                          "/root/train_gloo.py", timeout=200)
     assert launched.rc == 0, launched.stdout + launched.stderr
@@ -166,11 +170,11 @@ def test_the_plan_runs_a_gloo_all_reduce_in_the_containers(boxes):
         assert boxes.tb.podman(name, "ps", "--all", "--quiet").stdout.strip() == ""
 
 
-def test_a_job_in_its_containers_is_watched_from_the_hosts(boxes):
+def test_a_job_in_its_containers_is_watched_from_the_hosts(boxes, go_report):
     # The samplers run on the hosts, outside the containers: they find the launcher and its
     # ranks among the host's processes and read their logs through /proc.
     hosts = HOSTS[:3]
-    report = go_report(boxes, "watch", hosts, TRAIN_WATCH_PATH, TRAIN_WATCH)
+    report = go_report
     launch = cli_popen(boxes, "launch", "--plan", report, "--timeout", "240", "--",
                        TRAIN_WATCH_PATH, str(10 ** 6), quiet=True)
     seen = []
@@ -272,7 +276,8 @@ def test_a_running_container_takes_part_in_the_network_tests(boxes):
         inv = inventory(boxes, "running-net.yaml", HOSTS[:3], {"ctr1": {
             "name": "trainer", "runtime": "podman", "python": INSIDE_PYTHON}})
         run = boxes.preflight("check", "-i", inv, "--policy", policy(boxes),
-                              "--iperf-seconds", "1", "--allreduce-sizes", "1",
+                              "--iperf-seconds", "1", "--iperf-warmup", "0",
+                              "--allreduce-sizes", "1",
                               network=True)
         assert run.rc == 0, run.stdout + run.stderr
         ar = run.report["network"]["allreduce"]
@@ -339,7 +344,8 @@ def test_a_ps_job_is_measured_in_its_containers(boxes):
         fh.write("mode: ps\nserver_num: 1\ntrainer_num: 2\nlimits: {ps_server_cores: 0, "
                  "ps_trainer_cores: 0, cpu_busy_ratio: 100, memlock_min_mib: 8}\n")
     run = boxes.preflight("check", "-i", inv, "--policy", rules, "--iperf-seconds", "1",
-                          "--ps-timeout", "90", network=True, timeout=400)
+                          "--iperf-warmup", "0", "--ps-timeout", "90", network=True,
+                          timeout=400)
     assert run.rc == 0, run.stdout
     assert {h["facts"]["paddle"]["version"] for h in run.report["hosts"].values()} == {"2.6.2"}
     ps = run.report["network"]["ps"]

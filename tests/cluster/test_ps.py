@@ -12,7 +12,7 @@ pytestmark = pytest.mark.cluster
 
 HOSTS = ["good1", "good2", "good3", "good4"]
 # A short round, bounded well below its default: a hang costs the suite this, twice at most.
-FAST = ("--iperf-seconds", "1", "--ps-seconds", "2", "--ps-timeout", "90")
+FAST = ("--iperf-seconds", "1", "--iperf-warmup", "0", "--ps-seconds", "2", "--ps-timeout", "90")
 # Servers pinned on good1 and good2 by the inventory's roles, trainers on good2-4: good1
 # receives from 3 trainer hosts at once, good2 from the 2 that are not itself.
 ROLES = {"good1": {"roles": ["server"]}, "good2": {"roles": ["server", "worker"]},

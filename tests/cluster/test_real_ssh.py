@@ -179,7 +179,7 @@ def test_root_is_refused_so_nothing_below_can_pass_as_root(real):
 def test_an_unprivileged_user_checks_and_launches_from_their_ssh_config(real):
     emit = real.path("launch-scripts")
     run = real.preflight("check", "-i", real.path("cluster.ini"), "--iperf-seconds", "1",
-                         "--emit-launch", emit)
+                         "--iperf-warmup", "0", "--allreduce-sizes", "1", "--emit-launch", emit)
     assert run.rc == 0, run.out
     doc = run.report
     assert doc["verdict"] == "go" and doc["inventory_format"] == "auto"
@@ -246,7 +246,8 @@ def test_through_a_bastion_check_and_launch(real):
         assert behind["node2"].startswith("node2: could not check (host-key): through jump "
                                           "host node1: host key unknown"), behind["node2"]
         run = real.preflight("check", "-i", real.path("cluster.ini"), "-F", cfg,
-                             "--iperf-seconds", "1")
+                             "--iperf-seconds", "1", "--iperf-warmup", "0",
+                             "--allreduce-sizes", "1")
         assert run.rc == 0, run.out
         assert run.report["ssh_config"] == cfg
         assert {f["check"] for f in run.report["findings"]} >= {"bandwidth", "allreduce"}

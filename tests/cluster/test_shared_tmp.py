@@ -49,7 +49,8 @@ def test_an_all_reduce_across_hosts_sharing_tmp_runs_and_leaves_nothing(scratch)
     inv = scratch.inventory(os.path.join(scratch.base, "scratch.yaml"), NAMES, python=PADDLE_A)
     report = os.path.join(scratch.base, "report.json")
     p = subprocess.run(scratch.client_cmd([sys.executable, "-m", "preflight", "check", "-i",
-                                           inv, "--iperf-seconds", "1", "--allreduce-sizes",
+                                           inv, "--iperf-seconds", "1", "--iperf-warmup", "0",
+                                           "--allreduce-sizes",
                                            "1", "--no-progress", "--json", report]),
                        capture_output=True, text=True, timeout=300, cwd=scratch.base,
                        env=dict(os.environ, PYTHONSAFEPATH="1"))

@@ -100,7 +100,7 @@ def statuses(doc: dict[str, Any]) -> dict[str, str]:
 def test_a_go_through_srun_with_the_network_tests(rig):
     rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i",
                                  rig.inventory(NODES[:3]), "--iperf-seconds", "1",
-                                 "--allreduce-sizes", "1")
+                                 "--iperf-warmup", "0", "--allreduce-sizes", "1")
     assert rc == 0, out
     assert statuses(doc) == {n: "ok" for n in NODES[:3]}
     checks = {f["check"]: f for f in doc["findings"]}
@@ -120,7 +120,8 @@ def test_a_ps_job_measured_through_srun(rig):
                                  rig.inventory(NODES[:3], "ps.yaml", python=PADDLE_B),
                                  "--policy", rig.policy("mode: ps\nserver_num: 1\n"
                                                         "trainer_num: 2\n"),
-                                 "--iperf-seconds", "1", "--ps-timeout", "90", timeout=400)
+                                 "--iperf-seconds", "1", "--iperf-warmup", "0",
+                                 "--ps-timeout", "90", timeout=400)
     assert rc == 0, out
     net = doc["network"]
     assert len(net["reach"]) == 3 and not any(r["unreached"] or r["error"]
@@ -287,7 +288,8 @@ def test_a_node_drained_for_a_slow_link_returns_only_once_the_link_is_measured(r
         assert rig.slurm.states()["node2"].startswith("drain")
 
         rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
-                                     "--iperf-seconds", "1", "--allreduce-sizes", "1")
+                                     "--iperf-seconds", "1", "--iperf-warmup", "0",
+                                     "--allreduce-sizes", "1")
         assert rc == 0, out
         links = doc["network"]["links"]
         assert any("node2" in (x["sender"], x["receiver"]) for x in links), links

@@ -167,6 +167,18 @@ def test_loss_far_above_the_clusters_own_rate_warns_with_both_rates():
     assert all(f.status is Status.PASS for f in bandwidth.check(with_network(net_tests(noisy))))
 
 
+def test_loss_is_not_judged_on_runs_that_left_no_warm_up_out():
+    # --iperf-warmup 0: each run's count holds TCP's slow start, so the same 15 % that warns
+    # above is not the link's loss; its rate is still judged.
+    links = [replace(r, result=replace(r.result, warmup_s=0)) for r in survey(
+        NODES, lambda s, r: 0.94 * G,
+        loss=lambda s, r: 15.0 if (s, r) == ("node02", "node03") else 1.2)]
+    assert all(f.status is Status.PASS for f in bandwidth.check(with_network(net_tests(links))))
+    warm = [replace(r, result=replace(r.result, warmup_s=1)) for r in links]
+    assert [f.hosts for f in bandwidth.check(with_network(net_tests(warm)))
+            if f.status is Status.WARN] == [("node02", "node03")]
+
+
 def test_loss_that_comes_with_a_deficit_warns_at_the_clusters_rate():
     # A path at 0.7 of the median host losing what every link loses: the loss is the why.
     links = survey(NODES, lambda s, r: 0.66 * G if (s, r) == ("node01", "node02") else 0.94 * G,

@@ -48,3 +48,11 @@ def test_loss_rate_from_retransmits_segment_size_and_bytes():
     # a healthy veth: a few hundred segments of millions
     assert r.loss_pct is not None and r.loss_pct < 0.1
     assert parse_iperf3(golden("client-refused")).loss_pct is None
+
+
+def test_the_warm_up_a_run_left_out_is_read_from_its_own_report():
+    # Captured with -O 0: no second left out, so its retransmits hold TCP's slow start.
+    text = golden("client-tbf-100mbit")
+    assert parse_iperf3(text).warmup_s == 0
+    assert parse_iperf3(text.replace('"omit":\t0', '"omit":\t1')).warmup_s == 1
+    assert parse_iperf3(text.replace('"omit":\t0,', '')).warmup_s is None

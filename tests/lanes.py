@@ -72,14 +72,23 @@ def current() -> Optional[str]:
 
 
 def leave(path: str) -> None:
-    """Moves this process back to the root cpuset and removes the lane (bounded: what
-    still runs in it gets 5 s to end; a lane left behind is removed by the next run)."""
-    with open(os.path.join(CPUSET, "cgroup.procs"), "w") as fh:
-        fh.write(str(os.getpid()))
+    """Moves this process, and whatever it left running in the lane (a process still ending),
+    back to the root cpuset, and removes the lane (bounded; one left behind is removed by
+    the next run)."""
     end = time.monotonic() + 5
     while True:
         try:
+            with open(os.path.join(path, "cgroup.procs")) as fh:
+                left = fh.read().split()
+            for pid in [str(os.getpid()), *left]:
+                try:
+                    with open(os.path.join(CPUSET, "cgroup.procs"), "w") as fh:
+                        fh.write(pid)
+                except OSError:
+                    pass  # it ended meanwhile
             os.rmdir(path)
+            return
+        except FileNotFoundError:
             return
         except OSError:
             if time.monotonic() > end:

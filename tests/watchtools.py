@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -164,6 +165,19 @@ def records(log: str) -> list[dict[str, Any]]:
     """The records of a watch's log, in order."""
     with open(log) as fh:
         return [json.loads(line) for line in fh if line.strip()]
+
+
+def rank_pid(log: str, host: str, deadline: float) -> int:
+    """The pid of host's (first) rank, from the samples in a watch's log, waiting (1 s at a
+    time) until deadline, a time.monotonic()."""
+    while time.monotonic() < deadline:
+        for r in records(log) if os.path.exists(log) else ():
+            if r["type"] == "sample" and r["host"] == host:
+                for j in r["sample"]["jobs"]:
+                    for rank in j.get("ranks", ()):
+                        return int(rank["pid"])
+        time.sleep(1)
+    raise AssertionError(f"no rank of {host} sampled")
 
 
 def cli_popen(cluster: Any, *args: str, quiet: bool = False) -> subprocess.Popen[str]:

@@ -86,7 +86,9 @@ def remove_remains(testbed_id: str) -> list[str]:
     for ns in names:
         run(["ip", "netns", "del", ns], check=False)
     for top in (CGROUP_CPU, CGROUP_CPUACCT):
-        for path in glob.glob(os.path.join(top, f"preflight-{testbed_id}-*")):
+        hosts = glob.glob(os.path.join(top, f"preflight-{testbed_id}-*"))
+        for path in [*(p for h in hosts for p in glob.glob(os.path.join(h, "process-*"))),
+                     *hosts]:  # a process's own cgroup (limit_process_cpu) first
             try:
                 os.rmdir(path)
             except OSError:
@@ -424,7 +426,7 @@ class Testbed(ContainerParts, Faults, RealShapes):
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(timeout=WAIT_S)
-        for path in self.cgroups:
+        for path in reversed(self.cgroups):  # a process's own cgroup before its host's
             try:
                 os.rmdir(path)
             except OSError:

@@ -96,7 +96,7 @@ def test_dead_and_hung_hosts_cannot_be_checked_within_deadline(cluster):
     # a busy 2-core machine (at 3 s one failed once, in 6 clean-clone runs).
     deadline = 20  # the hung host never answers: only the connect timeout ends its wait
     run = cluster.preflight("check", "-i", inv, "--connect-timeout", "5", "--deadline",
-                            str(deadline))
+                            str(deadline), "--no-paddle")
     assert run.rc == 1, run.stdout + run.stderr
     assert run.wall_s < deadline, f"run took {run.wall_s:.1f} s, past its deadline"
     hosts = run.report["hosts"]
@@ -115,7 +115,7 @@ def test_dead_and_hung_hosts_cannot_be_checked_within_deadline(cluster):
 def test_changed_host_key_is_refused(cluster):
     inv = cluster.inventory("rekeyed.yaml", ["good1", "rekeyed"])
     for extra in ([], ["--accept-new-host-keys"]):  # the opt-in never covers a changed key
-        run = cluster.preflight("check", "-i", inv, *extra)
+        run = cluster.preflight("check", "-i", inv, *extra, "--no-paddle")
         assert run.rc == 1, run.stdout + run.stderr
         finding = by_host(run, "reachable")["rekeyed"]
         assert finding["status"] == "could-not-check"
@@ -131,24 +131,24 @@ def test_unknown_host_key_refused_unless_accept_new(cluster, tmp_path):
         dst.writelines(line for line in src
                        if not line.startswith(cluster.tb.hosts["good2"].address + " "))
     inv = cluster.inventory("unknown.yaml", ["good1", "good2"], known_hosts=known)
-    run = cluster.preflight("check", "-i", inv)
+    run = cluster.preflight("check", "-i", inv, "--no-paddle")
     assert run.rc == 1
     finding = by_host(run, "reachable")["good2"]
     assert finding["data"]["stage"] == "host-key" and "unknown" in finding["message"]
-    run = cluster.preflight("check", "-i", inv, "--accept-new-host-keys")
+    run = cluster.preflight("check", "-i", inv, "--accept-new-host-keys", "--no-paddle")
     assert run.rc == 0, run.stdout + run.stderr
     # Recorded as OpenSSH would (hashed where ssh_config says HashKnownHosts yes, as
     # Debian's does): OpenSSH's own lookup finds it.
     found = subprocess.run(["ssh-keygen", "-F", cluster.tb.hosts["good2"].address, "-f",
                             known], capture_output=True, text=True)
     assert found.returncode == 0 and "ssh-ed25519" in found.stdout, found
-    run = cluster.preflight("check", "-i", inv)  # now known: accepted without the flag
+    run = cluster.preflight("check", "-i", inv, "--no-paddle")  # now known: accepted
     assert run.rc == 0, run.stdout + run.stderr
 
 
 def test_cpu_quota_is_the_effective_core_count(cluster):
     inv = cluster.inventory("starved.yaml", ["good1", "good2", "starved"])
-    run = cluster.preflight("check", "-i", inv)
+    run = cluster.preflight("check", "-i", inv, "--no-paddle")
     assert run.rc == 1, run.stdout + run.stderr
     cpu = run.report["hosts"]["starved"]["facts"]["cpu"]
     assert cpu["effective"] == pytest.approx(cluster.starved_cores)
@@ -209,7 +209,8 @@ def test_host_hung_after_connecting_is_cut_off_at_deadline(cluster):
 
 
 def test_json_report_shape(cluster):
-    run = cluster.preflight("check", "-i", cluster.inventory("shape.yaml", ["good1", "dead"]))
+    run = cluster.preflight("check", "-i", cluster.inventory("shape.yaml", ["good1", "dead"]),
+                            "--no-paddle")
     doc = run.report
     assert {"verdict", "hosts", "findings", "reasons"} <= set(doc)
     assert doc["hosts"]["dead"] == {**doc["hosts"]["dead"], "status": "failed", "facts": None}
@@ -261,7 +262,7 @@ def test_configuration_drift_is_named(cluster):
     inv = cluster.inventory("drift.yaml", ["good1", "good2", "drift"])
     # Ports named on the command line must be free (without --ports, taken defaults only warn).
     run = cluster.preflight("check", "-i", inv, "--file", cluster.train_py,
-                            "--ports", "6070-6077,6767")
+                            "--ports", "6070-6077,6767", "--no-paddle")
     assert run.rc == 1, run.stdout + run.stderr
     fails = {(f["check"], h): f["message"] for f in run.findings(status="fail")
              for h in f["hosts"]}

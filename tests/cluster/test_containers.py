@@ -296,12 +296,14 @@ def test_what_the_job_gets_in_its_container_is_judged_on_each_host(boxes):
     # ctr2's container cannot start (a device the host lacks); ctr3 runs on the host's IPC
     # (the defaults' shm_size then does not apply) over a 1 GiB host /dev/shm where the
     # policy wants 1.5 GiB; ctr6's inventory sets FLAGS_check_nan_inf=1 inside, ctr9's image
-    # does; ctr7's container may use half a core and 1 GiB; ctr10 has no podman at all.
+    # does; ctr7's container may use a quarter of the host's cores and 1 GiB; ctr10 has no
+    # podman at all.
     hosts = ["ctr1", "ctr2", "ctr3", "ctr6", "ctr7", *ODD]
+    quarter = 0.25 * testbed.usable_cpus()  # the hosts' cores: the rig's (its test lane's)
     inv = inventory(boxes, "inside.yaml", hosts, {
         "ctr2": {"devices": ["/dev/infiniband", "/dev/nonexistent"]}, "ctr3": {"ipc": "host"},
         "ctr6": {"env": {"FLAGS_check_nan_inf": "1"}},
-        "ctr7": {"cpus": 0.5, "memory": "1g"}})
+        "ctr7": {"cpus": quarter, "memory": "1g"}})
     run = boxes.preflight("check", "-i", inv, "--policy", policy(boxes, "shm_warn_mib: 1536"))
     assert run.rc == 1, run.stdout + run.stderr
     box = by_host(run, "container")
@@ -324,7 +326,8 @@ def test_what_the_job_gets_in_its_container_is_judged_on_each_host(boxes):
     assert "FLAGS_check_nan_inf 1 != unset" in env["ctr9"]["message"]
     cores = by_host(run, "cpu-cores")
     assert set(cores) == {"ctr7"} and cores["ctr7"]["status"] == "fail", cores
-    assert "the job's container: cgroup v1 quota 50000/100000 us" in cores["ctr7"]["message"]
+    assert f"the job's container: cgroup v1 quota {quarter * 100000:.0f}/100000 us" in \
+        cores["ctr7"]["message"], cores["ctr7"]["message"]
     mem = by_host(run, "memory")
     assert set(mem) == {"ctr7"} and "1 GiB (the job's container's memory limit)" in \
         mem["ctr7"]["message"]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from conftest import SHARED_CPU
 from jobscripts import PS_FLEET
 
 import preflight
@@ -206,7 +207,8 @@ def test_an_unprivileged_user_checks_and_launches_from_their_ssh_config(real):
 
 
 def test_a_ps_job_launches_as_the_user(real):
-    policy = real.write("ps.yaml", "mode: ps\nserver_num: 1\ntrainer_num: 2\n")
+    # The rig's hosts share this machine's CPUs: no free core of their own for a server.
+    policy = real.write("ps.yaml", "mode: ps\nserver_num: 1\ntrainer_num: 2\n" + SHARED_CPU)
     inv = real.write("ps.yaml-inv", "defaults: {python: " + PADDLE_B + "}\n"
                      "hosts: {node1: {}, node2: {}, node3: {}}\n")
     run = real.preflight("check", "-i", inv, "--policy", policy, "--no-network-tests")

@@ -150,7 +150,7 @@ def test_a_drained_node_is_reported_not_waited_on(rig):
     rig.slurm.drain("node4", "disk replacement")
     try:
         rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i",
-                                     rig.inventory(NODES), "--no-network-tests")
+                                     rig.inventory(NODES), "--no-network-tests", "--no-paddle")
         assert rc == 1, out
         # Said by Slurm (the stage), not found out by waiting on it (a timeout).
         assert statuses(doc)["node4"] == "failed"
@@ -175,7 +175,7 @@ def test_a_node_whose_slurmd_is_stopped_is_a_finding(rig):
         start = time.monotonic()
         rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i",
                                      rig.inventory(NODES[:3]), "--no-network-tests",
-                                     "--deadline", str(deadline))
+                                     "--no-paddle", "--deadline", str(deadline))
         # Bounded by its deadline (and srun's own ending of the step), not by the minutes
         # Slurm takes to call a silent node down.
         assert time.monotonic() - start < 6 * deadline, out
@@ -202,7 +202,8 @@ def test_a_starved_slurmd_is_no_clock_ahead(rig):
     rig.tb.limit_cpu("node3", 0.2)
     try:
         rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
-                                     "--no-network-tests", "--policy", rig.policy())
+                                     "--no-network-tests", "--no-paddle", "--policy",
+                                     rig.policy())
     finally:
         rig.tb.unlimit_cpu("node3")
     assert rc == 1, out
@@ -223,7 +224,8 @@ def test_a_starved_node_is_drained_then_resumed_when_it_passes_again(rig):
     rig.tb.limit_cpu("node2", STARVED_CORES)  # the quota holds slurmd and its jobs
     try:
         rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
-                                     "--no-network-tests", "--policy", rig.policy())
+                                     "--no-network-tests", "--no-paddle", "--policy",
+                                     rig.policy())
         assert rc == 1, out
         failed = [f for f in doc["findings"] if f["status"] == "fail"]
         assert [f["hosts"] for f in failed if f["check"] == "cpu-cores"] == [["node2"]], out
@@ -244,7 +246,8 @@ def test_a_starved_node_is_drained_then_resumed_when_it_passes_again(rig):
         # Slurm runs no step on a drained node: the check through Slurm re-checks the node
         # preflight drained over SSH, and finds it still starved; it stays drained.
         rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
-                                     "--no-network-tests", "--policy", rig.policy())
+                                     "--no-network-tests", "--no-paddle", "--policy",
+                                     rig.policy())
         assert rc == 1, out
         assert list(doc["rechecked_over_ssh"]) == ["node2"], out
         assert "RE-CHECKED OVER SSH (drained by preflight" in out and "node2" in out, out
@@ -260,7 +263,7 @@ def test_a_starved_node_is_drained_then_resumed_when_it_passes_again(rig):
     # The fault lifted: the same check through Slurm re-checks node2 over SSH and passes it,
     # and resume returns it to Slurm; the other nodes were checked through srun meanwhile.
     rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
-                                 "--no-network-tests", "--policy", rig.policy())
+                                 "--no-network-tests", "--no-paddle", "--policy", rig.policy())
     assert rc == 0, out
     assert list(doc["rechecked_over_ssh"]) == ["node2"] and statuses(doc) == {
         n: "ok" for n in NODES[:3]}, out
@@ -280,7 +283,7 @@ def test_a_node_drained_for_a_slow_link_returns_only_once_the_link_is_measured(r
     rig.slurm.drain("node2", "preflight: bandwidth: slow host: sends at most 95 Mbit/s")
     try:
         rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i", inv,
-                                     "--no-network-tests")
+                                     "--no-network-tests", "--no-paddle")
         assert rc == 0 and list(doc["rechecked_over_ssh"]) == ["node2"], out
         rc, out = rig.resume(doc, "facts-only.json")
         assert rc == 0 and out.startswith("# node2: drained for bandwidth, which this report "

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import Optional
 
 from preflight.testing.rig.system import (
+    CFS_PERIOD_US,
     SILENT_LISTENER,
     SPIN,
     WAIT_S,
@@ -49,6 +50,24 @@ class Faults(BedState):
             raise TestbedError(f"{name} has no cgroup to limit (no cgroup v1 cpu here)")
         self._set_quota(host, cores)
         return host.cgroup
+
+    def limit_process_cpu(self, name: str, pid: int, cores: float) -> str:
+        """Moves one process of the host (a job's rank: its threads, and the children it
+        starts after) into a cgroup of its own under the host's, with a quota of cores, as
+        a job's container or Slurm step has: the rest of the host (sshd, what a session runs
+        to watch the job) keeps the host's CPU. Returns the cgroup; close() removes it."""
+        host = self.hosts[name]
+        if host.cgroup is None:
+            raise TestbedError(f"{name} has no cgroup to limit (no cgroup v1 cpu here)")
+        path = os.path.join(host.cgroup, f"process-{pid}")
+        os.mkdir(path)
+        self.cgroups.append(path)
+        for knob, value in (("cpu.cfs_period_us", CFS_PERIOD_US),
+                            ("cpu.cfs_quota_us", int(cores * CFS_PERIOD_US)),
+                            ("cgroup.procs", pid)):
+            with open(os.path.join(path, knob), "w") as fh:
+                fh.write(str(value))
+        return path
 
     def unlimit_cpu(self, name: str) -> str:
         """Puts the host's quota back: every CPU the rig may use (its test lane's)."""

@@ -28,6 +28,10 @@ PADDLE_B = testbed.paddle_python("2.6.2")
 HOSTS = ("good1", "good2", "good3", "good4", "dead", "hung", "rekeyed", "starved", "stuck", "drift",
          "slow", "badrank", "tmpfull", "flaky")
 DRIFT_CLOCK_S = 30
+# How long the session's planted listeners (a hung sshd, a held port) live: longer than any
+# run (CI stops one at 90 minutes; a lane may first use the cluster late in it). The
+# testbed's close() ends them; the bound only keeps one from outliving a killed run.
+FAULT_LIFETIME_S = 3 * 3600
 TRAIN_PY = "/root/job/train.py"
 STUCK_SHELL_S = 12  # stuck's login shell blocks this long before running any command
 STARVED_CORES = 0.25
@@ -338,7 +342,7 @@ def cluster() -> Iterator[Cluster]:
     tb = testbed.Testbed(len(HOSTS), names=HOSTS)
     try:
         tb.stop_sshd("dead")
-        tb.hang("hung")
+        tb.hang("hung", seconds=FAULT_LIFETIME_S)
         tb.change_host_key("rekeyed")  # known_hosts keeps the key it had before
         tb.limit_cpu("starved", STARVED_CORES)
         # Like a .bashrc waiting on a dead NFS mount: bash (root's shell) reads it for every
@@ -347,7 +351,7 @@ def cluster() -> Iterator[Cluster]:
             fh.write(f"sleep {STUCK_SHELL_S}\n")
         # "drift": a host whose configuration differs in every way a job notices.
         tb.set_mtu("drift", 1400)
-        tb.hold_port("drift", 6070)
+        tb.hold_port("drift", 6070, seconds=FAULT_LIFETIME_S)
         faketime = glob.glob("/usr/lib/*/faketime/libfaketime.so.1")
         if not faketime:
             _unavailable("libfaketime missing: run scripts/setup.sh (Debian package faketime)")

@@ -183,7 +183,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
             and not item.get_closest_marker("gpu"):
         # In CI only the GPU tests may skip: a test that skips there (a missing namespace,
         # Slurm, image or tool) has proven nothing, and passes silently in the count.
-        why = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        why = str(report.longrepr[2] if isinstance(report.longrepr, tuple)
+                  else report.longrepr).removeprefix("Skipped: ")
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where only the GPU tests may skip: {why}"
     if report.failed and call.when == "call" and item.get_closest_marker("cluster"):

@@ -123,7 +123,7 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
     # A pair with a host already named is that host's doing (a starved rank drains its
     # sockets slowly): the link is blamed only where nothing else explains it.
     out.extend(_link(live, policy, at_check, state, addresses,
-                     {h for f in out for h in f.hosts}))
+                     {h for f in out for h in f.hosts}, unit))
     out = gpus.findings(live, unit, state, policy, out)
     out.extend(gpus.unreadable(job.hosts(), live, state))
     if not out:
@@ -156,16 +156,26 @@ def _full_pairs(live: Sequence[RankSeries], window_s: float, addresses: Mapping[
     return pairs
 
 
+def _job_slowed(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy) -> bool:
+    """Whether most of the job's stepping ranks (workers, trainers) step below their own
+    early pace through the window. A job that keeps its pace with full send queues uses its
+    network well (a data-parallel all-reduce fills them all the time): that is no link
+    holding it, and neither is a pace that cannot be read."""
+    stepping = [r for r in live if r.rid.role != "server"]
+    fallen = [r for r in stepping if _fallen(r, unit, policy) is not None]
+    return bool(stepping) and 2 * len(fallen) > len(stepping)
+
+
 def _link(live: Sequence[RankSeries], policy: WatchPolicy, at_check: Mapping[str, AtCheck],
           state: WatchState, addresses: Mapping[str, str], explained: set[str],
-          ) -> list[Finding]:
-    """The host whose link holds the job: the one in every pair of hosts between which the
-    sender's TCP send queue stayed full (SENDQ_FULL bytes or more in FULL_SHARE of the
-    window's samples). Slow both ways, a host is in the pair it sends on and the one it
-    receives on; with one pair, what its sender resends tells which end (or it is said as
-    the link between them)."""
+          unit: Unit) -> list[Finding]:
+    """The host whose link holds the job, once the job's pace fell (_job_slowed): the one in
+    every pair of hosts between which the sender's TCP send queue stayed full (SENDQ_FULL
+    bytes or more in FULL_SHARE of the window's samples). Slow both ways, a host is in the
+    pair it sends on and the one it receives on; with one pair, what its sender resends
+    tells which end (or it is said as the link between them)."""
     pairs = _full_pairs(live, policy.persist_s, addresses, explained)
-    if not pairs:
+    if not pairs or not _job_slowed(live, unit, policy):
         return []
     common = set.intersection(*({a, b} for a, b in pairs))
     if not common:
@@ -474,6 +484,20 @@ def _states(ranks: Sequence[RankSeries]) -> str:
                      sorted(groups.items(), key=lambda x: -len(x[1])))
 
 
+def _fallen(r: RankSeries, unit: Unit, policy: WatchPolicy) -> Optional[float]:
+    """The rank's pace over the later half of the window as a share of its own early pace,
+    where it stepped below (1 - margin) of that pace through both halves; None where it did
+    not, or where its pace cannot be read (no early pace yet, no progress measure)."""
+    h = _halves(r, unit, policy)
+    early = r.early_rate.get(unit)
+    if h is None or not early or h[0].progress is None or h[1].progress is None:
+        return None
+    now = (h[0].progress / h[0].dt, h[1].progress / h[1].dt)
+    if not all(v < (1 - policy.margin) * early for v in now):
+        return None
+    return now[1] / early
+
+
 def _halves(r: RankSeries, unit: Unit, policy: WatchPolicy) -> Optional[tuple[Span, Span]]:
     """The rank's change over each half of the persistence window ending at its last
     sample; None until the window is covered."""
@@ -558,14 +582,10 @@ def _server_holds_trainers(live: Sequence[RankSeries], unit: Unit, policy: Watch
         return []
     paces = []
     for r in trainers:
-        h = _halves(r, unit, policy)
-        early = r.early_rate.get(unit)
-        if h is None or not early or h[0].progress is None or h[1].progress is None:
+        pace = _fallen(r, unit, policy)
+        if pace is None:
             return []
-        now = (h[0].progress / h[0].dt, h[1].progress / h[1].dt)
-        if not all(v < (1 - policy.margin) * early for v in now):
-            return []
-        paces.append(now[1] / early)
+        paces.append(pace)
     out = []
     for r in servers:
         h = _halves(r, unit, policy)

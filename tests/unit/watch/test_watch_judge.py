@@ -499,11 +499,34 @@ def test_the_host_in_every_pair_with_a_full_send_queue_is_the_slow_link_both_way
 ], ids=["its-own-link", "the-receivers-link", "cannot-tell"])
 def test_one_full_pair_is_told_apart_by_what_its_sender_sends_again(resent, blamed, why):
     hosts = cluster(3)
-    hosts[1].ranks[0].sendq = {"10.0.0.3": 300 << 10}
-    hosts[1].resent_share = resent
-    findings, _ = watched(hosts, 30, addresses=ADDRESSES)
+
+    def slow_pair(t):
+        if t == 20:  # after the job's early pace: its queue fills and the job slows with it
+            hosts[1].ranks[0].sendq = {"10.0.0.3": 300 << 10}
+            hosts[1].resent_share = resent
+            for h in hosts:
+                h.ranks[0].steps_per_s = 3.0
+
+    findings, _ = watched(hosts, 50, change=slow_pair, addresses=ADDRESSES)
     assert named(findings) == [("straggler", Status.FAIL, blamed)]
     assert why in findings[0].message
+
+
+@pytest.mark.parametrize("when", [0, 20], ids=["from-the-start", "later"])
+def test_full_send_queues_while_the_job_keeps_its_pace_name_no_link(when):
+    # Seen on the rig: a healthy job's own all-reduce kept node03's queues full while every
+    # rank stepped at its pace, and node03's link was blamed. A job that uses its network
+    # well looks like this all the time; its link holds nothing until its pace falls.
+    hosts = cluster(3)
+
+    def busy(t):
+        if t == when:
+            hosts[0].ranks[0].sendq = {"10.0.0.3": 200 << 10}
+            hosts[1].ranks[0].sendq = {"10.0.0.3": 150 << 10}
+            hosts[2].ranks[0].sendq = {"10.0.0.1": 120 << 10}
+
+    findings, _ = watched(hosts, 60, change=busy, addresses=ADDRESSES)
+    assert named(findings) == [], [f.message for f in findings]
 
 
 @pytest.mark.parametrize("peers_run_on,is_dead", [(False, False), (True, True)],
@@ -531,11 +554,13 @@ def test_a_full_queue_that_dips_now_and_then_is_still_full():
     hosts = cluster(3)
 
     def throttle(t):
-        if t >= 10:  # full, but empty in one sample of the window
-            hosts[0].ranks[0].sendq = {} if t == 30 else {"10.0.0.2": 100 << 10}
+        if t >= 20:  # full, but empty in one sample of the window; the job slows with it
+            hosts[0].ranks[0].sendq = {} if t == 40 else {"10.0.0.2": 100 << 10}
             hosts[1].ranks[0].sendq = {"10.0.0.3": 90 << 10}
+            for h in hosts:
+                h.ranks[0].steps_per_s = 3.0
 
-    findings, _ = watched(hosts, 40, change=throttle, addresses=ADDRESSES)
+    findings, _ = watched(hosts, 50, change=throttle, addresses=ADDRESSES)
     assert named(findings) == [("straggler", Status.FAIL, ("node02",))]
 
 
@@ -597,9 +622,14 @@ def test_a_starved_server_is_named_alone_and_its_trainers_full_queues_are_not_th
 def test_full_queues_to_a_server_with_cpu_to_spare_are_the_links():
     hosts = ps_job(trainers=2, servers=1)
     addresses = {"10.0.0.1": "node01", "10.0.0.2": "node02", "10.0.0.8": "ps1"}
-    for h in hosts[:2]:
-        h.ranks[0].sendq = {"10.0.0.8": 60 << 10}
-    findings, _ = watched(hosts, 50, addresses=addresses)
+
+    def slow(t):
+        if t == 20:  # the trainers' data to the server waits, and they slow with it
+            for h in hosts[:2]:
+                h.ranks[0].sendq = {"10.0.0.8": 60 << 10}
+                h.ranks[0].steps_per_s = 3.0
+
+    findings, _ = watched(hosts, 50, change=slow, addresses=addresses)
     assert named(findings) == [("straggler", Status.FAIL, ("ps1",))]
     assert findings[0].message.startswith("ps1's link holds the job")
 

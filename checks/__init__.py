@@ -7,6 +7,7 @@ compat_table.py are helpers. A new check is its module plus one line in ALL_CHEC
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -51,6 +52,19 @@ class CheckSpec:
     summary: str
     # Compares hosts with each other: on a single host its pass means nothing ("n/a").
     across: bool = False
+
+    @property
+    def fix(self) -> str:
+        """The check's fix as its module states it (FIX, also in docs/checks.md), a
+        sentence."""
+        text = str(sys.modules[self.run.__module__].FIX).strip()
+        return text[:1].upper() + text[1:] + ("" if text.endswith((".", "!", "?")) else ".")
+
+    @property
+    def applies(self) -> str:
+        """When the check has something to judge (its module's APPLIES; "" for a check
+        that judges every run)."""
+        return str(getattr(sys.modules[self.run.__module__], "APPLIES", ""))
 
 
 ALL_CHECKS: tuple[CheckSpec, ...] = (

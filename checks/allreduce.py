@@ -85,6 +85,8 @@ FIX = ("Fix what the named host's log says (e.g. `GLOO_SOCKET_IFNAME`/`NCCL_SOCK
        "naming a missing interface, a firewall on the ports)")
 LIMITS: tuple[str, ...] = ("busbw_min_gbytes", "busbw_link_ratio",
                            "link_fail_ratio", "link_min_gbps")
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "the all-reduce runs on two hosts or more (not --no-network-tests or --no-allreduce)"
 
 
 def sizes_text(sizes: tuple[SizeResult, ...]) -> str:

@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
+from preflight.checks.common import explained_by_cpu as explained
 from preflight.checks.common import tier
 from preflight.checks.cpu_cores import short_of_cpu
 from preflight.common import localise
@@ -58,6 +59,8 @@ FIX = ("Check the named host's NIC, cable, negotiated speed (`ethtool`), driver;
 LIMITS: tuple[str, ...] = ("link_warn_ratio", "link_fail_ratio",
                            "link_min_gbps", "link_loss_warn_pct",
                            "link_loss_outlier_ratio")
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "iperf3 runs between two hosts or more (not --no-network-tests)"
 # More slow pairs than this between hosts that are fine elsewhere read as one shared
 # bottleneck (an oversubscribed switch or uplink), not as that many broken cables.
 MAX_PATH_FINDINGS = 4
@@ -244,7 +247,9 @@ def _slow_host(host: str, directions: tuple[str, ...], survey: Sequence[LinkRun]
         return Finding(NAME, status, (host,), (
             f"{host}: slow host, explained by its CPU ({cpu}): iperf3 and the job's "
             f"communication are CPU-bound there; {seen}; {again}: fix its CPU first "
-            "(cpu-cores), not its NIC"), data)
+            "(cpu-cores), not its NIC"),
+            {**data, "explained_by": explained(host, f"its links are slow: {what} with every "
+                                                     f"peer; {yard}")})
     return Finding(NAME, status, (host,), f"{host}: slow host: {seen}; {again}: check its "
                    "NIC, cable, link speed (ethtool) and driver", data)
 
@@ -279,7 +284,8 @@ def _slow_path(sender: str, receiver: str, survey: Sequence[LinkRun],
         return Finding(NAME, status, (sender, receiver), (
             f"{pair}: slow path, explained by {starved}'s CPU ({short[starved]}): "
             f"{seen}; retest {rate(again.bps)}: fix its CPU first (cpu-cores), not the "
-            "path"), data)
+            "path"), {**data, "explained_by": explained(
+                starved, f"the path {pair} is slow: retest {rate(again.bps)}; {yard}")})
     return Finding(NAME, status, (sender, receiver), f"{pair}: slow path, {seen}; retest "
                    f"{rate(again.bps)}: check the switch ports, cabling and routes between "
                    "them", data)
@@ -334,11 +340,15 @@ def _loss(survey: Sequence[LinkRun], loc: localise.Localisation | None, limits: 
         starved = next((h for h in (r.sender, r.receiver) if h in short), None)
         cause = (f"{starved}'s CPU ({short[starved]}) drops what it cannot take in time: fix "
                  "its CPU first (cpu-cores)" if starved else "loss on the path")
+        data: dict[str, object] = {"loss_pct": loss, "retransmits": r.result.retransmits,
+                                   "typical_loss_pct": typical,
+                                   "cpu": short[starved] if starved else None}
+        if starved:
+            data["explained_by"] = explained(starved, f"{r.sender} -> {r.receiver} loses "
+                                                      f"{loss:.2g}% of segments at {rate(r.bps)}")
         yield Finding(NAME, Status.WARN, (r.sender, r.receiver), (
             f"{r.sender} -> {r.receiver}: {loss:.2g}% of segments retransmitted "
-            f"({r.result.retransmits}) at {rate(r.bps)}, {why}: {cause}"),
-            {"loss_pct": loss, "retransmits": r.result.retransmits, "typical_loss_pct": typical,
-             "cpu": short[starved] if starved else None})
+            f"({r.result.retransmits}) at {rate(r.bps)}, {why}: {cause}"), data)
 
 
 def _with_nic_note(f: Finding, net: NetworkTests) -> Finding:

@@ -30,6 +30,8 @@ WHY = ("A node that drifted from the known-good one (driver, stack, NIC, bandwid
 FIX = ("Bring the node back to the baseline's configuration, or take a new baseline if the "
        "change is meant")
 LIMITS: tuple[str, ...] = ()
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "hosts are audited against a baseline (preflight audit)"
 
 
 def when(b: Baseline) -> str:

@@ -182,3 +182,10 @@ def mib_floor(check: str, mib: dict[str, int], warn: int, fail: int,
             yield Finding(check, status, (host,), say(host, value, floor), data(host))
     if ok:
         yield passed(check, ok, f"{passing} on {len(ok)} hosts")
+
+
+def explained_by_cpu(host: str, evidence: str) -> dict[str, str]:
+    """What a finding's data carries (its "explained_by") when cpu-cores' finding on host
+    explains it: the judge folds it into that finding as evidence, so that one fault is one
+    finding with one status (evidence: what this finding saw, said without the host)."""
+    return {"check": "cpu-cores", "host": host, "evidence": evidence}

@@ -24,6 +24,9 @@ WHY = ("An image missing on a host is a pull when the job starts (minutes, or a 
 FIX = ("Load the one image on every host (`docker save` / `docker load`, or pull it by "
        "digest) and start the job by that reference")
 LIMITS: tuple[str, ...] = ()
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = ("the job runs in a container (--container-image or --container-name, or container: in "
+           "the policy or the inventory)")
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

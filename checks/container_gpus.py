@@ -20,6 +20,8 @@ WHY = ("A container started without its GPUs runs Paddle on the CPU, or fails at
 FIX = ("`docker run --gpus all`; Podman with CDI: `--device nvidia.com/gpu=all` "
        "(`nvidia-ctk cdi generate` once per host)")
 LIMITS: tuple[str, ...] = ()
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "the job runs in a container on hosts with GPUs"
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

@@ -18,6 +18,8 @@ WHY = ("On a bridge (or no) network the ranks bind addresses the other hosts can
        "the launcher waits on its master, NCCL or gloo on their peers, until the timeout.")
 FIX = "`--network host` (Kubernetes: `hostNetwork: true`)"
 LIMITS: tuple[str, ...] = ()
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "the job runs in a container"
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

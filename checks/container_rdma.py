@@ -18,6 +18,8 @@ WHY = ("Without the RDMA devices NCCL falls back to TCP sockets: the job runs, m
        "slower, and only the all-reduce time says so.")
 FIX = "`--device /dev/infiniband` (with `--ulimit memlock=-1`; Kubernetes: the RDMA device plugin)"
 LIMITS: tuple[str, ...] = ()
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "the job runs in a container on hosts with active RDMA ports"
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

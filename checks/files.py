@@ -21,6 +21,8 @@ WHY = ("Ranks that run another script or config (another batch size, another mod
        "different steps and deadlock at the next collective.")
 FIX = "Deploy the job from one source (rsync, a shared image)"
 LIMITS: tuple[str, ...] = ()
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "files are named (--file, or files: in the policy)"
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

@@ -43,6 +43,8 @@ WHY = ("A GPU with memory errors, a pending retirement or a hardware slowdown ru
        "time the job counts on: every other rank waits.")
 FIX = "Reset or replace the GPU; fix cooling; stop the old job; reseat the card"
 LIMITS: tuple[str, ...] = ()
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "the hosts have NVIDIA GPUs"
 
 # Xid codes since boot that mean the hardware is failing or was (NVIDIA's Xid catalogue):
 # the GPU fell off the bus, double-bit ECC, row remapping failures, NVLink errors, contained

@@ -24,6 +24,8 @@ WHY = ("Without an ACTIVE port NCCL falls back to TCP sockets at a fraction of t
        "bandwidth; a port at a lower rate makes its host the slow one.")
 FIX = "Check cables, the subnet manager (opensm), the switch port; replace the cable or HCA"
 LIMITS: tuple[str, ...] = ()
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "the hosts have InfiniBand or RoCE devices"
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

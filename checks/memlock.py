@@ -20,6 +20,8 @@ WHY = ("NCCL pins its buffers for RDMA: a small memlock limit (8 MiB in containe
 FIX = ("`--ulimit memlock=-1` for a container; `* - memlock unlimited` in limits.conf (and "
        "`LimitMEMLOCK=infinity` for a service) on the host")
 LIMITS: tuple[str, ...] = ("memlock_min_mib",)
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "the hosts have active RDMA ports"
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:

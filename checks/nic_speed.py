@@ -24,6 +24,8 @@ WHY = ("A port that negotiated down (100 to 25 Gb/s) carries every collective th
        "at the lower speed.")
 FIX = "Reseat or replace the cable or transceiver; check the switch port (`ethtool`)"
 LIMITS: tuple[str, ...] = ()
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "the job's interfaces report a link speed (virtual NICs do not)"
 FAIL_BELOW = 0.5  # as cpu-cores: half the median's speed, the whole job at about half pace
 
 

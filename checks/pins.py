@@ -24,6 +24,8 @@ WHY = ("The pins say what the job was validated with; a host outside them runs a
        "tested.")
 FIX = "Install the pinned versions"
 LIMITS: tuple[str, ...] = ()
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "versions are pinned (--require, or require: in the policy)"
 
 
 def nccl_version(code: str) -> Optional[str]:

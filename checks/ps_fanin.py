@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from preflight.checks import bandwidth
-from preflight.checks.common import passed, tier
+from preflight.checks.common import explained_by_cpu, passed, tier
 from preflight.checks.cpu_cores import short_of_cpu
 from preflight.common import localise
 from preflight.common.units import rate
@@ -34,6 +34,8 @@ WHY = ("Trainers push to a server together and wait for its parameters back: a s
 FIX = ("Move the server to a host with a free link (roles in the inventory), give servers "
        "their own hosts, or check the named host's uplink and receive queues")
 LIMITS: tuple[str, ...] = ("link_warn_ratio", "link_fail_ratio")
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "a PS job (--mode ps) is checked with the network tests"
 
 
 def check(cluster: Cluster) -> Iterator[Finding]:
@@ -63,9 +65,13 @@ def check(cluster: Cluster) -> Iterator[Finding]:
         if status is None:
             ok.append(host)
             continue
-        yield Finding(NAME, status, (host,), _message(fan, total, ref, short, slow_link),
-                      {"total_bps": total, "reference_bps": ref,
-                       "senders": {s: r.received_bps for s, r in fan.runs.items()}})
+        data: dict[str, object] = {"total_bps": total, "reference_bps": ref,
+                                   "senders": {s: r.received_bps for s, r in fan.runs.items()}}
+        if host in short:
+            data["explained_by"] = explained_by_cpu(
+                host, f"as a PS server its {len(fan.runs)} trainer host(s) at once deliver "
+                      f"{rate(total)} in all vs {rate(ref)} a healthy link carries")
+        yield Finding(NAME, status, (host,), _message(fan, total, ref, short, slow_link), data)
     if ok:
         figures = [f.total_bps for f in net.fanin if f.receiver in ok and f.total_bps]
         yield passed(NAME, ok, f"fan-in to {len(ok)} PS server host(s) from all their "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator, Mapping
 
+from preflight.checks.common import explained_by_cpu
 from preflight.checks.cpu_cores import short_of_cpu
 from preflight.common.ps_failure import GLOO_PEER, ran_out_of_time
 from preflight.common.units import hosts_text
@@ -41,6 +42,8 @@ WHY = ("Trainers push gradients to the servers and wait for parameters back: an 
 FIX = ("Give the named server host CPU (its cgroup quota, other work), move it with the "
        "inventory's roles, or fix what its log names")
 LIMITS: tuple[str, ...] = ()
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "a PS job (--mode ps) is checked with the network tests (not --no-allreduce)"
 THROTTLED_SHARE = 0.1  # of the round's time a server's cgroup held it back
 SLOW_TRAINER = 0.5  # of the median trainer's steps per second
 
@@ -158,8 +161,13 @@ def _server(ps: PsRound, s: PsServer, median: float, short: Mapping[str, str]) -
 def _trainer(ps: PsRound, t: PsTrainer, median: float, short: Mapping[str, str]) -> Finding:
     cause = f": explained by its CPU ({short[t.host]})" if t.host in short else ""
     peers = hosts_text(sorted({x.host for x in ps.trainers if x.host != t.host}))
+    data: dict[str, object] = {"steps_per_s": t.steps_per_s, "median_steps_per_s": median}
+    if t.host in short:
+        data["explained_by"] = explained_by_cpu(
+            t.host, f"its trainer {t.index} of the PS round steps at {t.steps_per_s:.3g}/s vs "
+                    f"{median:.3g} median")
     return Finding(NAME, Status.WARN, (t.host,),
                    f"{_who(ps, t.host)}: trainer {t.index} is slow on its own: "
                    f"{t.steps_per_s:.3g} steps/s vs {median:.3g} median ({peers}){cause}; in "
                    f"{ps.mode} mode it slows only itself, not the servers or other trainers",
-                   {"steps_per_s": t.steps_per_s, "median_steps_per_s": median})
+                   data)

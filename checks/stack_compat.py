@@ -37,6 +37,8 @@ WHY = ('A build that does not fit its host fails at its first kernel ("no kernel
 FIX = ("Upgrade the driver or install a Paddle built for an older CUDA; install a build for the "
        "GPU; install 2.6.2 or 3.0.0 for PS mode, with protobuf<7")
 LIMITS: tuple[str, ...] = ()
+# When it has something to judge (a run without it says so, rather than nothing).
+APPLIES = "Paddle imports on the hosts (not --no-paddle)"
 
 
 # The first protobuf major a PS job of Paddle's fleet cannot start with (seen with 2.6.2:

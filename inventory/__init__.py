@@ -13,6 +13,7 @@ import re
 from typing import Optional
 
 import preflight.inventory.ansible as ansible
+import preflight.inventory.ansible_dir as ansible_dir
 import preflight.inventory.hostfile as hostfile
 import preflight.inventory.hostlist_source as hostlist_source
 import preflight.inventory.limit as limit
@@ -74,6 +75,11 @@ def read(source: Optional[str], fmt: str = "auto") -> Inventory:
         raise InventoryError("-i", "no inventory given")
     if fmt == "list":
         return hostlist_source.load(source, f"-i {source}")
+    if os.path.isdir(source):
+        if fmt not in ("auto", "ansible-ini", "ansible-yaml"):
+            raise InventoryError(source, f"a directory is read as an Ansible inventory, not "
+                                 f"as {fmt}")
+        return ansible_dir.load(source)
     if not os.path.isfile(source):
         if fmt == "auto" and ("," in source or "[" in source) and not os.path.exists(source):
             return hostlist_source.load(source, f"-i {source}")
@@ -91,7 +97,7 @@ def read(source: Optional[str], fmt: str = "auto") -> Inventory:
     if not _yaml_mapping(source, text):
         if ansible.has_sections(text):
             return ansible.load_ini(source, text)
-        if hostfile.looks_like(text):
+        if hostfile.looks_like(text) or hostfile.meant(text):
             return hostfile.load(source, text)
     try:
         return _from_yaml(source, text, fmt)
@@ -106,14 +112,16 @@ def read(source: Optional[str], fmt: str = "auto") -> Inventory:
 
 def load(source: Optional[str], fmt: str = "auto", ssh_config: Optional[str] = None,
          limit_to: Optional[str] = None,
-         containers: ContainerLayers = (None, None)) -> list[Host]:
+         containers: ContainerLayers = (None, None), python: Optional[str] = None,
+         ) -> list[Host]:
     """Returns the hosts of a source with the OpenSSH config applied (ssh_config: -F; else
     the inventory's own, else ~/.ssh/config and /etc/ssh/ssh_config) and --limit;
     containers: the job's container as the policy and the command line give it, merged with
-    the inventory's for every host."""
+    the inventory's for every host; python: the training interpreter of the hosts whose
+    entry names none (--python)."""
     inv = read(source, fmt)
     config = sshconfig.load(ssh_config or inv.ssh_config)
-    hosts = resolve(inv, config, containers)
+    hosts = resolve(inv, config, containers, python)
     return limit.apply(hosts, limit_to) if limit_to else hosts
 
 

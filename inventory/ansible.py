@@ -26,6 +26,7 @@ from preflight.config import container
 from preflight.config.document import Fields
 from preflight.config.yamlfile import line_of
 from preflight.inventory import validate as V
+from preflight.inventory.ansible_tree import VarsDirs, vars_dirs
 from preflight.inventory.entry import Entry, Inventory
 from preflight.inventory.errors import InventoryError
 from preflight.inventory.resolve import jump_from_proxy_command
@@ -58,10 +59,12 @@ class Group:
 class Parsed:
     """Groups, and each host's own variables and first line, in the order hosts appear."""
 
-    path: str
+    path: str  # the inventory: a file, or the directory its files are in
     groups: dict[str, Group] = field(default_factory=dict)
     host_vars: dict[str, dict[str, Any]] = field(default_factory=dict)
     host_line: dict[str, Optional[int]] = field(default_factory=dict)
+    host_path: dict[str, str] = field(default_factory=dict)  # the file a host is first in
+    reading: str = ""  # the file being read into it (a directory's files one by one)
 
     def group(self, name: str) -> Group:
         return self.groups.setdefault(name, Group(name))
@@ -71,6 +74,7 @@ class Parsed:
         if name not in self.host_vars:
             self.host_vars[name] = {}
             self.host_line[name] = line
+            self.host_path[name] = self.reading or self.path
         self.host_vars[name].update(variables)
         g = self.group(group)
         if name not in g.hosts:
@@ -130,8 +134,9 @@ def _value(text: str) -> Any:
     return int(text) if text.isdigit() else text
 
 
-def parse_ini(path: str, text: str) -> Parsed:
-    p = Parsed(path)
+def parse_ini(path: str, text: str, into: Optional[Parsed] = None) -> Parsed:
+    p = into or Parsed(path)
+    p.reading = path
     p.group("all")
     section, kind = "ungrouped", "hosts"
     for n, raw in enumerate(text.splitlines(), 1):
@@ -193,8 +198,9 @@ def _mapping(value: Any) -> Any:
     return {value: None} if isinstance(value, str) else value
 
 
-def parse_yaml(path: str, doc: Mapping[str, Any]) -> Parsed:
-    p = Parsed(path)
+def parse_yaml(path: str, doc: Mapping[str, Any], into: Optional[Parsed] = None) -> Parsed:
+    p = into or Parsed(path)
+    p.reading = path
     p.group("all")
 
     def walk(name: str, body: Any, where: Mapping[str, Any], seen: tuple[str, ...]) -> None:
@@ -326,26 +332,47 @@ def _jump_of(path: str, host: str, args: str) -> Optional[str]:
     return None
 
 
-def to_inventory(p: Parsed, fmt: str) -> Inventory:
+def to_inventory(p: Parsed, fmt: str, beside: Optional[VarsDirs] = None) -> Inventory:
+    """The entries of a parsed inventory, each host's variables merged with Ansible's
+    precedence; beside: the group_vars/ and host_vars/ of its directory."""
     depth = _depths(p)
     member = _member_of(p)
+    beside = beside or VarsDirs()
     entries = []
     for host, own in p.host_vars.items():
         groups = sorted(member[host], key=lambda g: (depth.get(g, 0), g))
+        path, line = p.host_path.get(host, p.path), p.host_line.get(host)
+        # The layers in Ansible's order, each with the file (and line) that set its values:
+        # an error names where a variable was set last.
+        own_file = (path, {k: line for k in own})
+        layers = [(p.groups[g].vars, (path, {k: line for k in p.groups[g].vars}))
+                  for g in groups]
+        layers += [(vf.values, (vf.path, {k: vf.line(k) for k in vf.values}))
+                   for g in groups for vf in beside.groups.get(g, ())]  # `all` sorts first
+        layers += [(own, own_file)]
+        layers += [(vf.values, (vf.path, {k: vf.line(k) for k in vf.values}))
+                   for vf in beside.hosts.get(host, ())]
         merged: dict[str, Any] = {}
-        for g in groups:
-            merged.update(p.groups[g].vars)
-        merged.update(own)
-        merged = {ALIASES.get(k, k): v for k, v in merged.items()}
-        entries.append(_entry(p.path, host, merged, tuple(g for g in groups if g != "all"),
-                              p.host_line.get(host)))
+        origin: dict[str, tuple[str, Optional[int]]] = {}
+        for values, (where, lines) in layers:
+            for k, v in values.items():
+                merged[ALIASES.get(k, k)] = v
+                origin[ALIASES.get(k, k)] = (where, lines[k])
+        entries.append(_entry(path, host, merged, tuple(g for g in groups if g != "all"),
+                              line, origin))
     if not entries:
         raise InventoryError(p.path, "the Ansible inventory lists no hosts")
     return Inventory(tuple(entries), p.path, None, fmt)
 
 
 def _entry(path: str, host: str, v: Mapping[str, Any], groups: tuple[str, ...],
-           line: Optional[int]) -> Entry:
+           line: Optional[int],
+           origin: Optional[Mapping[str, tuple[str, Optional[int]]]] = None) -> Entry:
+    def at(key: str) -> tuple[str, Optional[int]]:
+        """The file (and line) that set key: the inventory's, or a group_vars/host_vars
+        file."""
+        return (origin or {}).get(key, (path, line))
+
     def get(key: str, check: Any) -> Any:
         if key not in v or v[key] in (None, ""):
             return None
@@ -355,25 +382,27 @@ def _entry(path: str, host: str, v: Mapping[str, Any], groups: tuple[str, ...],
         try:
             return check(value)
         except V.BadValue as e:
-            raise InventoryError(path, str(e), host, key, line) from None
+            raise InventoryError(at(key)[0], str(e), host, key, at(key)[1]) from None
 
     for key in v:
         if key.startswith("preflight_") and key not in PREFLIGHT_VARS:
-            raise InventoryError(path, f"unknown variable (preflight reads: "
-                                 f"{', '.join(sorted(PREFLIGHT_VARS))})", host, key, line)
+            raise InventoryError(at(key)[0], f"unknown variable (preflight reads: "
+                                 f"{', '.join(sorted(PREFLIGHT_VARS))})", host, key,
+                                 at(key)[1])
     if str(v.get("ansible_connection", "ssh")) not in ("ssh", "smart", "paramiko"):
-        raise InventoryError(path, f"ansible_connection={v['ansible_connection']} is not "
-                             "supported: preflight reaches hosts over SSH", host,
-                             "ansible_connection", line)
+        raise InventoryError(at("ansible_connection")[0], f"ansible_connection="
+                             f"{v['ansible_connection']} is not supported: preflight reaches "
+                             "hosts over SSH", host, "ansible_connection",
+                             at("ansible_connection")[1])
     try:
         V.host_name(host)
     except V.BadValue as e:
         raise InventoryError(path, str(e), host, "name", line) from None
-    interpreter = get("ansible_python_interpreter", V.command_path) or "python3"
+    interpreter = get("ansible_python_interpreter", V.command_path)
     jump = get("preflight_jump", V.jump)
     for key in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
         if jump is None and isinstance(v.get(key), str):
-            found = _jump_of(path, host, v[key])
+            found = _jump_of(at(key)[0], host, v[key])
             jump = V.jump(found) if found else None
     roles = get("preflight_roles", lambda x: V.roles(x.split(",") if isinstance(x, str)
                                                      and "," in x else x))
@@ -382,10 +411,13 @@ def _entry(path: str, host: str, v: Mapping[str, Any], groups: tuple[str, ...],
                  user=get("ansible_user", V.user), port=get("ansible_port", V.port),
                  identity_file=key_file and os.path.expanduser(key_file),
                  jump=jump,
-                 python=get("preflight_python", V.command_path) or interpreter,
-                 probe_python=get("preflight_probe_python", V.command_path) or interpreter,
+                 python=get("preflight_python", V.command_path), interpreter=interpreter,
+                 probe_python=get("preflight_probe_python", V.command_path) or interpreter
+                 or "python3",
                  roles=roles or V.ROLES, groups=groups,
-                 container=_container(path, host, v.get("preflight_container"), line),
+                 container=_container(*at("preflight_container")[:1], host,
+                                      v.get("preflight_container"),
+                                      at("preflight_container")[1]),
                  path=path, line=line)
 
 
@@ -409,9 +441,13 @@ def _container(path: str, host: str, value: Any, line: Optional[int]
     return container.layer(Fields(path, value, "preflight_container", host, line))
 
 
+def _beside(path: str) -> VarsDirs:
+    return vars_dirs(os.path.dirname(os.path.abspath(path)))
+
+
 def load_ini(path: str, text: str) -> Inventory:
-    return to_inventory(parse_ini(path, text), "ansible-ini")
+    return to_inventory(parse_ini(path, text), "ansible-ini", _beside(path))
 
 
 def load_yaml(path: str, doc: Mapping[str, Any]) -> Inventory:
-    return to_inventory(parse_yaml(path, doc), "ansible-yaml")
+    return to_inventory(parse_yaml(path, doc), "ansible-yaml", _beside(path))

@@ -19,7 +19,10 @@ class Entry:
     identity_file: Optional[str] = None
     known_hosts: Optional[str] = None
     jump: Optional[str] = None  # ProxyJump: "[user@]host[:port]", hops separated by commas
-    python: str = "python3"
+    python: Optional[str] = None  # the training Python; unset: --python's, else python3
+    # Ansible's ansible_python_interpreter: the training Python when neither preflight_python
+    # nor --python names one (it is often the modules' /usr/bin/python3, not the job's env).
+    interpreter: Optional[str] = None
     probe_python: str = "python3"
     roles: tuple[str, ...] = V.ROLES
     groups: tuple[str, ...] = ()

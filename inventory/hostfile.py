@@ -14,6 +14,19 @@ _LINE = re.compile(r"^(?P<host>[^\s:=]+)(?::(?P<colon>\d+))?"
                    r"(?P<opts>(?:\s+(?:slots|max_slots|max-slots)=\d+)*)\s*$")
 
 
+# What only a hostfile writes: a slots option, or host:N.
+_HOSTFILE_MARK = re.compile(r"^[^\s:=#]+(?::\d+\s*$|\s+(?:max[_-])?slots\b)", re.MULTILINE)
+_ANSIBLE_MARK = re.compile(r"\b(?:ansible|preflight)_\w+=")
+
+
+def meant(text: str) -> bool:
+    """True when text is a hostfile with a mistake in it: a line with slots (or host:N) and
+    no Ansible or preflight variable anywhere; the hostfile reader then names the bad line,
+    instead of the Ansible one reading it as a host with variables it ignores."""
+    body = "\n".join(ln.split("#", 1)[0] for ln in text.splitlines())
+    return bool(_HOSTFILE_MARK.search(body)) and not _ANSIBLE_MARK.search(body)
+
+
 def looks_like(text: str) -> bool:
     """True when every line that is not blank or a comment reads as a hostfile line."""
     lines = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]

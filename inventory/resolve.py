@@ -76,9 +76,10 @@ def jump_from_proxy_command(command: str) -> Optional[str]:
 
 class Resolver:
     def __init__(self, config: SshConfig, source: str, fmt: str = "yaml",
-                 containers: ContainerLayers = (None, None)) -> None:
+                 containers: ContainerLayers = (None, None), python: Optional[str] = None,
+                 ) -> None:
         self.config, self.source, self.fmt = config, source, fmt
-        self.containers = containers
+        self.containers, self.python = containers, python
 
     def _fail(self, message: str, host: str, field: str) -> InventoryError:
         return InventoryError(self.config.path, message, host, field)
@@ -177,7 +178,8 @@ class Resolver:
                                  "ProxyCommand")
         jump = self._chain(str(jump_spec), e.name, 0) if jump_spec else ()
         below, above = self.containers
-        return Host(name=e.name, address=address, python=e.python,
+        return Host(name=e.name, address=address,
+                    python=e.python or self.python or e.interpreter or "python3",
                     probe_python=e.probe_python, roles=e.roles, groups=e.groups,
                     slots=e.slots, target=self._ssh(e.name, opts, e, jump),
                     container=spec_of(e.path or self.source, [below, e.container, above],
@@ -193,9 +195,11 @@ def _to_itself(spec: Any, name: str) -> bool:
 
 
 def resolve(inv: Inventory, config: SshConfig,
-            containers: ContainerLayers = (None, None)) -> list[Host]:
-    """Returns the inventory's hosts with the config applied and their containers merged;
-    raises InventoryError (InputError for a container no layer completes)."""
-    r = Resolver(config, inv.source, inv.fmt, containers)
+            containers: ContainerLayers = (None, None), python: Optional[str] = None,
+            ) -> list[Host]:
+    """Returns the inventory's hosts with the config applied and their containers merged,
+    python the training interpreter where the inventory names none (--python); raises
+    InventoryError (InputError for a container no layer completes)."""
+    r = Resolver(config, inv.source, inv.fmt, containers, python)
     return [r.host(e) for e in inv.entries]
 

@@ -30,7 +30,7 @@ VALIDATORS = {
 # (resolve.py): the user is the current one, never root by assumption.
 BUILTIN_DEFAULTS: dict[str, Any] = {
     "user": None, "port": None, "identity_file": None, "known_hosts": None, "jump": None,
-    "python": "python3", "probe_python": "python3", "roles": V.ROLES, "container": None,
+    "python": None, "probe_python": "python3", "roles": V.ROLES, "container": None,
 }
 
 

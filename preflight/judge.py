@@ -11,7 +11,15 @@ from preflight.checks import ALL_CHECKS, CheckSpec
 from preflight.common.grouping import group
 from preflight.common.units import hostlist
 from preflight.model.cluster import Cluster
-from preflight.model.findings import BLOCKING, FailOn, Finding, Judgement, Status, Verdict
+from preflight.model.findings import (
+    BLOCKING,
+    NEEDS_FIX,
+    FailOn,
+    Finding,
+    Judgement,
+    Status,
+    Verdict,
+)
 from preflight.model.plan import Plan
 from preflight.model.report import Report
 
@@ -26,7 +34,8 @@ def run_checks(cluster: Cluster, specs: Sequence[CheckSpec] = ALL_CHECKS) -> lis
             found = list(spec.run(cluster))
             if spec.across and len(probed) == 1:
                 found = _not_applicable(spec, probed[0], found)
-            findings.extend(found)
+            findings.extend(replace(f, fix=f.fix or spec.fix) if f.status in NEEDS_FIX else f
+                            for f in found)
         except Exception as e:  # a bug in one check must not hide the others' findings
             where = traceback.extract_tb(e.__traceback__)[-1]
             findings.append(Finding(
@@ -34,7 +43,40 @@ def run_checks(cluster: Cluster, specs: Sequence[CheckSpec] = ALL_CHECKS) -> lis
                 f"check {spec.name} crashed: {type(e).__name__}: {e} "
                 f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno})",
                 {"exception": type(e).__name__}))
-    return findings
+    return fold_explained(findings)
+
+
+WORSE = (Status.PASS, Status.WARN, Status.FAIL)
+
+
+def fold_explained(findings: Sequence[Finding]) -> list[Finding]:
+    """Folds each finding that another explains (its data's "explained_by": a check and a
+    host, e.g. a slow link that the host's starved CPU explains) into that finding as its
+    evidence: one fault is one finding, named by its cause, with the worse of the two
+    statuses. A symptom whose cause found nothing (or was waived) stands as it is."""
+    causes: dict[tuple[str, str], int] = {}
+    for i, f in enumerate(findings):
+        if f.status in (Status.WARN, Status.FAIL) and len(f.hosts) == 1:
+            causes.setdefault((f.check, f.hosts[0]), i)
+    out: list[Optional[Finding]] = list(findings)
+    for i, f in enumerate(findings):
+        by = f.data.get("explained_by")
+        if not isinstance(by, dict) or f.status not in (Status.WARN, Status.FAIL):
+            continue
+        at = causes.get((str(by.get("check")), str(by.get("host"))))
+        cause = out[at] if at is not None else None
+        if cause is None or at is None:
+            continue
+        status = max(cause.status, f.status, key=WORSE.index)
+        evidence = [*cause.data.get("evidence", ()), {
+            "check": f.check, "status": f.status.value, "hosts": list(f.hosts),
+            "message": f.message}]
+        out[at] = replace(cause, status=status,
+                          message=f"{cause.message}; it explains what {f.check} saw: "
+                                  f"{by.get('evidence')}",
+                          data={**cause.data, "evidence": evidence})
+        out[i] = None
+    return [f for f in out if f is not None]
 
 
 def _not_applicable(spec: CheckSpec, host: str, found: Sequence[Finding]) -> list[Finding]:
@@ -92,4 +134,7 @@ def judge(cluster: Cluster, findings: Sequence[Finding], plan: Optional[Plan] = 
         if not plan.nodes and not plan.lacks:
             reasons.append("plan: no host fits the job")
     verdict = Verdict.NO_GO if reasons else Verdict.GO
-    return Judgement(verdict, tuple(findings), tuple(reasons), tuple(waived))
+    said = {f.check for f in findings}
+    idle = {c.name: c.applies for c in ALL_CHECKS
+            if c.name not in said and c.name not in waived}
+    return Judgement(verdict, tuple(findings), tuple(reasons), tuple(waived), idle)

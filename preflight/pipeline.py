@@ -52,7 +52,9 @@ class CheckOptions:
     limit: Optional[str] = None  # --limit PATTERN
     skip: tuple[str, ...] = ()  # checks waived (--skip): not run, and named in every report
     connect_timeout_given: bool = False  # --connect-timeout beats the config's ConnectTimeout
-    python: str = "python3"  # the local audit's training interpreter
+    # --python: the training interpreter of the hosts whose inventory names none, and of
+    # this machine audited alone (None: python3)
+    python: Optional[str] = None
     collect: CollectOptions = CollectOptions()
     network: Optional[NetworkOptions] = NetworkOptions()  # None: no active tests
     fail_on: FailOn = "fail"

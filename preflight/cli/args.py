@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 from preflight import __version__
 from preflight.checks import ALL_CHECKS
+from preflight.cli.oneline import OneLineParser
 from preflight.inventory import FORMATS
 from preflight.model.baseline import DEFAULT_MAX_AGE_S, DEFAULT_TOLERANCE
 from preflight.model.container import RUNTIMES
@@ -93,6 +94,16 @@ def fraction(text: str) -> float:
     return v
 
 
+def inventory(text: str) -> str:
+    """-i's value, refused when empty: an unset variable ($SLURM_JOB_NODELIST in a script run
+    outside a job) must not turn a check of a cluster into an audit of this machine alone."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty (an unset variable?): name the hosts or an "
+                                         "inventory file, or leave -i out to check this "
+                                         "machine")
+    return text
+
+
 INVENTORY_HELP = ("the hosts: preflight YAML, an Ansible inventory (INI or YAML) or a "
                   "hostfile (told apart by content), or hosts named here: -i 'node[01-16]', "
                   "-i a,b,c")
@@ -101,7 +112,7 @@ INVENTORY_HELP = ("the hosts: preflight YAML, an Ansible inventory (INI or YAML)
 def _inventory_options(c: argparse.ArgumentParser, help_text: str,
                        required: bool = False) -> None:
     """Where the hosts come from and how SSH reaches them (check, baseline, audit, launch)."""
-    c.add_argument("-i", "--inventory", "--nodelist", required=required,
+    c.add_argument("-i", "--inventory", "--nodelist", required=required, type=inventory,
                    help=help_text + " (--nodelist: the same, as Slurm users say it)")
     c.add_argument("--inventory-format", choices=FORMATS, default="auto", metavar="FMT",
                    help="read -i as: " + ", ".join(FORMATS) + " (default auto: by content; "
@@ -138,8 +149,11 @@ def _check_options(c: argparse.ArgumentParser, inventory_required: bool = False)
     c.add_argument("--accept-new-host-keys", action="store_true",
                    help="record the keys of hosts not yet in known_hosts (like OpenSSH's "
                    "StrictHostKeyChecking=accept-new); changed keys are always refused")
-    c.add_argument("--python", default="python3",
-                   help="training interpreter for the local audit (default: python3)")
+    c.add_argument("--python", metavar="PY",
+                   help="the hosts' training interpreter, e.g. /opt/conda/envs/train/bin/python "
+                   "(default: python3): for the hosts whose inventory entry names none "
+                   "(preflight: python; Ansible: preflight_python, which wins, then this, "
+                   "then ansible_python_interpreter), and for this machine audited alone")
     c.add_argument("--cpu-sample", type=positive(float), default=None, metavar="S",
                    help="how long each host's CPU use is sampled where the job will run (its "
                    "cgroup, else its CPUs); it spans the probe's own work (default: 1, which "
@@ -264,7 +278,7 @@ def _report_options(c: argparse.ArgumentParser, fail_on_default: Optional[str] =
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="preflight", description=(
+    p = OneLineParser(prog="preflight", description=(
         "Pre-flight readiness check for PaddlePaddle distributed training clusters. "
         "Exit codes: 0 GO, 1 NO-GO (diff: differences that matter), 2 bad invocation or input, "
         "3 internal error, 130 interrupted."))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import shutil
 import sys
 import time
 from dataclasses import replace
@@ -264,7 +265,14 @@ def cmd_drain(args: argparse.Namespace) -> int:
         if args.apply:
             drain.apply(actions)
     except slurm.SlurmError as e:
-        raise UsageError(f"{args.command}: {e}") from None
+        if args.apply:
+            raise UsageError(f"{args.command}: {e}") from None
+        # A dry run off the cluster (a laptop, CI): the lines, without the nodes' states.
+        actions = drain.unasked(report, resume)
+        print(f"# Slurm was not asked ({e}): the nodes' states are unknown; --apply asks "
+              "first and " + ("resumes only the nodes preflight drained" if resume else
+                              "leaves alone the nodes someone else drained"),
+              file=sys.stderr)
     for a in actions:
         done = "resumed" if resume else "drained"
         print(f"{done} {a.node}: {a.why}" if a.command is not None and args.apply
@@ -281,6 +289,11 @@ def cmd_drain(args: argparse.Namespace) -> int:
 
 def cmd_health(args: argparse.Namespace) -> int:
     """This node alone: one line, exit 0 healthy, 1 not; --drain makes Slurm agree."""
+    if args.drain:  # before the check: no verdict line, then a refusal
+        missing = [c for c in ("sinfo", "scontrol") if shutil.which(c) is None]
+        if missing:
+            raise UsageError(f"health --drain: {', '.join(missing)} not found: --drain asks "
+                             "Slurm (run it on a Slurm node, or leave --drain out)")
     opts = CheckOptions(
         policy=build_policy(args.policy, None, [], [], None), python=args.python,
         collect=CollectOptions(deadline=args.deadline, cpu_sample_s=0.1, paddle=args.paddle),
@@ -300,7 +313,9 @@ def cmd_health(args: argparse.Namespace) -> int:
                 elif healthy:  # left drained: say why, under the verdict's line
                     print(f"{node}: {action.why}")
         except slurm.SlurmError as e:
-            raise UsageError(f"health --drain: {e}") from None
+            # The line above stands, and so does the exit code that says it: Slurm's
+            # refusal is said apart (slurmd logs a health program's standard error).
+            print(f"preflight: health --drain: Slurm was not changed: {e}", file=sys.stderr)
     return EXIT_GO if healthy else EXIT_NO_GO
 
 
@@ -441,7 +456,8 @@ def _watch_once(args: argparse.Namespace, plan: Optional[str], token: str,
         print(f"watching {'the job of marker ' + token if token else 'every Paddle job'} on "
               f"{hostlist([h.name for h in hosts])} every {args.interval:g} s"
               + (f" for {left:.0f} s" if left and not args.once else "")
-              + (" (one judgement)" if args.once else "")
+              + (f"; one judgement in {opts.length() or 0:.0f} s, once the {args.persist:g} s "
+                 "window is covered, whether a job runs there yet or not" if args.once else "")
               + ("; acting on what holds it" if actor else "") + f"; log: {log.path}",
               file=sys.stderr)
         log.event("start", argv=args.argv, hosts=[h.name for h in hosts], marker=token,

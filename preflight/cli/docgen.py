@@ -35,11 +35,13 @@ def checks_md() -> str:
                 + (" Compares hosts with each other: on a single host it says n/a."
                    if c.across else ""), "", mod.ABOUT.strip(), "",
                 f"**Why it stalls a job.** {mod.WHY}", ""]
+        if c.applies:  # said in a report that lists it as having had nothing to judge
+            out += [f"**Applies when** {c.applies}.", ""]
         if mod.LIMITS:
             out += ["| policy `limits:` key | default |", "|---|---|"]
             out += [f"| `{k}` | {defaults[k]:g} |" for k in mod.LIMITS]
             out.append("")
-        out.append(f"**Fix.** {_sentence(mod.FIX)}")
+        out.append(f"**Fix.** {c.fix}")
     return "\n".join(out) + "\n"
 
 

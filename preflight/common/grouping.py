@@ -27,6 +27,7 @@ class Group:
     hosts: tuple[str, ...]  # () for a finding about the cluster as a whole
     what: str  # the message, the host's name taken off when it named one host
     variants: int = 1  # distinct messages folded into this line
+    fix: str = ""  # what to do: its check's fix, on a line that asks for one
 
     def hosts_text(self, limit: int = 0) -> str:
         return hostlist(self.hosts, limit) if self.hosts else "cluster"
@@ -54,7 +55,7 @@ def what_of(hosts: Sequence[str], message: str) -> str:
 def _merge(groups: Sequence[Group], what: str) -> Group:
     hosts = tuple(dict.fromkeys(h for g in groups for h in g.hosts))
     return Group(groups[0].check, groups[0].status, hosts, what,
-                 sum(g.variants for g in groups))
+                 sum(g.variants for g in groups), groups[0].fix)
 
 
 def _fold(groups: list[Group], max_lines: int) -> list[Group]:
@@ -76,7 +77,10 @@ def group(findings: Iterable[Finding], max_lines: int = MAX_LINES) -> list[Group
     """Groups findings in their order of first appearance; a check's lines of one status
     stay together."""
     exact: dict[tuple[str, str, str, bool], list[str]] = {}
+    fixes: dict[tuple[str, str], str] = {}
     for f in findings:
+        if f.fix:
+            fixes.setdefault((f.check, f.status.value), f.fix)
         hosts, check, status = f.hosts, f.check, f.status.value
         what = what_of(hosts, f.message)
         # A finding naming several hosts at once (a link, a rank pair) keeps its own line.
@@ -86,7 +90,8 @@ def group(findings: Iterable[Finding], max_lines: int = MAX_LINES) -> list[Group
     by_check: dict[tuple[str, str], list[Group]] = {}
     for (check, status, what, _), names in exact.items():
         by_check.setdefault((check, status), []).append(
-            Group(check, status, tuple(dict.fromkeys(names)), what.split("\0")[0]))
+            Group(check, status, tuple(dict.fromkeys(names)), what.split("\0")[0],
+                  fix=fixes.get((check, status), "")))
     return [g for gs in by_check.values() for g in _fold(gs, max_lines)]
 
 

@@ -123,6 +123,11 @@ def link_matrix(report: Report) -> tuple[list[str], dict[tuple[str, str], float]
     return list(net.hosts), best
 
 
+def applies_when(when: str) -> str:
+    """Why a check had nothing to judge: when it applies (its APPLIES), said as a clause."""
+    return f"applies when {when}" if when else "found nothing to judge in this run"
+
+
 def verdict_text(report: Report) -> str:
     return "GO" if report.verdict is Verdict.GO else "NO-GO"
 
@@ -147,17 +152,28 @@ def odd_ones(label: str, values: Sequence[str]) -> list[bool]:
 
 
 def cost_text(nbytes: int, with_s: float, without_s: float, basis: str,
-              what: Optional[str] = None) -> str:
+              what: Optional[str] = None, double_at: Optional[float] = None) -> str:
     """Returns what keeping a left-out host costs, in one phrase: 'with it, 32 MiB all-reduce
     ~22 s vs ~1.1 s without (20x, predicted from the iperf3 links)'; for a PS job's server
     host, 'with a server on it, ~2.1 s a step vs ~0.4 s without (...)'."""
     factor = f"{with_s / without_s:.2g}x, " if without_s > 0 else ""
     if what == "ps-step":
+        # The round trains a small model of its own: said, with the step size at which the
+        # host would double the step, for the user to set against the job's model.
+        at = (f"; a model exchanging {bytes_text(double_at)} a step with a server would "
+              "cost 2x" if double_at else "; it would never cost 2x, whatever the model")
         return (f"with a server on it, ~{seconds_text(with_s)} a step vs "
-                f"~{seconds_text(without_s)} without ({factor}each step exchanges "
-                f"{nbytes / 1024:.3g} KiB with a server; {basis})")
+                f"~{seconds_text(without_s)} without ({factor}with the PS round's own small "
+                f"model, whose steps exchange {bytes_text(nbytes)} with a server{at}; "
+                f"{basis})")
     return (f"with it, {nbytes / (1 << 20):g} MiB all-reduce ~{with_s:.2g} s vs "
             f"~{without_s:.2g} s without ({factor}{basis})")
+
+
+def bytes_text(n: float) -> str:
+    return next((f"{n / (1 << k):.3g} {unit}" for k, unit in ((30, "GiB"), (20, "MiB"),
+                                                              (10, "KiB")) if n >= 1 << k),
+                f"{n:.0f} B")
 
 
 def seconds_text(s: float) -> str:
@@ -168,4 +184,4 @@ def cost_of(plan: PlanEntry, host: str) -> Optional[str]:
     """Returns the cost phrase of a left-out host in a report's plan, if it has one."""
     c = plan.costs.get(host)
     return None if c is None else cost_text(c.bytes, c.with_s, c.without_s, c.basis or "",
-                                          c.what)
+                                          c.what, c.double_at)

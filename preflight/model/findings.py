@@ -38,6 +38,13 @@ class Finding:
     hosts: tuple[str, ...]
     message: str
     data: Mapping[str, Any] = field(default_factory=dict)
+    # What to do about it: its check's fix (docs/checks.md), on a finding that asks for one
+    # (a warning, a failure, a host or fact that could not be checked); "" on the others.
+    fix: str = ""
+
+
+# The statuses whose findings carry their check's fix.
+NEEDS_FIX = (Status.WARN, Status.FAIL, Status.COULD_NOT_CHECK)
 
 
 class Verdict(str, enum.Enum):
@@ -53,6 +60,10 @@ class Judgement:
     findings: tuple[Finding, ...]
     reasons: tuple[str, ...]
     waived: tuple[str, ...] = ()  # checks the operator waived (--skip): they did not run
+    # Checks that ran and had nothing to judge in this run (no container, one host, no PS
+    # job...): {check: when it applies, "" for a check of every run}. Said, so that a short
+    # list is not read as all of them.
+    not_applicable: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def crashed_checks(self) -> bool:

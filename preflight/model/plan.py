@@ -69,6 +69,9 @@ class StragglerCost:
     without_s: float
     basis: str
     what: CostOf = "all-reduce"
+    # ps-step: the bytes a step would exchange with a server at which the host costs 2x (the
+    # round's own model is small); None: it never would (its link is over half the others')
+    double_at: Optional[float] = None
 
     @property
     def factor(self) -> float:

@@ -136,6 +136,7 @@ class CostEntry:
     factor: Optional[float] = None
     basis: Optional[str] = None
     what: Optional[CostOf] = None  # None: an all-reduce (reports before PS costs)
+    double_at: Optional[int] = None  # ps-step: bytes a step at which it would cost 2x
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,8 @@ class Report:
     verdict: Optional[Verdict] = None
     reasons: tuple[str, ...] = ()
     waived: tuple[str, ...] = ()
+    # Checks that had nothing to judge in this run: {check: when it applies}.
+    not_applicable: Mapping[str, str] = field(default_factory=dict)
     command: Optional[str] = None
     # The check's command line after `preflight` (`watch --act` checks again with it).
     argv: tuple[str, ...] = ()

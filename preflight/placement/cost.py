@@ -78,7 +78,19 @@ def _server_costs(plan: Plan, network: NetworkTests,
     if exchange is None or not steps:
         return {}
     step = statistics.median(steps)
-    carried = 8 * exchange * len(ps.trainers)  # bits a server's link moves each step
+    trainers = len(ps.trainers)
+    carried = 8 * exchange * trainers  # bits a server's link moves each step
     return {h: StragglerCost(round(exchange), max(step, carried / bps),
-                             max(step, carried / without_bps), PS_BASIS, "ps-step")
+                             max(step, carried / without_bps), PS_BASIS, "ps-step",
+                             double_at(step, trainers, bps, without_bps))
             for h, bps in _slower(plan, network, without_bps).items()}
+
+
+def double_at(step_s: float, trainers: int, bps: float, without_bps: float) -> Optional[float]:
+    """The bytes a step must exchange with a server for a server on a bps link to double the
+    step, the others' links (without_bps) still keeping pace: its link then carries the
+    trainers' 8*E*T bits in 2 steps. None where the link is over half the others' (it can
+    never cost 2x: at most without_bps / bps)."""
+    if without_bps < 2 * bps or trainers <= 0:
+        return None
+    return 2 * step_s * bps / (8 * trainers)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Any, Optional
 
 from preflight.common.localise import measured
+from preflight.common.units import rate
 from preflight.model.cluster import Cluster
 from preflight.model.facts import (
     CpuFacts,
@@ -284,9 +285,12 @@ def _prefix_clash(hosts: Sequence[Candidate]) -> Optional[tuple[Candidate, Candi
 def _ps(cluster: Cluster, cands: list[Candidate], excluded: dict[str, list[str]],
         policy: Policy) -> Plan:
     inventory_workers = sum(1 for o in cluster.outcomes if "worker" in o.host.roles)
+    # The inventory's word on who serves: the hosts that may, and those it pins to serving.
+    serving = Serving(tuple(o.host.name for o in cluster.outcomes if "server" in o.host.roles),
+                      tuple(o.host.name for o in cluster.outcomes if o.host.roles == ("server",)))
     pool = list(cands)
     for _ in range(len(cands) + 1):  # each pass drops one clashing host: bounded
-        result = _ps_place(pool, excluded, policy, inventory_workers)
+        result = _ps_place(pool, excluded, policy, inventory_workers, serving)
         clash = _prefix_clash([c for c in pool if c.servers or c.trainers])
         if clash is None:
             return result
@@ -301,8 +305,56 @@ def _ps(cluster: Cluster, cands: list[Candidate], excluded: dict[str, list[str]]
     return result
 
 
+@dataclass(frozen=True)
+class Serving:
+    """The inventory's hosts that may serve (roles with server), and those pinned to it
+    (roles: [server] alone)."""
+
+    may: tuple[str, ...]
+    pinned: tuple[str, ...]
+
+
+def _no_server_host(k: int, server_num: int, may_serve: Sequence[Candidate], spare: Any,
+                    need: float, stack: bool, serving: Serving,
+                    excluded: Mapping[str, Sequence[str]]) -> str:
+    """Why server k+1 has no host: the hosts that may serve were left out (named, with their
+    role and reason), or have no cores left for it."""
+    lost = [h for h in serving.may if h in excluded]
+    if lost:
+        why = "; ".join(f"{h} ({'pinned as a server' if h in serving.pinned else 'may serve'}"
+                        f") is left out: {excluded[h][0]}" for h in lost)
+        return (f"server {k + 1} of {server_num}: no other host may serve: {why} (servers "
+                f"share a host only when server_num exceeds the {len(serving.may)} hosts the "
+                "inventory lets serve)")
+    free = [c for c in may_serve if stack or not c.servers]
+    best = max(free, key=spare, default=None)
+    most = (f" (most: {best.name}, {max(0.0, spare(best)):g} after its trainers and "
+            "servers)") if best else ""
+    return f"server {k + 1} of {server_num}: no host has {need:g} free cores for it{most}"
+
+
+def _server_notes(pool: Sequence[Candidate], serving: Serving,
+                  excluded: Mapping[str, Sequence[str]], server_num: int) -> list[str]:
+    """What the plan says of its servers: a host that serves in place of a pinned server
+    that was left out, and hosts that carry several (what each then gets)."""
+    notes = []
+    lost = [h for h in serving.pinned if h in excluded]
+    hosts = ", ".join(c.name for c in pool if c.servers)
+    if hosts and any(c.servers for c in pool if c.name not in serving.pinned):
+        notes += [f"{gone}, pinned as a server by the inventory, is left out ("
+                  f"{excluded[gone][0]}): the servers run on {hosts} instead" for gone in lost]
+    for c in pool:
+        if c.servers > 1:
+            link = (f" {rate(c.link_bps / c.servers)} of its link and" if c.link_bps else "")
+            may = len(serving.may)
+            notes.append(f"{c.name} runs {c.servers} servers (server_num {server_num}, "
+                         f"{may} host{'' if may == 1 else 's'} may serve): each gets{link} "
+                         f"{c.free_cores / c.servers:.2g} of its {c.free_cores:g} free cores")
+    return notes
+
+
 def _ps_place(pool: list[Candidate], excluded: dict[str, list[str]], policy: Policy,
-              inventory_workers: int) -> Plan:
+              inventory_workers: int, serving: Serving = Serving((), ())) -> Plan:
     shape, limits = policy.job, policy.limits
     excluded = {h: list(r) for h, r in excluded.items()}  # this attempt's own copy
     workers, others = _alike_workers(pool, excluded, "ps")
@@ -338,19 +390,20 @@ def _ps_place(pool: list[Candidate], excluded: dict[str, list[str]], policy: Pol
         """Cores left on c after what the plan has put there so far."""
         return c.free_cores - c.servers * need - c.trainers * t_need
 
+    # Two servers on one host halve its NIC and cores for each: only when the job asks for
+    # more servers than the inventory has hosts that may serve.
+    stack = server_num > len(serving.may)
     for k in range(server_num):
-        fits = [c for c in may_serve if spare(c) - need >= -1e-9]
+        fits = [c for c in may_serve if spare(c) - need >= -1e-9 and (stack or not c.servers)]
         if not fits:
-            best = max(may_serve, key=spare, default=None)
-            most = (f" (most: {best.name}, {max(0.0, spare(best)):g} after its trainers and "
-                    "servers)") if best else ""
-            lacks.append(f"server {k + 1} of {server_num}: no host has {need:g} free cores "
-                         f"for it{most}")
+            lacks.append(_no_server_host(k, server_num, may_serve, spare, need, stack,
+                                         serving, excluded))
             break
         # Spread first; then a host without trainers (no contention); then the best links.
         host = min(fits, key=lambda c: (c.servers, c.trainers > 0,
                                         -(c.link_bps or 0.0), -c.free_cores, c.order))
         host.servers += 1
+    notes += _server_notes(pool, serving, excluded, server_num)
     placed = [c for c in pool if c.servers or c.trainers]
     servers: list[Endpoint] = []
     trainers: list[Endpoint] = []

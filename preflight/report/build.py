@@ -37,7 +37,7 @@ def report(cluster: Cluster, judgement: Judgement, plan: Optional[Plan]) -> Repo
     options, times) the caller sets with dataclasses.replace."""
     return Report(
         verdict=judgement.verdict, reasons=tuple(judgement.reasons),
-        waived=tuple(judgement.waived),
+        waived=tuple(judgement.waived), not_applicable=dict(judgement.not_applicable),
         hosts={o.host.name: host_entry(o) for o in cluster.outcomes},
         network=network_entry(cluster.network), plan=plan_entry(plan),
         findings=tuple(_plain(f) for f in judgement.findings))
@@ -108,7 +108,9 @@ def plan_entry(plan: Optional[Plan]) -> Optional[PlanEntry]:
         workers=tuple(EndpointEntry(e.host, str(e)) for e in plan.workers),
         excluded={h: tuple(r) for h, r in plan.excluded.items()},
         costs={h: CostEntry(c.nbytes, round(c.with_s, 3), round(c.without_s, 3),
-                            round(c.factor, 2), c.basis, c.what) for h, c in plan.costs.items()},
+                            round(c.factor, 2), c.basis, c.what,
+                            None if c.double_at is None else round(c.double_at))
+               for h, c in plan.costs.items()},
         nodes=tuple(_node(n) for n in plan.nodes))
 
 

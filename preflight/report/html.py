@@ -14,6 +14,7 @@ from preflight.common.grouping import group, left_out
 from preflight.common.summary import (
     QUIET,
     STATUS_WORDS,
+    applies_when,
     cost_of,
     host_table,
     link_matrix,
@@ -29,7 +30,7 @@ HEATMAP_MAX = 32  # hosts up to which the sender x receiver grid is drawn; past 
 HOSTS_OPEN = 16  # hosts up to which the host and plan tables show open, a column per host
 HOSTS_MAX = 120  # characters of a hostlist in a cell
 LABEL_W = 120
-CSS = """.bar{display:inline-block;height:10px;vertical-align:middle}
+CSS = """span.bar{display:inline-block;height:10px;vertical-align:middle}
 
 body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
 main{max-width:1200px;margin:0 auto;padding:16px 24px}
@@ -99,6 +100,11 @@ def _counts(report: Report) -> str:
               for st in STATUS_WORDS if by.get(st)]
     chips += [f"<span class='chip' id='waived'>waived (not run): {esc(', '.join(waived))}"
               "</span>" for waived in [report.waived] if waived]
+    idle = report.not_applicable
+    chips += [f"<span class='chip' id='not-applicable' title='{esc(why)}'>nothing to judge "
+              f"in this run: {esc(', '.join(idle))}</span>" for why in [
+                  "; ".join(f"{name}: {applies_when(when)}" for name, when in idle.items())]
+              if idle]
     return f"<p id='counts'>{''.join(chips)}</p>"
 
 
@@ -113,9 +119,10 @@ def _findings(report: Report, passed: bool) -> str:
         rows.append(f"<tr class='finding s-row-{esc(st)}'><td class='st s-{esc(st)}'>"
                     f"{esc(STATUS_WORDS.get(st, st))}</td><td>{esc(g.check)}</td>"
                     f"<td>{esc(g.hosts_text(HOSTS_MAX))}</td>"
-                    f"<td>{esc(g.message)}</td></tr>")
-    table = ("<tr><th>status</th><th>check</th><th>hosts</th><th>message</th></tr>"
-             + "".join(rows))
+                    f"<td>{esc(g.message)}</td>"
+                    + ("" if passed else f"<td class='fix'>{esc(g.fix)}</td>") + "</tr>")
+    table = ("<tr><th>status</th><th>check</th><th>hosts</th><th>message</th>"
+             + ("" if passed else "<th>fix</th>") + "</tr>" + "".join(rows))
     if passed:
         return (f"<details><summary><h2>Passed ({len(rows)})</h2></summary>"
                 f"<table id='passed'>{table}</table></details>") if rows else ""

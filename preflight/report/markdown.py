@@ -9,6 +9,7 @@ from preflight.common.grouping import group, left_out
 from preflight.common.summary import (
     QUIET,
     STATUS_WORDS,
+    applies_when,
     cost_of,
     host_table,
     link_matrix,
@@ -50,6 +51,9 @@ def render(report: Report) -> str:
         out.append(f"- {cell(r)}")
     if report.waived:
         out.append(f"- waived (not run, `--skip`): {cell(', '.join(report.waived))}")
+    if report.not_applicable:
+        out.append("- nothing to judge in this run: " + cell("; ".join(
+            f"{name} ({applies_when(when)})" for name, when in report.not_applicable.items())))
     # One row per thing found, its hosts compressed (gpu[001-500]); each finding with its
     # own values is in the JSON report.
     groups = group(sorted_findings(report))
@@ -57,9 +61,9 @@ def render(report: Report) -> str:
     passed = [g for g in groups if g.status in QUIET]
     if bad:
         out += ["", "### Findings", ""]
-        out += _table(["", "status", "check", "hosts", "message"], [
+        out += _table(["", "status", "check", "hosts", "message", "fix"], [
             [ICONS.get(g.status, ""), STATUS_WORDS.get(g.status, "?"), g.check,
-             cell(g.hosts_text(HOSTS_MAX), HOSTS_MAX + 20), g.message] for g in bad])
+             cell(g.hosts_text(HOSTS_MAX), HOSTS_MAX + 20), g.message, g.fix] for g in bad])
     if passed:
         out += ["", f"<details><summary>{len(passed)} passed or n/a</summary>", ""]
         out += _table(["", "check", "message"], [[ICONS.get(g.status, ""), g.check, g.message]

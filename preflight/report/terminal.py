@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Optional, TextIO
 
 from preflight.common.grouping import group, left_out
-from preflight.common.summary import cost_of, sorted_findings
+from preflight.common.summary import applies_when, cost_of, sorted_findings
 from preflight.common.units import hostlist, port_ranges
 from preflight.model.findings import Status, Verdict
 from preflight.model.host import HostOutcome
@@ -95,15 +95,15 @@ def use_color(choice: str, stream: TextIO, env: Optional[Mapping[str, str]] = No
 
 
 def width_of(stream: TextIO) -> int:
-    """The columns to fit: the terminal's (COLUMNS wins, as the shell sets it), else 120
-    for a file or pipe."""
+    """The columns to fit: a terminal's (COLUMNS wins, as the shell sets it); 0, no limit, for
+    a file, a pipe or a CI log, whose reader scrolls or greps whole lines (a COLUMNS that a
+    tool exported to its children does not cut them)."""
     try:
         if stream.isatty():
             return shutil.get_terminal_size((120, 24)).columns
     except (AttributeError, ValueError):
         pass
-    cols = os.environ.get("COLUMNS", "")
-    return int(cols) if cols.isdigit() and int(cols) > 0 else 120
+    return 0
 
 
 def _paint(text: str, status: Status, color: bool) -> str:
@@ -135,7 +135,7 @@ def render(report: Report, color: bool = False, width: int | None = None,
            detail: bool = False) -> str:
     """Returns the findings (grouped, worst first), the plan and the one-line verdict of a
     report, every line cut to width; detail adds every finding in full."""
-    width = width or shutil.get_terminal_size((120, 24)).columns
+    width = shutil.get_terminal_size((120, 24)).columns if width is None else width
     groups = sorted(group(sorted_findings(report)), key=lambda g: ORDER[_status_of(g.status)])
     # "n/a" reads better than the JSON's "skip"; the other statuses print as the JSON has them.
     rows = [("n/a" if g.status == "skip" else g.status, g.check, g.hosts_text(HOSTS_W),
@@ -152,13 +152,24 @@ def render(report: Report, color: bool = False, width: int | None = None,
         lines.append(_paint(text[:w0], _status_of(st), color) + text[w0:])
     if report.waived:
         lines.append(fit(f"WAIVED (not run, --skip): {', '.join(report.waived)}", width))
+    if report.not_applicable:
+        lines.append(fit(f"N/A (nothing to judge in this run; -v says when each applies): "
+                         f"{', '.join(report.not_applicable)}", width))
     if report.rechecked_over_ssh:
         lines.append(fit("RE-CHECKED OVER SSH (drained by preflight: Slurm runs no step "
                          f"there): {', '.join(report.rechecked_over_ssh)}", width))
     if detail:
         lines += ["", "DETAILS (every finding in full)"]
-        lines += [f"  {f.status.value}  {f.check}  {f.message}"
-                  for f in sorted_findings(report) if f.status is not Status.PASS]
+        said = ""
+        for f in sorted_findings(report):
+            if f.status is Status.PASS:
+                continue
+            lines.append(f"  {f.status.value}  {f.check}  {f.message}")
+            if f.fix and f.fix != said:  # once for a run of findings that share it
+                lines.append(f"    fix: {f.fix}")
+            said = f.fix
+        lines += [f"  n/a  {name}  {applies_when(when)}"
+                  for name, when in report.not_applicable.items()]
     lines.append("")
     if report.plan is not None:
         lines.extend(fit(ln, width) for ln in plan_lines(report.plan, detail))

@@ -28,7 +28,9 @@ class HostQuery:
     fmt: str = "auto"  # inventory.FORMATS
     ssh_config: Optional[str] = None  # -F: the OpenSSH config (None: the usual ones)
     limit: Optional[str] = None  # --limit PATTERN
-    python: str = "python3"  # the training interpreter of a host audited locally
+    # --python: the training interpreter of the hosts whose inventory entry names none, and
+    # of this machine audited alone (None: python3 there)
+    python: Optional[str] = None
     cli_timeout: bool = False  # --connect-timeout given: it beats the config's ConnectTimeout
     containers: ContainerLayers = (None, None)  # the policy's and the command line's
 
@@ -91,7 +93,8 @@ def host_scripts(plan: Plan, directory: str) -> str:
 def inventory_hosts(query: HostQuery) -> list[Host]:
     """The inventory's hosts as SSH reaches them (the OpenSSH config applied, --limit), with
     the config's ConnectTimeout dropped when --connect-timeout was given."""
-    hosts = load(query.inventory, query.fmt, query.ssh_config, query.limit, query.containers)
+    hosts = load(query.inventory, query.fmt, query.ssh_config, query.limit, query.containers,
+                 query.python)
     return cli_timeout_wins(hosts) if query.cli_timeout else hosts
 
 

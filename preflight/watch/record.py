@@ -31,12 +31,17 @@ class Record:
     def __init__(self, path: str) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.path = path
+        # A watch that stops before it wrote anything (a bad --plan, an unknown host) leaves
+        # no empty log behind: one it created is removed on close (an existing one is kept).
+        self._created = not os.path.exists(path)
+        self._wrote = False
         self.fh: Optional[TextIO] = open(path, "a", encoding="utf-8")
 
     def _write(self, text: str) -> None:
         if self.fh is not None:
             self.fh.write(text + "\n")
             self.fh.flush()
+            self._wrote = True
 
     def event(self, kind: str, **fields: Any) -> None:
         self._write(json.dumps({"type": kind, "at": round(time.time(), 3), **fields},
@@ -55,3 +60,8 @@ class Record:
         if self.fh is not None:
             self.fh.close()
             self.fh = None
+            if self._created and not self._wrote:
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass

@@ -125,16 +125,20 @@ def test_a_cpu_starved_host_has_its_slow_links_put_on_its_cpu_not_its_cable(clus
     finally:
         cluster.tb.limit_cpu("starved", cluster.starved_cores)
     assert run.rc == 1, run.stdout + run.stderr
-    assert by_host(run, "cpu-cores")["starved"]["status"] == "fail"
-    named = [f for f in run.findings("bandwidth") if f["status"] != "pass"]
-    [slow] = [f for f in named if f["hosts"] == ["starved"]]
+    # One fault, one finding: cpu-cores' names the cause, its slow links are its evidence,
+    # and no bandwidth finding of their own names the host or blames a cable or a switch.
+    cpu = by_host(run, "cpu-cores")["starved"]
+    assert cpu["status"] == "fail" and "it explains what bandwidth saw: its links are slow: " \
+        in cpu["message"], cpu["message"]
+    assert not [f for f in run.findings("bandwidth") if f["status"] != "pass"], \
+        run.findings("bandwidth")
+    evidence = cpu["data"]["evidence"]
+    [slow] = [e for e in evidence if e["hosts"] == ["starved"]]
     assert slow["message"].startswith("starved: slow host, explained by its CPU (0.03 "
                                       "effective cores"), slow["message"]
-    # Whatever else its links showed (a slower path to it, loss) is put on its CPU too:
-    # nothing sends anyone to a cable or a switch.
-    for f in named:
-        assert "starved" in f["hosts"] and "fix its CPU first" in f["message"], f["message"]
-        assert "cable" not in f["message"] and "switch" not in f["message"], f["message"]
+    for e in evidence:  # whatever else its links showed (a slower path to it, loss)
+        assert e["check"] == "bandwidth" and "starved" in e["hosts"], e
+        assert "fix its CPU first" in e["message"] and "cable" not in e["message"], e
 
 
 def test_a_job_sized_to_the_good_hosts_is_go_and_says_what_the_slow_one_costs(cluster):

@@ -170,10 +170,12 @@ def test_a_trainer_under_a_quota_is_left_out_and_its_place_taken(cluster):
     assert not traces(cluster, HOSTS)
 
 
-def test_a_server_host_on_a_slow_link_is_named_and_the_servers_move(cluster):
-    # The inventory pins a server on slow (a 100 Mbit/s link, a tenth of the others'): the
-    # link tests name it, the plan puts both servers where the roles allow, and what the
-    # host would cost the job is said in the job's own terms.
+def test_a_pinned_server_on_a_slow_link_is_no_go_naming_it_not_stacked_on_another(cluster):
+    # The inventory pins the servers on slow (a 100 Mbit/s link, a tenth of the others') and
+    # good2: the link tests name slow; the plan does not put both servers on good2 (each
+    # would get half its NIC, and the pin was the user's word): NO-GO naming slow and its
+    # role. What slow would cost as a server is said in the job's own terms, from the round's
+    # small model, with the step size at which it would cost 2x.
     hosts = ["slow", "good2", "good3", "good4"]
     roles = {("slow" if h == "good1" else h): r for h, r in ROLES.items()}
     inv = cluster.inventory("ps-slow-link.yaml", hosts, python=cluster.paddle_b, overrides=roles)
@@ -184,15 +186,20 @@ def test_a_server_host_on_a_slow_link_is_named_and_the_servers_move(cluster):
     assert [(f["check"], f["hosts"]) for f in bad] == [("bandwidth", ["slow"])], run.stdout
     plan = run.report["plan"]
     assert list(plan["excluded"]) == ["slow"]
-    assert {e["host"] for e in plan["servers"]} == {"good2"}
+    assert [e["host"] for e in plan["servers"]] == ["good2"] and not plan["fits"]
+    assert plan["lacks"][0].startswith("server 2 of 2: no other host may serve: slow (pinned "
+                                       "as a server) is left out: bandwidth: "), plan["lacks"]
     ps = run.report["network"]["ps"]
     assert "slow" not in ps["hosts"] and not ps["failed"] and ps["trainers"], ps
     # Its cost is a step's with a server there (not an all-reduce's, which a PS job never
     # runs), from what the round's steps exchanged and the links measured.
     cost = plan["costs"]["slow"]
     assert cost["what"] == "ps-step" and cost["with_s"] >= cost["without_s"] > 0, cost
-    assert "with a server on it, ~" in run.stdout and "a step vs ~" in run.stdout
-    assert run.rc == 0, run.stdout
+    assert cost["double_at"] and cost["double_at"] > cost["bytes"], cost  # a small model
+    assert "with a server on it, ~" in run.stdout and "with the PS round's own small model" \
+        in run.stdout and "a step with a server would cost 2x" in run.stdout, run.stdout
+    assert run.rc == 1, run.stdout
+    assert "server 2 of 2: no other host may serve: slow" in run.stdout.splitlines()[-1]
     assert not traces(cluster, hosts)
 
 

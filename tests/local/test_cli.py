@@ -79,6 +79,24 @@ BAD_INVOCATIONS = [
     ("limit-matches-nothing", ["check", "-i", "good.yaml", "--limit", "b"],
      "--limit: 'b' matches no host or group"),
     ("skip-unknown-check", ["check", "--skip", "nope"], "invalid choice: 'nope'"),
+    # Argument errors: one line, the closest name where one was misspelt, and where to look.
+    ("skip-misspelt", ["check", "--skip", "bandwith"], "preflight check: error: argument "
+     "--skip: invalid choice: 'bandwith' (did you mean 'bandwidth'?) (see preflight check "
+     "--help)"),
+    ("option-misspelt", ["check", "--no-netwrk-tests"], "preflight check: error: "
+     "unrecognized arguments: --no-netwrk-tests (did you mean --no-network-tests?) (see "
+     "preflight check --help)"),
+    ("option-of-another-command", ["watch", "--iperf-seconds", "2"], "preflight watch: error: "
+     "unrecognized arguments: --iperf-seconds 2 (see preflight watch --help)"),
+    ("command-misspelt", ["chek"], "preflight: error: argument command: invalid choice: "
+     "'chek' (did you mean 'check'?) (see preflight --help)"),
+    # An empty -i (an unset $SLURM_JOB_NODELIST or CI variable) is not "this machine".
+    ("empty-inventory", ["check", "-i", ""], "argument -i/--inventory/--nodelist: empty (an "
+     "unset variable?)"),
+    ("blank-nodelist", ["audit", "--baseline", "b.json", "--nodelist", " "],
+     "argument -i/--inventory/--nodelist: empty"),
+    ("launch-no-plan", ["launch", "--", "train.py"], "preflight launch: error: the following "
+     "arguments are required: --plan (see preflight launch --help)"),
     # Outputs are checked before the run: nothing runs, then fails to write at the end.
     ("json-is-a-directory", ["check", "--json", "."], "--json .: is a directory"),
     ("two-reports-on-stdout", ["check", "--json", "-", "--junit", "-"],
@@ -119,8 +137,8 @@ def test_bad_invocation_exits_2_with_one_line(tmp_path, args, fragment):
     assert p.returncode == 2
     assert fragment in p.stderr
     assert "Traceback" not in p.stderr
-    if args:  # argparse prints its usage line first; our own errors are a single line
-        assert len([line for line in p.stderr.splitlines() if "error" in line]) == 1
+    # One line, argparse's errors too (no usage block before the message).
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
 def test_local_audit_without_paddle_is_no_go_with_report(tmp_path):
@@ -306,3 +324,75 @@ def test_the_local_audit_of_a_gpu_machine_whose_paddle_lacks_its_architecture_is
     assert any("GPU0: Paddle cannot compute on it" in m and "no kernel image" in m
                for m in fails), fails
     assert "\nNO-GO: 3 failed: " in p.stdout
+
+
+def test_a_watch_that_cannot_start_leaves_no_log_behind(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    p = preflight("watch", "--plan", "bad.json", "--log", "logs/watch.jsonl",
+                  cwd=str(tmp_path))
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "bad.json" in p.stderr
+    assert not (tmp_path / "logs" / "watch.jsonl").exists()
+    # A log that was there before is the user's: kept as it was.
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    (tmp_path / "logs" / "old.jsonl").write_text("{}\n")
+    p = preflight("watch", "--plan", "bad.json", "--log", "logs/old.jsonl", cwd=str(tmp_path))
+    assert p.returncode == 2 and (tmp_path / "logs" / "old.jsonl").read_text() == "{}\n"
+
+
+def test_watch_once_says_how_long_it_waits_before_it_judges(tmp_path):
+    # This machine's jobs (none, or other tests'): what is asserted is the first line.
+    p = preflight("watch", "--once", "--persist", "1", "--interval", "0.2", "--log", "w.jsonl",
+                  cwd=str(tmp_path))
+    first = p.stderr.splitlines()[0]
+    assert "one judgement in 2 s, once the 1 s window is covered" in first, p.stderr
+    assert p.returncode in (0, 1), p.stderr
+
+
+def without_slurm(tmp_path) -> dict[str, str]:
+    """The environment of a machine with no Slurm client: PATH holds python alone."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    return dict(os.environ, PYTHONSAFEPATH="1", PATH=str(bin_dir))
+
+
+def test_drain_and_resume_dry_runs_work_without_a_slurm_client(tmp_path):
+    from support import REFUSED, cluster, paddle, report_doc
+
+    from preflight.judge import judge, run_checks
+    c = cluster(node01={}, node02={"paddle": paddle("2.6.2")}, node03={}, node04=REFUSED)
+    (tmp_path / "r.json").write_text(json.dumps(report_doc(c, judge(c, run_checks(c)),
+                                                           started_at=1.0)))
+    env = without_slurm(tmp_path)
+    run = [sys.executable, "-m", "preflight"]
+    p = subprocess.run([*run, "drain", "r.json"], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path, env=env)
+    assert p.returncode == 0, p.stderr
+    lines = sorted(p.stdout.splitlines())
+    assert len(lines) == 2, lines  # the two failed nodes, each with its finding as reason
+    assert lines[0].startswith("scontrol update nodename=node02 state=drain "
+                               "'reason=preflight: paddle-stack: "), lines
+    assert lines[1].startswith("scontrol update nodename=node04 state=drain "
+                               "'reason=preflight: reachable: "), lines
+    assert "Slurm was not asked (sinfo: not found" in p.stderr
+    p = subprocess.run([*run, "resume", "r.json"], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "scontrol update nodename=node01 state=resume" in p.stdout
+    assert "node02" not in p.stdout and "resumes only the nodes preflight drained" in p.stderr
+    # --apply without Slurm is refused, in one line.
+    p = subprocess.run([*run, "drain", "r.json", "--apply"], capture_output=True, text=True,
+                       timeout=60, cwd=tmp_path, env=env)
+    assert p.returncode == 2 and p.stderr.strip() == \
+        "preflight: error: drain: sinfo: not found (is this a Slurm login node?)", p.stderr
+
+
+def test_health_drain_without_a_slurm_client_is_refused_before_any_verdict(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "preflight", "health", "--drain"],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                       env=without_slurm(tmp_path))
+    assert p.returncode == 2 and p.stdout == "", p.stdout
+    assert p.stderr.strip() == ("preflight: error: health --drain: sinfo, scontrol not found: "
+                                "--drain asks Slurm (run it on a Slurm node, or leave --drain "
+                                "out)"), p.stderr

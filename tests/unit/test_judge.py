@@ -78,3 +78,73 @@ def test_paddle_not_requested_blocks_nothing():
     # Paddle that could not be read for another reason still blocks.
     broken = cluster(**same(2, paddle=F.SectionError("probe timed out")))
     assert judge(broken, run_checks(broken)).verdict is Verdict.NO_GO
+
+
+def test_checks_with_nothing_to_judge_are_named_with_when_they_apply():
+    from support import report_doc
+
+    from preflight.report import markdown, terminal
+    from preflight.report.jsonreport import typed
+    c = cluster(**same(3))  # no network tests, no container, no PS job, no pins
+    findings = run_checks(c)
+    j = judge(c, findings, waived=("files",))
+    said = {f.check for f in findings}
+    idle = dict(j.not_applicable)
+    # Exactly the checks that ran and said nothing; a waived one is said as waived instead.
+    assert set(idle) == {s.name for s in ALL_CHECKS} - said - {"files"}
+    assert {"bandwidth", "allreduce", "container", "ps-round", "baseline"} <= set(idle)
+    assert idle["bandwidth"] == "iperf3 runs between two hosts or more (not --no-network-tests)"
+    report = typed(report_doc(c, j, started_at=1.0))
+    assert report.not_applicable == idle
+    text = terminal.render(report, width=0)
+    line = next(ln for ln in text.splitlines() if ln.startswith("N/A "))
+    assert line.endswith(": " + ", ".join(idle)), line
+    detail = terminal.render(report, width=0, detail=True)
+    assert "  n/a  ps-round  applies when a PS job (--mode ps) is checked" in detail
+    assert "nothing to judge in this run: " in markdown.render(report)
+
+
+def starved_and_slow(rate: float):
+    """node03 under a quarter-core quota, its links at rate (confirmed by a retest)."""
+    from dataclasses import replace
+
+    from support import G, cpu, link, net_tests, slow_host, survey
+
+    from preflight.model import facts as F
+    from preflight.model.measure import RETEST
+    nodes = ["node01", "node02", "node03", "node04"]
+    links = survey(nodes, slow_host("node03", rate=rate * G, fast=0.95 * G)) + [
+        link("node03", "node01", rate * G, RETEST), link("node01", "node03", rate * G, RETEST)]
+    hosts = same(4, cpu=cpu(effective=2.0, logical=2))
+    hosts["node03"] = {"cpu": cpu(effective=0.25, logical=2,
+                                  quota=F.CpuQuota(1, 25000, 100000, 0.25))}
+    return replace(cluster(**hosts), network=net_tests(links))
+
+
+def test_a_symptom_its_cause_explains_is_folded_into_the_causes_finding():
+    # The quota is the cause, the slow links its symptom: one finding, cpu-cores', with the
+    # links as its evidence; however slow the links were measured, the same status.
+    statuses = set()
+    for rate in (0.6, 0.3):  # a warn's worth and a fail's worth of slowness
+        found = run_checks(starved_and_slow(rate))
+        bad = [f for f in found if f.status is not Status.PASS and "node03" in f.hosts
+               and f.check in ("cpu-cores", "bandwidth")]
+        assert [f.check for f in bad] == ["cpu-cores"], [(f.check, f.message) for f in bad]
+        [cause] = bad
+        assert cause.message.startswith("node03: 0.25 effective cores (cgroup v1 quota "
+                                        "25000/100000 us)")
+        assert "; it explains what bandwidth saw: its links are slow: sends at most" in \
+            cause.message
+        [evidence] = cause.data["evidence"]
+        assert evidence["check"] == "bandwidth" and evidence["hosts"] == ["node03"]
+        assert evidence["message"].startswith("node03: slow host, explained by its CPU")
+        statuses.add(cause.status)
+    assert statuses == {Status.FAIL}
+
+
+def test_a_symptom_stands_alone_when_its_cause_is_waived():
+    c = starved_and_slow(0.3)
+    specs = [s for s in ALL_CHECKS if s.name != "cpu-cores"]
+    bad = [f for f in run_checks(c, specs) if f.status is not Status.PASS
+           and f.check == "bandwidth"]
+    assert [f.hosts for f in bad] == [("node03",)]

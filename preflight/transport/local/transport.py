@@ -32,7 +32,7 @@ class LocalTransport:
         if query.inventory:
             raise UsageError(f"--transport local checks this machine alone; it reads no "
                              f"inventory ({query.inventory})")
-        me = local_host(python=query.python)
+        me = local_host(python=query.python or "python3")
         # The job's container on this machine: the policy's and the command line's.
         return [replace(me, container=spec_of("command line", list(query.containers),
                                               me.name))]

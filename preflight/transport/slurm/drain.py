@@ -147,6 +147,17 @@ def plan(report: Report, resume: bool) -> list[Action]:
     return drain_actions(failed_nodes(report), states)
 
 
+def unasked(report: Report, resume: bool) -> list[Action]:
+    """What drain or resume would run with no word from Slurm (a dry run where no Slurm
+    client answers): every failed node drained, every passing node resumed."""
+    if resume:
+        return [Action(name, ("scontrol", "update", f"nodename={name}", "state=resume"),
+                       "passes (resumed only where preflight drained it)")
+                for name in passed_nodes(report)]
+    return [Action(name, ("scontrol", "update", f"nodename={name}", "state=drain",
+                          f"reason={why}"), why) for name, why in failed_nodes(report).items()]
+
+
 def apply(actions: Sequence[Action], timeout: float = 30.0) -> None:
     """Runs each action's scontrol; raises SlurmError (one line) at the first refusal."""
     for a in actions:

@@ -152,3 +152,53 @@ def test_a_huge_host_list_or_limit_is_refused(tmp_path, monkeypatch):
     with pytest.raises(UsageError, match="--limit: .*expands to 100,000 hosts"):
         apply(HOSTS, "gpu[1-100000]")
     assert [h.name for h in load("node[1-20000]")][-1] == "node20000"  # the bound itself
+
+
+TRAIN = "/opt/conda/envs/train/bin/python"
+PYTHON_CASES = [
+    # (source, its text, the python of n1 and n2 without --python, with --python TRAIN)
+    ("gpu[1-2]", None, ["python3", "python3"], [TRAIN, TRAIN]),
+    ("hostfile", "n1 slots=8\nn2 slots=8\n", ["python3", "python3"], [TRAIN, TRAIN]),
+    ("inv.yaml", "hosts:\n  n1: {python: /opt/own/bin/python}\n  n2: {}\n",
+     ["/opt/own/bin/python", "python3"], ["/opt/own/bin/python", TRAIN]),
+    ("inv.yaml", "defaults: {python: /opt/all/bin/python}\nhosts:\n  n1: {}\n  n2: {}\n",
+     ["/opt/all/bin/python"] * 2, ["/opt/all/bin/python"] * 2),
+    # Ansible: preflight_python is the inventory's word for the training Python and wins;
+    # ansible_python_interpreter (often the modules' system Python) only when nothing else.
+    ("hosts.ini", "[gpu]\nn1 preflight_python=/opt/own/bin/python\nn2\n"
+     "[gpu:vars]\nansible_python_interpreter=/usr/bin/python3\n",
+     ["/opt/own/bin/python", "/usr/bin/python3"], ["/opt/own/bin/python", TRAIN]),
+]
+
+
+@pytest.mark.parametrize("source,text,plain,given", PYTHON_CASES,
+                         ids=["hostlist", "hostfile", "yaml-host", "yaml-defaults", "ansible"])
+def test_python_names_the_training_interpreter_where_the_inventory_does_not(
+        tmp_path, monkeypatch, source, text, plain, given):
+    monkeypatch.chdir(tmp_path)
+    if text is not None:
+        write(tmp_path, text, source)
+    assert [h.python for h in load(source)] == plain
+    assert [h.python for h in load(source, python=TRAIN)] == given
+
+
+@pytest.mark.parametrize("text,line", [
+    ("node01 slots=8\nnode02 slot=4\n", "node02 slot=4"),
+    ("node01 slots=8\nnode02 slots=4 gpus=8\n", "node02 slots=4 gpus=8"),
+    ("# hosts\nnode01:8\nnode02 : 4\n", "node02 : 4"),
+    ("node01 slots=8\nnode02 slots=four\n", "node02 slots=four"),
+], ids=["misspelt-key", "extra-key", "spaced-colon", "word-for-number"])
+def test_a_hostfile_with_a_bad_line_is_named_not_read_as_ansible(tmp_path, text, line):
+    # Read as Ansible INI, "node02 slot=4" would be a host with a variable nobody reads, and
+    # its slots silently lost.
+    path = write(tmp_path, text)
+    with pytest.raises(InventoryError) as err:
+        read(path)
+    n = text.splitlines().index(line.strip()) + 1
+    assert str(err.value).startswith(f"{path}:{n}: expected 'host', 'host slots=N'"), err.value
+
+
+def test_host_lines_with_ansible_variables_stay_ansible(tmp_path):
+    path = write(tmp_path, "n1 ansible_host=10.0.0.1\nn2 ansible_port=2222 slots=4\n")
+    inv = read(path)
+    assert inv.fmt == "ansible-ini" and [e.name for e in inv.entries] == ["n1", "n2"]

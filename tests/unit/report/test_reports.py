@@ -108,7 +108,7 @@ def test_markdown_leads_with_verdict_and_escapes_cells():
     assert md.startswith("## preflight: ❌ NO-GO\n")
     row = next(line for line in md.splitlines() if "NCCL_DEBUG" in line)
     assert "\\| a" in row and "&lt;script>" in row  # a pipe cannot split the row
-    assert len(re.findall(r"(?<!\\)\|", row)) == 6  # five columns, however hostile
+    assert len(re.findall(r"(?<!\\)\|", row)) == 7  # six columns, however hostile
     assert "\x07" not in md
     assert "| could not check | reachable | node04 |" in md
     # The odd host out in the side-by-side table is bold.
@@ -152,6 +152,32 @@ def test_html_renders_in_chromium_with_the_slow_host_in_red(tmp_path):
     assert img.count((0xC6, 0x28, 0x28)) > 1280 * 60  # the red NO-GO banner across the page
 
 
+def test_the_all_reduce_bars_are_drawn_as_tall_as_their_values_in_chromium(tmp_path):
+    # Chromium applies CSS geometry to SVG: a page rule for the link table's bars once drew
+    # every all-reduce bar 10 px tall. The page gets a script, for this test only, that
+    # writes each bar's drawn height into the DOM chromium dumps.
+    sizes = tuple(SizeResult(m << 20, t, 4) for m, t in ((1, 0.008), (8, 0.02), (32, 0.05)))
+    measured = measured_cluster().network
+    assert measured is not None
+    net = replace(measured, allreduce=AllReduce("gloo", tuple(HOSTS), 4, sizes))
+    c = replace(cluster(**same(4)), network=net)
+    measure = ("<script>for (const r of document.querySelectorAll('#allreduce rect.bar')) "
+               "r.setAttribute('data-drawn', r.getBoundingClientRect().height.toFixed(2));"
+               "</script></body>")
+    page = tmp_path / "chart.html"
+    page.write_text(html.render(typed(doc_of(c))).replace("</body>", measure))
+    dom = chromium(page, tmp_path, height=1400).dom
+    bars = [(float(v), float(h)) for v, h in re.findall(
+        r'<rect class="bar" data-(?:busbw|algbw)="(\d+)"[^>]*data-drawn="([\d.]+)"', dom)]
+    assert len(bars) == 6, dom[:2000]
+    top = max(v for v, _ in bars)
+    tallest = max(h for _, h in bars)
+    assert tallest > 100  # the chart's full height, not a 10 px strip
+    for value, height in bars:  # each as tall as its value says, to a pixel
+        assert abs(height - tallest * value / top) <= 1.0, bars
+    assert len({round(h) for _, h in bars}) >= 4  # the values differ, and so do the bars
+
+
 def test_a_local_audit_shows_the_machine_first_and_n_a_as_skipped():
     from preflight.report import terminal
     doc = dict(doc_of(cluster(gpunode={})), local=True)
@@ -174,3 +200,32 @@ def test_a_local_audit_shows_the_machine_first_and_n_a_as_skipped():
     # Markdown folds it with the passes.
     md = markdown.render(typed(doc))
     assert "| ➖ | mtu | n/a on one host (compares hosts) |" in md
+
+
+# ---------------------------------------------------------------- fixes
+def test_every_finding_that_asks_for_action_carries_its_checks_fix_in_every_report():
+    from preflight.checks import ALL_CHECKS
+    from preflight.report import terminal
+    fixes = {c.name: c.fix for c in ALL_CHECKS}
+    doc = failing_doc()
+    by_status: dict[str, list[dict[str, Any]]] = {}
+    for f in doc["findings"]:
+        by_status.setdefault(f["status"], []).append(f)
+    # JSON: a "fix" on each failure and could-not-check (the wrong Paddle, the refused host),
+    # the check's own; none on a pass, where there is nothing to do.
+    for f in by_status["fail"] + by_status["could-not-check"]:
+        assert f["fix"] == fixes[f["check"]] and f["fix"].endswith("."), f
+    assert all(f["fix"] == "" for f in by_status["pass"])
+    stack = fixes["paddle-stack"]
+    report = typed(doc)
+    # The terminal: with -v, after the finding; the summary stays one line a finding.
+    detail = terminal.render(report, width=0, detail=True).splitlines()
+    at = next(i for i, ln in enumerate(detail) if ln.startswith("  fail  paddle-stack "))
+    assert detail[at + 1] == f"    fix: {stack}"
+    assert f"fix: {stack}" not in terminal.render(report, width=0)
+    # Markdown and HTML: a fix column in the table of findings.
+    row = next(ln for ln in markdown.render(report).splitlines() if "| paddle-stack |" in ln)
+    assert row.rstrip(" |").endswith(stack.replace("|", "\\|")), row
+    page = html.render(report)
+    assert re.search(r"<td>paddle-stack</td>.*?<td class='fix'>" + re.escape(
+        html.esc(stack)) + "</td>", page)

@@ -29,6 +29,7 @@ from preflight.checks import (
     memlock,
     memory,
     mtu,
+    neighbours,
     nic_speed,
     nofile,
     paddle_stack,
@@ -103,6 +104,8 @@ ALL_CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(tmp.NAME, tmp.check, "free space in the temp directory"),
     CheckSpec(nofile.NAME, nofile.check, "open-files limit high enough"),
     CheckSpec(memlock.NAME, memlock.check, "locked memory unlimited where RDMA is used"),
+    CheckSpec(neighbours.NAME, neighbours.check, "the kernel's neighbour table holds the "
+              "job's mesh (gc_thresh3), hosts sharing one kernel counted together"),
     CheckSpec(ports.NAME, ports.check, "the launcher's ports are free on every host"),
     CheckSpec(bandwidth.NAME, bandwidth.check, "iperf3: no host or path far below the "
               "cluster's median host (or the policy floor); low loss"),

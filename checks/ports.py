@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator, Sequence
 
 from preflight.checks.common import could_not_check, passed, sections
+from preflight.checks.neighbours import too_small
 from preflight.common.units import hosts_text, port_ranges
 from preflight.model.cluster import Cluster
 from preflight.model.facts import PortsFacts
@@ -24,10 +25,14 @@ ABOUT = r"""
 Ports named by `--ports` or the policy are not listening on any host (fail); without them,
 Paddle's defaults (6070-6077, 6767) listening warns: a hand-made launch would clash, the plan's
 ports are free. With the network tests, a listener on every host of the plan binds the ports the
-plan gives it and every other host of the plan connects to them (3 s each): ports that do not
-answer fail on their host, named with its part in the job and what the others got (a timeout
-is a firewall dropping them; a refusal, one rejecting them); a host that reaches none of the
-others fails as the one whose way out is blocked.
+plan gives it and each host of the plan connects to the ports the job will have it use (a
+collective job: every other host's; a PS job: its servers' and the rendezvous), at most 32 at
+once, 3 s each; a connection that timed out is tried again, alone with the others that did, for
+10 s, before it counts. Ports that still do not answer fail on their host, named with its part
+in the job and what the others got (a timeout twice is a firewall dropping them; a refusal, one
+rejecting them); a host that reaches none of the ports it tried fails as the one whose way out
+is blocked. Timeouts between hosts whose neighbour table cannot hold the job's mesh are that
+table's (the `neighbours` finding), not a firewall's.
 """
 WHY = ("The launcher binds its ports as it starts: one still held by an earlier job keeps that "
        "host's ranks from starting, and the others wait at the rendezvous. A port a firewall "
@@ -63,8 +68,10 @@ def check(cluster: Cluster) -> Iterator[Finding]:
     ok = [h for h in ok if h not in blamed]
     if ok:
         # Only the plan's hosts had their ports tried: say it of those alone.
-        tried = {r.host for r in cluster.network.reach if not r.error} if cluster.network \
-            else set()
+        reach = cluster.network.reach if cluster.network else ()
+        # (A PS trainer's own ports are bound, not connected to: nobody tried them.)
+        older = not any(r.reached_from for r in reach)  # a report from before the pairs
+        tried = {r.host for r in reach if not r.error and (r.reached_from or older)}
         across = [h for h in ok if h in tried]
         yield passed(NAME, ok, f"ports {port_ranges(wanted)} free on {len(ok)} hosts" + (
             f"; the plan's ports answer from host to host on {hosts_text(across)}"
@@ -84,20 +91,28 @@ def reach_findings(cluster: Cluster) -> Generator[Finding, None, set[str]]:
                           {"reason": r.error})
     tested = [r for r in reach if not r.error]
     sources = {r.host for r in tested}
+    # source -> the hosts whose ports it tried (the job's pairs: a PS trainer tries its
+    # servers', not the other trainers'); older reports: every other host's
+    older = not any(r.reached_from for r in tested)
+    tried: dict[str, set[str]] = {}
+    for r in tested:
+        for src in (sources - {r.host}) if older else r.reached_from:
+            tried.setdefault(src, set()).add(r.host)
     # source -> the hosts whose ports it could not reach
     misses: dict[str, set[str]] = {}
     for r in tested:
         for src in r.unreached:
             misses.setdefault(src, set()).add(r.host)
     cut_off = {s for s, targets in misses.items()
-               if len(targets) > 1 and targets >= (sources - {s})}
+               if len(targets) > 1 and targets >= tried.get(s, sources - {s})}
+    full = too_small(cluster)  # hosts whose neighbour table cannot hold the job's mesh
     for src in sorted(cut_off):
         named.add(src)
         yield Finding(NAME, Status.FAIL, (src,),
                       f"{src}{_role(tested, src)}: reaches none of the plan's other hosts on "
                       f"their job ports ({_why(tested, src)}): a firewall there blocks its way "
                       "out; open the plan's ports between the job's hosts",
-                      {"unreached": sorted(misses[src])})
+                      _explained({"unreached": sorted(misses[src])}, [src], full))
     for r in tested:
         froms = sorted(s for s in r.unreached if s not in cut_off)
         if not froms:
@@ -108,8 +123,21 @@ def reach_findings(cluster: Cluster) -> Generator[Finding, None, set[str]]:
                       f"{r.host}{_role(tested, r.host)}: its job ports {port_ranges(r.ports)} do "
                       f"not answer from {hosts_text(froms)} ({'; '.join(said)}): "
                       f"{_cause(said)}; open them to the job's hosts",
-                      {"ports": list(r.ports), "unreached_from": froms})
+                      _explained({"ports": list(r.ports), "unreached_from": froms},
+                                 [r.host, *froms], full))
     return named
+
+
+def _explained(data: dict[str, object], ends: Sequence[str], full: set[str],
+               ) -> dict[str, object]:
+    """A port timeout between hosts of which one's neighbour table cannot hold the job's mesh
+    is that table's symptom (folded into its finding), not a firewall."""
+    host = next((h for h in ends if h in full), None)
+    if host is None:
+        return data
+    return {**data, "explained_by": {
+        "check": "neighbours", "host": host,
+        "evidence": f"the job's ports did not answer between {hosts_text(list(ends))}"}}
 
 
 def _role(reach: Sequence[PortReach], host: str) -> str:

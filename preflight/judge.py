@@ -56,8 +56,9 @@ def fold_explained(findings: Sequence[Finding]) -> list[Finding]:
     statuses. A symptom whose cause found nothing (or was waived) stands as it is."""
     causes: dict[tuple[str, str], int] = {}
     for i, f in enumerate(findings):
-        if f.status in (Status.WARN, Status.FAIL) and len(f.hosts) == 1:
-            causes.setdefault((f.check, f.hosts[0]), i)
+        if f.status in (Status.WARN, Status.FAIL) and not f.data.get("explained_by"):
+            for h in f.hosts:  # a shared cause (one table of several hosts) names each
+                causes.setdefault((f.check, h), i)
     out: list[Optional[Finding]] = list(findings)
     for i, f in enumerate(findings):
         by = f.data.get("explained_by")

@@ -46,6 +46,10 @@ def cpu(effective: float = 16.0, logical: int = 16, quota: Optional[F.CpuQuota] 
                       pressure_avg10=pressure, threads_per_core=threads_per_core)
 
 
+# The kernel's default ARP table, its own on each host (no table id: not one shared kernel).
+NEIGHBOURS = F.NeighbourTable("ipv4", 128, 512, 1024, entries=12)
+
+
 def host_facts(**sections: Any) -> F.HostFacts:
     base: dict[str, Any] = dict(
         schema=1,
@@ -53,7 +57,7 @@ def host_facts(**sections: Any) -> F.HostFacts:
         cpu=cpu(), memory=F.MemoryFacts(1 << 36, 1 << 35), shm=F.ShmFacts(1 << 34, 1 << 34),
         limits=F.LimitsFacts(F.Limit(65536, 65536), F.Limit(None, None)),
         network=F.NetworkFacts((F.Interface("eth0", 1500, "up", 10000, ("10.0.0.1/24",)),),
-                               default_route="eth0"),
+                               default_route="eth0", neighbours=(NEIGHBOURS,)),
         ports=F.PortsFacts((22,)), env=F.EnvFacts(()), files=F.FilesFacts(()),
         gpu=gpu(), paddle=paddle(), clock=F.ClockFacts(0.0, 0.0),
         tmp=F.TmpFacts("/tmp", 1 << 36, 1 << 35))

@@ -169,7 +169,28 @@ def network(d: dict[str, Any]) -> F.NetworkFacts:
         default_route=route[:64] if isinstance(route, str) else None,
         infiniband=tuple(x[:64] for x in items(ib, "infiniband") if isinstance(x, str))
         if isinstance(ib, list) else (),
-        reached_at=_ip(d.get("reached_at")), ib_ports=_ib_ports(d.get("ib_ports")))
+        reached_at=_ip(d.get("reached_at")), ib_ports=_ib_ports(d.get("ib_ports")),
+        **_neighbours(d.get("neighbours")))
+
+
+def _neighbours(v: Any) -> dict[str, Any]:
+    """The neighbour tables, or why they were not read (a section error; an older probe's
+    absence says so too)."""
+    if v is None:
+        return {"neighbours": None, "neighbours_error": "not reported by the probe"}
+    if isinstance(v, dict) and "error" in v:
+        return {"neighbours": None, "neighbours_error": str(v["error"])[:MAX_STR]}
+    out = []
+    try:  # a malformed table is this part's error, not the whole network section's
+        for n, raw in enumerate(items(v, "neighbours")):
+            x = obj(raw, f"neighbours[{n}]")
+            out.append(F.NeighbourTable(req(s(x, "family"))[:8], req(i(x, "thresh1")),
+                                        req(i(x, "thresh2")), req(i(x, "thresh3")),
+                                        i(x, "entries", False), i(x, "table_id", False),
+                                        i(x, "table_fulls", False)))
+    except Malformed as e:
+        return {"neighbours": None, "neighbours_error": f"malformed: {e}"}
+    return {"neighbours": tuple(out), "neighbours_error": None}
 
 
 def _ib_ports(v: Any) -> tuple[F.IbPort, ...]:

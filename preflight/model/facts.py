@@ -128,12 +128,33 @@ class IbPort:
 
 
 @dataclass(frozen=True)
+class NeighbourTable:
+    """One of the kernel's neighbour tables (ARP for IPv4, ND for IPv6): its limits, its
+    entries when probed, the times it was found full since boot, and its id (a random seed
+    per table: hosts that report one id share one kernel, and so one table and one limit)."""
+
+    family: str  # ipv4, ipv6
+    thresh1: int
+    thresh2: int
+    thresh3: int  # the most entries the table holds: past it new neighbours fail
+    entries: Optional[int] = None
+    table_id: Optional[int] = None
+    table_fulls: Optional[int] = None
+
+
+@dataclass(frozen=True)
 class NetworkFacts:
     interfaces: tuple[Interface, ...]
     default_route: Optional[str] = None  # interface of the default route
     infiniband: tuple[str, ...] = ()  # RDMA devices in /sys/class/infiniband
     reached_at: Optional[str] = None  # the IP SSH reached the host at (SSH_CONNECTION)
     ib_ports: tuple[IbPort, ...] = ()
+    # The neighbour tables; None: not read (the probe's reason in neighbours_error)
+    neighbours: Optional[tuple[NeighbourTable, ...]] = None
+    neighbours_error: Optional[str] = None
+
+    def neighbour_table(self, family: str) -> Optional[NeighbourTable]:
+        return next((t for t in self.neighbours or () if t.family == family), None)
 
     def active_ib_ports(self) -> list[IbPort]:
         """The RDMA ports in the ACTIVE state: those NCCL can use."""

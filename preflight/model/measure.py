@@ -249,6 +249,10 @@ class PortReach:
     # another host of the plan -> the ports it could not reach and why ("6070: timed out")
     unreached: Mapping[str, str] = field(default_factory=dict)
     error: Optional[str] = None  # why its ports could not be tested
+    # another host -> its ports that timed out at first and answered on a retry ("6070")
+    retried: Mapping[str, str] = field(default_factory=dict)
+    # the hosts that tried its ports: the job's pairs (a PS trainer's ports none)
+    reached_from: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

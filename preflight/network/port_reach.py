@@ -4,8 +4,13 @@ master). A host firewall that lets SSH through and drops the rest passes every l
 and hangs the job at its first connection: only a connection across tells.
 
 A listener on each host binds its plan's ports (the ports check found them free) for a
-bounded time; then every host connects to every other host's ports at once, each connection
-bounded. Measures only; checks/ports.py judges.
+bounded time; then each host connects to the ports it will use in the job: in a collective
+job every other host's (the ranks' mesh and the master); in a PS job its servers' and the
+rendezvous (gloo) port, as a trainer or a server does. Connections in flight are bounded on
+each host (MAX_IN_FLIGHT), each connection too (CONNECT_S). A connection that timed out is
+tried again, alone with the others that did, within RETRY_S, before it is reported: a timeout
+is a firewall only when it holds (a full neighbour table, a busy listener's backlog, a
+dropped SYN time out once). Measures only; checks/ports.py judges.
 
 The listeners hold the very ports the job's processes bind next (the all-reduce's master
 among them): each is stopped by the run's token in its command line, whatever became of its
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import secrets
 import shlex
@@ -28,7 +34,9 @@ from preflight.network.allreduce_cmd import kill_matching
 
 READY = "PREFLIGHT-LISTENING"
 REACH = "PREFLIGHT-REACH "
-CONNECT_S = 3.0  # a connection not made in this long is dropped on the way
+CONNECT_S = 3.0  # a connection not made in this long is dropped on the way (or retried)
+RETRY_S = 10.0  # a timed-out connection's second try: alone, and with this long
+MAX_IN_FLIGHT = 32  # connections a host has open at once (a listener's backlog is 64)
 LISTEN_S = 10.0  # from starting a listener to its ready line
 LIFETIME_S = 60.0  # a listener ends by itself after this long, whatever becomes of us
 
@@ -62,24 +70,26 @@ while socks and time.time() < end:
             pass
 """
 
-# Connects to every address:port given at once, each within the timeout; prints
-# {endpoint: null (reached) or why not}.
+# Connects to every address:port given, at most argv[2] at once, each within the timeout
+# argv[1]; prints {endpoint: null (reached) or why not}.
 _CONNECTOR = """
 import json, socket, sys, threading
-t = float(sys.argv[1])
+t, most = float(sys.argv[1]), int(sys.argv[2])
 out = {}
+gate = threading.BoundedSemaphore(most)
 def one(ep):
     a, p = ep.rsplit(":", 1)
-    try:
-        socket.create_connection((a.strip("[]"), int(p)), t).close()
-        out[ep] = None
-    except socket.timeout:
-        out[ep] = "timed out"
-    except ConnectionResetError:
-        out[ep] = None  # something there answered
-    except OSError as e:
-        out[ep] = e.strerror or str(e)
-ts = [threading.Thread(target=one, args=(e,)) for e in sys.argv[2:]]
+    with gate:
+        try:
+            socket.create_connection((a.strip("[]"), int(p)), t).close()
+            out[ep] = None
+        except socket.timeout:
+            out[ep] = "timed out"
+        except ConnectionResetError:
+            out[ep] = None  # something there answered
+        except OSError as e:
+            out[ep] = e.strerror or str(e)
+ts = [threading.Thread(target=one, args=(e,)) for e in sys.argv[3:]]
 for x in ts:
     x.start()
 for x in ts:
@@ -102,10 +112,31 @@ def stop_command(python: str, token: str) -> str:
     return kill_matching(python, f"[{token[0]}]{re.escape(token[1:])}", "SIGTERM,gone,SIGKILL")
 
 
-def connector_command(python: str, endpoints: list[str]) -> str:
+def connector_command(python: str, endpoints: list[str], timeout: float = CONNECT_S,
+                      most: int = MAX_IN_FLIGHT) -> str:
     q = shlex.quote
-    return " ".join([q(python), "-c", q(_CONNECTOR), f"{CONNECT_S:g}",
+    return " ".join([q(python), "-c", q(_CONNECTOR), f"{timeout:g}", str(most),
                      *(q(e) for e in endpoints)])
+
+
+def bound_s(n: int, timeout: float, most: int) -> float:
+    """How long a connector of n endpoints, most at once, may take: its waves of timeouts."""
+    return timeout * math.ceil(max(n, 1) / most) + 10
+
+
+def job_pairs(plan: Plan) -> dict[str, list[tuple[str, int]]]:
+    """{host: the (host, port) pairs its processes connect to in the job}. Collective: every
+    other host's ports (the ranks' mesh, the master). PS: its servers' ports and the
+    rendezvous port, from every host but the one holding them (trainers reach servers; every
+    rank reaches gloo's rendezvous); the trainers' own ports are bound, not connected to."""
+    hosts = [n.host for n in plan.nodes if n.ports]
+    if plan.mode != "ps":
+        return {src: [(n.host, p) for n in plan.nodes if n.host != src for p in n.ports]
+                for src in hosts}
+    taken = {(e.host, e.port) for e in (*plan.servers, *plan.workers)}
+    serving = [(e.host, e.port) for e in plan.servers]
+    rendezvous = [(n.host, p) for n in plan.nodes for p in n.ports if (n.host, p) not in taken]
+    return {src: [(h, p) for h, p in (*serving, *rendezvous) if h != src] for src in hosts}
 
 
 def run_port_reach(plan: Plan, remotes: Mapping[str, Remote], pythons: Mapping[str, str],
@@ -128,29 +159,50 @@ def run_port_reach(plan: Plan, remotes: Mapping[str, Remote], pythons: Mapping[s
                     LISTEN_S + 10, "port-listen")
         errors = {n.host: started.get(n.host) or f"the listener did not start within "
                   f"{LISTEN_S:g} s" for n in nodes if started.get(n.host, "") is not None}
-        targets = {n.host: [f"{_bracketed(n.address)}:{p}" for p in n.ports]
+        address = {n.host: _bracketed(n.address) for n in nodes}
+        pairs = job_pairs(plan)
+        targets = {n.host: [f"{address[n.host]}:{p}" for p in n.ports]
                    for n in nodes if n.host not in errors}
+        wanted = {src: [f"{address[h]}:{p}" for h, p in pairs.get(src, ())
+                        if h in targets] for src in address}
         seen: dict[str, dict[str, Optional[str]]] = {}
         untried: dict[str, str] = {}  # a host whose connections could not be made at all
+        retried: dict[str, list[str]] = {}  # src -> endpoints that answered only on a retry
 
-        def connect(src: str) -> None:
-            eps = [e for h, es in targets.items() if h != src for e in es]
+        def connect(src: str, eps: list[str], timeout: float, most: int) -> None:
             if not eps:
                 return
             try:
-                done = remotes[src].run(connector_command(pythons[src], eps),
-                                        timeout=CONNECT_S + 10)
+                done = remotes[src].run(connector_command(pythons[src], eps, timeout, most),
+                                        timeout=bound_s(len(eps), timeout, most))
                 got, said = _reach_doc(done.stdout), done.tail()
             except Exception as e:
                 got, said = None, f"{type(e).__name__}: {e}"
             if got is None:  # not a port's answer: nothing to blame a port or a firewall for
-                untried[src] = f"could not try the other hosts' ports from it: " \
-                    f"{said or 'no answer'}"
+                untried.setdefault(src, f"could not try the other hosts' ports from it: "
+                                        f"{said or 'no answer'}")
             else:
-                seen[src] = got
+                seen.setdefault(src, {}).update(got)
 
-        in_parallel([functools.partial(connect, n.host) for n in nodes],
-                    CONNECT_S + 15, "port-reach")
+        most = max(len(e) for e in wanted.values()) if wanted else 0
+        in_parallel([functools.partial(connect, src, eps, CONNECT_S, MAX_IN_FLIGHT)
+                     for src, eps in wanted.items()],
+                    bound_s(most, CONNECT_S, MAX_IN_FLIGHT) + 5, "port-reach")
+        # A timeout is tried again, the timed-out alone and fewer at once, before it counts.
+        again = {src: [e for e, why in got.items() if why == "timed out"]
+                 for src, got in seen.items()}
+        again = {src: eps for src, eps in again.items() if eps}
+        if again:
+            first = {src: dict(seen[src]) for src in again}
+            most = max(len(e) for e in again.values())
+            in_parallel([functools.partial(connect, src, eps, RETRY_S, 8)
+                         for src, eps in again.items()], bound_s(most, RETRY_S, 8) + 5,
+                        "port-reach-retry")
+            for src, eps in again.items():
+                retried[src] = [e for e in eps if seen.get(src, {}).get(e) is None]
+                for e in eps:  # still timed out: said as twice
+                    if seen.get(src, {}).get(e) == "timed out" and first[src].get(e):
+                        seen[src][e] = f"timed out twice (the second alone, {RETRY_S:g} s)"
     finally:
         _stop([n.host for n in nodes], remotes, pythons, procs, token)
     out = []
@@ -160,12 +212,20 @@ def run_port_reach(plan: Plan, remotes: Mapping[str, Remote], pythons: Mapping[s
             out.append(PortReach(n.host, n.ports, roles.get(n.host, ""), error=why))
             continue
         unreached: dict[str, str] = {}
+        late: dict[str, str] = {}
+        mine = targets.get(n.host, ())
         for src, results in seen.items():
             bad = {int(e.rsplit(":", 1)[1]): why for e, why in results.items()
-                   if why and e in targets.get(n.host, ())}
+                   if why and e in mine}
             if bad:
                 unreached[src] = "; ".join(f"{p}: {why}" for p, why in sorted(bad.items()))
-        out.append(PortReach(n.host, n.ports, roles.get(n.host, ""), unreached=unreached))
+            slow = sorted(int(e.rsplit(":", 1)[1]) for e in retried.get(src, ()) if e in mine)
+            if slow:
+                late[src] = ", ".join(map(str, slow))
+        reached_from = tuple(sorted(src for src, eps in wanted.items()
+                                    if any(e in mine for e in eps) and src in seen))
+        out.append(PortReach(n.host, n.ports, roles.get(n.host, ""), unreached=unreached,
+                             retried=late, reached_from=reached_from))
     return tuple(out)
 
 

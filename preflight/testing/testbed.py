@@ -58,7 +58,7 @@ from preflight.testing.rig.system import (
 # What the tests and the demo use of the rig, from one place.
 __all__ = ["IMAGE", "IMAGES", "SHM", "TESTENV", "WAIT_S", "SimHost", "Testbed", "TestbedError",
            "can_run", "neigh_limits", "paddle_python", "remove_faketime_leftovers",
-           "remove_remains", "run", "usable_cpus"]
+           "remove_remains", "run", "set_neigh_limits", "usable_cpus"]
 
 
 def kill_in_namespaces(names: Sequence[str]) -> None:

@@ -150,15 +150,15 @@ def test_a_job_sized_to_the_good_hosts_is_go_and_says_what_the_slow_one_costs(cl
     assert [n["host"] for n in plan["nodes"]] == GOOD4 and list(plan["excluded"]) == ["slow"]
     assert run.report["network"]["allreduce"]["hosts"] == GOOD4
     # Keeping slow would make every all-reduce wait on its link: shaped to a tenth, the
-    # prediction is several times slower (5 ranks at its rate vs 4 at the others'), by about
-    # what its links measured against the others' (which a loaded CPU lowers).
+    # prediction is several times slower (5 ranks at its rate vs 4 at the slowest of the
+    # others' links, which a loaded CPU lowers: the ratio of those two, not of the medians).
     links = run.report["network"]["links"]
-    healthy = sorted(x["received_bps"] for x in links if "slow" not in (x["sender"],
-                                                                          x["receiver"]))
+    healthy = [x["received_bps"] for x in links if "slow" not in (x["sender"], x["receiver"])
+               and x["received_bps"]]
     slowest = max(x["received_bps"] for x in links if "slow" in (x["sender"], x["receiver"]))
-    ratio = healthy[len(healthy) // 2] / slowest
+    ratio = min(healthy) / slowest
     cost = plan["costs"]["slow"]
-    assert ratio > 2 and cost["factor"] > ratio / 2, (cost, ratio)
+    assert cost["factor"] > 2 and cost["factor"] > 0.9 * ratio, (cost, ratio)
     assert "left out slow: bandwidth: slow host" in run.stdout
     assert "with it, 32 MiB all-reduce" in run.stdout
 

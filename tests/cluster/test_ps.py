@@ -88,12 +88,17 @@ def test_a_server_beside_a_trainer_short_of_cpu_holds_every_trainer(cluster):
     assert bad[0]["status"] == "fail" and bad[0]["message"].startswith(
         "good2 (PS server and trainer): holds every trainer: "), bad[0]["message"]
     assert "short of CPU" in bad[0]["message"] or "throttled" in bad[0]["message"]
-    # The plan leaves it out, saying why; the job still fits the others (the shape is sized
-    # by the policy): GO on them, good2 named.
-    excluded = run.report["plan"]["excluded"]
-    assert list(excluded) == ["good2"] and excluded["good2"][0].startswith("ps-round: ")
-    assert "good2" not in {n["host"] for n in run.report["plan"]["nodes"]}
-    assert run.rc == 0, run.stdout
+    # The plan leaves it out, saying why. Its second server has no other host the inventory
+    # lets serve (good1 has the first): NO-GO naming good2 and its role, not two servers
+    # stacked on good1.
+    plan = run.report["plan"]
+    assert list(plan["excluded"]) == ["good2"] and \
+        plan["excluded"]["good2"][0].startswith("ps-round: ")
+    assert "good2" not in {n["host"] for n in plan["nodes"]}
+    assert [e["host"] for e in plan["servers"]] == ["good1"] and not plan["fits"]
+    assert plan["lacks"][0].startswith("server 2 of 2: no other host may serve: good2 (may "
+                                       "serve) is left out: ps-round: "), plan["lacks"]
+    assert run.rc == 1, run.stdout
     assert not traces(cluster, HOSTS)
 
 

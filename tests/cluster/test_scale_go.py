@@ -41,6 +41,32 @@ def test_the_rig_makes_room_for_every_host_to_know_every_other(large):
     assert testbed.neigh_limits()[3] >= 2 * (N_HOSTS + 2) ** 2
 
 
+def test_the_kernels_default_neighbour_limit_is_failed_before_any_connection(large):
+    # The rig's 32 hosts share one kernel, so one ARP table: their mesh needs each host's
+    # 31 peers, together past the kernel's default gc_thresh3 of 1024. With the defaults put
+    # back for this run, the neighbours check fails them all, as one table, with the sysctl
+    # that fixes it; nothing is called a firewall. (The limits go back to the testbed's.)
+    inv = large.inventory(os.path.join(large.base, "defaults.yaml"), python=PADDLE_A)
+    raised = testbed.neigh_limits()
+    testbed.set_neigh_limits({1: 128, 2: 512, 3: 1024})
+    try:
+        p = subprocess.run(large.client_cmd([
+            sys.executable, "-m", "preflight", "check", "-i", inv, "--no-progress", "--json",
+            "-", "--no-network-tests", "--no-paddle", "--cpu-sample", "0.1", "--no-log"]),
+            capture_output=True, text=True, timeout=300, cwd=large.base,
+            env=dict(os.environ, PYTHONSAFEPATH="1"))
+    finally:
+        testbed.set_neigh_limits(raised)
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(p.stdout)
+    [f] = [f for f in doc["findings"] if f["check"] == "neighbours"]
+    assert f["status"] == "fail" and sorted(f["hosts"]) == sorted(large.hosts), f
+    assert f["data"]["thresh3"] == 1024 and f["data"]["need"] > 1024, f["data"]
+    assert "the one ipv4 table they share (one kernel)" in f["message"], f["message"]
+    assert "sysctl -w net.ipv4.neigh.default.gc_thresh3=4096" in f["message"], f["message"]
+    assert not [x for x in doc["findings"] if "firewall" in x["message"]]
+
+
 def test_32_healthy_hosts_are_go_with_every_network_test(large):
     inv = large.inventory(os.path.join(large.base, "large.yaml"), python=PADDLE_A)
     report = os.path.join(large.base, "report.json")

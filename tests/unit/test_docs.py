@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import re
+import shlex
 import sys
 from dataclasses import replace
 from typing import Any
@@ -105,3 +106,30 @@ def test_the_readmes_list_of_checks_is_every_check_the_code_runs():
         "preflight.cli.docgen docs")
     for spec in ALL_CHECKS:
         assert f"`{spec.name}`" in text
+
+
+def command_examples() -> list[tuple[str, str]]:
+    """(file, line) for every `preflight ...` line of the README's and the docs' shell
+    blocks, as a user would paste it."""
+    out = []
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for block in re.findall(r"```(?:sh|bash|console)\n(.*?)```", path.read_text(), re.S):
+            for line in block.splitlines():
+                line = line.strip().removeprefix("$ ")
+                if line.startswith("preflight "):
+                    out.append((path.name, line))
+    return out
+
+
+def test_every_command_in_the_docs_is_accepted_as_written():
+    from preflight.cli.args import build_parser
+    examples = command_examples()
+    assert len(examples) >= 15, examples
+    for name, line in examples:
+        argv = shlex.split(line, comments=True)
+        for op in ("&&", "||", "|", ">", ";"):  # the command alone, not what follows it
+            argv = argv[:argv.index(op)] if op in argv else argv
+        try:
+            build_parser().parse_args(argv[1:])
+        except SystemExit as e:  # --version and --help exit 0 after printing
+            assert e.code == 0, f"{name}: {line}"

@@ -432,6 +432,44 @@ def netlink_listening():
     return ports
 
 
+RTM_GETNEIGHTBL, RTM_NEWNEIGHTBL = 66, 64
+NEIGH_FAMILIES = {2: "ipv4", 10: "ipv6"}  # AF_INET's arp_cache, AF_INET6's ndisc_cache
+
+
+def neighbour_tables():
+    """The kernel's neighbour tables (ARP, IPv6 neighbours) over rtnetlink, as `ip -s ntable`
+    shows them: limits (gc_thresh1-3), entries, how often it was full, and its hash seed, a
+    random number per table that tells hosts sharing one kernel (namespaces, containers:
+    one table, one limit) apart from hosts with their own. Read in a network namespace too,
+    where /proc/sys has no neigh/default."""
+    request = struct.pack("=IHHII", 20, RTM_GETNEIGHTBL, 0x301, 1, 0) + bytes(4)
+    out = []
+    for kind, msg in netlink_dump(NETLINK_ROUTE, request):
+        if kind != RTM_NEWNEIGHTBL or len(msg) < 4 or msg[0] not in NEIGH_FAMILIES:
+            continue
+        attrs, at = {}, 4
+        while at + 4 <= len(msg):
+            alen, atype = struct.unpack_from("=HH", msg, at)
+            if alen < 4:
+                break
+            attrs[atype & 0x3fff] = msg[at + 4:at + alen]
+            at += (alen + 3) & ~3
+        if not all(k in attrs and len(attrs[k]) >= 4 for k in (2, 3, 4)):
+            continue  # a device's parameters, not the table's
+        config, stats = attrs.get(5, b""), attrs.get(7, b"")
+        out.append({
+            "family": NEIGH_FAMILIES[msg[0]],
+            "thresh1": struct.unpack_from("=I", attrs[2])[0],
+            "thresh2": struct.unpack_from("=I", attrs[3])[0],
+            "thresh3": struct.unpack_from("=I", attrs[4])[0],
+            "entries": struct.unpack_from("=I", config, 4)[0] if len(config) >= 8 else None,
+            "table_id": struct.unpack_from("=I", config, 16)[0] if len(config) >= 20 else None,
+            "table_fulls": struct.unpack_from("=Q", stats, 80)[0] if len(stats) >= 88
+            else None,
+        })
+    return out
+
+
 def network_facts():
     addrs = section(ip_addresses)
     interfaces = []
@@ -456,7 +494,7 @@ def network_facts():
         })
     return {"interfaces": interfaces, "default_route": section(default_route_interface),
             "infiniband": section(infiniband_devices), "ib_ports": section(infiniband_ports),
-            "reached_at": reached_at()}
+            "reached_at": reached_at(), "neighbours": section(neighbour_tables)}
 
 
 def reached_at():

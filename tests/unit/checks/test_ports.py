@@ -87,3 +87,68 @@ def test_ports_that_could_not_be_tried_are_could_not_check():
     assert messages(fs, Status.COULD_NOT_CHECK) == [
         "node01: its plan ports' reach not tested: the listener did not start within 10 s"]
     assert [f.hosts for f in fs if f.status is Status.PASS] == [("node02", "node03", "node04")]
+
+
+def test_a_timeout_between_hosts_whose_neighbour_table_is_full_is_that_tables_not_a_firewall():
+    # The four hosts share one kernel whose table cannot hold their mesh (gc_thresh3 16): the
+    # neighbours check names it with the sysctl; the ports that timed out between them are
+    # its evidence, folded into its finding, never "a firewall".
+    from preflight.judge import run_checks
+    small = F.NeighbourTable("ipv4", 2, 8, 16, table_id=7)
+    reach = tuple(PortReach(h, (6070,), reached_from=tuple(x for x in NODES if x != h),
+                            unreached={"node02": "6070: timed out twice (the second alone, "
+                                                  "10 s)"} if h == "node01" else {})
+                  for h in NODES)
+    c = with_network(replace(net_tests(survey(NODES, lambda s, r: 9.4 * G)), reach=reach))
+    def small_table(facts: F.HostFacts | None) -> F.HostFacts:
+        assert facts is not None and isinstance(facts.network, F.NetworkFacts)
+        return replace(facts, network=replace(facts.network, neighbours=(small,)))
+    c = replace(c, outcomes=tuple(replace(o, facts=small_table(o.facts)) for o in c.outcomes))
+    found = [f for f in run_checks(c) if f.status is not Status.PASS
+             and f.check in ("ports", "neighbours")]
+    assert [f.check for f in found] == ["neighbours"], [(f.check, f.message) for f in found]
+    assert "firewall" not in found[0].message
+    assert "it explains what ports saw: the job's ports did not answer between node01, " \
+        "node02" in found[0].message
+    assert found[0].data["evidence"][0]["message"].startswith("node01: its job ports 6070 do "
+                                                              "not answer from node02")
+
+
+def test_a_ps_trainer_reaches_its_servers_alone_and_is_not_cut_off_by_the_others():
+    # node03 and node04 train: they try the servers' ports (node01, node02), not each
+    # other's. node03 reaching neither server is cut off; node04 reaching both is fine.
+    servers = ("node01", "node02")
+    reach = tuple(PortReach(h, (6070,), "server" if h in servers else "trainer",
+                            reached_from=tuple(x for x in NODES if x != h) if h in servers
+                            else (), unreached={"node03": "6070: timed out twice"}
+                            if h in servers else {}) for h in NODES)
+    c = with_network(replace(net_tests(survey(NODES, lambda s, r: 9.4 * G)), reach=reach))
+    fs = list(ports.check(c))
+    assert messages(fs, Status.FAIL) == [
+        "node03 (trainer): reaches none of the plan's other hosts on their job ports (6070: "
+        "timed out twice): a firewall there blocks its way out; open the plan's ports "
+        "between the job's hosts"]
+    [ok] = [f for f in fs if f.status is Status.PASS]
+    assert ok.message.endswith("the plan's ports answer from host to host on node01, node02")
+
+
+def test_the_job_pairs_are_the_mesh_for_a_collective_job_and_the_servers_for_a_ps_job():
+    from support import cluster as make_cluster
+
+    from preflight.model.policy import JobShape
+    from preflight.network.port_reach import job_pairs
+    from preflight.placement.planner import plan
+    c = make_cluster(**{n: {"gpu": F.GpuFacts("none")} for n in ("a", "b", "c", "d")})
+    ips = {o.host.name: o.host.address for o in c.outcomes}
+    collective = plan(c, [], ips)
+    mesh = job_pairs(collective)
+    for node in collective.nodes:  # every other host's every port: the ranks and the master
+        assert sorted(mesh[node.host]) == sorted(
+            (n.host, p) for n in collective.nodes if n.host != node.host for p in n.ports)
+    ps = plan(replace(c, policy=Policy(mode="ps", job=JobShape(server_num=1, trainer_num=3))),
+              [], ips)
+    pairs = job_pairs(ps)
+    [server] = {e.host for e in ps.servers}
+    for src, to in pairs.items():
+        assert {h for h, _ in to} <= {server}, (src, to)  # servers and the rendezvous only
+        assert (src == server) == (not to)

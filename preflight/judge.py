@@ -60,6 +60,7 @@ def fold_explained(findings: Sequence[Finding]) -> list[Finding]:
             for h in f.hosts:  # a shared cause (one table of several hosts) names each
                 causes.setdefault((f.check, h), i)
     out: list[Optional[Finding]] = list(findings)
+    said: set[tuple[int, str]] = set()  # (cause, symptom's check): its words said once
     for i, f in enumerate(findings):
         by = f.data.get("explained_by")
         if not isinstance(by, dict) or f.status not in (Status.WARN, Status.FAIL):
@@ -72,9 +73,10 @@ def fold_explained(findings: Sequence[Finding]) -> list[Finding]:
         evidence = [*cause.data.get("evidence", ()), {
             "check": f.check, "status": f.status.value, "hosts": list(f.hosts),
             "message": f.message}]
-        out[at] = replace(cause, status=status,
-                          message=f"{cause.message}; it explains what {f.check} saw: "
-                                  f"{by.get('evidence')}",
+        message = cause.message if (at, f.check) in said else \
+            f"{cause.message}; it explains what {f.check} saw: {by.get('evidence')}"
+        said.add((at, f.check))
+        out[at] = replace(cause, status=status, message=message,
                           data={**cause.data, "evidence": evidence})
         out[i] = None
     return [f for f in out if f is not None]

@@ -7,7 +7,7 @@ from support import REFUSED, cluster, paddle, same
 from preflight.checks import ALL_CHECKS, CheckSpec
 from preflight.judge import judge, run_checks
 from preflight.model.cluster import Cluster
-from preflight.model.findings import Status, Verdict
+from preflight.model.findings import Finding, Status, Verdict
 
 
 def verdict(c: Cluster) -> Verdict:
@@ -148,3 +148,15 @@ def test_a_symptom_stands_alone_when_its_cause_is_waived():
     bad = [f for f in run_checks(c, specs) if f.status is not Status.PASS
            and f.check == "bandwidth"]
     assert [f.hosts for f in bad] == [("node03",)]
+
+
+def test_several_symptoms_of_one_cause_are_said_once_and_all_kept_as_evidence():
+    from preflight.judge import fold_explained
+    cause = Finding("cpu-cores", Status.FAIL, ("n3",), "n3: 0.25 effective cores")
+    symptoms = [Finding("bandwidth", Status.WARN, ("n3", peer), f"n3 -> {peer}: loss",
+                        {"explained_by": {"check": "cpu-cores", "host": "n3",
+                                          "evidence": f"n3 -> {peer} loses"}})
+                for peer in ("n1", "n2")]
+    [f] = fold_explained([cause, *symptoms])
+    assert f.message == "n3: 0.25 effective cores; it explains what bandwidth saw: n3 -> n1 loses"
+    assert [e["message"] for e in f.data["evidence"]] == ["n3 -> n1: loss", "n3 -> n2: loss"]

@@ -218,7 +218,10 @@ def test_json_report_shape(cluster):
     assert [(h["via"], h["ssh"]["user"], h["ssh"]["port"]) for h in doc["hosts"].values()] == [
         ("ssh", "root", 22)] * 2
     for f in doc["findings"]:
-        assert set(f) == {"check", "status", "hosts", "message", "data"}
+        assert set(f) == {"check", "status", "hosts", "message", "data", "fix"}
+    # What could not be checked on dead carries what to do about it.
+    dead = [f for f in doc["findings"] if f["hosts"] == ["dead"] and f["status"] != "pass"]
+    assert dead and all(f["fix"].endswith(".") for f in dead), dead
 
 
 def test_sigint_keeps_what_was_learned(cluster):

@@ -132,4 +132,7 @@ def test_a_round_that_hung_everywhere_unsaid_is_worth_one_more_run():
         "n1": out, "n2": "RuntimeError: [pair.cc:587] TIMEOUT self_rank = 0 pair_rank = 1 "
                          "peer_str = [10.0.0.1]:36515"}))
     assert not hung_without_cause(replace(hung, trainers=(PsTrainer("n2", 0, 9, 1.0),)))
-    assert not hung_without_cause(replace(hung, failed={"n1": out}))
+    # Some hosts stopped with the round, the others out of time, and no trainer finished (as
+    # a GEO round was seen: a trainer left at "create c2c connection done"): one more run.
+    assert hung_without_cause(replace(hung, failed={
+        "n1": "did not finish within the time limit; log: create c2c connection done"}))

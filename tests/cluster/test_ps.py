@@ -63,12 +63,16 @@ def test_a_healthy_ps_plan_measures_its_fan_in_and_its_round(cluster):
 
 
 def test_the_round_trains_in_the_policys_geo_mode(cluster):
-    run = ps_check(cluster, "ps-geo", shape=SHAPE + "ps_mode: geo\n")
+    # One server and two trainers: on a lane of one CPU, five GEO processes starting at once
+    # were seen to hang at "create c2c connection done" in the whole suite (twice, a retry
+    # included), never alone: Paddle's start-up under starvation, not the mode under test.
+    run = ps_check(cluster, "ps-geo", shape="mode: ps\nserver_num: 1\ntrainer_num: 2\n"
+                                            "ps_mode: geo\n")
     ps = run.report["network"]["ps"]
     assert ps["mode"] == "geo" and not ps["failed"], ps
-    assert len(ps["trainers"]) == 3 and all(t["steps"] > 0 for t in ps["trainers"]), ps
+    assert len(ps["trainers"]) == 2 and all(t["steps"] > 0 for t in ps["trainers"]), ps
     [passed] = run.findings("ps-round", "pass")
-    assert passed["message"].startswith("PS round (geo, 2 s): 3 trainer(s) at ")
+    assert passed["message"].startswith("PS round (geo, 2 s): 2 trainer(s) at ")
     assert run.rc == 0, run.stdout
     assert not traces(cluster, HOSTS)
 

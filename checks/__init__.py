@@ -46,6 +46,12 @@ from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding
 
 
+def sentence(text: str) -> str:
+    """text as a sentence: a capital first, a full stop last (docs/checks.md, a finding's fix)."""
+    text = text.strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith((".", "!", "?")) else ".")
+
+
 @dataclass(frozen=True)
 class CheckSpec:
     name: str
@@ -58,8 +64,7 @@ class CheckSpec:
     def fix(self) -> str:
         """The check's fix as its module states it (FIX, also in docs/checks.md), a
         sentence."""
-        text = str(sys.modules[self.run.__module__].FIX).strip()
-        return text[:1].upper() + text[1:] + ("" if text.endswith((".", "!", "?")) else ".")
+        return sentence(str(sys.modules[self.run.__module__].FIX))
 
     @property
     def applies(self) -> str:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from preflight.checks import ALL_CHECKS
+from preflight.checks import ALL_CHECKS, sentence
 from preflight.cli.args import build_parser
 from preflight.model.policy import Limits
 
@@ -31,7 +31,7 @@ def checks_md() -> str:
     out += [f"- [`{c.name}`](#{c.name}): {c.summary}" for c in ALL_CHECKS]
     for c in ALL_CHECKS:
         mod = sys.modules[c.run.__module__]
-        out += ["", f"## {c.name}", "", f"*{_sentence(c.summary)}*"
+        out += ["", f"## {c.name}", "", f"*{sentence(c.summary)}*"
                 + (" Compares hosts with each other: on a single host it says n/a."
                    if c.across else ""), "", mod.ABOUT.strip(), "",
                 f"**Why it stalls a job.** {mod.WHY}", ""]
@@ -43,11 +43,6 @@ def checks_md() -> str:
             out.append("")
         out.append(f"**Fix.** {c.fix}")
     return "\n".join(out) + "\n"
-
-
-def _sentence(text: str) -> str:
-    text = text.strip()
-    return text[:1].upper() + text[1:] + ("" if text.endswith((".", "!", "?")) else ".")
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -101,7 +96,7 @@ def cli_md(parser: Optional[argparse.ArgumentParser] = None) -> str:
     out += [f"- [`preflight {name}`](#preflight-{name}): {_help_of(parser, name)}"
             for name in subs]
     for name, sub in subs.items():
-        out += ["", f"## preflight {name}", "", _sentence(_help_of(parser, name)), "",
+        out += ["", f"## preflight {name}", "", sentence(_help_of(parser, name)), "",
                 "| option | value | default | what |", "|---|---|---|---|"]
         for action in sub._actions:
             if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:

@@ -80,6 +80,9 @@ def test_32_healthy_hosts_are_go_with_every_network_test(large):
     with open(report) as fh:
         doc = json.load(fh)
     ar = doc["network"]["allreduce"]
+    assert ar is not None, (doc["interrupted"], doc["network"]["interrupted"],
+                            doc["network"]["allreduce_skipped"], doc["findings"], p.stdout[-3000:],
+                            p.stderr[-2000:])
     assert ar["error"] is None and ar["outcome"] == "done", (ar["error"], ar["progress"])
     # What preflight promises, not how fast two cores are: every size it kept within its
     # budget measured over all 32 ranks, and each size it left out said as left out (the

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from support import procs_with_env
 
+from preflight.testing import standin
 from preflight.watch import sampler_gpu as G
 from preflight.watch import sampler_text
 
@@ -64,13 +65,9 @@ for n in range(100000):
 def stand_in(tmp_path: Path) -> dict[str, str]:
     """Writes the stand-in launcher and rank under tmp_path; the environment that runs them
     (with the launch marker PREFLIGHT_LAUNCH=tok-watch)."""
-    pkg = tmp_path / "fake" / "paddle" / "distributed" / "launch"
-    pkg.mkdir(parents=True)
-    for d in (pkg.parent.parent, pkg.parent, pkg):
-        (d / "__init__.py").write_text("")
-    (pkg / "__main__.py").write_text(LAUNCHER)
     (tmp_path / "rank.py").write_text(RANK)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path / "fake"), PREFLIGHT_LAUNCH="tok-watch",
+    fake = standin.paddle_launcher(tmp_path / "fake", LAUNCHER)
+    env = dict(os.environ, PYTHONPATH=str(fake), PREFLIGHT_LAUNCH="tok-watch",
                PREFLIGHT_WATCH_DIR=str(tmp_path))
     env.pop("PYTHONSAFEPATH", None)
     return env

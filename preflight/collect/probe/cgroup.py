@@ -35,9 +35,7 @@ def cgroup_v1_dir(controller, pid="self"):
             mount_root, mount_point = fields[3], fields[4]
     if mount_root is None or mount_point is None:
         return None
-    if mount_root != "/" and rel.startswith(mount_root):
-        rel = rel[len(mount_root):]
-    return os.path.normpath(mount_point + "/" + rel.lstrip("/")), mount_point
+    return found_under(under_mount(rel, mount_root, mount_point, pid), mount_point)
 
 
 def cgroup_v2_dir(pid="self"):
@@ -48,14 +46,68 @@ def cgroup_v2_dir(pid="self"):
             rel = line[3:]
     if rel is None:
         return None
-    root = None
+    mount_root = mount_point = None
     for line in read("/proc/self/mountinfo", 1 << 20).splitlines():
         left, _, right = line.partition(" - ")
         if right.split()[:1] == ["cgroup2"]:
-            root = left.split()[4]
-    if root is None:
+            mount_root, mount_point = left.split()[3:5]
+    if mount_root is None or mount_point is None:
         return None
-    return os.path.normpath(root + "/" + rel.lstrip("/")), root
+    return found_under(under_mount(rel, mount_root, mount_point, pid), mount_point)
+
+
+def found_under(path, mount_point):
+    return None if path is None else (path, mount_point)
+
+
+MAX_SEARCHED = 4096  # directories looked through for a cgroup a namespace hides the name of
+
+
+def under_mount(rel, mount_root, mount_point, pid):
+    """The directory of cgroup rel (as /proc/<pid>/cgroup names it, from this process's
+    cgroup namespace) under a mount whose root is mount_root (mountinfo's fourth field, from
+    the same namespace); None where that mount does not show it."""
+    if mount_root == "/":
+        return os.path.normpath(mount_point + "/" + rel.lstrip("/"))
+    parts = mount_root.strip("/").split("/")
+    if parts[0] == "..":
+        # A cgroup namespace entered without a mount of its own (unshare -C, a container
+        # that kept the host's /sys/fs/cgroup): the mount shows the hierarchy from that many
+        # levels above the namespace's root, whose names the namespace hides. The one
+        # directory at that depth that holds pid is the root.
+        if any(p != ".." for p in parts):
+            return None
+        return holding(mount_point, len(parts), rel, os.getpid() if pid == "self" else pid)
+    # A mount of a part of the hierarchy (a bind of the job's cgroup over /sys/fs/cgroup,
+    # as a container without a cgroup namespace has): rel is under its root, or not shown.
+    mount_root = "/" + "/".join(parts)
+    if rel == mount_root or rel.startswith(mount_root + "/"):
+        return os.path.normpath(mount_point + "/" + rel[len(mount_root):].lstrip("/"))
+    return None
+
+
+def holding(top, depth, rel, pid):
+    """The directory depth levels under top, then rel, whose cgroup.procs lists pid."""
+    level, searched = [top], 0
+    for _ in range(depth):
+        below = []  # type: list[str]
+        for d in level:
+            searched += 1
+            if searched > MAX_SEARCHED:
+                return None
+            try:
+                below.extend(e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=False))
+            except OSError:
+                pass
+        level = below
+    for d in level[:MAX_SEARCHED]:
+        path = os.path.normpath(d + "/" + rel.lstrip("/"))
+        try:
+            if str(pid) in read(os.path.join(path, "cgroup.procs"), 1 << 20).split():
+                return path
+        except OSError:
+            pass
+    return None
 
 
 def up_from(found):

@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from preflight.collect import probe_text
+from preflight.hostside import ship
 from preflight.testing import testbed
 
 # One session per host with paramiko, running a command (`true`): what any SSH fan-out
@@ -68,7 +68,7 @@ class Bench:
         self.base = tb.base
         with open(os.path.join(self.base, "floor.py"), "w") as fh:
             fh.write(FLOOR)
-        probe = probe_text.shipped().encode()
+        probe = ship.probe().encode()
         for h in tb.hosts.values():  # pdsh runs the probe where it lies (no upload step)
             with open(os.path.join(h.tmp, "pf-probe.py"), "wb") as fh:
                 fh.write(probe)

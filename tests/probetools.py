@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from preflight.collect.probe_text import shipped
+from preflight.hostside.ship import probe as shipped
 
 
 def probe_cmd(*args: str, python: str = sys.executable) -> list[str]:

@@ -3,7 +3,7 @@
 - ssh: Fabric connections with verified host keys; failures worded as findings
 - remote: commands over an open connection, every wait bounded
 - fanout: the probe on every host, bounded in concurrency and time -> HostOutcomes
-- probe/: the probe's parts (standard library only, Python 3.6+), which probe_text joins
-  into the one text shipped to each host
+- container: the probe's argument for a host whose job runs in a container
+(the probe itself, and how it travels, is hostside's)
 - parse, smi: the probe's output (untrusted) -> HostFacts
 """

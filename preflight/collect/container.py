@@ -15,7 +15,7 @@ LINGER_S = 30  # beyond the probe's budget, a started container's own lifetime (
 
 
 def probe_request(spec: ContainerSpec, host: str, budget: float) -> dict[str, Any]:
-    """The probe's --container request for one host (see collect/probe/container.py)."""
+    """The probe's --container request for one host (see hostside/container.py)."""
     req: dict[str, Any] = {"runtime": spec.runtime, "image": spec.image, "name": spec.name,
                            "python": spec.python}
     t = spec.traits

@@ -5,22 +5,19 @@ transport/local's as a process); this module knows none of them."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import logging
-import marshal
 import queue
 import resource
 import shlex
 import threading
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from preflight.collect import probe_text
 from preflight.collect.container import probe_arg
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
+from preflight.hostside import ship
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
 
 log = logging.getLogger(__name__)
@@ -41,26 +38,10 @@ class CollectOptions:
     keep_connections: bool = False  # hand answered hosts' connections on (network tests)
 
 
-def probe_source() -> bytes:
-    """Returns the probe script that is shipped to each host."""
-    return probe_text.shipped().encode()
-
-
 @functools.lru_cache(maxsize=1)
 def probe_payload() -> bytes:
-    """What travels on the probe's stdin (BOOTSTRAP reads it): this interpreter's bytecode
-    magic, the probe compiled here (marshal), then its source. A host whose Python has the
-    same magic runs the bytecode, sparing the compile that was over a quarter of the probe's
-    CPU (4.5 ms of 16 per host, measured); any other compiles the source, as before."""
-    source = probe_source()
-    code = marshal.dumps(compile(source, "preflight-probe", "exec", dont_inherit=True))
-    return pack(importlib.util.MAGIC_NUMBER, code, source)
-
-
-def pack(magic: bytes, code: bytes, source: bytes) -> bytes:
-    """The payload BOOTSTRAP unpacks, deflated: 60 KB instead of 154 on the wire of every
-    host (sshd decrypts and pipes less; zlib is built into CPython wherever it has it)."""
-    return zlib.compress(magic + b"%08d" % len(code) + code + source, 6)
+    """What travels on the probe's stdin (hostside/ship.py packs it)."""
+    return ship.stdin_payload(ship.probe())
 
 
 def probe_args(host: Host, opts: CollectOptions, budget: float) -> list[str]:
@@ -71,16 +52,13 @@ def probe_args(host: Host, opts: CollectOptions, budget: float) -> list[str]:
             *container]
 
 
-# The probe arrives on stdin (probe_payload) and runs from memory: nothing is written on
-# the host, so a full or read-only /tmp cannot stop a check. -S skips site (the probe needs
-# only the standard library; it adds site-packages itself where there is a GPU driver for
-# pynvml). The magic is read where every CPython keeps it loaded (3.6 onwards), at no import
-# cost.
-BOOTSTRAP = (
-    'import sys,marshal,zlib;d=zlib.decompress(sys.stdin.buffer.read());n=int(d[4:12]);'
-    'm=getattr(sys.modules.get("_frozen_importlib_external"),"MAGIC_NUMBER",b"");'
-    'exec(marshal.loads(d[12:12+n]) if d[:4]==m else compile(d[12+n:],"preflight-probe",'
-    '"exec"))')
+def probe_argv(host: Host, opts: CollectOptions, budget: float) -> list[str]:
+    """The probe's command line: the host's python reading the probe from stdin
+    (probe_payload), from memory: nothing is written on the host, so a full or read-only /tmp
+    cannot stop a check. -S skips site (the probe needs only the standard library; it adds
+    site-packages itself where there is a GPU driver for pynvml)."""
+    return [host.probe_python, "-S", "-c", ship.STDIN_BOOTSTRAP,
+            *probe_args(host, opts, budget)]
 
 
 def remote_command(host: Host, opts: CollectOptions, budget: float) -> str:
@@ -94,9 +72,7 @@ def remote_command(host: Host, opts: CollectOptions, budget: float) -> str:
 
 def probe_script(host: Host, opts: CollectOptions, budget: float) -> str:
     """The shell line that runs the probe from stdin, bounded by `timeout` on the host."""
-    q = shlex.quote
-    run = " ".join(q(a) for a in [host.probe_python, "-S", "-c", BOOTSTRAP,
-                                  *probe_args(host, opts, budget)])
+    run = shlex.join(probe_argv(host, opts, budget))
     limit = int(budget) + 1
     return (f"command -v timeout >/dev/null 2>&1 && exec timeout -k 2 {limit} {run}; "
             f"exec {run}")

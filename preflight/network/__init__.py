@@ -5,6 +5,6 @@ Measures only; the checks judge.
 - iperf: iperf3 commands, their JSON output, rounds run over open connections
 - localise: which host or path is slow (pure; shared with the checks that judge it)
 - budget: the all-reduce's sizes and iterations that fit its time budget (pure)
-- allreduce, allreduce_script: the all-reduce through Paddle's own launcher
+- allreduce: the all-reduce through Paddle's own launcher (its script is hostside's)
 - orchestrate: survey and retests of suspects; then the all-reduce over the hosts kept
 """

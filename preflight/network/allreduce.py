@@ -1,14 +1,14 @@
 """Runs a short all-reduce across hosts with Paddle's own launcher -> AllReduce (no judging).
 
-Every host gets one command (allreduce_cmd): unpack the benchmark into a fresh private
-directory, run `python -m paddle.distributed.launch` under the host's `timeout`, then print
-the ranks' progress and, on failure, the log's tail. While it runs the controller polls each
-host's progress (network/progress.py) and decides from what the ranks did, not from a guess
-(allreduce_watch): the launch goes on while it progresses and is cut when nothing progressed
-for its idle window, sized from how long the probe saw Paddle's import take; then the
-collectives get the time the budget predicted, counted from the measured join. On stopping,
-the launcher's processes are stopped and removed on every host; allreduce_outcome says what
-came of it."""
+Every host gets one command (allreduce_cmd, a Paddle job of paddle_job): the benchmark
+written into a fresh private directory, `python -m paddle.distributed.launch` run under the
+host's `timeout`, then the ranks' progress printed and, on failure, the log's tail. While it
+runs the controller polls each host's progress (network/progress.py) and decides from what the
+ranks did, not from a guess (allreduce_watch): the launch goes on while it progresses and is
+cut when nothing progressed for its idle window, sized from how long the probe saw Paddle's
+import take; then the collectives get the time the budget predicted, counted from the
+measured join. On stopping, the launcher's processes are stopped and removed on every host;
+allreduce_outcome says what came of it."""
 
 from __future__ import annotations
 
@@ -21,17 +21,7 @@ from typing import Optional
 from preflight.common.remote import Done, in_parallel
 from preflight.model.measure import AllReduce, Backend
 from preflight.network import progress as P
-from preflight.network.allreduce_cmd import (
-    HOST_EXTRA_S,
-    AllReduceOptions,
-    Member,
-    host_command,
-    member_cleanup,
-    member_stop,
-    on_all,
-    run_dirs,
-    status_command,
-)
+from preflight.network.allreduce_cmd import AllReduceOptions, host_command, status_command
 from preflight.network.allreduce_outcome import summarise
 from preflight.network.allreduce_watch import (
     OnProgress,
@@ -39,6 +29,14 @@ from preflight.network.allreduce_watch import (
     decide,
     finished_anyway,
     progress_of,
+)
+from preflight.network.paddle_job import (
+    HOST_EXTRA_S,
+    Member,
+    member_cleanup,
+    member_stop,
+    on_all,
+    run_dirs,
 )
 
 GRACE_S = 5.0  # after one rank fails, how long the others get to report their own failure

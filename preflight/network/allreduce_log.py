@@ -7,9 +7,11 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from preflight.common.paddlelog import redact
 from preflight.common.ps_failure import OUT_OF_TIME
 from preflight.common.remote import Done
-from preflight.network.allreduce_cmd import HELD, HELD_EXIT, LOG
+from preflight.network.allreduce_cmd import HELD, HELD_EXIT
+from preflight.network.paddle_job import LOG
 
 # Lines of a failing rank's log that say why; the last one found is quoted in the finding.
 _WHY = re.compile(r"(Error|Exception|error:|refused|timed out|Timeout|Killed|Abort|"
@@ -26,13 +28,6 @@ _KILLED = re.compile(r"Termination signal|\*\*\* Aborted at|\*\*\* SIGTERM|SIGKI
 # it aborted, never why; the line before it that says why is quoted instead, where there is one.
 _BANNER = re.compile(r"\*\*\* Aborted at|\[SignalInfo:|^Error Message Summary:$|"
                      r"^FatalError: .* is detected by the operating system")
-_SECRET = re.compile(r"(?i)\b(\w*(?:passw|secret|token|api_?key|credential)\w*)=\S+")
-
-
-def redact(line: str) -> str:
-    return _SECRET.sub(lambda m: m.group(1) + "=***", line)
-
-
 def log_lines(done: Done, stopped: bool = False) -> list[str]:
     """The log lines a host command printed (redacted), Paddle's launcher chatter left out.
     stopped: the host's launcher was stopped by the run, so the shell's report of the

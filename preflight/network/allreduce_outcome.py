@@ -11,9 +11,10 @@ from typing import Optional
 from preflight.common.remote import Done
 from preflight.model.measure import AllReduce, Backend, SizeResult
 from preflight.network import progress as P
-from preflight.network.allreduce_cmd import HINT, AllReduceOptions, Member
+from preflight.network.allreduce_cmd import HINT, AllReduceOptions
 from preflight.network.allreduce_log import log_of, log_reason
 from preflight.network.allreduce_watch import Watch, finished_anyway
+from preflight.network.paddle_job import Member
 
 
 def _sizes(r: Optional[P.RankProgress], ranks: int) -> tuple[SizeResult, ...]:

@@ -38,16 +38,12 @@ from preflight.model.plan import Plan
 from preflight.model.policy import Limits
 from preflight.network import nic
 from preflight.network.allreduce import run_allreduce
-from preflight.network.allreduce_cmd import (
-    DEFAULT_SIZES_MIB,
-    NCCL_LARGE_MIB,
-    AllReduceOptions,
-    Member,
-)
+from preflight.network.allreduce_cmd import DEFAULT_SIZES_MIB, NCCL_LARGE_MIB, AllReduceOptions
 from preflight.network.allreduce_watch import OnProgress
 from preflight.network.budget import launch_idle_s, plan_sizes
 from preflight.network.fanin import fanin_pairs, run_fanin
 from preflight.network.iperf import IperfOptions, Servers, run_rounds
+from preflight.network.paddle_job import Member
 from preflight.network.port_reach import run_port_reach
 from preflight.network.ps_round import PsRoundOptions, run_ps_round
 from preflight.network.schedule import Pair, matrix_rounds, retest_rounds, ring_rounds

@@ -30,7 +30,7 @@ from typing import Optional
 from preflight.common.remote import Remote, Started, in_parallel
 from preflight.model.measure import PortReach
 from preflight.model.plan import Plan
-from preflight.network.allreduce_cmd import kill_matching
+from preflight.network.paddle_job import kill_matching
 
 READY = "PREFLIGHT-LISTENING"
 REACH = "PREFLIGHT-REACH "

@@ -3,7 +3,7 @@ by itself was waiting for (pure: the controller in allreduce.py polls, this read
 
 A host prints its status (status_script) while the run goes on and once more when its
 launcher ends: the host's clock, whether its launcher reached the rendezvous, each local
-rank's progress events (allreduce_script.py) and the time of its last heartbeat. Ages are
+rank's progress events (hostside/allreduce.py) and the time of its last heartbeat. Ages are
 taken on the host's own clock, so clock skew between hosts and the controller does not count.
 
 A run that did not end by itself is one of:

@@ -3,7 +3,7 @@ trainers, through the commands the plan emits (Paddle's launcher with the plan's
 and --trainers, in the job's container where it runs in one) -> PsRound (no judging here;
 checks/ps_round.py judges).
 
-The job (ps_round_script.py) trains a synthetic model, a sparse embedding sharded over the
+The job (hostside/ps_round.py) trains a synthetic model, a sparse embedding sharded over the
 servers and a small dense part, for a set time in async or GEO mode. Each trainer writes its
 steps; each server samples its own CPU time, its cgroup's throttling and the host's bytes
 while it serves. Every host's command prints those files as it ends; a host that fails prints
@@ -24,7 +24,8 @@ from preflight.common.remote import Done, in_parallel
 from preflight.model.measure import PsRound, PsServer, PsTrainer
 from preflight.model.plan import Node, Plan
 from preflight.model.policy import PsMode
-from preflight.network.allreduce_cmd import (
+from preflight.network.allreduce_log import log_reason
+from preflight.network.paddle_job import (
     HOST_EXTRA_S,
     LOG,
     Member,
@@ -34,7 +35,6 @@ from preflight.network.allreduce_cmd import (
     on_all,
     run_dirs,
 )
-from preflight.network.allreduce_log import log_reason
 
 PS_LINE = "PREFLIGHT-PS "
 LOG_LINES = 20
@@ -57,7 +57,7 @@ def round_command(m: Member, node: Node, run_dir: str, opts: PsRoundOptions) -> 
     launch = [*node.argv, "--job_id", "preflight-ps", "--log_dir", f"{run_dir}/log",
               f"{run_dir}/ps_round.py", "--seconds", f"{opts.seconds:g}", "--rows",
               str(opts.rows), "--dim", str(opts.dim), "--batch", str(opts.batch), "--mode",
-              opts.mode, "--dir", run_dir]  # last: see allreduce_cmd.stop_pattern
+              opts.mode, "--dir", run_dir]  # last: see paddle_job.stop_pattern
     after = [
         f"for f in {d}/ps-*.json; do [ -f \"$f\" ] && echo \"{PS_LINE}$(cat \"$f\")\"; done",
         f"if [ $rc -ne 0 ]; then for f in {d}/log/serverlog.* {d}/log/workerlog.* "
@@ -65,7 +65,7 @@ def round_command(m: Member, node: Node, run_dir: str, opts: PsRoundOptions) -> 
         f"| sed \"s|^|{LOG}|\"; done; fi",
     ]
     return launch_script(m, run_dir, ["env", *env, *launch],
-                         ("ps_round_script.py", "ps_round.py"), opts.timeout, after)
+                         ("ps_round", "ps_round.py"), opts.timeout, after)
 
 
 def run_ps_round(plan: Plan, members: Mapping[str, Member],

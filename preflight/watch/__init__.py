@@ -1,5 +1,5 @@
 """`preflight watch`: follows a running Paddle job on its hosts and names the rank, host and
-role that holds the others back, or the hang: a sampler on every host (sampler_script, shipped
+role that holds the others back, or the hang: a sampler on every host (hostside's sampler, started
 by sampler_text) streams samples (samples), which are kept as series (series), judged (judge)
 and shown, logged and exported (view, record, metrics) by the run (run); acting on a finding
 only when asked (act).

@@ -79,6 +79,8 @@ class _Host:
         self.partial = b""
         self.ended: Optional[str] = None
         self.restarts = 0
+        self.bad = 0  # lines that did not read as samples, skipped
+        self.bad_last = ""  # why the last of them did not
 
     def lines(self) -> list[str]:
         data = self.partial + self.started.take()
@@ -172,17 +174,19 @@ def _read(h: _Host, state: WatchState, record: Optional[Record], now: float,
     except Exception as e:
         h.ended = f"its channel failed: {type(e).__name__}: {e}"[:300]
         return 0
-    for i, ln in enumerate(lines):
+    read = 0
+    for ln in lines:
         try:
             tick = h.stream.feed(ln)
-        except BadSample as e:
-            h.ended = f"its sampler printed what is not a sample ({e})"
-            return i
+        except BadSample as e:  # a gap in this host's samples, said; the next line counts
+            h.bad, h.bad_last = h.bad + 1, str(e)
+            continue
         state.add(tick, now)
+        read += 1
         if record is not None:
-            record.sample(h.name, ln)
+            record.sample(h.name, tick.line)
     if not check_exit:
-        return len(lines)
+        return read
     done = h.started.wait(0)
     if done.exit == 0 and h.restarts < MAX_RESTARTS:  # its lifetime was up: a new one
         h.started.close()
@@ -190,7 +194,7 @@ def _read(h: _Host, state: WatchState, record: Optional[Record], now: float,
         h.started, h.partial = h.remote.start(h.command), b""
     elif done.exit is not None:
         h.ended = f"its sampler ended (exit {done.exit}: {done.tail()})"
-    return len(lines)
+    return read
 
 
 def _take_stacks(state: WatchState, findings: Sequence[Finding],
@@ -232,6 +236,10 @@ def _findings(state: WatchState, policy: WatchPolicy, opts: WatchOptions,
                      for n in hosts if n not in state.last_tick and n not in gone})
     out = [Finding("watch", Status.COULD_NOT_CHECK, (n,), f"{n}: {why}")
            for n, why in sorted(gone.items())]
+    out += [Finding("watch", Status.WARN, (n,), f"{n}: {h.bad} line(s) of its sampler did not "
+                    f"read as a sample and were skipped; the last: {h.bad_last}",
+                    {"skipped": h.bad})
+            for n, h in sorted(hosts.items()) if h.bad and n not in gone]
     if opts.launch_failure is not None:
         state.launch_failure = opts.launch_failure()
     found = judge(state, policy, now, opts.at_check, opts.addresses, final)

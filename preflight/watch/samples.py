@@ -7,9 +7,10 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
+from preflight.common.paddlelog import redact
 from preflight.model.watch import GpuSample, HostSample, RankId, RankSample, Role
 
 SCHEMA = 1
@@ -42,6 +43,7 @@ class Tick:
     launchers: tuple[Launcher, ...]  # those seen for the first time
     error: Optional[str] = None  # a part of the sample the sampler could not read
     netns: Optional[str] = None  # the sampler's own network namespace
+    line: str = ""  # the sample as a results log keeps it: the line, its secrets redacted
 
 
 def job_key(argv: tuple[str, ...]) -> str:
@@ -76,6 +78,37 @@ def identity(host: str, pid: int, launcher: int, who: Mapping[str, str],
     return RankId(host, role, rank, pid, launcher)
 
 
+def _redacted(doc: dict[str, Any]) -> bool:
+    """Hides, in place, the secrets of what a sample quotes of a job (its launchers' command
+    lines, its ranks' log lines); whether any was there."""
+    changed = False
+
+    def hide(holder: Any, key: Any) -> None:
+        nonlocal changed
+        v = holder[key]
+        if isinstance(v, str) and redact(v) != v:
+            holder[key], changed = redact(v), True
+
+    def each(holder: Any, key: str) -> None:
+        items = holder.get(key) if isinstance(holder, dict) else None
+        for i in range(len(items) if isinstance(items, list) else 0):
+            hide(items, i)
+
+    for job in doc.get("jobs") or ():
+        if not isinstance(job, dict):
+            continue
+        each(job, "argv")
+        for r in job.get("ranks") or ():
+            if isinstance(r, dict):
+                each(r, "tail")
+                log = r.get("log")
+                if isinstance(log, dict) and "last" in log:
+                    hide(log, "last")
+    for g in doc.get("gone") or ():
+        each(g, "tail")
+    return changed
+
+
 def _dict(d: Mapping[str, Any], key: str) -> dict[str, Any]:
     v = d.get(key)
     return v if isinstance(v, dict) else {}
@@ -104,12 +137,25 @@ class HostStream:
         self.launchers: dict[int, Launcher] = {}
 
     def feed(self, line: str) -> Tick:
+        """The line's Tick; BadSample where it does not read as one, and then nothing of it
+        is kept (the stream reads the next line as if this one never came)."""
         try:
             doc = json.loads(line)
         except ValueError:
             raise BadSample(f"not JSON: {line[:120]!r}") from None
         if not isinstance(doc, dict) or doc.get("v") != SCHEMA:
             raise BadSample(f"not a sample of schema {SCHEMA}: {line[:120]!r}")
+        ids, launchers = dict(self.ids), dict(self.launchers)
+        try:
+            if _redacted(doc):
+                line = json.dumps(doc, separators=(",", ":"))
+            return replace(self._tick(doc), line=line)
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
+            self.ids, self.launchers = ids, launchers
+            raise BadSample(f"a field that does not read ({type(e).__name__}: {e}): "
+                            f"{line[:120]!r}") from None
+
+    def _tick(self, doc: Mapping[str, Any]) -> Tick:
         host = _dict(doc, "host")
         t = _num(doc, "t") or 0.0
         new: list[Launcher] = []

@@ -259,7 +259,8 @@ ALLREDUCE = """\
 import json, sys
 from preflight.inventory import load
 from preflight.network.allreduce import run_allreduce
-from preflight.network.allreduce_cmd import AllReduceOptions, Member
+from preflight.network.allreduce_cmd import AllReduceOptions
+from preflight.network.paddle_job import Member
 from preflight.transport.ssh import connect as ssh
 from preflight.transport.ssh.channel import SshRemote
 members = []

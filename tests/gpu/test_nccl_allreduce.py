@@ -12,7 +12,8 @@ import subprocess
 import pytest
 
 from preflight.network.allreduce import run_allreduce
-from preflight.network.allreduce_cmd import AllReduceOptions, Member
+from preflight.network.allreduce_cmd import AllReduceOptions
+from preflight.network.paddle_job import Member
 from preflight.transport.local.run import LocalRemote
 
 pytestmark = pytest.mark.gpu

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from preflight.watch import sampler_gpu as G
+from preflight.hostside import sampler_gpu as G
 
 pytestmark = pytest.mark.gpu
 

@@ -17,8 +17,10 @@ from preflight.common.nccllog import transport
 from preflight.model.container import ContainerSpec
 from preflight.network import allreduce_cmd as C
 from preflight.network import allreduce_log as L
+from preflight.network import paddle_job as J
 from preflight.network.allreduce import run_allreduce
-from preflight.network.allreduce_cmd import AllReduceOptions, Member
+from preflight.network.allreduce_cmd import AllReduceOptions
+from preflight.network.paddle_job import Member
 from preflight.testing import testbed
 from preflight.transport.local.run import LocalRemote
 
@@ -32,7 +34,7 @@ def free_port() -> int:
 @pytest.mark.parametrize("value", HOSTILE)
 def test_hostile_interpreter_never_runs_in_the_launch_command(tmp_path, value):
     marker = tmp_path / "marker"
-    m = C.Member("n", LocalRemote("n"), value.format(m=marker), "127.0.0.1")
+    m = J.Member("n", LocalRemote("n"), value.format(m=marker), "127.0.0.1")
     run_dir = str(tmp_path / ".preflight-ar-test")
     done = LocalRemote("n").run(C.host_command(m, 0, [m], C.AllReduceOptions(), run_dir),
                                 timeout=20)
@@ -49,7 +51,7 @@ def test_stop_command_kills_the_runs_processes_and_not_itself(tmp_path):
     bystander = subprocess.Popen([*sleep, "--dir", f"{run_dir}-other"])
     shell = subprocess.Popen([*sleep, f"{run_dir}/allreduce.py --dir {run_dir} > log"])
     try:
-        done = LocalRemote("n").run(C.stop_command(run_dir), timeout=10)
+        done = LocalRemote("n").run(J.stop_command(run_dir), timeout=10)
         assert done.exit == 0  # the stopping shell survived its own pattern
         assert victim.wait(5) is not None
         assert bystander.poll() is None and shell.poll() is None
@@ -70,7 +72,7 @@ def test_inside_a_running_container_the_stop_and_cleanup_need_only_its_python(
     runtime.chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
     box = ContainerSpec("podman", name="trainer", python=sys.executable)
-    m = C.Member("n", LocalRemote("n"), sys.executable, "127.0.0.1", container=box)
+    m = J.Member("n", LocalRemote("n"), sys.executable, "127.0.0.1", container=box)
     run_dir = str(tmp_path / ".preflight-ar-0badcafe-1")
     os.makedirs(f"{run_dir}/log")
     sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -78,11 +80,11 @@ def test_inside_a_running_container_the_stop_and_cleanup_need_only_its_python(
     bystander = subprocess.Popen([*sleep, "--dir", f"{run_dir}-other"])
     shell = subprocess.Popen([*sleep, f"{run_dir}/allreduce.py --dir {run_dir} > log"])
     try:
-        assert C.member_stop(m, run_dir).startswith("podman exec trainer ")
-        assert LocalRemote("n").run(C.member_stop(m, run_dir), timeout=10).exit == 0
+        assert J.member_stop(m, run_dir).startswith("podman exec trainer ")
+        assert LocalRemote("n").run(J.member_stop(m, run_dir), timeout=10).exit == 0
         assert victim.wait(5) is not None
         assert bystander.poll() is None and shell.poll() is None
-        assert LocalRemote("n").run(C.member_cleanup(m, run_dir), timeout=10).exit == 0
+        assert LocalRemote("n").run(J.member_cleanup(m, run_dir), timeout=10).exit == 0
         assert shell.wait(5) is not None and bystander.poll() is None
         assert not os.path.exists(run_dir)
     finally:
@@ -102,7 +104,7 @@ def test_a_stopped_host_command_still_prints_its_log(tmp_path):
         f'  exec {sys.executable} -c "import time; time.sleep(60)" "$@"\nfi\n'
         f'exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
-    m = C.Member("n", LocalRemote("n"), str(wrapper), "127.0.0.1")
+    m = J.Member("n", LocalRemote("n"), str(wrapper), "127.0.0.1")
     run_dir = str(tmp_path / ".preflight-ar-5ca1ab1e-0")
     proc = LocalRemote("n").start(C.host_command(m, 0, [m], C.AllReduceOptions(), run_dir))
     try:
@@ -113,11 +115,11 @@ def test_a_stopped_host_command_still_prints_its_log(tmp_path):
             time.sleep(0.1)
         else:
             pytest.fail("the stand-in launcher never started")
-        assert LocalRemote("n").run(C.stop_command(run_dir), timeout=10).exit == 0
+        assert LocalRemote("n").run(J.stop_command(run_dir), timeout=10).exit == 0
         done = proc.wait(15)
         # Its own exit status (the launcher's TERM, passed on by `timeout`), not a signal's.
         assert done.exit is not None and done.exit > 0, done
-        assert f"{C.LOG}waiting for the master at 10.9.9.9:36000: connection refused" \
+        assert f"{J.LOG}waiting for the master at 10.9.9.9:36000: connection refused" \
             in done.stdout.splitlines(), done
         assert L.log_reason(done) == ("waiting for the master at 10.9.9.9:36000: "
                                        "connection refused")
@@ -198,8 +200,8 @@ def test_a_master_port_taken_before_the_launch_is_named_and_nothing_is_launched(
     port = free_port()
     holder = hold(tmp_path, port, 60)
     try:
-        m = C.Member("n", LocalRemote("n"), launch_recorder(tmp_path), "127.0.0.1")
-        peer = C.Member("p", LocalRemote("p"), launch_recorder(tmp_path), "127.0.0.2")
+        m = J.Member("n", LocalRemote("n"), launch_recorder(tmp_path), "127.0.0.1")
+        peer = J.Member("p", LocalRemote("p"), launch_recorder(tmp_path), "127.0.0.2")
         run_dir = str(tmp_path / ".preflight-ar-0fa57e11-0")
         done = LocalRemote("n").run(C.host_command(m, 0, [m, peer], C.AllReduceOptions(
             port=port), run_dir), timeout=30)
@@ -220,7 +222,7 @@ def test_a_master_port_let_go_within_the_wait_is_launched_and_other_ranks_never_
     port = free_port()
     holder = hold(tmp_path, port, 1.5)  # a listener on its way out
     try:
-        m = C.Member("n", LocalRemote("n"), launch_recorder(tmp_path), "127.0.0.1")
+        m = J.Member("n", LocalRemote("n"), launch_recorder(tmp_path), "127.0.0.1")
         run_dir = str(tmp_path / ".preflight-ar-0fa57e11-0")
         done = LocalRemote("n").run(C.host_command(m, 0, [m, m], C.AllReduceOptions(
             port=port), run_dir), timeout=30)

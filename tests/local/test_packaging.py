@@ -36,8 +36,8 @@ def test_wheel_has_only_the_preflight_package(wheel):
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"preflight"}
     for module in ("preflight/checks/__init__.py", "preflight/inventory/__init__.py",
-                   "preflight/collect/probe/main.py", "preflight/report/terminal.py",
-                   "preflight/network/allreduce_script.py", "preflight/testing/testbed.py"):
+                   "preflight/hostside/probe.py", "preflight/report/terminal.py",
+                   "preflight/hostside/allreduce.py", "preflight/testing/testbed.py"):
         assert module in names
     dist = [n for n in names if n.endswith("top_level.txt")]
     if dist:

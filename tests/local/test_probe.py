@@ -107,6 +107,6 @@ def test_the_probe_needs_no_root(tmp_path):
 
 
 def test_the_probe_and_the_checks_agree_on_the_not_requested_words():
-    from preflight.collect.probe_text import shipped
+    from preflight.hostside.ship import probe as shipped
     from preflight.model.facts import PADDLE_NOT_REQUESTED
     assert f'"{PADDLE_NOT_REQUESTED}"' in shipped()

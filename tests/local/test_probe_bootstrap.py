@@ -10,7 +10,9 @@ import subprocess
 import sys
 import zlib
 
-from preflight.collect.fanout import BOOTSTRAP, pack, probe_payload
+from preflight.collect.fanout import probe_payload
+from preflight.hostside.ship import STDIN_BOOTSTRAP as BOOTSTRAP
+from preflight.hostside.ship import pack
 
 
 def bootstrap(payload: bytes, *args: str) -> subprocess.CompletedProcess[bytes]:

@@ -141,7 +141,7 @@ def fake_nvml(monkeypatch, scenario: str):
     ("no-library", "NVMLError_LibraryNotFound: NVML Shared Library Not Found")])
 def test_a_driver_whose_nvml_cannot_start_is_a_finding_not_no_gpu(monkeypatch, scenario, error):
     from preflight.collect.parse import parse_probe_output
-    from preflight.collect.probe import main as probe_script
+    from preflight.hostside import probe as probe_script
     # A host with the driver's device node, NVML failing and no nvidia-smi on the PATH.
     monkeypatch.setattr(os.path, "exists", lambda p: p == "/dev/nvidiactl")
     monkeypatch.setattr(probe_script, "which", lambda name: None)
@@ -185,8 +185,8 @@ def test_a_software_power_cap_warns_and_a_hardware_slowdown_fails():
 def test_one_gpu_state_reads_the_same_through_nvml_and_nvidia_smi():
     # The stand-in's GPU0 as NVML gives it, and as nvidia-smi prints the same state.
     from preflight.checks import gpu_homogeneous
-    from preflight.collect.probe.main import SMI_FIELDS
     from preflight.collect.smi import parse_smi_csv
+    from preflight.hostside.probe import SMI_FIELDS
     nvml = probe_gpus()
     assert isinstance(nvml, GpuFacts)
     row = ("0, NVIDIA H100 80GB HBM3, GPU-00000000-aaaa-bbbb-cccc-dddddddddddd, 81559, 9.0, "
@@ -248,7 +248,7 @@ def test_paddle_that_sees_no_gpu_on_a_gpu_host_fails():
 
 
 def test_the_probe_reads_infiniband_ports_as_sysfs_shows_them(tmp_path):
-    from preflight.collect.probe import main as probe_script
+    from preflight.hostside import probe as probe_script
     for dev, port, state, rate, layer in (
             ("mlx5_0", "1", "4: ACTIVE", "200 Gb/sec (4X HDR)", "InfiniBand"),
             ("mlx5_1", "1", "1: DOWN", "10 Gb/sec (4X SDR)", "InfiniBand"),
@@ -271,7 +271,7 @@ def test_the_probe_reads_infiniband_ports_as_sysfs_shows_them(tmp_path):
 
 def test_xid_lines_of_the_kernel_log_are_read_and_parsed():
     from preflight.collect.parse import gpu as parse_gpu
-    from preflight.collect.probe import main as probe_script
+    from preflight.hostside import probe as probe_script
     log = ("[  12.3] nvidia: module loaded\n"
            "[ 812.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen "
            "off the bus.\n"

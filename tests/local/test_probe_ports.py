@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from preflight.collect.probe import main as probe
+from preflight.hostside import probe as probe
 
 
 def _from_files() -> set[int]:

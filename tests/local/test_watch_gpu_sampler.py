@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from support import procs_with_env
 
-from preflight.watch import sampler_gpu as G
+from preflight.hostside import sampler_gpu as G
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FAKE_NVML = FIXTURES / "fake_pynvml"

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from support import procs_with_env
 
+from preflight.hostside import sampler_gpu as G
 from preflight.testing import standin
-from preflight.watch import sampler_gpu as G
 from preflight.watch import sampler_text
 
 LAUNCHER = '''\

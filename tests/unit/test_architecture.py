@@ -11,10 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from preflight.collect import probe_text
+from preflight.hostside import ship
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-PROBE_PARTS = sorted((ROOT / "preflight" / "collect" / "probe").glob("*.py"))
+HOSTSIDE = ROOT / "preflight" / "hostside"
+# Everything shipped to a host: every module of hostside/ but ship (which packs them).
+SHIPPED_PARTS = sorted(p for p in HOSTSIDE.glob("*.py") if p.stem not in ("ship", "__init__"))
 # Where each installed package lives in the repository (see pyproject's package-dir).
 SOURCES = {"preflight": ROOT / "preflight", "preflight.checks": ROOT / "checks",
            "preflight.inventory": ROOT / "inventory"}
@@ -103,10 +105,14 @@ ALLOWED = {
                          "preflight.config.typed"),
     "preflight.config": (*BELOW, "preflight.config"),
     "preflight.inventory": (*BELOW, "preflight.config", "preflight.inventory"),
-    # What is collected (the probe, its text, its parsing), whatever transport runs it.
-    "preflight.collect": (*BELOW, "preflight.collect"),
-    # The active tests run commands through the Remote a transport hands out (common).
-    "preflight.network": (*BELOW, "preflight.network"),
+    # What runs on the hosts, on the ground floor: the shipped programs load nothing of
+    # preflight (their "# joined" lines find their parts; the join leaves them out).
+    "preflight.hostside": ("preflight.hostside",),
+    # What is collected (the probe shipped, its output parsed), whatever transport runs it.
+    "preflight.collect": (*BELOW, "preflight.collect", "preflight.hostside"),
+    # The active tests run commands through the Remote a transport hands out (common) and
+    # ship their Paddle jobs' scripts.
+    "preflight.network": (*BELOW, "preflight.network", "preflight.hostside"),
     "preflight.placement": (*BELOW, "preflight.placement"),
     # Baselines and results logs are documents read back: through config's one reader, and
     # what the probe printed through collect's one parser (with nvidia-smi's).
@@ -116,19 +122,20 @@ ALLOWED = {
     # Remote a transport hands out.
     "preflight.act": (*BELOW, "preflight.act", "preflight.config",
                       "preflight.report.jsonreport"),
-    # A transport reaches hosts its way and composes that with collect (the probe), the
-    # inventory (its hosts), the plan's launch files and `preflight launch`; Slurm's acts
-    # on a verdict too (drain, resume, health: the report through config's reader).
+    # A transport reaches hosts its way and composes that with collect (the probe, shipped
+    # by hostside), the inventory (its hosts), the plan's launch files and `preflight
+    # launch`; Slurm's acts on a verdict too (drain, resume, health: the report through
+    # config's reader).
     "preflight.transport": (*BELOW, "preflight.transport", "preflight.collect",
-                            "preflight.inventory", "preflight.config", "preflight.act",
-                            "preflight.placement", "preflight.report.jsonreport"),
+                            "preflight.hostside", "preflight.inventory", "preflight.config",
+                            "preflight.act", "preflight.placement",
+                            "preflight.report.jsonreport"),
     # The verdict runs the checks.
     "preflight.judge": (*BELOW, "preflight.checks", "preflight.judge"),
-    # The watch ships its sampler with the probe's cgroup part (collect's joining of parts)
-    # and runs it through the Remote a transport hands out; its log is read back as a
-    # document is (a bad one is config's one-line InputError).
-    "preflight.watch": (*BELOW, "preflight.watch", "preflight.collect.probe_text",
-                        "preflight.collect.probe.cgroup", "preflight.config.errors"),
+    # The watch ships its sampler and runs it through the Remote a transport hands out; its
+    # log is read back as a document is (a bad one is config's one-line InputError).
+    "preflight.watch": (*BELOW, "preflight.watch", "preflight.hostside",
+                        "preflight.config.errors"),
 }
 
 
@@ -189,8 +196,8 @@ def test_the_cycle_finder_finds_a_cycle(monkeypatch):
     # The test above must be able to fail: two modules importing each other are a cycle.
     fake = {"preflight.a": {"preflight.b"}, "preflight.b": {"preflight.a"}}
     monkeypatch.setattr(sys.modules[__name__], "edges", lambda m: fake.get(m, set()))
-    monkeypatch.setitem(MODULES, "preflight.a", PROBE_PARTS[0])
-    monkeypatch.setitem(MODULES, "preflight.b", PROBE_PARTS[0])
+    monkeypatch.setitem(MODULES, "preflight.a", SHIPPED_PARTS[0])
+    monkeypatch.setitem(MODULES, "preflight.b", SHIPPED_PARTS[0])
     with pytest.raises(AssertionError, match="preflight.a"):
         test_no_import_cycle()
 
@@ -248,51 +255,55 @@ def test_no_bare_checks_or_inventory_imports(path):
     assert not bare, f"{path}: import preflight.{sorted(bare)[0]} instead"
 
 
+def stdlib_only(text: str, also: set[str]) -> None:
+    """A shipped text: Python 3.6 syntax, the standard library (and also) only, no joined
+    line left."""
+    ast.parse(text, feature_version=(3, 6))
+    top = {m.split(".")[0] for m in imports(text)} - also
+    assert top <= set(sys.stdlib_module_names), sorted(top - set(sys.stdlib_module_names))
+    assert not [ln for ln in text.splitlines() if ln.rstrip().endswith(ship.JOINED)]
+
+
 def test_probe_is_stdlib_only_and_python36_syntax():
-    # The text the hosts run: the parts joined, their package imports left out.
-    shipped = probe_text.shipped()
-    ast.parse(shipped, feature_version=(3, 6))
-    stdlib = set(sys.stdlib_module_names)
-    optional = {"pynvml"}  # imported inside try/except, used only where the host has it
-    top = {m.split(".")[0] for m in imports(shipped)} - optional
-    assert top <= stdlib, f"probe imports non-stdlib {sorted(top - stdlib)}"
-    assert not [ln for ln in shipped.splitlines() if ln.rstrip().endswith(probe_text.JOINED)]
+    # pynvml: imported inside try/except, used only where the host has it.
+    stdlib_only(ship.probe(), {"pynvml"})
 
 
 def test_the_watch_sampler_is_stdlib_only_and_python36_syntax():
-    from preflight.watch import sampler_text
-    shipped = sampler_text.shipped()
-    ast.parse(shipped, feature_version=(3, 6))
-    optional = {"pynvml"}  # imported inside a guard, used only where the host has it
-    top = {m.split(".")[0] for m in imports(shipped)} - optional
-    assert top <= set(sys.stdlib_module_names), sorted(top - set(sys.stdlib_module_names))
-    assert not [ln for ln in shipped.splitlines() if ln.rstrip().endswith(probe_text.JOINED)]
+    shipped = ship.sampler()
+    stdlib_only(shipped, {"pynvml"})
     ns: dict[str, object] = {"__name__": "not-main"}
     exec(compile(shipped, "preflight-sampler", "exec"), ns)  # defines, runs nothing
     assert callable(ns["main"]) and callable(ns["cgroup_v1_quota"]) and callable(ns["gpu_source"])
 
 
-def test_allreduce_script_is_stdlib_and_paddle_only_and_python36_syntax():
-    script = ROOT / "preflight" / "network" / "allreduce_script.py"
-    ast.parse(script.read_text(), feature_version=(3, 6))
-    top = {m.split(".")[0] for m in imports(script)} - {"paddle"}
-    assert top <= set(sys.stdlib_module_names)
+@pytest.mark.parametrize("name", ["allreduce", "ps_round"])
+def test_the_job_scripts_are_stdlib_and_paddle_only_and_python36_syntax(name):
+    stdlib_only(ship.script(name), {"paddle", "numpy"})
 
 
-@pytest.mark.parametrize("path", PROBE_PARTS, ids=lambda p: p.name)
-def test_probe_parts_are_python36_syntax_and_import_the_package_only_where_joined(path):
+@pytest.mark.parametrize("path", SHIPPED_PARTS, ids=lambda p: p.name)
+def test_shipped_parts_are_python36_syntax_and_import_the_package_only_where_joined(path):
     ast.parse(path.read_text(), feature_version=(3, 6))
     for line in path.read_text().splitlines():
         if "import preflight" in line or line.startswith("from preflight"):
-            assert line.rstrip().endswith(probe_text.JOINED), line
+            assert line.rstrip().endswith(ship.JOINED), line
 
 
 def test_the_joined_probe_passes_its_parts_sources_on():
     ns: dict[str, object] = {"__name__": "not-main"}
-    exec(compile(probe_text.shipped(), "preflight-probe", "exec"), ns)  # defines, runs nothing
-    assert ns["NVML_SRC"] == probe_text.part("nvml")
-    assert ns["PADDLE_CHILD"] == probe_text.part("paddle_child")
+    exec(compile(ship.probe(), "preflight-probe", "exec"), ns)  # defines, runs nothing
+    assert ns["NVML_SRC"] == ship.part("nvml")
+    assert ns["PADDLE_CHILD"] == ship.part("paddle_child")
     assert callable(ns["nvml_facts"]) and callable(ns["main"])
+
+
+def test_only_ship_packs_a_text_for_the_trip():
+    # zlib and marshal pack a shipped text; one module does it, for every way it travels.
+    packers = sorted(name for name, path in MODULES.items()
+                     if {"zlib", "marshal"} & imports(path)
+                     and name != "preflight.hostside.ship")
+    assert packers == [], packers
 
 
 # The SSH libraries are the SSH transport's; the one other reader of the OpenSSH config

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any, Optional
 
-from preflight.collect.fanout import BOOTSTRAP, PROBE_MARGIN_S, Job, probe_args, probe_payload
+from preflight.collect.fanout import PROBE_MARGIN_S, Job, probe_argv, probe_payload
 from preflight.common.remote import MAX_OUTPUT, POLL_S, Done, Started
 from preflight.model.host import Host, HostOutcome, Stage, ThisMachine
 
@@ -106,8 +106,7 @@ class LocalJob(Job):
         self.budget = max(1.0, self.remaining() - PROBE_MARGIN_S)
         self.stage = Stage.PROBE
         self.sent_at = time.time()
-        self.proc = subprocess.Popen([self.host.probe_python, "-S", "-c", BOOTSTRAP,
-                                      *probe_args(self.host, self.opts, self.budget)],
+        self.proc = subprocess.Popen(probe_argv(self.host, self.opts, self.budget),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         try:

@@ -23,7 +23,7 @@ from support import cluster, messages
 
 from preflight.checks import cpu_cores
 from preflight.collect.parse import parse_probe_output
-from preflight.collect.probe import cgroup
+from preflight.hostside import cgroup
 from preflight.model.facts import CpuFacts
 from preflight.model.findings import Status
 from preflight.watch.samples import HostStream

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from preflight.collect.probe.container import proc_environ, proc_limits, process_truth
+from preflight.hostside.container import proc_environ, proc_limits, process_truth
 
 ROOT = os.geteuid() == 0 and shutil.which("unshare") is not None
 
@@ -81,7 +81,7 @@ def test_a_process_in_its_own_namespaces_reads_as_it_runs():
 
 
 def test_what_inspect_says_was_asked_for_in_docker_and_podman_shapes():
-    from preflight.collect.probe.container import intent
+    from preflight.hostside.container import intent
 
     # Docker's `docker run --gpus all --ipc host --device /dev/infiniband/uverbs0` (field
     # names and values as docs.docker.com documents HostConfig: DeviceRequests for --gpus).

@@ -7,7 +7,8 @@ from __future__ import annotations
 import shlex
 
 from preflight.model.container import ContainerSpec
-from preflight.network.allreduce_cmd import AllReduceOptions, Member, host_command
+from preflight.network.allreduce_cmd import AllReduceOptions, host_command
+from preflight.network.paddle_job import Member
 
 SPEC = ContainerSpec("podman", image="localhost/paddle:3.3.1", network="host",
                      shm_size="2g", mounts=("/data:/data",))

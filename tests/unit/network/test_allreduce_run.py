@@ -13,6 +13,7 @@ from preflight.network import allreduce_cmd as C
 from preflight.network import allreduce_log as L
 from preflight.network import allreduce_outcome as O
 from preflight.network import allreduce_watch as W
+from preflight.network import paddle_job as J
 from preflight.network import progress as P
 from preflight.transport.local.run import LocalRemote
 
@@ -20,7 +21,7 @@ MIB = 1 << 20
 
 
 def members(names):
-    return [C.Member(n, LocalRemote(n), "python3", "10.0.0.1") for n in names]
+    return [J.Member(n, LocalRemote(n), "python3", "10.0.0.1") for n in names]
 
 
 def status(now, *ranks, waiting=True):
@@ -48,7 +49,7 @@ def summarise(names, results, ended, watch=None, **opts):
 
 
 def test_log_reason_quotes_the_error_line_and_redacts_secrets():
-    out = "\n".join(C.LOG + ln for ln in [
+    out = "\n".join(J.LOG + ln for ln in [
         "LAUNCH INFO 2026 job started", "I1121 tcp_utils.cc:132] connected",
         "Traceback (most recent call last):", "  File x.py, line 4",
         "RuntimeError: connect refused with API_TOKEN=abc123 set"])
@@ -57,7 +58,7 @@ def test_log_reason_quotes_the_error_line_and_redacts_secrets():
 
 
 def test_a_rank_that_aborted_is_quoted_with_why_not_with_paddles_banner():
-    out = "\n".join(C.LOG + ln for ln in [
+    out = "\n".join(J.LOG + ln for ln in [
         "terminate called after throwing an instance of 'std::runtime_error'",
         "  what():  connect to 10.0.0.2:6070 failed: Connection refused",
         "Error Message Summary:",
@@ -76,18 +77,18 @@ def test_a_rank_that_aborted_is_quoted_with_why_not_with_paddles_banner():
                                     "sh: line 1:  4242 Terminated   timeout -k 3 630 env"])
 def test_a_stopped_hosts_log_is_quoted_without_the_shells_report_of_the_stop(report):
     # Its launcher stopped by the run: the shell's report of that signal is the run's doing.
-    out = "\n".join(C.LOG + ln for ln in ["waiting for the master: no route to host",
+    out = "\n".join(J.LOG + ln for ln in ["waiting for the master: no route to host",
                                              report])
     assert L.log_reason(Done(143, out, ""), stopped=True) == (
         "waiting for the master: no route to host")
-    assert L.log_of(Done(143, C.LOG + report + "\n", "")) == ""
+    assert L.log_of(Done(143, J.LOG + report + "\n", "")) == ""
     # A rank that failed by itself keeps it: a Killed there is the host's (its OOM killer).
     assert L.log_reason(Done(137, out, "")) == report
 
 
 def test_a_stopped_host_with_only_launcher_lines_says_how_far_its_launcher_got():
     # Its launcher hung before the rendezvous: its last line says in which step.
-    out = "".join(C.LOG + ln + "\n" for ln in [
+    out = "".join(J.LOG + ln + "\n" for ln in [
         "LAUNCH INFO 2026-11-24 19:29:09,043 master: 10.0.0.1:36000",
         "LAUNCH INFO 2026-11-24 19:29:09,044 token=s3cr3t job_id  preflight",
         "LAUNCH INFO 2026-11-24 19:29:09,044 -----------------------------------------", "",
@@ -95,13 +96,13 @@ def test_a_stopped_host_with_only_launcher_lines_says_how_far_its_launcher_got()
     assert L.log_of(Done(143, out, "")) == (
         "; its launcher last said: token=*** job_id  preflight")
     # Lines of its own come first; nothing at all says nothing.
-    assert L.log_of(Done(143, out + C.LOG + "no route to host\n", "")) == (
+    assert L.log_of(Done(143, out + J.LOG + "no route to host\n", "")) == (
         "; its log last said: no route to host")
     assert L.log_of(Done(143, "", "")) == "" and L.log_of(None) == ""
 
 
 def test_first_failing_rank_is_the_culprit_and_the_rest_were_stopped():
-    results = {"b": Done(1, C.LOG + "RuntimeError: Unable to find address for: nope0", ""),
+    results = {"b": Done(1, J.LOG + "RuntimeError: Unable to find address for: nope0", ""),
                "a": Done(-15, "", ""), "c": Done(-15, "", "")}
     r = summarise("abc", results, ["b"], watch=W.Watch({}, kind="failed"))
     assert r.failed == {"b": "RuntimeError: Unable to find address for: nope0"}
@@ -161,7 +162,7 @@ def test_a_host_behind_the_others_when_the_launch_stops_progressing_never_joined
     w.moved({"a": 1, "b": 1}, 0.0)
     assert W.decide(w, {"a": 1, "b": 1}, C.AllReduceOptions(launch_idle_s=40), 41.0, None)
     assert w.kind == "never-joined" and list(w.named) == ["b"]
-    results = {"a": Done(-15, "", ""), "b": Done(-15, C.LOG + "sleeping", "")}
+    results = {"a": Done(-15, "", ""), "b": Done(-15, J.LOG + "sleeping", "")}
     r = summarise("ab", results, [], watch=w)
     assert r.outcome == "never-joined" and list(r.failed) == ["b"]
     assert r.failed["b"].startswith("never joined the rendezvous: its launcher never reached")

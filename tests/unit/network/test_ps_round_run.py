@@ -12,7 +12,7 @@ from preflight.common.remote import Done
 from preflight.model.measure import PsRound, PsTrainer
 from preflight.model.plan import Endpoint, Node, Plan
 from preflight.model.policy import JobShape
-from preflight.network.allreduce_cmd import LOG, Member, stop_pattern
+from preflight.network.paddle_job import LOG, Member, stop_pattern
 from preflight.network.ps_round import (
     PS_LINE,
     PsRoundOptions,

@@ -78,3 +78,41 @@ def test_a_captured_sample_reads_whole():
     assert ranks and all(rid.role == "worker" and rid.rank is not None for rid, _ in ranks)
     assert (ranks[-1][1].log_steps or 0) > (ranks[0][1].log_steps or 0)
     assert ticks[-1].sample.nics and ticks[-1].netns
+
+
+BROKEN = json.loads((FIXTURES / "broken-lines.json").read_text())
+
+
+@pytest.mark.parametrize("case", BROKEN["cases"], ids=lambda c: c["case"])
+def test_a_broken_line_is_a_bad_sample_and_the_stream_reads_on_as_if_it_never_came(case):
+    stream, clean = HostStream("good1"), HostStream("good1")
+    first, _ = stream.feed(BROKEN["before"]), clean.feed(BROKEN["before"])
+    assert first.launchers and first.ranks
+    with pytest.raises(BadSample):
+        stream.feed(case["line"])
+    after, expected = stream.feed(BROKEN["after"]), clean.feed(BROKEN["after"])
+    assert after == expected
+
+
+def test_secrets_a_job_quotes_are_hidden_in_its_ticks_and_in_the_line_a_log_keeps():
+    # A real sample whose rank printed a secret, whose launcher was given one on its command
+    # line, and whose gone rank's tail holds one.
+    lines = (FIXTURES / "collective-3.3.1.jsonl").read_text().splitlines()
+    stream = HostStream("good1")
+    stream.feed(lines[0])
+    doc = json.loads(lines[1])
+    job = doc["jobs"][0]
+    job["argv"] = [*json.loads(lines[0])["jobs"][0]["argv"], "--api_key=sk-live-123"]
+    rank = job["ranks"][0]
+    rank["log"]["last"] = "step 7 HF_TOKEN=hf_abcdef loss 0.1"
+    doc["gone"] = [{"pid": rank["pid"], "tail": ["Traceback", "KeyError: DB_PASSWORD=hunter2"]}]
+    tick = stream.feed(json.dumps(doc))
+    said = json.dumps([tick.line, [s.log_last for _, s in tick.ranks],
+                       [tail for _, tail in tick.gone]])
+    for secret in ("sk-live-123", "hf_abcdef", "hunter2"):
+        assert secret not in said
+    assert "HF_TOKEN=***" in said and "DB_PASSWORD=***" in said
+    assert "api_key=***" in tick.line
+    # A line with nothing to hide is kept as it came.
+    clean = HostStream("good1")
+    assert clean.feed(lines[0]).line == lines[0]

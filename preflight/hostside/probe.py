@@ -5,8 +5,8 @@
 # guarded so a failure becomes {"error": ...} in that section instead of a crash.
 # The probe decides nothing: it reports; the controller judges.
 #
-# This file and the other parts (cgroup.py, container.py, nvml.py, paddle_child.py) are one
-# text on the hosts (collect/probe_text.py joins them): the lines marked "# joined" are how
+# This file and the other parts (cgroup.py, container.py, gpu.py, nvml.py, paddle_child.py)
+# are one text on the hosts (hostside/ship.py joins them): the lines marked "# joined" are how
 # this file finds the others as modules of the package, and the join leaves them out (their
 # functions and the two sources are defined in the one text there).
 #
@@ -20,17 +20,21 @@ import sys
 import time
 
 # One import a line (the alias keeps isort from merging them): the join drops lines.
-from preflight.collect.probe.cgroup import cgroup_v1_dir as cgroup_v1_dir  # joined
-from preflight.collect.probe.cgroup import cgroup_v1_quota as cgroup_v1_quota  # joined
-from preflight.collect.probe.cgroup import cgroup_v2_dir as cgroup_v2_dir  # joined
-from preflight.collect.probe.cgroup import cgroup_v2_quota as cgroup_v2_quota  # joined
-from preflight.collect.probe.cgroup import read as read  # joined
-from preflight.collect.probe.cgroup import section as section  # joined
-from preflight.collect.probe.cgroup import up_from  # joined
-from preflight.collect.probe.container import container_start as container_start  # joined
-from preflight.collect.probe.container import container_stop, training_env  # joined
-from preflight.collect.probe.nvml import nvml_facts  # joined
-from preflight.collect.probe_text import NVML_SRC, PADDLE_CHILD  # joined
+from preflight.hostside.cgroup import cgroup_v1_dir as cgroup_v1_dir  # joined
+from preflight.hostside.cgroup import cgroup_v1_quota as cgroup_v1_quota  # joined
+from preflight.hostside.cgroup import cgroup_v2_dir as cgroup_v2_dir  # joined
+from preflight.hostside.cgroup import cgroup_v2_quota as cgroup_v2_quota  # joined
+from preflight.hostside.cgroup import read as read  # joined
+from preflight.hostside.cgroup import section as section  # joined
+from preflight.hostside.cgroup import up_from  # joined
+from preflight.hostside.container import container_start as container_start  # joined
+from preflight.hostside.container import container_stop, training_env  # joined
+from preflight.hostside.gpu import has_driver as has_driver  # joined
+from preflight.hostside.gpu import import_pynvml as import_pynvml  # joined
+from preflight.hostside.gpu import smi_fields_after as smi_fields_after  # joined
+from preflight.hostside.gpu import which  # joined
+from preflight.hostside.nvml import nvml_facts  # joined
+from preflight.hostside.ship import NVML_SRC, PADDLE_CHILD  # joined
 
 SCHEMA = 1
 PADDLE_MARK = "PREFLIGHT-PADDLE-JSON:"
@@ -607,13 +611,10 @@ SMI_FIELDS = ("index,name,uuid,memory.total,compute_cap,driver_version,vbios_ver
 # with uncorrectable ECC errors, a pending page retirement or row remapping, or a slowdown.
 SMI_HEALTH = ("ecc.errors.uncorrected.volatile.total,retired_pages.pending,"
               "remapped_rows.pending,remapped_rows.failure,clocks_event_reasons.active")
-# A field the driver's nvidia-smi does not know fails the whole query ('Field "F" is not a
-# valid field to query.'): its older name is tried (r535 renamed clocks_throttle_reasons),
-# else it is left out, one field at a time.
-SMI_OLDER = {"clocks_event_reasons.active": "clocks_throttle_reasons.active"}
+# A field the driver's nvidia-smi does not know fails the whole query: gpu.py's
+# smi_fields_after says what to ask for instead.
 # Older nvidia-smi releases reject unknown fields (compute_cap came in 11.6-era drivers).
 SMI_FIELDS_BASIC = "index,name,uuid,memory.total,driver_version"
-SMI_REJECTED = ('Field "', '" is not a valid field to query')
 
 
 def smi_query(smi, query, fmt):
@@ -632,12 +633,6 @@ def smi_query(smi, query, fmt):
     return out.decode("utf-8", "replace"), None
 
 
-def rejected_field(text):
-    start = text.find(SMI_REJECTED[0])
-    end = text.find(SMI_REJECTED[1], start + 1)
-    return text[start + len(SMI_REJECTED[0]):end] if start >= 0 and end > start else None
-
-
 def smi_facts(smi):
     fields = (SMI_FIELDS + "," + SMI_HEALTH).split(",")
     basic = SMI_FIELDS_BASIC.split(",")
@@ -650,11 +645,9 @@ def smi_facts(smi):
             apps, _ = smi_query(smi, "--query-compute-apps=gpu_uuid", "csv,noheader")
             facts["apps"] = None if apps is None else apps[:65536]
             return facts
-        bad = rejected_field(last)
-        if bad in SMI_OLDER:
-            fields[fields.index(bad)] = SMI_OLDER[bad]
-        elif bad in fields and bad not in basic:
-            fields.remove(bad)
+        again = smi_fields_after(fields, last, basic)
+        if again is not None:
+            fields = again
         elif fields != basic:
             fields = list(basic)
         else:
@@ -662,26 +655,12 @@ def smi_facts(smi):
     raise RuntimeError("nvidia-smi failed: %s" % last)
 
 
-def which(name):
-    for d in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep):
-        p = os.path.join(d, name)
-        if os.path.isfile(p) and os.access(p, os.X_OK):
-            return p
-    return None
-
-
 def local_pynvml():
-    if sys.flags.no_site and (os.path.exists("/dev/nvidiactl")
-                              or os.path.exists("/proc/driver/nvidia/version")):
-        # Hosts start the probe with -S (site costs ~1.5 ms per host); pynvml is usually
-        # in site-packages, so a host with an NVIDIA driver adds them now.
-        import site
-        site.main()
+    # site-packages (where pynvml usually is) only on a host with an NVIDIA driver.
     try:
-        import pynvml
+        return import_pynvml(add_site=has_driver())
     except Exception:
         return None
-    return pynvml
 
 
 XID_LINE = r"NVRM: Xid \(([^)]*)\): (\d+),\s*(.*)"
@@ -736,7 +715,7 @@ def gpu_source(pynvml, paddle):
     smi = which("nvidia-smi")
     if smi:
         return smi_facts(smi)
-    if os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version"):
+    if has_driver():
         # A driver without a working NVML or nvidia-smi is a broken install, not "no GPU".
         raise RuntimeError("NVIDIA driver present but no usable NVML or nvidia-smi (%s)"
                            % "; ".join(errors or ["pynvml not installed"]))

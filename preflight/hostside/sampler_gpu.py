@@ -2,24 +2,24 @@
 # SM clock against its maximum, clock event reasons, temperature, power, the processes on it)
 # and which GPUs each rank drives.
 #
-# Joined into the sampler (watch/sampler_text.py), so: standard library only, Python 3.6
+# Joined into the sampler (hostside/ship.py), so: standard library only, Python 3.6
 # syntax, every read guarded. Through NVML where the sampler's python can import nvidia-ml-py
 # (pynvml); else through one nvidia-smi left running for the sampler's life (--loop-ms),
 # whose rows a thread keeps: one process for the whole watch, not one a sample. A host
 # without an NVIDIA driver tries neither and its samples carry no GPU part.
-import os
 import subprocess
-import sys
 import threading
 import time
 
-DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/nvidiactl")
+from preflight.hostside.gpu import has_driver as has_driver  # joined
+from preflight.hostside.gpu import import_pynvml as import_pynvml  # joined
+from preflight.hostside.gpu import smi_fields_after as smi_fields_after  # joined
+from preflight.hostside.gpu import which  # joined
+
 NVML_CLOCK_SM = 1  # nvml.h: NVML_CLOCK_SM
 NVML_TEMPERATURE_GPU = 0  # nvml.h: NVML_TEMPERATURE_GPU
 SMI_FIELDS = ("index", "uuid", "utilization.gpu", "utilization.memory", "clocks.sm",
               "clocks.max.sm", "clocks_event_reasons.active", "temperature.gpu", "power.draw")
-# nvidia-smi rejects a whole query for one field it does not know; r535 renamed this one.
-SMI_OLDER = {"clocks_event_reasons.active": "clocks_throttle_reasons.active"}
 SMI_REQUIRED = ("index", "uuid")
 SMI_KEYS = {"utilization.gpu": "util", "utilization.memory": "mem_util", "clocks.sm": "sm",
             "clocks.max.sm": "sm_max", "clocks_event_reasons.active": "reasons",
@@ -27,10 +27,6 @@ SMI_KEYS = {"utilization.gpu": "util", "utilization.memory": "mem_util", "clocks
             "power.draw": "power_w"}
 SMI_START_S = 20.0  # for nvidia-smi to answer its first query
 MAX_PIDS = 64  # processes listed a GPU
-
-
-def has_driver():
-    return any(os.path.exists(p) for p in DRIVER_FILES)
 
 
 def gpu_source(interval_s, always=False):
@@ -43,8 +39,7 @@ def gpu_source(interval_s, always=False):
         return NvmlGpus(import_pynvml())
     except Exception as e:
         why.append("NVML: %s: %s" % (type(e).__name__, str(e)[:200]))
-    import shutil  # only where there is a driver
-    smi = shutil.which("nvidia-smi")
+    smi = which("nvidia-smi")
     if smi is None:
         why.append("no nvidia-smi on the PATH")
         return {"error": "; ".join(why)}
@@ -53,16 +48,6 @@ def gpu_source(interval_s, always=False):
     except Exception as e:
         why.append("nvidia-smi: %s" % str(e)[:300])
         return {"error": "; ".join(why)}
-
-
-def import_pynvml():
-    # The sampler runs with -S; nvidia-ml-py is usually in site-packages: add them, as the
-    # probe does on a host with a driver.
-    if sys.flags.no_site:
-        import site
-        site.main()
-    import pynvml
-    return pynvml
 
 
 def text(x):
@@ -180,13 +165,10 @@ class SmiGpus(object):
                 raise RuntimeError("no answer within %g s" % SMI_START_S) from None
             if p.returncode == 0:
                 break
-            bad = rejected_field(first)
-            if bad in SMI_OLDER:
-                fields[fields.index(bad)] = SMI_OLDER[bad]
-            elif bad in fields and bad not in SMI_REQUIRED:
-                fields.remove(bad)
-            else:
+            again = smi_fields_after(fields, first, SMI_REQUIRED)
+            if again is None:
                 raise RuntimeError("exit %d: %s" % (p.returncode, first.strip()[:300]))
+            fields = again
         else:
             raise RuntimeError("no query it accepts")
         self.fields = fields
@@ -236,12 +218,6 @@ class SmiGpus(object):
     def close(self):
         if self.proc.poll() is None:
             self.proc.terminate()
-
-
-def rejected_field(out):
-    start = out.find('Field "')
-    end = out.find('" is not a valid field to query', start + 1)
-    return out[start + 7:end] if start >= 0 and end > start else None
 
 
 def rank_gpus(pid, who, gpus, uuids):

@@ -1,6 +1,6 @@
 # preflight's readers of /proc and of cgroups, shared by the shipped probe and the watch's
-# sampler: standard library only, Python 3.6 syntax, joined into each text (collect/
-# probe_text.py) like nvml.py.
+# sampler: standard library only, Python 3.6 syntax, joined into each text (hostside/ship.py)
+# like gpu.py.
 import os
 
 

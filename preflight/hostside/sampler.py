@@ -1,7 +1,7 @@
 # preflight watch, the sampler: one long-lived process a host, started over the transport's
 # one channel, that prints one JSON line a sample about the Paddle jobs running there.
 #
-# Shipped like the probe (watch/sampler_text.py joins it after collect/probe/cgroup.py and
+# Shipped like the probe (hostside/ship.py joins it after hostside/cgroup.py, gpu.py and
 # sends the text in its command line), so: standard library only, Python 3.6 syntax, each
 # part of a sample guarded so that a failure is an "error" there, never a crash. It decides
 # nothing; the controller judges. It ends by itself: at its lifetime, or at the first line
@@ -18,12 +18,12 @@ import re
 import sys
 import time
 
-from preflight.collect.probe.cgroup import cgroup_v1_quota as cgroup_v1_quota  # joined
-from preflight.collect.probe.cgroup import cgroup_v2_quota as cgroup_v2_quota  # joined
-from preflight.collect.probe.cgroup import read as read  # joined
-from preflight.collect.probe.cgroup import section  # joined
-from preflight.watch.sampler_gpu import gpu_source as gpu_source  # joined
-from preflight.watch.sampler_gpu import rank_gpus as rank_gpus  # joined
+from preflight.hostside.cgroup import cgroup_v1_quota as cgroup_v1_quota  # joined
+from preflight.hostside.cgroup import cgroup_v2_quota as cgroup_v2_quota  # joined
+from preflight.hostside.cgroup import read as read  # joined
+from preflight.hostside.cgroup import section  # joined
+from preflight.hostside.sampler_gpu import gpu_source as gpu_source  # joined
+from preflight.hostside.sampler_gpu import rank_gpus as rank_gpus  # joined
 
 SCHEMA = 1
 LAUNCH_MODULE = "paddle.distributed.launch"

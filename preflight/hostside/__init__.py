@@ -1,0 +1,10 @@
+"""What runs on the hosts: standard library only (the job scripts also Paddle), Python 3.6
+syntax, every part guarded so that a failure is an "error" in what it prints, never a crash.
+
+- probe (with cgroup, container, gpu, nvml, paddle_child): the facts of one host, one round
+  trip
+- sampler (with cgroup, gpu, sampler_gpu): the watch's samples of a running job, a line each
+- allreduce, ps_round: the Paddle jobs preflight starts, run by Paddle's own launcher
+- ship: joins each program's parts into one text and packs it for the way it travels (the
+  one module here that is not shipped)
+"""

@@ -1,0 +1,68 @@
+"""A sampler line that does not read is a gap in that host's samples, said and skipped: the
+watch reads on, the host is still watched (the lines of tests/fixtures/watch/
+broken-lines.json, between two real ones)."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+from dataclasses import replace
+
+from preflight.common.remote import Done
+from preflight.model.findings import Status
+from preflight.model.watch import WatchPolicy
+from preflight.watch import run
+
+BROKEN = json.loads((pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "watch"
+                     / "broken-lines.json").read_text())
+
+
+class Printed:
+    """A sampler that printed these lines, then runs on."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.data = "".join(ln + "\n" for ln in lines).encode()
+
+    def read_until(self, marker: str, timeout: float) -> bool:
+        return False
+
+    def output(self) -> str:
+        return ""
+
+    def take(self) -> bytes:
+        data, self.data = self.data, b""
+        return data
+
+    def wait(self, timeout: float) -> Done:
+        return Done(None, "", "")
+
+    def close(self) -> None:
+        pass
+
+
+class Host:
+    def __init__(self, name: str, lines: list[str]) -> None:
+        self.name, self.lines = name, lines
+
+    def start(self, command: str) -> Printed:
+        return Printed(self.lines)
+
+    def run(self, command: str, timeout: float) -> Done:
+        return Done(0, "", "")
+
+
+def test_every_broken_line_is_skipped_and_said_once_and_the_host_stays_watched():
+    lines = [BROKEN["before"], *(c["line"] for c in BROKEN["cases"]), BROKEN["after"]]
+    policy = replace(WatchPolicy(), interval_s=0.2, persist_s=0.4)
+    opts = run.WatchOptions(policy=policy, duration_s=1.0)
+    result = run.watch({"good1": Host("good1", lines)}, {}, opts, None, io.StringIO())
+    assert result.samples == 2  # the two real lines; none of the broken ones
+    [said] = [f for f in result.findings if f.status is Status.WARN]
+    assert said.check == "watch" and said.hosts == ("good1",)
+    assert said.data["skipped"] == len(BROKEN["cases"])
+    assert "did not read as a sample and were skipped" in said.message
+    # Its sampler is not taken for ended: (its lines stop here, so it is said to be quiet,
+    # as any host whose samples stop.)
+    assert not [f for f in result.findings if f.status is Status.COULD_NOT_CHECK
+                and "not a sample" in f.message]

@@ -8,7 +8,8 @@ from collections.abc import Iterator, Mapping
 
 from preflight.checks.common import explained_by_cpu
 from preflight.checks.cpu_cores import short_of_cpu
-from preflight.common.ps_failure import GLOO_PEER, ran_out_of_time
+from preflight.common.paddlelog import GLOO_PEER
+from preflight.common.ps_failure import ran_out_of_time
 from preflight.common.units import hosts_text
 from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Status

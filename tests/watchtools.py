@@ -36,6 +36,9 @@ class FakeRank:
     sendq: dict[str, int] = field(default_factory=dict)  # peer address -> bytes queued
     tail: tuple[str, ...] = ("step 90 loss 0.1",)  # its log's last lines, once it is gone
     gpus: tuple[int, ...] = ()  # the GPUs it drives (the sampler's "gpus" of a rank)
+    # Its memory cgroup's OOM kills (before, after) as its gone entry says; None: not read.
+    oom: Optional[tuple[int, int]] = None
+    piped: bool = False  # its stdout is a pipe: no log the sampler can read
     # running totals
     steps: float = 0.0
     run_s: float = 0.0
@@ -45,7 +48,7 @@ class FakeRank:
     sent_who: bool = field(default=False)
 
     def advance(self, dt: float) -> None:
-        if self.state not in ("T", "Z"):
+        if self.state not in ("T", "t", "Z"):
             self.steps += self.steps_per_s * dt
             self.run_s += (self.busy - self.wait) * dt
             self.wait_s += self.wait * dt
@@ -67,6 +70,8 @@ class FakeRank:
             "sendq": dict(self.sendq)}
         if self.gpus:
             out["gpus"] = list(self.gpus)
+        if self.piped:
+            out["log"] = {"path": "pipe:[4026]"}
         if not self.sent_who:
             who = {"PADDLE_TRAINERS_NUM": "4"}
             if self.role:
@@ -114,7 +119,8 @@ class FakeHost:
                         "tcp": [int(self.tcp[0]), int(self.tcp[1])]},
                "jobs": ([job] if self.launcher is not None else []) + self.extra,
                "gone": [{"pid": r.pid, "who": {}, "launcher": self.launcher,
-                         "tail": list(r.tail)} for r in self.gone],
+                         "tail": list(r.tail),
+                         **({"oom_kills": list(r.oom)} if r.oom else {})} for r in self.gone],
                "cost_s": 0.01 * (self.n + 1)}
         if self.gpus:
             doc["gpu"] = {"source": "nvml", "gpus": [dict(g) for g in self.gpus]}

@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 from preflight.act import launches
 from preflight.act.launch import STOP_EACH_S, load_plan, stop_on
+from preflight.common.paddlelog import APPLICATION_ERROR
 from preflight.common.remote import Remote, in_parallel
 from preflight.common.statedir import state_dir
 from preflight.config.errors import InputError
@@ -65,6 +66,12 @@ def culprits(findings: Sequence[Finding]) -> tuple[dict[str, Culprit], list[str]
         ranks = f.data.get("ranks") or ()
         if f.check == "hang" and not ranks:
             notes.append("the hang names no rank that holds it: nothing to leave out")
+            continue
+        error = str(f.data.get("error") or "")
+        if f.check == "dead" and APPLICATION_ERROR.match(error):
+            notes.append(f"{' and '.join(f.hosts)}: its rank ended with an error of the job's "
+                         f"own code ({error[:120]}): a fix of the script, not of the host: "
+                         "nothing left out")
             continue
         if len(f.hosts) != 1 and not ranks:
             notes.append(f"{' and '.join(f.hosts)}: the link between them could be either "
@@ -122,6 +129,9 @@ class ActOptions:
     cooldown_s: float = 600.0
     accept_new_host_keys: bool = False
     check_timeout_s: float = CHECK_TIMEOUT_S
+    # A host is acted on once the watch has named it for this long more (a second window,
+    # the watch's --persist): one window's finding is said, two are acted on.
+    confirm_s: float = 0.0
 
 
 # (step, what was done, fields for the log)
@@ -152,20 +162,31 @@ class Actor:
     acted: Acted = field(default_factory=Acted)
     said: set[str] = field(default_factory=set)
     stopped: bool = False  # this job was stopped here: its launch's failure is ours
+    seen: dict[str, float] = field(default_factory=dict)  # host -> first named (monotonic)
 
     def __call__(self, findings: Sequence[Finding]) -> Optional[tuple[str, launches.Launched]]:
         targets, notes = culprits(findings)
         for note in notes:
             self._once("skip", f"not acting: {note}")
+        now = time.monotonic()
+        self.seen = {h: self.seen.get(h, now) for h in targets}  # named without a break
+        young = [h for h in targets if now - self.seen[h] < self.opts.confirm_s]
+        if young:
+            self._once("wait", f"not acting on {', '.join(young)} yet: acted on if it is "
+                       f"still named {self.opts.confirm_s:g} s from now (one window more)")
+            targets = {h: c for h, c in targets.items() if h not in young}
         if not targets:
             return None
         names = ", ".join(targets)
+        if len(targets) > 1:
+            self._once("skip", f"not acting on {names}: {len(targets)} hosts named at once "
+                       "are no one host's cause; at most one node is left out at a time")
+            return None
         done = self.acted
         if done.count >= self.opts.max_acts:
             self._once("skip", f"not acting on {names}: acted {done.count} time(s) already "
                        f"(--act-max {self.opts.max_acts})")
             return None
-        now = time.monotonic()
         if done.last is not None and now - done.last < self.opts.cooldown_s:
             self._once("skip", f"not acting on {names} yet: the last action was "
                        f"{now - done.last:.0f} s ago (--act-cooldown {self.opts.cooldown_s:g})")

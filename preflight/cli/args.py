@@ -402,9 +402,10 @@ def _watch_parser(sub: Any) -> None:
                    help="seconds between samples (default 5)")
     w.add_argument("--margin", type=fraction, default=0.25,
                    help="how much slower than its peers' median a rank may step before it "
-                   "is named (default 0.25: below 0.75 x)")
+                   "is named (default 0.25: below 0.75 x; above 0)")
     w.add_argument("--persist", type=duration, default=15.0, metavar="DURATION",
-                   help="how long a rank must stay slower before it is named (default 15s)")
+                   help="how long a rank must stay slower before it is named (default 15s; "
+                   "at least 2 x --interval)")
     w.add_argument("--hang-after", type=duration, default=60.0, metavar="DURATION",
                    help="no progress on any rank for this long (and 5 x the longest quiet "
                    "spell before) is a hang (default 60s)")

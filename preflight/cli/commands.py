@@ -4,21 +4,20 @@ code. The only module that reads argparse's Namespace."""
 from __future__ import annotations
 
 import argparse
-import io
 import shutil
 import sys
 import time
 from dataclasses import replace
-from typing import Any, Optional, TextIO, cast
+from typing import Any, Optional, TextIO
 
-from preflight import judge, pipeline
+from preflight import judge, pipeline, watching
 from preflight.act import launches
 from preflight.act.launch import LaunchOptions, load_plan
-from preflight.act.recover import Acted, ActOptions, Actor
+from preflight.act.recover import ActOptions
 from preflight.cli.args import build_parser
 from preflight.collect.fanout import CollectOptions
 from preflight.common import profile
-from preflight.common.units import hostlist, rate
+from preflight.common.units import rate
 from preflight.config import container
 from preflight.config.document import Fields
 from preflight.config.errors import InputError, UsageError
@@ -28,7 +27,7 @@ from preflight.model.baseline import Audit
 from preflight.model.findings import Verdict
 from preflight.model.host import Via
 from preflight.model.report import Report
-from preflight.model.watch import LaunchFailure, WatchPolicy
+from preflight.model.watch import WatchPolicy
 from preflight.network.allreduce_cmd import AllReduceOptions
 from preflight.network.iperf import IperfOptions
 from preflight.network.orchestrate import NetworkOptions
@@ -40,13 +39,7 @@ from preflight.transport import table
 from preflight.transport.base import HostQuery
 from preflight.transport.slurm import drain, health
 from preflight.transport.slurm import steps as slurm
-from preflight.transport.slurm.transport import SlurmTransport
-from preflight.watch import page, record, replay, view
-from preflight.watch.judge import AtCheck
-from preflight.watch.metrics import MetricsError
-from preflight.watch.run import WatchOptions, WatchResult
-from preflight.watch.run import watch as watch_job
-from preflight.watch.sampler_text import DEFAULT_STEP_PATTERN, SamplerOptions
+from preflight.watch import page, replay, view
 
 DEFAULT_CONNECT_TIMEOUT = 10.0
 EXIT_GO, EXIT_NO_GO, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -234,7 +227,9 @@ def _watch_report(args: argparse.Namespace) -> int:
     width = terminal.width_of(sys.stdout)
     for line in page.text(log):
         print(line if width <= 0 or len(line) <= width else line[:width - 3] + "...")
-    return 0 if all(e.get("status") == "pass" for e in log.last) else 1
+    # A log cut by a kill ends with what was still open then: a failure said and never
+    # cleared holds the job as much as one in a last judgement.
+    return 0 if all(e.get("status") == "pass" for e in log.final()) else 1
 
 
 def _judge_log(path: str) -> Report:
@@ -344,39 +339,33 @@ def cmd_launch(args: argparse.Namespace) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     """Exit 0 when the job runs with no finding, 1 when something holds it (or it could not
     be watched), 130 when interrupted."""
-    actor_opts = _act_options(args) if args.act else None
-    started = time.time()
-    path = args.log or record.default_path(started)
-    try:
-        log = record.Record(path)
-    except OSError as e:
-        raise UsageError(f"watch: --log {path}: {e.strerror or e}") from None
-    plan, token, jobid = args.plan, args.marker or "", args.jobid
-    if plan and not token and not args.any_job:
-        launched = launches.newest(plan)
-        token = launched.token if launched else ""
-        jobid = jobid or (launched.jobid if launched else None)
-    end = None if not args.duration or args.once else time.monotonic() + args.duration
-    acted = Acted()  # the cap and the cooldown hold over the relaunched job too
-    try:
-        while True:
-            left = None if end is None else end - time.monotonic()
-            result = _watch_once(args, plan, token, jobid, log, actor_opts, acted, left)
-            if result.relaunched is None or args.once or (left is not None and left <= 0):
-                break
-            # The job runs again on the hosts of a new plan (in a new Slurm job, where it
-            # ran in one): follow it there.
-            assert actor_opts is not None
-            plan, launched = cast(tuple[str, launches.Launched], result.relaunched)
-            actor_opts.plan, actor_opts.launched, token = plan, launched, launched.token
-            jobid = launched.jobid
-    finally:
-        log.close()
+    _watch_settings(args)
+    result = watching.run(watching.WatchRequest(
+        args.argv, args.transport, args.inventory, args.inventory_format, args.ssh_config,
+        args.connect_timeout or DEFAULT_CONNECT_TIMEOUT, args.connect_timeout is not None,
+        args.accept_new_host_keys,
+        WatchPolicy(args.interval, args.margin, args.persist, args.hang_after),
+        args.step_pattern, args.plan, args.marker or "", args.jobid, args.any_job,
+        args.duration or None, args.once, args.metrics_port, args.metrics_address,
+        args.metrics_textfile, _act_options(args) if args.act else None, args.log))
     if args.once:
         width = terminal.width_of(sys.stdout)
         for f in result.findings:
             print(view.line(f, width))
     return result.code
+
+
+def _watch_settings(args: argparse.Namespace) -> None:
+    """Refuses settings under which the watch could not judge what it says it judges."""
+    if args.persist < 2 * args.interval:
+        raise UsageError(f"watch: --persist {args.persist:g}s is shorter than two samples "
+                         f"(2 x --interval {args.interval:g}s): nothing could be seen to "
+                         f"persist; give --persist {2 * args.interval:g}s or more, or a "
+                         "shorter --interval")
+    if args.margin <= 0:
+        raise UsageError("watch: --margin 0 would name a rank a hair slower than its peers' "
+                         "median: give a fraction above 0 and below 1 (0.25: slower than "
+                         "0.75 x the median)")
 
 
 def _act_options(args: argparse.Namespace) -> ActOptions:
@@ -395,103 +384,7 @@ def _act_options(args: argparse.Namespace) -> ActOptions:
                          "this machine with its script (launch the job with preflight launch "
                          "--plan, then watch it)")
     return ActOptions(args.plan, launched, args.act_max, args.act_cooldown,
-                      args.accept_new_host_keys)
-
-
-def _watch_once(args: argparse.Namespace, plan: Optional[str], token: str,
-                jobid: Optional[str], log: record.Record, actor_opts: Optional[ActOptions],
-                acted: Acted, left: Optional[float]) -> WatchResult:
-    """Watches one job (the plan's launch of token, or every job) until the time is up, or
-    until --act launched it again elsewhere (the result says where)."""
-    via = Via(args.transport)
-    inventory, fmt, ssh_config = args.inventory, args.inventory_format, args.ssh_config
-    names: Optional[list[str]] = None
-    at_check: dict[str, AtCheck] = {}
-    addresses: dict[str, str] = {}  # the job's address of each host (the plan's)
-    if plan:
-        nodes, source = load_plan(plan, ignore_verdict=True)
-        names = [n.host for n in nodes]
-        addresses = {n.address: n.host for n in nodes if n.address}
-        at_check = _at_check(jsonreport.read(plan))
-        if not inventory:
-            inventory, ssh_config = source.inventory, ssh_config or source.ssh_config
-            fmt = source.fmt if fmt == "auto" else fmt
-    fmt = table.inventory_format(via, inventory, fmt)
-    transport = table.new(via, inventory, fmt)
-    if isinstance(transport, SlurmTransport) and jobid:
-        transport.job = slurm.Allocation(jobid)
-    try:
-        hosts = transport.hosts(HostQuery(inventory, fmt, ssh_config,
-                                          cli_timeout=args.connect_timeout is not None))
-        if names is not None:
-            known = {h.name for h in hosts}
-            missing = [n for n in names if n not in known]
-            if missing:
-                raise UsageError(f"watch: --plan {plan}: host {missing[0]} is not in "
-                                 f"{inventory}")
-            hosts = [h for h in hosts if h.name in names]
-        unreached = transport.reach(hosts, args.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
-                                    args.accept_new_host_keys)
-        remotes = transport.remotes()
-        actor = None
-        if actor_opts is not None:
-            def say(step: str, text: str, fields: Any) -> None:
-                print(f"act: {step}: {text}", file=sys.stderr, flush=True)
-                log.event("act", step=step, text=text, **fields)
-            actor = Actor(actor_opts, remotes, say, drain.drain_now, acted)
-
-        def launch_failure() -> Optional[LaunchFailure]:
-            if not token or (actor is not None and actor.stopped):
-                return None  # no launch to ask, or the watch stopped the job itself
-            launched = launches.by_token(token)
-            return launched.failed if launched else None
-
-        policy = WatchPolicy(args.interval, args.margin, args.persist, args.hang_after)
-        opts = WatchOptions(policy, SamplerOptions(
-            args.interval, token=token,
-            step_pattern=args.step_pattern or DEFAULT_STEP_PATTERN),
-            left, args.once, at_check, args.metrics_port, args.metrics_address,
-            args.metrics_textfile, {**{h.address: h.name for h in hosts}, **addresses}, actor,
-            launch_failure)
-        print(f"watching {'the job of marker ' + token if token else 'every Paddle job'} on "
-              f"{hostlist([h.name for h in hosts])} every {args.interval:g} s"
-              + (f" for {left:.0f} s" if left and not args.once else "")
-              + (f"; one judgement in {opts.length() or 0:.0f} s, once the {args.persist:g} s "
-                 "window is covered, whether a job runs there yet or not" if args.once else "")
-              + ("; acting on what holds it" if actor else "") + f"; log: {log.path}",
-              file=sys.stderr)
-        log.event("start", argv=args.argv, hosts=[h.name for h in hosts], marker=token,
-                  plan=plan, policy=vars(policy))
-        shown = io.StringIO() if args.once else sys.stdout
-        try:
-            result = watch_job(remotes, {h.name: h.probe_python for h in hosts},
-                               opts, log, shown, terminal.width_of(sys.stdout), unreached)
-        except MetricsError as e:
-            raise UsageError(f"watch: {e}") from None
-        log.findings("last", result.findings)
-        log.event("end", code=result.code, interrupted=result.interrupted,
-                  cpu_s=round(result.cpu_s, 3), samples=result.samples,
-                  relaunched=result.relaunched is not None)
-    finally:
-        transport.close()
-    return result
-
-
-def _at_check(report: Report) -> dict[str, AtCheck]:
-    """What the report measured of each host: the cores the job had at the check, the
-    median of its iperf3 links."""
-    links: dict[str, list[float]] = {}
-    for link in report.network.links if report.network else ():
-        for end in (link.sender, link.receiver):
-            if link.received_bps:
-                links.setdefault(end, []).append(link.received_bps)
-    out = {}
-    for name, entry in report.hosts.items():
-        cpu = entry.facts.job_cpu() if entry.facts is not None else None
-        bps = sorted(links.get(name, ()))
-        out[name] = AtCheck(cores=getattr(cpu, "effective", None),
-                            link_bps=bps[len(bps) // 2] if bps else None)
-    return out
+                      args.accept_new_host_keys, confirm_s=args.persist)
 
 
 COMMANDS = {"check": cmd_check, "audit": cmd_audit, "baseline": cmd_baseline,

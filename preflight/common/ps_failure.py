@@ -4,22 +4,19 @@ its own (an exception in its log)."""
 
 from __future__ import annotations
 
-import re
-
+from preflight.common.paddlelog import EXCEPTION, GLOO_PEER
 from preflight.model.measure import PsRound
 
-# What a host's failure says of its cause: gloo's timeout names the peer it waited on (its
-# address); a host whose round ran out of time without a Python exception in its log only
-# waited.
-GLOO_PEER = re.compile(r"TIMEOUT\b.*peer_str = \[([^\]]+)\]")
+# What a host's failure says of its cause: gloo's timeout names the peer it waited on
+# (paddlelog.GLOO_PEER); a host whose round ran out of time without a Python exception in its
+# log only waited.
 OUT_OF_TIME = "did not finish within the time limit"
-_EXCEPTION = re.compile(r"\b[A-Z]\w*(?:Error|Exception): ")
 
 
 def ran_out_of_time(why: str) -> bool:
     """A host's failure that is its round's time running out while it waited (no exception
     of its own in its log, whatever ended it after)."""
-    return why.startswith(OUT_OF_TIME) and not _EXCEPTION.search(why)
+    return why.startswith(OUT_OF_TIME) and not EXCEPTION.search(why)
 
 
 def hung_without_cause(r: PsRound) -> bool:

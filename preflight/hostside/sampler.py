@@ -18,7 +18,9 @@ import re
 import sys
 import time
 
+from preflight.hostside.cgroup import cgroup_v1_dir as cgroup_v1_dir  # joined
 from preflight.hostside.cgroup import cgroup_v1_quota as cgroup_v1_quota  # joined
+from preflight.hostside.cgroup import cgroup_v2_dir as cgroup_v2_dir  # joined
 from preflight.hostside.cgroup import cgroup_v2_quota as cgroup_v2_quota  # joined
 from preflight.hostside.cgroup import read as read  # joined
 from preflight.hostside.cgroup import section  # joined
@@ -152,6 +154,26 @@ def quota_of(pid):
     return out
 
 
+def oom_kills_path(pid):
+    """The file that counts the kernel's OOM kills in pid's memory cgroup: v2 memory.events
+    (its oom_kill takes in the cgroups below), v1 memory.oom_control (kernel 4.13 on); None
+    where there is neither."""
+    for found, name in ((section(cgroup_v2_dir, pid), "memory.events"),
+                        (section(cgroup_v1_dir, "memory", pid), "memory.oom_control")):
+        if isinstance(found, tuple) and os.path.exists(os.path.join(found[0], name)):
+            return os.path.join(found[0], name)
+    return None
+
+
+def oom_kills(path):
+    """The oom_kill count of a memory.events or memory.oom_control file; None without."""
+    for line in read(path).splitlines():
+        f = line.split()
+        if len(f) == 2 and f[0] == "oom_kill":
+            return int(f[1])
+    return None
+
+
 def tcp_queues(pid, netns_cache):
     """{peer address: bytes waiting in the rank's TCP send queues to it} for its established
     connections with data queued (/proc/<pid>/net/tcp is its network namespace's table)."""
@@ -245,10 +267,16 @@ class Rank(object):
         self.steps = 0
         self.last_line = None
         self.announced = False
+        # Where its memory cgroup counts OOM kills, and the count when last read: a rank
+        # that ends without a word while that count rises was killed by the OOM killer.
+        self.oom_path = section(oom_kills_path, pid)
+        self.oom_kills = None
 
     def sample(self, pattern, netns_cache):
         state, cpu_s, threads, _, _ = stat_fields(self.pid)
         out = {"pid": self.pid, "state": state, "cpu_s": round(cpu_s, 3), "threads": threads}
+        if isinstance(self.oom_path, str):
+            out["oom_kills"] = self.ooms()
         if state == "Z":  # exited, not yet reaped: what it said last tells how it ended
             out["tail"] = section(log_tail, self.log_path, self.launcher)
             return out
@@ -265,6 +293,13 @@ class Rank(object):
         out["cgroup"] = section(quota_of, self.pid)
         out["sendq"] = section(tcp_queues, self.pid, netns_cache)
         return out
+
+    def ooms(self):
+        """Its memory cgroup's OOM kills now (an {"error"} where they cannot be read)."""
+        n = section(oom_kills, self.oom_path)
+        if isinstance(n, int):
+            self.oom_kills = n
+        return n
 
     def log_part(self, pattern):
         """The rank's log (its stdout's file): size, step lines counted so far, the last
@@ -411,8 +446,12 @@ class Sampler(object):
         gone = []
         for pid in [p for p in self.ranks if p not in seen]:
             rank = self.ranks.pop(pid)
-            gone.append({"pid": pid, "who": rank.who, "launcher": rank.launcher,
-                         "tail": section(log_tail, rank.log_path, rank.launcher)})
+            entry = {"pid": pid, "who": rank.who, "launcher": rank.launcher,
+                     "tail": section(log_tail, rank.log_path, rank.launcher)}
+            if isinstance(rank.oom_path, str) and rank.oom_kills is not None:
+                before = rank.oom_kills  # as last seen while it ran; then now
+                entry["oom_kills"] = [before, rank.ooms()]
+            gone.append(entry)
         return {"jobs": jobs, "gone": gone}
 
 

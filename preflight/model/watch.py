@@ -55,6 +55,7 @@ class RankSample:
     log_tail: tuple[str, ...] = ()  # its log's last lines, once it has exited (a zombie)
     error: Optional[str] = None  # what could not be read this time
     gpus: tuple[int, ...] = ()  # the GPUs it drives (NVML's indices on its host)
+    oom_kills: Optional[int] = None  # the kernel's OOM kills in its memory cgroup so far
 
 
 @dataclass(frozen=True)

@@ -4,30 +4,22 @@ rank failed, and how far a stopped launcher got."""
 
 from __future__ import annotations
 
-import re
 from typing import Optional
 
-from preflight.common.paddlelog import redact
+from preflight.common.paddlelog import (
+    BANNER,
+    LAUNCHER_LINE,
+    STOP_REPORT,
+    STOPPED_BY_SIGNAL,
+    WHY,
+    redact,
+)
 from preflight.common.ps_failure import OUT_OF_TIME
 from preflight.common.remote import Done
 from preflight.network.allreduce_cmd import HELD, HELD_EXIT
 from preflight.network.paddle_job import LOG
 
-# Lines of a failing rank's log that say why; the last one found is quoted in the finding.
-_WHY = re.compile(r"(Error|Exception|error:|refused|timed out|Timeout|Killed|Abort|"
-                  r"No such|not found|cannot|failed)", re.IGNORECASE)
-# How a shell reports a command that the stop's TERM or KILL ended: dash's bare word, bash's
-# "sh: line 1: 1234 Terminated  timeout ...".
-_STOP_REPORT = re.compile(r"^(?:.*: line \d+: +\d+ +)?(?:Terminated|Killed)\b")
-# Paddle's launcher's own lines: "LAUNCH INFO 2026-11-24 19:29:09,044 Waiting peer start...".
-_LAUNCHER_LINE = re.compile(r"^LAUNCH [A-Z]+ (?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ )?(.*)$")
-# What Paddle prints as a signal ends it: the stop's or the host's `timeout`'s doing, never why.
-_KILLED = re.compile(r"Termination signal|\*\*\* Aborted at|\*\*\* SIGTERM|SIGKILL|"
-                     r"^Error Message Summary:$")
-# Paddle's own banner as a fatal signal ends a rank (FatalError, TimeInfo, SignalInfo): that
-# it aborted, never why; the line before it that says why is quoted instead, where there is one.
-_BANNER = re.compile(r"\*\*\* Aborted at|\[SignalInfo:|^Error Message Summary:$|"
-                     r"^FatalError: .* is detected by the operating system")
+
 def log_lines(done: Done, stopped: bool = False) -> list[str]:
     """The log lines a host command printed (redacted), Paddle's launcher chatter left out.
     stopped: the host's launcher was stopped by the run, so the shell's report of the
@@ -35,15 +27,15 @@ def log_lines(done: Done, stopped: bool = False) -> list[str]:
     lines = [redact(ln[len(LOG):].strip()) for ln in done.stdout.splitlines()
              if ln.startswith(LOG) and ln[len(LOG):].strip()]
     return [ln for ln in lines if not ln.startswith("LAUNCH INFO")
-            and not (stopped and _STOP_REPORT.search(ln))]
+            and not (stopped and STOP_REPORT.search(ln))]
 
 
 def log_reason(done: Done, stopped: bool = False) -> str:
     """Returns the line of a failing rank's log that says why, or its exit."""
     lines = log_lines(done, stopped)
     ended = stopped or done.exit == 124  # ended by a signal we sent: its report is noise
-    why = [ln for ln in lines if _WHY.search(ln) and not (ended and _KILLED.search(ln))]
-    why = [ln for ln in why if not _BANNER.search(ln)] or why
+    why = [ln for ln in lines if WHY.search(ln) and not (ended and STOPPED_BY_SIGNAL.search(ln))]
+    why = [ln for ln in why if not BANNER.search(ln)] or why
     text = (why or lines or [done.tail()])[-1][:300]
     if done.exit == 96:
         text = "could not create the run directory in /tmp"
@@ -83,7 +75,7 @@ def launcher_last(done: Done) -> str:
     """The last line Paddle's launcher printed (redacted), its level and time dropped; ""
     where it printed none."""
     for ln in reversed(done.stdout.splitlines()):
-        m = _LAUNCHER_LINE.match(ln[len(LOG):].strip()) if ln.startswith(LOG) else None
+        m = LAUNCHER_LINE.match(ln[len(LOG):].strip()) if ln.startswith(LOG) else None
         if m and m.group(1).strip("-= "):
             return redact(m.group(1))[:300]
     return ""

@@ -14,10 +14,11 @@ import math
 import re
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
+from preflight.common.paddlelog import CRASHED, ERROR_LINE, LOST_PEER
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import LaunchFailure, RankId, WatchPolicy
@@ -32,17 +33,10 @@ THROTTLED_SHARE = 0.2  # of its cgroup's periods: the quota is what holds it
 RUNQUEUE_SHARE = 0.3  # seconds a second waiting for a CPU: the host's other work holds it
 STALE_INTERVALS = 3  # a host with no sample for this many intervals cannot be judged
 MIN_COUNT = 8  # steps (or lines) a half-window of a typical rank must count to judge paces
-STOPPED = ("T", "t")
-# The last lines of a rank that crashed: a Python traceback or exception, Paddle's
-# "Error" lines, the kernel's or the shell's words for a fatal signal.
-CRASHED = re.compile(r"Traceback \(most recent call last\)|^\w*(Error|Exception)\b|"
-                     r"\bError\b|Killed|core dumped|Aborted|Segmentation fault|"
-                     r"terminate called")
-ERROR_LINE = re.compile(r"\s*[\w.]*(Error|Exception)\b")
-# A rank's end for the loss of a peer: the abort gloo raises, a connection closed, NCCL's
-# remote error, or the TERM that stopped it (Paddle names each signal it caught).
-LOST_PEER = re.compile(r"Process abort signal|Termination signal|Connection (closed|reset) by "
-                       r"peer|IoException|remote process exited|Broken pipe|ECONNRESET", re.I)
+STOPPED = ("T",)  # SIGSTOP, a suspended shell: nothing moves it on but a SIGCONT
+# Held by a tracer (ptrace: a debugger, strace, a py-spy dump): someone is looking at it,
+# which is no fault of its host; said, never failed or acted on.
+TRACED = "t"
 # Bytes queued to one peer in most samples of the window (a link that cannot drain them;
 # a healthy one empties its queue between steps, and a full one dips now and then).
 SENDQ_FULL, FULL_SHARE = 32 << 10, 0.75
@@ -69,11 +63,16 @@ def judge(state: WatchState, policy: WatchPolicy, now: float,
     stale = {h: now - t for h, t in state.last_tick.items()
              if now - t > STALE_INTERVALS * policy.interval_s}
     for host in sorted(stale):
+        # Its ranks' last figures are stale, not evidence: they leave every rule (no
+        # straggler, hang or death is read from them) and are said as not judged.
+        ranks = [r.rid.name() for job in state.jobs.values() for r in job.live()
+                 if r.rid.host == host]
         out.append(Finding("watch", Status.COULD_NOT_CHECK, (host,),
                            f"no sample from {host} for {stale[host]:.0f} s (its sampler or "
-                           "its connection is stuck)"))
+                           "its connection is stuck)"
+                           + (f": could not judge {', '.join(ranks)}" if ranks else "")))
     for job in state.jobs.values():
-        out.extend(_job(job, policy, at_check, state, addresses or {}))
+        out.extend(_job(job, policy, at_check, state, addresses or {}, set(stale)))
     if not state.jobs and state.last_tick:
         # While watching, a job may be yet to start; at the end there was none to watch.
         out.append(Finding("watch", Status.COULD_NOT_CHECK if final else Status.SKIP,
@@ -85,8 +84,11 @@ def judge(state: WatchState, policy: WatchPolicy, now: float,
 
 
 def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
-         state: WatchState, addresses: Mapping[str, str]) -> list[Finding]:
-    present = [r for r in job.live() if r.samples]
+         state: WatchState, addresses: Mapping[str, str],
+         stale: Collection[str] = ()) -> list[Finding]:
+    present = [r for r in job.live() if r.samples and r.rid.host not in stale]
+    if not present and any(r.rid.host in stale for r in job.live()):
+        return []  # every rank it has left is on a host gone quiet: nothing to judge
     live = [r for r in present if r.latest.state != "Z"]  # a zombie has exited
     if not job.ranks:  # its launchers are starting its ranks
         return [f for f in [starting(job, state, policy)] if f is not None]
@@ -126,6 +128,7 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
                      {h for f in out for h in f.hosts}, unit))
     out = gpus.findings(live, unit, state, policy, out)
     out.extend(gpus.unreadable(job.hosts(), live, state))
+    out.extend(_progress_unread(live))
     if not out:
         out.append(_pace(job, live, unit, policy))
     return out
@@ -297,13 +300,21 @@ def _stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
         if s.state in STOPPED:
             out.append(Finding(
                 "stopped", Status.FAIL, (r.rid.host,),
-                f"{r.rid.name()} is stopped (state {s.state}: a SIGSTOP, a debugger or a "
-                f"suspended shell) since {_clock(r.state_since[1])}"
+                f"{r.rid.name()} is stopped (state {s.state}: a SIGSTOP or a suspended shell) "
+                f"since {_clock(r.state_since[1])}"
                 + (f"; its {others} peers wait on it" if others else ""),
                 {"ranks": (r.rid,), "since": r.state_since[1]}))
+        elif s.state == TRACED:
+            out.append(Finding(
+                "traced", Status.WARN, (r.rid.host,),
+                f"{r.rid.name()} is held by a tracer (state t: a debugger, strace or py-spy "
+                f"attached) since {_clock(r.state_since[1])}"
+                + (f"; its {others} peers wait on it while it is" if others else "")
+                + ": someone is looking at it, no fault of its host; not acted on",
+                {"ranks": (r.rid,), "since": r.state_since[1]}))
         elif s.state == "Z":  # exited, not yet reaped: judged as a rank gone
-            exits.append(Exit(r.state_since[1], r.rid, s.log_tail))
-    exits += [Exit(t, rid, tail) for rid, (t, tail) in job.gone.items()]
+            exits.append(Exit(r.state_since[1], r.rid, s.log_tail, _oom_rise(r)))
+    exits += [Exit(t, rid, tail, job.oom_killed.get(rid)) for rid, (t, tail) in job.gone.items()]
     exits.sort(key=lambda e: e.t)
     causes, after = _causes(exits, policy)
     out += [_cause_finding(e, after, failure) for e in causes]
@@ -311,12 +322,12 @@ def _stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
     for e in exits:
         if e.rid in explained:
             continue
-        why = _died(e.rid, e.t, e.tail, live, policy, job.unit(),
+        why = _died(e, live, policy, job.unit(),
                     failure if failure is not None and failure.host == e.rid.host else None)
         if why:
             out.append(Finding("dead", Status.FAIL, (e.rid.host,),
                                f"{e.rid.name()} exited at {_clock(e.t)} {why}",
-                               {"ranks": (e.rid,), "tail": e.tail}))
+                               {"ranks": (e.rid,), "tail": e.tail, "error": e.error}))
     if failure is not None and not live and failure.host in job.launcher_hosts() \
             and not any(f.check == "dead" for f in out):
         # The job ended, its launch failed, and no rank's end says why: its ranks there were
@@ -332,6 +343,7 @@ class Exit:
     t: float
     rid: RankId
     tail: Sequence[str]
+    oom: Optional[tuple[int, int]] = None  # its memory cgroup's OOM kills rose: before, after
 
     @property
     def error(self) -> Optional[str]:
@@ -377,10 +389,23 @@ def _tail_text(e: Exit) -> str:
     return "\n".join(e.tail)
 
 
+def _oom_rise(r: RankSeries) -> Optional[tuple[int, int]]:
+    """Its memory cgroup's OOM kills, before and after, where they rose over its samples."""
+    counts = [s.oom_kills for s in r.samples if s.oom_kills is not None]
+    return (counts[0], counts[-1]) if counts and counts[-1] > counts[0] else None
+
+
+def _oom_said(oom: tuple[int, int]) -> str:
+    return (f"the kernel's OOM killer killed it: its memory cgroup's oom_kill count went from "
+            f"{oom[0]} to {oom[1]} as it ended")
+
+
 def _cause_finding(e: Exit, after: Sequence[Exit],
                    failure: Optional[LaunchFailure]) -> Finding:
     if e.error is not None:
-        how = f"with an error: {e.error}"
+        how = f"with an error: {e.error}" + (f"; {_oom_said(e.oom)}" if e.oom else "")
+    elif e.oom is not None:
+        how = f"without a word in its log: {_oom_said(e.oom)}"
     else:
         how = ("without a word in its log: killed by a signal it cannot catch (SIGKILL, as "
                "the OOM killer sends)")
@@ -395,19 +420,22 @@ def _cause_finding(e: Exit, after: Sequence[Exit],
     ends = "" if e.error is not None else f"; its log ends: {e.tail[-1] if e.tail else '(empty)'}"
     return Finding("dead", Status.FAIL, (e.rid.host,),
                    f"{e.rid.name()} exited at {_clock(e.t)} {how}{peers}{ends}",
-                   {"ranks": (e.rid,), "tail": e.tail})
+                   {"ranks": (e.rid,), "tail": e.tail, "error": e.error})
 
 
-def _died(rid: RankId, t: float, tail: Sequence[str], live: Sequence[RankSeries],
-          policy: WatchPolicy, unit: Unit, failure: Optional[LaunchFailure]) -> str:
+def _died(e: Exit, live: Sequence[RankSeries], policy: WatchPolicy, unit: Unit,
+          failure: Optional[LaunchFailure]) -> str:
     """Why a rank that exited died rather than finished ("" when it finished): its log ends
-    in an error, its host's launcher failed with it, or its peers ran on well after it (the
-    ranks of a collective job end together; a PS server ends after its trainers; a PS
-    trainer may end alone)."""
+    in an error, the OOM killer took it, its host's launcher failed with it, or its peers ran
+    on well after it (the ranks of a collective job end together; a PS server ends after its
+    trainers; a PS trainer may end alone)."""
+    rid, t, tail = e.rid, e.t, e.tail
     last = tail[-1] if tail else ""
     error = _error(tail)
     if error is not None:
-        return f"with an error: {error}"
+        return f"with an error: {error}" + (f"; {_oom_said(e.oom)}" if e.oom else "")
+    if e.oom is not None:
+        return f"without a word in its log: {_oom_said(e.oom)}"
     if failure is not None:
         return (f"and its launcher failed with it ({failure.why}{_signal(failure.why)}): "
                 f"{LAUNCH_STOPPED}; its log ends: {last or '(empty)'}")
@@ -442,9 +470,14 @@ def _hang(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
         return []
     stopped = [r for r in live if r.latest.state in STOPPED]
     waits = _states(live)
+    traced = [r for r in live if r.latest.state == TRACED]
     if stopped:
         cause = f"; {', '.join(r.rid.name() for r in stopped)} is stopped: it holds the rest"
         hosts = tuple(sorted({r.rid.host for r in stopped}))
+    elif traced:  # a tracer holds it: said, but no rank of it is the hang's to act on
+        cause = (f"; {', '.join(r.rid.name() for r in traced)} is held by a tracer (a "
+                 "debugger, strace, py-spy): it holds the rest")
+        hosts = tuple(job.hosts())
     else:
         cause = ""
         hosts = tuple(job.hosts())
@@ -476,7 +509,8 @@ def _states(ranks: Sequence[RankSeries]) -> str:
     groups: dict[str, list[str]] = {}
     for r in ranks:
         s = r.latest
-        what = "stopped" if s.state in STOPPED else "running" if s.state == "R" else \
+        what = "stopped" if s.state in STOPPED else "traced" if s.state == TRACED \
+            else "running" if s.state == "R" else \
             f"in I/O ({s.wchan or '?'})" if s.state == "D" else f"asleep in {s.wchan}" \
             if s.wchan else "asleep"
         groups.setdefault(what, []).append(r.rid.host)
@@ -631,6 +665,29 @@ def _why(r: RankSeries, span: Span, at_check: Mapping[str, AtCheck]) -> str:
     return f": it computes longer than its peers{now}"
 
 
+def _progress_unread(live: Sequence[RankSeries]) -> list[Finding]:
+    """Per host, its ranks whose progress the sampler cannot read: a stdout that is not a
+    file (a pipe, a terminal) and no step hook, or a process it may not read (another
+    user's). Their pace is compared with nobody's: said with the fix, never passed."""
+    why: dict[str, list[str]] = {}
+    for r in live:
+        s = r.latest
+        if s.hook_steps is not None or s.log_size is not None:
+            continue
+        if s.error and "Permission" in s.error:
+            why.setdefault(r.rid.host, []).append(
+                f"{r.rid.name()} cannot be read by the watch's user ({s.error[:120]}): run "
+                "the watch as the job's user or as root")
+        elif s.log_path is not None:
+            why.setdefault(r.rid.host, []).append(
+                f"{r.rid.name()} writes to {s.log_path}, not a file, and calls no step hook: "
+                "call preflight.watch.step() once a step, or send its output to a file")
+    return [Finding("progress", Status.WARN, (host,),
+                    f"could not check progress on {host}: " + "; ".join(said)
+                    + "; its pace is compared with nobody's", {"ranks": ()})
+            for host, said in sorted(why.items())]
+
+
 def _pace(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
           policy: WatchPolicy) -> Finding:
     rates = []
@@ -639,9 +696,20 @@ def _pace(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
         if span is not None and span.dt > 0 and span.progress is not None:
             rates.append(span.progress / span.dt)
     pace = f", {median(rates):.3g} {UNIT_WORDS[unit]}/s a rank" if rates else ""
+    # Said as what was compared: the rules differ by the kind of job.
+    if any(r.rid.role in ("trainer", "server") for r in live):
+        compared = (f"no trainer below {1 - policy.margin:g} x its peers' median pace, no "
+                    "server short of CPU")
+    else:
+        early = [r.early_rate[unit] for r in live if r.early_rate.get(unit)]
+        compared = "none busy while its peers wait for it" + (
+            f"; the job at {median(rates) / median(early):.2f} x its early pace"
+            if rates and early else "")
+    if not rates:
+        compared += ("; no pace compared yet (fewer than two samples of their progress over "
+                     "the window)")
     return Finding("progress", Status.PASS, tuple(job.hosts()),
-                   f"{len(live)} ranks of {job.key} running{pace}; none stopped, none "
-                   f"slower than {1 - policy.margin:g} x its peers' median",
+                   f"{len(live)} ranks of {job.key} running{pace}; none stopped; {compared}",
                    {"ranks": ()})
 
 

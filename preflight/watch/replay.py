@@ -64,6 +64,20 @@ class WatchLog:
     ranks: dict[RankId, RankCourse] = field(default_factory=dict)
     samples: int = 0
 
+    def final(self) -> list[dict[str, Any]]:
+        """The findings the watch ended with: its last ones; where it was killed before it
+        wrote them, those it had said and not cleared when the log was cut."""
+        if self.ended is not None or self.last:
+            return self.last
+        open_: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+        for e in self.events:
+            k = (str(e.get("check")), tuple(e.get("hosts") or ()))
+            if e.get("type") == "finding":
+                open_[k] = e
+            elif e.get("type") == "cleared":
+                open_.pop(k, None)
+        return list(open_.values())
+
     def jobs(self) -> dict[str, list[RankCourse]]:
         out: dict[str, list[RankCourse]] = {}
         for c in self.ranks.values():

@@ -26,6 +26,9 @@ from preflight.watch.view import Live
 POLL_S = 0.25
 SAMPLER_DAY_S = 86400.0
 MAX_RESTARTS = 1000
+# A sampler that ended in error (its connection dropped, its host rebooting) is started again
+# after a wait that doubles with each failure in a row, up to this long.
+RECONNECT_MAX_S = 60.0
 EXIT_HEALTHY, EXIT_FINDINGS, EXIT_INTERRUPTED = 0, 1, 130
 
 
@@ -81,6 +84,27 @@ class _Host:
         self.restarts = 0
         self.bad = 0  # lines that did not read as samples, skipped
         self.bad_last = ""  # why the last of them did not
+        self.failures = 0  # its samplers that ended in error in a row
+        self.retry_at: Optional[float] = None  # when to start it again (monotonic)
+
+    def failed(self, why: str, now: float, interval_s: float) -> None:
+        """Its sampler ended in error: said, and started again after a backoff."""
+        self.failures += 1
+        wait = min(RECONNECT_MAX_S, interval_s * 2 ** self.failures)
+        self.retry_at = now + wait
+        self.ended = f"{why}; starting its sampler again in {wait:.3g} s (try {self.failures})"
+
+    def reconnect(self, now: float) -> None:
+        if self.retry_at is None or now < self.retry_at:
+            return
+        self.retry_at = None
+        try:
+            self.started.close()
+            self.started, self.partial = self.remote.start(self.command), b""
+            self.ended = None
+        except Exception as e:  # still gone: the next try waits longer
+            self.failed(f"could not start its sampler again: {type(e).__name__}: {e}"[:300],
+                        now, 1.0)
 
     def lines(self) -> list[str]:
         data = self.partial + self.started.take()
@@ -131,8 +155,10 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
             now = time.monotonic()
             judging = now >= next_judge
             for h in hosts.values():
+                h.reconnect(now)
                 if h.ended is None:
-                    samples += _read(h, state, record, now, check_exit=judging)
+                    samples += _read(h, state, record, now, check_exit=judging,
+                                     interval_s=policy.interval_s)
             if judging:
                 next_judge = now + policy.interval_s
                 findings = _findings(state, policy, opts, lost, hosts, now, start)
@@ -166,13 +192,13 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
 
 
 def _read(h: _Host, state: WatchState, record: Optional[Record], now: float,
-          check_exit: bool) -> int:
+          check_exit: bool, interval_s: float = 5.0) -> int:
     """Reads what the host's sampler printed; returns the samples read. Whether it has
     ended is asked once an interval (check_exit), not at every read."""
     try:
         lines = h.lines()
     except Exception as e:
-        h.ended = f"its channel failed: {type(e).__name__}: {e}"[:300]
+        h.failed(f"its channel failed: {type(e).__name__}: {e}"[:300], now, interval_s)
         return 0
     read = 0
     for ln in lines:
@@ -183,6 +209,7 @@ def _read(h: _Host, state: WatchState, record: Optional[Record], now: float,
             continue
         state.add(tick, now)
         read += 1
+        h.failures = 0  # it answers again
         if record is not None:
             record.sample(h.name, tick.line)
     if not check_exit:
@@ -193,7 +220,7 @@ def _read(h: _Host, state: WatchState, record: Optional[Record], now: float,
         h.restarts += 1
         h.started, h.partial = h.remote.start(h.command), b""
     elif done.exit is not None:
-        h.ended = f"its sampler ended (exit {done.exit}: {done.tail()})"
+        h.failed(f"its sampler ended (exit {done.exit}: {done.tail()})", now, interval_s)
     return read
 
 

@@ -44,6 +44,8 @@ class Tick:
     error: Optional[str] = None  # a part of the sample the sampler could not read
     netns: Optional[str] = None  # the sampler's own network namespace
     line: str = ""  # the sample as a results log keeps it: the line, its secrets redacted
+    # Ranks gone while their memory cgroup's OOM kills rose: (rank, before, after).
+    oom: tuple[tuple[RankId, int, int], ...] = ()
 
 
 def job_key(argv: tuple[str, ...]) -> str:
@@ -174,13 +176,19 @@ class HostStream:
             for r in job.get("ranks") or ():
                 if isinstance(r, dict) and isinstance(r.get("pid"), int):
                     ranks.append(self._rank(r, lpid, t))
-        gone = tuple((self.ids.pop(g["pid"]), tuple(str(x) for x in g.get("tail") or ()
-                                                     if isinstance(g.get("tail"), list)))
-                     for g in doc.get("gone") or ()
-                     if isinstance(g, dict) and g.get("pid") in self.ids)
+        gone, oom = [], []
+        for g in doc.get("gone") or ():
+            if not isinstance(g, dict) or g.get("pid") not in self.ids:
+                continue
+            rid = self.ids.pop(g["pid"])
+            tail = g.get("tail")
+            gone.append((rid, tuple(str(x) for x in tail) if isinstance(tail, list) else ()))
+            kills = g.get("oom_kills")
+            if isinstance(kills, list) and _ints(kills) and kills[1] > kills[0]:
+                oom.append((rid, int(kills[0]), int(kills[1])))
         return Tick(self.host, _num(doc, "n", int) or 0, self._host(host, t, doc),
-                    tuple(ranks), gone, tuple(new), "; ".join(errors) or None,
-                    _text(doc, "netns"))
+                    tuple(ranks), tuple(gone), tuple(new), "; ".join(errors) or None,
+                    _text(doc, "netns"), oom=tuple(oom))
 
     def _rank(self, r: Mapping[str, Any], launcher: int, t: float) -> tuple[RankId, RankSample]:
         pid = r["pid"]
@@ -210,7 +218,7 @@ class HostStream:
                                if isinstance(v, int) and k != "error")),
             log_tail=tuple(str(x) for x in r["tail"]) if isinstance(r.get("tail"), list)
             else (),
-            error="; ".join(errors) or None,
+            error="; ".join(errors) or None, oom_kills=_num(r, "oom_kills", int),
             gpus=tuple(g for g in r["gpus"] if isinstance(g, int) and not isinstance(g, bool))
             if isinstance(r.get("gpus"), list) else ())
 

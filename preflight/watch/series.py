@@ -107,6 +107,8 @@ class JobSeries:
         self.ranks: dict[RankId, RankSeries] = {}
         # rank -> (the host's time it was missed at, the last lines of its log)
         self.gone: dict[RankId, tuple[float, tuple[str, ...]]] = {}
+        # rank -> its memory cgroup's OOM kills (before, after) where they rose as it ended
+        self.oom_killed: dict[RankId, tuple[int, int]] = {}
 
     def unit(self) -> Unit:
         latest = [r.latest for r in self.ranks.values() if r.samples]
@@ -185,6 +187,10 @@ class WatchState:
             key = self.launcher_job.get((rid.host, rid.launcher))
             if key is not None:
                 self.jobs[key].gone[rid] = (tick.sample.t, tail)
+        for rid, before, after in tick.oom:
+            key = self.launcher_job.get((rid.host, rid.launcher))
+            if key is not None:
+                self.jobs[key].oom_killed[rid] = (before, after)
 
     def _foreign(self, la: Launcher) -> bool:
         """Whether a launcher that la's host sees runs in another watched host's own

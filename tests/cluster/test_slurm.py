@@ -559,7 +559,10 @@ def test_act_on_a_job_launched_through_slurm_drains_its_node_and_submits_the_new
             time.sleep(1)
     assert drained.startswith("drain"), drained
     rs = records(wlog)
-    acts = [r for r in rs if r["type"] == "act"]
+    everything = [r for r in rs if r["type"] == "act"]
+    # Named once, it is acted on only once named through one more window.
+    assert everything[0]["step"] == "wait" and slow in everything[0]["text"], everything[0]
+    acts = [r for r in everything if r["step"] != "wait"]
     steps = [r["step"] for r in acts]
     # (a second launch line where Slurm took more than 10 s to run the new job)
     assert steps[:7] == ["drain", "stop", "stop", "stop", "check", "check", "launch"], out + err

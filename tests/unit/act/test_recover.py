@@ -5,6 +5,7 @@ and the cap and the cooldown between actions."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, cast
 
 import pytest
@@ -184,3 +185,51 @@ def test_a_launch_record_keeps_the_first_host_whose_launcher_failed(tmp_path, mo
     assert failed.hosts == ("h1", "h2") and failed.script == ("train.py",)
     launches.failed("nosuch", "h1", "exit 1")  # no record: nothing written, nothing raised
     assert launches.by_token("nosuch") is None
+
+
+def test_a_host_is_acted_on_only_once_it_is_named_through_one_more_window(old_report):
+    said: list[tuple[str, str]] = []
+    launched = launches.Launched("abc123", old_report, ("h1", "h2"), 1.0, ("train.py",))
+    actor = recover.Actor(recover.ActOptions(old_report, launched, confirm_s=0.3),
+                          {"h1": cast(Any, StopRemote(1)), "h2": cast(Any, StopRemote(1))},
+                          lambda s, t, f: said.append((s, t)))
+    f = Finding("straggler", Status.FAIL, ("h2",), "rank 1 holds its peers",
+                {"ranks": (rid("h2", 1),)})
+    actor([f])
+    assert said == [("wait", "not acting on h2 yet: acted on if it is still named 0.3 s from "
+                     "now (one window more)")]
+    actor([])  # a judgement that no longer names it: the window starts again
+    actor([f])
+    assert [s for s, _ in said] == ["wait"]
+    time.sleep(0.35)
+    actor([f])
+    assert [s for s, _ in said][1:3] == ["drain", "stop"]
+
+
+def test_several_hosts_named_at_once_are_said_and_none_is_left_out(old_report):
+    said: list[tuple[str, str]] = []
+    launched = launches.Launched("abc123", old_report, ("h1", "h2"), 1.0, ("train.py",))
+    actor = recover.Actor(recover.ActOptions(old_report, launched),
+                          {"h1": cast(Any, StopRemote(1)), "h2": cast(Any, StopRemote(1))},
+                          lambda s, t, f: said.append((s, t)))
+    both = [Finding("stopped", Status.FAIL, (h,), f"{h} rank is stopped", {"ranks": (rid(h),)})
+            for h in ("h1", "h2")]
+    assert actor(both) is None
+    assert said == [("skip", "not acting on h1, h2: 2 hosts named at once are no one host's "
+                     "cause; at most one node is left out at a time")]
+
+
+@pytest.mark.parametrize("error, acted", [
+    ("ValueError: bad batch: expected 64 rows, got 63", False),
+    ("KeyError: 'label'", False),
+    ("RuntimeError: (PreconditionNotMet) NCCL error, unhandled system error", True),
+    (None, True),  # killed without a word: the host's (a signal, the OOM killer)
+])
+def test_a_rank_that_died_of_its_own_codes_error_leaves_no_host_out(error, acted):
+    f = Finding("dead", Status.FAIL, ("h2",), f"rank 1 exited with an error: {error}",
+                {"ranks": (rid("h2", 1),), "tail": (), "error": error})
+    found, notes = recover.culprits([f])
+    assert (found != {}) == acted, (found, notes)
+    if not acted:
+        assert notes == [f"h2: its rank ended with an error of the job's own code ({error}): "
+                         "a fix of the script, not of the host: nothing left out"]

@@ -8,6 +8,7 @@ import io
 import json
 import pathlib
 from dataclasses import replace
+from typing import Optional
 
 from preflight.common.remote import Done
 from preflight.model.findings import Status
@@ -19,10 +20,11 @@ BROKEN = json.loads((pathlib.Path(__file__).resolve().parents[2] / "fixtures" / 
 
 
 class Printed:
-    """A sampler that printed these lines, then runs on."""
+    """A sampler that printed these lines, then runs on (or ended with exit)."""
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], exit: Optional[int] = None, said: str = "") -> None:
         self.data = "".join(ln + "\n" for ln in lines).encode()
+        self.exit, self.said = exit, said
 
     def read_until(self, marker: str, timeout: float) -> bool:
         return False
@@ -35,7 +37,7 @@ class Printed:
         return data
 
     def wait(self, timeout: float) -> Done:
-        return Done(None, "", "")
+        return Done(self.exit, "", self.said)
 
     def close(self) -> None:
         pass
@@ -66,3 +68,35 @@ def test_every_broken_line_is_skipped_and_said_once_and_the_host_stays_watched()
     # as any host whose samples stop.)
     assert not [f for f in result.findings if f.status is Status.COULD_NOT_CHECK
                 and "not a sample" in f.message]
+
+
+class Dropping:
+    """A host whose first sampler prints a line and its connection drops (exit 255); the
+    samplers started after it print the rest."""
+
+    def __init__(self, name: str, lines: list[str]) -> None:
+        self.name, self.lines, self.starts = name, lines, 0
+
+    def start(self, command: str) -> Printed:
+        self.starts += 1
+        if self.starts == 1:
+            return Printed(self.lines[:1], 255, "Connection closed by 10.0.0.2")
+        return Printed(self.lines[1:])
+
+    def run(self, command: str, timeout: float) -> Done:
+        return Done(0, "", "")
+
+
+def test_a_sampler_that_ends_in_error_is_started_again_after_a_backoff_and_said():
+    lines = [BROKEN["before"], BROKEN["after"]]
+    host = Dropping("good1", lines)
+    policy = replace(WatchPolicy(), interval_s=0.2, persist_s=0.4)
+    out = io.StringIO()
+    result = run.watch({"good1": host}, {}, run.WatchOptions(policy=policy, duration_s=1.5),
+                       None, out)
+    assert host.starts == 2  # once, then again after 0.4 s (2 x the interval)
+    assert result.samples == 2  # the line before the drop and the one after
+    said = out.getvalue()
+    assert "its sampler ended (exit 255: Connection closed by 10.0.0.2); starting its " \
+        "sampler again in 0.4 s (try 1)" in said, said
+    assert "cleared  watch" in said  # once it answers again

@@ -94,16 +94,46 @@ def test_a_stopped_rank_is_named_at_once_and_nobody_else():
     assert "its 3 peers wait on it" in findings[0].message
 
 
-def test_a_job_with_no_progress_past_the_hang_bound_is_hung_and_names_the_stopped_rank():
+def test_a_rank_held_by_a_tracer_is_said_never_failed_and_never_acted_on():
+    # strace, gdb or a blocking py-spy dump: state t, for one sample or for long.
+    from preflight.act.recover import culprits
     hosts = cluster()
 
-    def stop(t):
-        if t == 20:
+    def trace(t):
+        if t == 35:
+            hosts[3].ranks[0].state = "t"
+
+    findings, _ = watched(hosts, 40, change=trace)
+    assert named(findings) == [("traced", Status.WARN, ("node04",))]
+    said = findings[0].message
+    assert said.startswith("node04 rank 3 (worker) is held by a tracer (state t")
+    assert "no fault of its host; not acted on" in said
+    assert culprits(findings)[0] == {}
+
+
+def frozen(hosts, at, which, state):
+    """A change that freezes the whole job at time `at`, one rank left in `state`."""
+    def change(t):
+        if t == at:
             for h in hosts:
                 h.ranks[0].steps_per_s, h.ranks[0].busy = 0.0, 0.0
-            hosts[1].ranks[0].state = "T"
+            hosts[which].ranks[0].state = state
+    return change
 
-    findings, _ = watched(hosts, 100, change=stop)
+
+def test_a_job_a_tracer_holds_past_the_hang_bound_names_it_and_nobody_to_act_on():
+    from preflight.act.recover import culprits
+    hosts = cluster()
+    findings, _ = watched(hosts, 100, change=frozen(hosts, 20, 1, "t"))
+    [hang] = [f for f in findings if f.check == "hang"]
+    assert "node02 rank 1 (worker) is held by a tracer" in hang.message
+    assert "1 traced (node02)" in hang.message and hang.data["ranks"] == ()
+    assert culprits(findings)[0] == {}
+
+
+def test_a_job_with_no_progress_past_the_hang_bound_is_hung_and_names_the_stopped_rank():
+    hosts = cluster()
+    findings, _ = watched(hosts, 100, change=frozen(hosts, 20, 1, "T"))
     assert named(findings) == [("stopped", Status.FAIL, ("node02",)),
                                ("hang", Status.FAIL, ("node02",))]
     hang = findings[1].message
@@ -268,6 +298,33 @@ def test_a_rank_killed_without_a_word_is_named_as_the_cause_of_its_peers_abortin
             "(FatalError: `Process abort signal` is detected by the operating system.)") in m
     assert m.endswith("its log ends: step 90 loss 0.1")
     assert ("its launcher's exit 247: a rank killed by SIGKILL" in m) == (recorded == "node03")
+
+
+@pytest.mark.parametrize("counts, oom", [((0, 1), True), ((2, 2), False), (None, False)],
+                         ids=["count-rose", "count-unchanged", "not-read"])
+def test_a_rank_the_oom_killer_took_is_named_so_only_where_its_cgroup_counted_it(counts, oom):
+    # memory.events' oom_kill (v2; memory.oom_control on v1) as the sampler read it while
+    # the rank ran and as it was gone: the real capture's count went from 0 to 1 (tests/
+    # fixtures/cgroup2/h200-quota-half-core.json). Its peers that gloo aborted share the
+    # count, and are named for their own errors as before.
+    hosts = cluster(3)
+
+    def kill(t):
+        if t == 30:
+            for h in hosts:
+                r = h.ranks.pop()
+                if h.name != "node03":
+                    r.tail = ABORTED
+                r.oom = counts
+                h.gone = [r]
+
+    findings, _ = watched(hosts, 35, change=kill)
+    assert named(findings) == [("dead", Status.FAIL, ("node03",))]
+    m = findings[0].message
+    said = "the kernel's OOM killer killed it: its memory cgroup's oom_kill count went from 0 to 1"
+    assert (said in m) == oom, m
+    assert ("killed by a signal it cannot catch" in m) == (not oom), m
+    assert "2 peers failed after it" in m
 
 
 def test_the_peers_a_loss_ended_are_listed_in_rank_order_not_in_the_order_they_ended():
@@ -643,3 +700,57 @@ def test_a_collective_workers_full_queue_and_cpu_wait_are_no_starvation():
     hosts[2].ranks[0].sendq = {"10.0.0.2": 80 << 10}
     findings, _ = watched(hosts, 20, addresses=ADDRESSES)
     assert not [f for f in findings if "short of CPU" in f.message], findings
+
+
+def test_the_pass_line_says_what_was_compared_for_each_kind_of_job():
+    findings, _ = watched(cluster(), 40)
+    [line] = [f.message for f in findings if f.check == "progress"]
+    assert "none stopped; none busy while its peers wait for it; the job at 1.00 x its " \
+        "early pace" in line, line
+    assert "peers' median" not in line  # no such comparison is made for a collective job
+    findings, _ = watched(ps_job(), 40)
+    [line] = [f.message for f in findings if f.check == "progress"]
+    assert "no trainer below 0.75 x its peers' median pace, no server short of CPU" in line
+
+
+def test_progress_that_cannot_be_read_is_said_per_host_with_its_fix_never_passed():
+    hosts = cluster()
+    hosts[2].ranks[0].piped = True  # its stdout a pipe, no hook: nothing to count
+    findings, _ = watched(hosts, 40)
+    assert named(findings) == [("progress", Status.WARN, ("node03",))]
+    said = findings[0].message
+    assert said.startswith("could not check progress on node03: node03 rank 2 (worker) "
+                           "writes to pipe:[4026], not a file")
+    assert "call preflight.watch.step() once a step" in said
+    assert not [f for f in findings if f.status is Status.PASS]
+
+
+def test_a_host_whose_samples_stop_leaves_every_rule_and_its_ranks_are_not_judged():
+    # node03's sampler goes quiet (its connection dropped, the node hung) while the job
+    # freezes: its last figures (busy while the others wait) are not evidence of a
+    # straggler; the hang is found on the hosts that answer.
+    hosts = cluster(3)
+    quiet: list[FakeHost] = []
+
+    def freeze(t):
+        if t == 20:
+            for h in hosts:
+                h.ranks[0].steps_per_s, h.ranks[0].busy = 0.0, 0.02
+            hosts[2].ranks[0].busy = 0.9
+            quiet.append(hosts.pop(2))
+
+    findings, _ = watched(hosts, 100, change=freeze)
+    assert ("watch", Status.COULD_NOT_CHECK, ("node03",)) in named(findings)
+    [stale] = [f for f in findings if f.check == "watch"]
+    assert "could not judge node03 rank 2 (worker)" in stale.message
+    assert not [f for f in findings if f.check in ("straggler", "dead", "stopped")]
+    [hang] = [f for f in findings if f.check == "hang"]
+    assert hang.message.startswith("no progress on any of 2 ranks") and hang.data["ranks"] == ()
+
+
+def test_a_job_whose_every_host_went_quiet_is_never_said_to_have_ended_well():
+    hosts = cluster(2)
+    _, state = watched(hosts, 20)
+    findings = judge(state, POLICY, 20.0 + 4 * POLICY.interval_s, {})
+    assert sorted(f.check for f in findings) == ["watch", "watch"]
+    assert not [f for f in findings if f.status is Status.PASS]

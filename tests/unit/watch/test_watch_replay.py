@@ -94,3 +94,37 @@ def test_report_renders_a_watch_log_and_exits_on_how_it_ended(tmp_path):
     p = report(good, "--junit", str(tmp_path / "x.xml"))
     assert p.returncode == 2 and p.stderr.strip().count("\n") == 0
     assert "is a watch's log: it renders to the terminal and --html, not --junit" in p.stderr
+
+
+def test_a_log_cut_while_a_failure_was_open_reports_it_and_exits_1(tmp_path):
+    # A watch killed (kill -9, an OOM of the controller) writes neither its last findings
+    # nor its end: what it had said and not cleared is how it ended.
+    def cut(name, cleared):
+        path = pathlib.Path(write_log(tmp_path / name, end=False))
+        kept = [ln for ln in path.read_text().splitlines()
+                if json.loads(ln)["type"] != "last"
+                and (cleared or json.loads(ln)["type"] != "cleared")]
+        path.write_text("\n".join(kept) + "\n")
+        return str(path)
+
+    still = replay.read(cut("open.jsonl", cleared=False))
+    assert still.ended is None and [f["check"] for f in still.final()] == ["straggler"]
+    assert replay.read(cut("cleared.jsonl", cleared=True)).final() == []
+    for name, cleared, code in (("open2.jsonl", False, 1), ("cleared2.jsonl", True, 0)):
+        p = subprocess.run([sys.executable, "-m", "preflight", "report", cut(name, cleared)],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert p.returncode == code, (name, p.stdout, p.stderr)
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--interval", "5", "--persist", "8s"], "--persist 8s is shorter than two samples"),
+    (["--margin", "0"], "--margin 0 would name a rank a hair slower"),
+])
+def test_watch_settings_that_cannot_judge_are_refused_before_anything_runs(
+        tmp_path, capsys, args, said):
+    from preflight.cli import main
+    log = tmp_path / "w.jsonl"
+    assert main(["watch", "-i", str(tmp_path / "none.yaml"), "--log", str(log), *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert said in err and err.count("\n") == 0, err
+    assert not log.exists()  # refused before the watch opened its log

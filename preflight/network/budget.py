@@ -79,7 +79,15 @@ def plan_sizes(sizes_mib: Sequence[float], iters: int, ranks: int,
                     ring_seconds(kept[-1] * MIB, ranks, slowest_bps))
 
 
-def launch_idle_s(import_s: Sequence[float]) -> float:
+# Past this many Paddle processes a core, a launch is not waited for any longer.
+MAX_CROWDING = 8.0
+
+
+def launch_idle_s(import_s: Sequence[float], crowding: float = 1.0) -> float:
     """Returns how long the launch may show no progress before it is cut: twice the slowest
-    Paddle import the probe measured, and never less than LAUNCH_IDLE_S."""
-    return max(LAUNCH_IDLE_S, 2 * max(import_s, default=0.0))
+    Paddle import the probe measured (alone on its host), times the Paddle processes that
+    will import at once on each core of the most crowded kernel (launchers and ranks of
+    hosts that share one: containers or namespaces on one machine), never less than
+    LAUNCH_IDLE_S."""
+    crowding = min(MAX_CROWDING, max(1.0, crowding))
+    return max(LAUNCH_IDLE_S, 2 * max(import_s, default=0.0) * crowding)

@@ -365,6 +365,25 @@ def _no_ps_core(outcomes: Sequence[HostOutcome]) -> Optional[str]:
                      for v, h in lacking.items())
 
 
+def _crowding(outcomes: Sequence[HostOutcome], members: Sequence[Member]) -> float:
+    """The Paddle processes a core of the most crowded kernel will start at once (a launcher
+    and its ranks a member), counting together the members that share one kernel (one
+    neighbour table id: containers or namespaces on one machine) over their cores."""
+    by_name = {o.host.name: o.facts for o in outcomes if o.facts is not None}
+    kernels: dict[object, tuple[int, float]] = {}
+    for m in members:
+        facts = by_name.get(m.name)
+        net = facts.network if facts is not None else None
+        table = net.neighbour_table("ipv4") if isinstance(net, NetworkFacts) else None
+        key = (table.table_id if table is not None and table.table_id is not None
+               else ("host", m.name))
+        cpu = facts.cpu if facts is not None else None
+        cores = getattr(cpu, "effective", None) or 1.0
+        procs, most = kernels.get(key, (0, 0.0))
+        kernels[key] = (procs + 1 + m.nproc, max(most, float(cores)))
+    return max((procs / cores for procs, cores in kernels.values()), default=1.0)
+
+
 def _import_s(outcomes: Sequence[HostOutcome], names: set[str]) -> list[float]:
     """The time `import paddle` took in the probe on each of the named hosts that says."""
     out = []
@@ -410,7 +429,8 @@ def run_allreduce_stage(net: NetworkTests, outcomes: Sequence[HostOutcome],
         result = run_allreduce(members, backend, replace(
             ar, sizes_mib=sizing.sizes_mib, iters=sizing.iters, timeout=sizing.timeout_s,
             collective_s=sizing.collective_s, op_s=sizing.op_s,
-            launch_idle_s=launch_idle_s(_import_s(answered, {m.name for m in members}))),
+            launch_idle_s=launch_idle_s(_import_s(answered, {m.name for m in members}),
+                                        _crowding(answered, members))),
             on_progress=(lambda what, done, total: on_step(f"{label}: {what}", done, total))
             if on_step else None)
     except KeyboardInterrupt:

@@ -56,3 +56,12 @@ def test_without_a_measured_link_sizes_are_as_asked():
 def test_the_launch_may_idle_for_twice_the_slowest_measured_import():
     assert launch_idle_s([3.0, 25.5, 8.0]) == 51.0
     assert launch_idle_s([1.0]) == launch_idle_s([]) == LAUNCH_IDLE_S
+
+
+def test_the_idle_window_grows_with_the_paddle_processes_that_share_a_core():
+    # Alone on its host, each Paddle import is what the probe measured; six of them on one
+    # core (three hosts sharing one kernel and one CPU: a launcher and a rank each) take about
+    # six times as long before the first rank reports.
+    assert launch_idle_s([4.0], crowding=6.0) == 48.0
+    assert launch_idle_s([4.0], crowding=0.5) == launch_idle_s([4.0]) == LAUNCH_IDLE_S
+    assert launch_idle_s([4.0], crowding=100.0) == 2 * 4.0 * 8  # bounded

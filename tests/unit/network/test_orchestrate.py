@@ -127,3 +127,24 @@ def test_nccl_runs_add_a_256_mib_size_to_the_defaults(monkeypatch):
     net = NetworkTests("ring", ("node01", "node02"))
     run_allreduce_stage(net, c.outcomes, remotes, NetworkOptions())
     assert seen and seen[0][0] == "nccl" and 256.0 in seen[0][1]
+
+
+def test_hosts_sharing_a_kernel_are_counted_together_over_their_cores():
+    from dataclasses import replace as _replace
+
+    from support import cpu, host_facts, net_facts, outcome
+
+    from preflight.model.facts import NeighbourTable
+    from preflight.network.orchestrate import _crowding
+    from preflight.network.paddle_job import Member
+
+    def facts(table_id, cores):
+        net = _replace(net_facts(), neighbours=(NeighbourTable("ipv4", 128, 512, 1024,
+                                                               table_id=table_id),))
+        return host_facts(network=net, cpu=cpu(effective=cores))
+
+    shared = [outcome(f"h{i}", facts(7, 1.0)) for i in range(3)]
+    members = [Member(f"h{i}", None, "python3", f"10.0.0.{i}") for i in range(3)]  # type: ignore[arg-type]
+    assert _crowding(shared, members) == 6.0  # 3 launchers + 3 ranks on one core
+    apart = [outcome(f"h{i}", facts(i, 16.0)) for i in range(3)]
+    assert _crowding(apart, members) == 2 / 16  # each its own kernel of 16 cores

@@ -61,7 +61,8 @@ on the master's port after a 5 s wait, before its launcher starts, the master's 
 first, naming that process (Paddle's launcher takes whatever answers there for its master,
 starts no store, and every launcher waits for peers that never register); a host still behind
 the others on the way to the rendezvous when the launch stopped progressing (nothing new for
-twice the slowest measured Paddle import, at least 30 s; each rank's connected sockets count as
+twice the slowest measured Paddle import, times the Paddle processes that start at once on a
+core where hosts share one machine, at least 30 s; each rank's connected sockets count as
 progress at the rendezvous) is named as never joined (`never-joined`), with what its log said
 last, or where it holds only the launcher's own lines the last of those (how far the launcher
 got); a rank past its import of Paddle whose heartbeat stopped for 10 s while the others' go on

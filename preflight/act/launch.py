@@ -27,6 +27,7 @@ from preflight.model.findings import Verdict
 from preflight.model.plan import Node
 from preflight.model.policy import Mode
 from preflight.model.report import NodeEntry
+from preflight.network.paddle_job import stop_marked
 from preflight.report import jsonreport
 
 POLL_S = 0.05
@@ -139,29 +140,11 @@ def remove_command(node: Node, token: str) -> Optional[str]:
     return f"{command(argv)} >/dev/null 2>&1; true"
 
 
-def stop_command(token: str) -> str:
-    """Returns a command that stops every process carrying the job's marker (TERM, then KILL
-    after STOP_WAIT_S) and prints how many it found."""
-    q = shlex.quote
-    match = q(f"{MARKER}={token}")
-    script = (
-        "found() { for p in /proc/[0-9]*; do "
-        f"grep -qzx {match} \"$p/environ\" 2>/dev/null && echo \"${{p#/proc/}}\"; done; }}; "
-        "pids=$(found); n=$(echo $pids | wc -w); "
-        "[ -n \"$pids\" ] && kill -TERM $pids 2>/dev/null; "
-        f"i=0; while [ $i -lt {int(STOP_WAIT_S * 10)} ] && [ -n \"$(found)\" ]; do "
-        "sleep 0.1; i=$((i+1)); done; "
-        "left=$(found); [ -n \"$left\" ] && kill -KILL $left 2>/dev/null; "
-        "echo stopped $n")
-    return "sh -c " + q(script)
-
-
-
 def stop_on(remote: Remote, token: str, node: Optional[Node]) -> tuple[bool, str]:
     """Stops the job's processes on one host, then removes its container where the launch
     started one (node: the plan's node there, None where the plan is not at hand). Returns
     (stopped, how many it stopped or why it could not)."""
-    done = remote.run(stop_command(token), STOP_WAIT_S + 10.0)
+    done = remote.run(stop_marked(f"{MARKER}={token}", STOP_WAIT_S), STOP_WAIT_S + 10.0)
     words = done.stdout.split()
     rm = remove_command(node, token) if node is not None else None
     if rm is not None:

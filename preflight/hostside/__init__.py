@@ -5,6 +5,8 @@ syntax, every part guarded so that a failure is an "error" in what it prints, ne
   trip
 - sampler (with cgroup, gpu, sampler_gpu): the watch's samples of a running job, a line each
 - allreduce, ps_round: the Paddle jobs preflight starts, run by Paddle's own launcher
+- master_free, port_listener, port_connector, reap: the short helpers of a run (is the
+  master's port free, the port reach both ends, the stop of a run's processes)
 - ship: joins each program's parts into one text and packs it for the way it travels (the
   one module here that is not shipped)
 """

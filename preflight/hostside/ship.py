@@ -6,7 +6,9 @@ of three ways, each packed here:
 
 - on the stdin of one round trip (the probe): `stdin_payload`, read by `STDIN_BOOTSTRAP`;
 - in the command line of a long-lived channel (the sampler): `command_line`;
-- as a file written into a run directory (a Paddle job's script): `file_writer`.
+- as a file written into a run directory (a Paddle job's script): `file_writer`;
+- as the text of `python -c`, for the short helpers of a run (the master's port, the port
+  reach's listener and connector, the reaper of a run's processes): `inline`.
 
 Nothing is written on a host but the last, where Paddle's launcher needs a file to run.
 This module itself is not shipped."""
@@ -69,6 +71,13 @@ def sampler() -> str:
 def script(name: str) -> str:
     """A Paddle job's script (allreduce, ps_round): one part, whole."""
     return part(name)
+
+
+def inline(python: str, name: str, *args: str) -> list[str]:
+    """The argv that runs a short helper (one part, whole: reap, master_free, port_listener,
+    port_connector) with python, its arguments after: readable in `ps` as what it is, and
+    nothing to unpack."""
+    return [python, "-c", part(name), *args]
 
 
 # ---------------------------------------------------------------- on stdin

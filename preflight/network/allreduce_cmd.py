@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from preflight.common import nccllog
+from preflight.hostside import ship
 from preflight.network import progress as P
 from preflight.network.budget import LAUNCH_IDLE_S
 from preflight.network.paddle_job import LOG, Member, in_running, launch_script, on_member
@@ -41,61 +42,6 @@ class AllReduceOptions:
     poll_s: float = 2.0  # how often the controller reads every host's progress
 
 
-# Run on the master's host before its launcher: Paddle's launcher takes anything that
-# accepts a connection on its --master port for its master, started no store of its own, and
-# every launcher then waits for peers that never register (a job's master left running, a
-# process given the port since the ports check). Waits a little for the port; else names
-# what listens there (as /proc shows it to this user) after HELD, and exits HELD_EXIT (its
-# argv: ip port wait_s HELD_EXIT HELD). Python 3.6+.
-_MASTER_FREE = r"""
-import os, socket, sys, time
-ip, port, end = sys.argv[1], int(sys.argv[2]), time.time() + float(sys.argv[3])
-def taken():
-    # The listening sockets on the port, from this network namespace's tables (None: free);
-    # without them, a connection tells (refused: free), though not who.
-    inodes, read = set(), False
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            rows = open(table).read().splitlines()[1:]
-        except OSError:
-            continue
-        read = True
-        for row in rows:
-            f = row.split()
-            if len(f) > 9 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add("socket:[%s]" % f[9])
-    if read:
-        return inodes or None
-    try:
-        socket.create_connection((ip, port), 1.0).close()
-    except socket.timeout:  # bound, its backlog full: taken all the same
-        pass
-    except OSError:
-        return None
-    return set()
-held = taken()
-while held is not None and time.time() < end:
-    time.sleep(0.2)
-    held = taken()
-if held is None:
-    sys.exit(0)
-who = []
-for pid in os.listdir("/proc"):
-    if not pid.isdigit() or not held:
-        continue
-    try:
-        fds = os.listdir("/proc/%s/fd" % pid)
-        if any(os.readlink("/proc/%s/fd/%s" % (pid, fd)) in held for fd in fds):
-            with open("/proc/%s/cmdline" % pid, "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-            who.append("pid %s: %s" % (pid, cmd[:160]))
-    except OSError:
-        continue
-print("%s%d %s" % (sys.argv[5], port, "; ".join(who[:3]) or "a process this user cannot see"))
-sys.exit(int(sys.argv[4]))
-"""
-
-
 def host_command(m: Member, rank: int, members: Sequence[Member], opts: AllReduceOptions,
                  run_dir: str) -> str:
     """Returns the one command run on a host; every value is quoted."""
@@ -121,9 +67,12 @@ def host_command(m: Member, rank: int, members: Sequence[Member], opts: AllReduc
     # Where the launcher runs in a container of its own, the host's network may not be
     # its: the master's port is checked only where the launcher shares it.
     if rank == 0 and (m.container is None or in_running(m)):
-        # Only its verdict stops the launch: a check that could not run (no /proc) does not.
-        before.append(f"{q(m.python)} -c {q(_MASTER_FREE)} {q(members[0].ip)} {opts.port} "
-                      f"{HELD_WAIT_S:g} {HELD_EXIT} {q(HELD)}; "
+        # hostside's master_free: Paddle's launcher takes anything listening on its master's
+        # port for its master; what holds it is named and the launch not started. Only its
+        # verdict stops the launch: a check that could not run (no /proc) does not.
+        free = ship.inline(m.python, "master_free", members[0].ip, str(opts.port),
+                           f"{HELD_WAIT_S:g}", str(HELD_EXIT), HELD)
+        before.append(f"{shlex.join(free)}; "
                       f"[ $? -ne {HELD_EXIT} ] || exit {HELD_EXIT}")
     return launch_script(m, run_dir, ["env", *env, *launch],
                          ("allreduce", "allreduce.py"), opts.timeout, after, before)

@@ -1,7 +1,8 @@
 """One Paddle job that preflight starts on its hosts (the all-reduce, the PS round): who
 takes part (Member), the command that writes its shipped script into a fresh private run
 directory and runs Paddle's launcher under the host's `timeout` (in the job's container where
-it runs in one), and its stop and cleanup, every process signal sent from here. Every value is
+it runs in one), and its stop and cleanup, every process signal sent from here (also the
+stop of a job `preflight launch` started, and of the port reach's listeners). Every value is
 quoted; a run directory's unique name is how each host's processes are found, so that hosts
 sharing a /tmp (several slurmd on one machine, a shared scratch) neither collide nor stop or
 remove each other's."""
@@ -113,57 +114,43 @@ def stop_command(run_dir: str) -> str:
     return (f"sh -c {shlex.quote(f'pkill -TERM -f {pat}; sleep 1; pkill -KILL -f {pat}; true')}")
 
 
+def stop_marked(entry: str, wait_s: float) -> str:
+    """The command that stops every process whose environment holds entry (NAME=value, as
+    `preflight launch` marks every process of its job): TERM, then KILL those left after
+    wait_s; prints "stopped N" (how many it found). Shell only, run on the host: a container's
+    processes are the host's too, and the host need not have Python where the job runs in
+    one."""
+    match = shlex.quote(entry)
+    script = (
+        "found() { for p in /proc/[0-9]*; do "
+        f"grep -qzx {match} \"$p/environ\" 2>/dev/null && echo \"${{p#/proc/}}\"; done; }}; "
+        "pids=$(found); n=$(echo $pids | wc -w); "
+        "[ -n \"$pids\" ] && kill -TERM $pids 2>/dev/null; "
+        f"i=0; while [ $i -lt {int(wait_s * 10)} ] && [ -n \"$(found)\" ]; do "
+        "sleep 0.1; i=$((i+1)); done; "
+        "left=$(found); [ -n \"$left\" ] && kill -KILL $left 2>/dev/null; "
+        "echo stopped $n")
+    return "sh -c " + shlex.quote(script)
+
+
 def cleanup_command(run_dir: str) -> str:
     pat = shlex.quote(kill_pattern(run_dir))
     return "sh -c " + shlex.quote(f"pkill -KILL -f {pat}; rm -rf {shlex.quote(run_dir)}; true")
 
 
-# stop_command and cleanup_command inside a running container, with its python: a job's
-# image need not have pkill (procps), and a process exec'd there outlives a runtime client
-# killed on the host. Matches as pkill -f does (the command line, arguments joined by spaces).
-_KILL_PY = """import os,re,shutil,signal,sys,time
-pat=re.compile(sys.argv[1])
-def hits():
-    for p in os.listdir('/proc'):
-        if not p.isdigit() or int(p)==os.getpid():
-            continue
-        try:
-            with open('/proc/%s/cmdline'%p,'rb') as f:
-                cmd=f.read().replace(b'\\0',b' ').decode('utf-8','replace').strip()
-        except OSError:
-            continue
-        if pat.search(cmd):
-            yield int(p)
-def kill(sig):
-    for p in hits():
-        try:
-            os.kill(p,sig)
-        except OSError:
-            pass
-for sig in sys.argv[3].split(','):
-    if sig=='wait':
-        time.sleep(1)
-    elif sig=='gone':
-        end=time.time()+2
-        while time.time()<end and any(True for _ in hits()):
-            time.sleep(0.05)
-    else:
-        kill(getattr(signal,sig))
-if sys.argv[2]:
-    shutil.rmtree(sys.argv[2],ignore_errors=True)
-"""
-
-
+# stop_command and cleanup_command inside a running container are hostside's reaper, with
+# the container's python: a job's image need not have pkill (procps), and a process exec'd
+# there outlives a runtime client killed on the host.
 def kill_matching(python: str, pattern: str, steps: str) -> str:
     """The command that signals every process whose command line matches the regex pattern,
     with nothing but python: steps are signal names, "wait" (a second) and "gone" (until none
     matches, 2 s at most), comma-separated."""
-    return " ".join(shlex.quote(a) for a in (python, "-c", _KILL_PY, pattern, "", steps))
+    return shlex.join(ship.inline(python, "reap", pattern, "", steps))
 
 
 def _kill_inside(m: Member, pattern: str, steps: str, remove: str = "") -> str:
     assert m.container is not None
-    return command(exec_argv(m.container, [m.python, "-c", _KILL_PY, pattern, remove, steps]))
+    return command(exec_argv(m.container, ship.inline(m.python, "reap", pattern, remove, steps)))
 
 
 def member_stop(m: Member, run_dir: str) -> str:

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Optional
 
 from preflight.common.remote import Remote, Started, in_parallel
+from preflight.hostside import ship
 from preflight.model.measure import PortReach
 from preflight.model.plan import Plan
 from preflight.network.paddle_job import kill_matching
@@ -40,68 +41,12 @@ MAX_IN_FLIGHT = 32  # connections a host has open at once (a listener's backlog 
 LISTEN_S = 10.0  # from starting a listener to its ready line
 LIFETIME_S = 60.0  # a listener ends by itself after this long, whatever becomes of us
 
-# Binds every port given (all addresses, as the job's processes may), says which it could
-# not, then accepts until its time is up, closing each connection after its peer did. Its
-# argv: the run's token (found by the stop), its lifetime, the ports. Python 3.6+.
-_LISTENER = """
-import select, socket, sys, time
-end = time.time() + float(sys.argv[2])
-socks, conns = [], []
-for p in sys.argv[3:]:
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        s.bind(("", int(p)))
-        s.listen(64)
-    except OSError as e:
-        print("PREFLIGHT-BIND %s %s" % (p, e), flush=True)
-        continue
-    socks.append(s)
-print("PREFLIGHT-LISTENING", flush=True)
-while socks and time.time() < end:
-    for s in select.select(socks + conns, [], [], 0.5)[0]:
-        try:
-            if s in socks:
-                conns.append(s.accept()[0])
-            else:  # the peer closed first: no TIME_WAIT left on the port the job binds
-                conns.remove(s)
-                s.close()
-        except OSError:
-            pass
-"""
-
-# Connects to every address:port given, at most argv[2] at once, each within the timeout
-# argv[1]; prints {endpoint: null (reached) or why not}.
-_CONNECTOR = """
-import json, socket, sys, threading
-t, most = float(sys.argv[1]), int(sys.argv[2])
-out = {}
-gate = threading.BoundedSemaphore(most)
-def one(ep):
-    a, p = ep.rsplit(":", 1)
-    with gate:
-        try:
-            socket.create_connection((a.strip("[]"), int(p)), t).close()
-            out[ep] = None
-        except socket.timeout:
-            out[ep] = "timed out"
-        except ConnectionResetError:
-            out[ep] = None  # something there answered
-        except OSError as e:
-            out[ep] = e.strerror or str(e)
-ts = [threading.Thread(target=one, args=(e,)) for e in sys.argv[3:]]
-for x in ts:
-    x.start()
-for x in ts:
-    x.join(t + 2)
-print("PREFLIGHT-REACH " + json.dumps(out))
-"""
-
 
 def listener_command(python: str, ports: tuple[int, ...], token: str) -> str:
     q = shlex.quote
-    inner = " ".join([q(python), "-c", q(_LISTENER), q(token), f"{LIFETIME_S:g}",
-                      *(str(p) for p in ports)])
+    # hostside's port_listener: its token is found by the stop, its lifetime is its own.
+    inner = shlex.join(ship.inline(python, "port_listener", token, f"{LIFETIME_S:g}",
+                                   *(str(p) for p in ports)))
     return "sh -c " + q(f"exec timeout {LIFETIME_S + 5:g} {inner}")
 
 
@@ -114,9 +59,9 @@ def stop_command(python: str, token: str) -> str:
 
 def connector_command(python: str, endpoints: list[str], timeout: float = CONNECT_S,
                       most: int = MAX_IN_FLIGHT) -> str:
-    q = shlex.quote
-    return " ".join([q(python), "-c", q(_CONNECTOR), f"{timeout:g}", str(most),
-                     *(q(e) for e in endpoints)])
+    """hostside's port_connector: prints {endpoint: null (reached) or why not}."""
+    return shlex.join(ship.inline(python, "port_connector", f"{timeout:g}", str(most),
+                                  *endpoints))
 
 
 def bound_s(n: int, timeout: float, most: int) -> float:

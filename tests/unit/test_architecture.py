@@ -119,17 +119,19 @@ ALLOWED = {
     "preflight.history": (*BELOW, "preflight.history", "preflight.config",
                           "preflight.collect.parse", "preflight.collect.smi"),
     # `preflight launch` reads the report (config's reader) and runs the plan through the
-    # Remote a transport hands out.
+    # Remote a transport hands out; its job is stopped as every Paddle job preflight starts
+    # (network/paddle_job.py sends every process signal).
     "preflight.act": (*BELOW, "preflight.act", "preflight.config",
-                      "preflight.report.jsonreport"),
+                      "preflight.report.jsonreport", "preflight.network.paddle_job",
+                      "preflight.hostside"),
     # A transport reaches hosts its way and composes that with collect (the probe, shipped
     # by hostside), the inventory (its hosts), the plan's launch files and `preflight
-    # launch`; Slurm's acts on a verdict too (drain, resume, health: the report through
-    # config's reader).
+    # launch` (and the stop of its job, network/paddle_job.py's); Slurm's acts on a verdict
+    # too (drain, resume, health: the report through config's reader).
     "preflight.transport": (*BELOW, "preflight.transport", "preflight.collect",
                             "preflight.hostside", "preflight.inventory", "preflight.config",
-                            "preflight.act", "preflight.placement",
-                            "preflight.report.jsonreport"),
+                            "preflight.act", "preflight.network.paddle_job",
+                            "preflight.placement", "preflight.report.jsonreport"),
     # The verdict runs the checks.
     "preflight.judge": (*BELOW, "preflight.checks", "preflight.judge"),
     # The watch ships its sampler and runs it through the Remote a transport hands out; its
@@ -280,6 +282,13 @@ def test_the_watch_sampler_is_stdlib_only_and_python36_syntax():
 @pytest.mark.parametrize("name", ["allreduce", "ps_round"])
 def test_the_job_scripts_are_stdlib_and_paddle_only_and_python36_syntax(name):
     stdlib_only(ship.script(name), {"paddle", "numpy"})
+
+
+@pytest.mark.parametrize("name", ["master_free", "port_connector", "port_listener", "reap"])
+def test_the_short_helpers_travel_whole_stdlib_only_and_python36_syntax(name):
+    argv = ship.inline("python3", name, "an-argument")
+    assert argv[2] == ship.part(name) and argv[3:] == ["an-argument"]
+    stdlib_only(argv[2], set())
 
 
 @pytest.mark.parametrize("path", SHIPPED_PARTS, ids=lambda p: p.name)

@@ -23,7 +23,7 @@ from preflight.common.gpuclock import slowdowns
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import GpuSample, HostSample, RankId, WatchPolicy
-from preflight.watch.series import RankSeries, Unit, WatchState, median
+from preflight.watch.series import Pool, RankSeries, Unit, WatchState
 
 BUSY_UTIL = 50  # % a GPU must be busy for its clock to be compared (idle GPUs clock down)
 HUNG_UTIL = 90  # % of a GPU in a hang that runs a kernel that does not end
@@ -75,10 +75,11 @@ def slowed(ranks: Sequence[RankSeries], state: WatchState, policy: WatchPolicy
         if g is not None:
             latest[(host, i)] = g
     out = []
+    busy = {key: g.sm_mhz for key, g in latest.items() if g.sm_mhz and (g.util or 0) >= BUSY_UTIL}
+    clocks = Pool(busy.values())
     for (host, i), r in sorted(drives.items()):
-        peers = [g.sm_mhz for key, g in latest.items() if key != (host, i) and g.sm_mhz
-                 and (g.util or 0) >= BUSY_UTIL]
-        ref = median(peers) if peers else None
+        own = busy.get((host, i))
+        ref = clocks.median_without(*(() if own is None else (own,)))
         seen = [g for g in (_gpu(s, i) for s in window(state, host, r.latest.t, policy))
                 if g is not None and g.error is None]
         if len(seen) >= 2 and all(_slow(g, ref, policy.margin) for g in seen):

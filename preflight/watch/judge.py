@@ -23,7 +23,16 @@ from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import LaunchFailure, RankId, WatchPolicy
 from preflight.watch import gpus
-from preflight.watch.series import UNIT_WORDS, JobSeries, RankSeries, Span, Unit, WatchState, median
+from preflight.watch.series import (
+    UNIT_WORDS,
+    JobSeries,
+    Pool,
+    RankSeries,
+    Span,
+    Unit,
+    WatchState,
+    median,
+)
 from preflight.watch.starting import starting
 
 # Busy share (cores on a CPU or waiting for one) that sets a rank apart from its peers:
@@ -227,18 +236,22 @@ def _starved_servers(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy
     it stay full as well, it holds them (fail), and that is the server's CPU, not the link.
     A trainer slowed alike with its peers is _server_holds_trainers'; a collective job's
     starved worker is _busier's (busy while its peers wait)."""
+    if not any(r.rid.role == "server" for r in live):
+        return []
     halves = {r.rid: _halves(r, unit, policy) for r in live}
     pairs = _full_pairs(live, policy.persist_s, addresses, explained)
     out = []
+    waits = Pool(x[i].wait_s / x[i].dt for x in halves.values() if x is not None
+                 for i in (0, 1))
     for r in live:
         h = halves[r.rid]
         if r.rid.role != "server" or h is None or r.rid.host in explained:
             continue
-        others = [x[i].wait_s / x[i].dt for rid, x in halves.items()
-                  if x is not None and rid != r.rid for i in (0, 1)]
         # Waiting for a CPU is judged against the others' waits, known once their window
         # is covered too (ranks on shared cores all wait some).
-        usual = median(others) if others else math.inf
+        usual = waits.median_without(*(span.wait_s / span.dt for span in h))
+        if usual is None:
+            usual = math.inf
         if not all(_throttled(span) or span.wait_s / span.dt >= max(
                 RUNQUEUE_SHARE, BUSY_RATIO * usual + BUSY_MORE) for span in h):
             continue
@@ -535,12 +548,7 @@ def _fallen(r: RankSeries, unit: Unit, policy: WatchPolicy) -> Optional[float]:
 def _halves(r: RankSeries, unit: Unit, policy: WatchPolicy) -> Optional[tuple[Span, Span]]:
     """The rank's change over each half of the persistence window ending at its last
     sample; None until the window is covered."""
-    end = r.latest.t
-    start, mid = end - policy.persist_s, end - policy.persist_s / 2
-    if r.first_t is None or r.first_t > start + policy.interval_s / 2:
-        return None
-    a, b = r.span(start - policy.interval_s / 2, mid, unit), r.span(mid, end, unit)
-    return (a, b) if a is not None and b is not None and a.dt > 0 and b.dt > 0 else None
+    return r.halves(unit, policy.persist_s, policy.interval_s)
 
 
 def _slower(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
@@ -557,12 +565,12 @@ def _slower(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
     if not counts or median(counts) < MIN_COUNT:
         return []  # too few steps (or step lines) in a half to tell paces apart
     out = []
+    pools = [Pool(v[i] for v in rates.values()) for i in (0, 1)]
     for r in group:
         if r.rid not in rates or len(rates) < 2:
             continue
-        peers = [v for rid, v in rates.items() if rid != r.rid]
-        ref = [median([p[i] for p in peers]) for i in (0, 1)]
         own = rates[r.rid]
+        ref = [pools[i].median_without(own[i]) or 0.0 for i in (0, 1)]
         if all(ref[i] > 0 and own[i] < (1 - policy.margin) * ref[i] for i in (0, 1)):
             score = own[1] / ref[1]
             sync = r.rid.role == "worker"
@@ -587,12 +595,12 @@ def _busier(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
     busy = {rid: (h[0].busy_s / h[0].dt, h[1].busy_s / h[1].dt)
             for rid, h in halves.items() if h is not None}
     out = []
+    pools = [Pool(v[i] for v in busy.values()) for i in (0, 1)]
     for r in group:
         if r.rid not in busy or r.rid in named or len(busy) < 2:
             continue
-        peers = [v for rid, v in busy.items() if rid != r.rid]
-        ref = [median([p[i] for p in peers]) for i in (0, 1)]
         own = busy[r.rid]
+        ref = [pools[i].median_without(own[i]) or 0.0 for i in (0, 1)]
         if all(own[i] >= BUSY_RATIO * ref[i] + BUSY_MORE for i in (0, 1)):
             h = halves[r.rid]
             assert h is not None

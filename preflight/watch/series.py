@@ -4,10 +4,10 @@ needs is kept: a window of samples, and a few running figures of the whole watch
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal, NamedTuple, Optional
 
 from preflight.model.watch import HostSample, LaunchFailure, RankId, RankSample
 from preflight.watch.samples import Launcher, Tick
@@ -23,9 +23,9 @@ def progress(s: RankSample, unit: Unit) -> Optional[int]:
     return {"hook": s.hook_steps, "steps": s.log_steps, "bytes": s.log_size}[unit]
 
 
-@dataclass(frozen=True)
-class Span:
-    """What changed for a rank between two of its samples."""
+class Span(NamedTuple):
+    """What changed for a rank between two of its samples (a tuple: made twice a rank every
+    judgement, at half the cost of a frozen dataclass)."""
 
     t0: float
     t1: float
@@ -53,6 +53,8 @@ class RankSeries:
         self.first: dict[Unit, tuple[float, int]] = {}  # unit -> (t, count) first seen
         self.early_rate: dict[Unit, float] = {}
         self.early_after_s = 15.0  # the window that early_rate spans (the policy's persist)
+        # halves() of the samples as they are: every rule of a judgement reads them.
+        self._halves: tuple[tuple[object, ...], Optional[tuple[Span, Span]]] = ((), None)
 
     def add(self, s: RankSample) -> None:
         prev = self.samples[-1] if self.samples else None
@@ -83,18 +85,57 @@ class RankSeries:
     def latest(self) -> RankSample:
         return self.samples[-1]
 
+    def halves(self, unit: Unit, persist_s: float, interval_s: float
+               ) -> Optional[tuple[Span, Span]]:
+        """The rank's change over each half of the persistence window ending at its last
+        sample; None until the window is covered. Kept until a sample comes or the question
+        changes."""
+        key = (unit, persist_s, interval_s, self.latest.t, len(self.samples))
+        if self._halves[0] == key:
+            return self._halves[1]
+        end = self.latest.t
+        start, mid = end - persist_s, end - persist_s / 2
+        got: Optional[tuple[Span, Span]] = None
+        if self.first_t is not None and self.first_t <= start + interval_s / 2:
+            # One pass for both halves (span() each), from the latest back to the window's
+            # start: every rank, every judgement.
+            lo = start - interval_s / 2
+            a0 = a1 = b0 = b1 = None
+            for s in reversed(self.samples):
+                t = s.t
+                if lo <= t <= mid:
+                    a1 = a1 or s
+                    a0 = s
+                if mid <= t <= end:
+                    b1 = b1 or s
+                    b0 = s
+            a, b = _between(a0, a1, unit), _between(b0, b1, unit)
+            if a is not None and b is not None and a.dt > 0 and b.dt > 0:
+                got = (a, b)
+        self._halves = (key, got)
+        return got
+
     def span(self, t0: float, t1: float, unit: Unit) -> Optional[Span]:
         """The change between the first sample at or after t0 and the last at or before
         t1; None when fewer than two samples lie there."""
-        inside = [s for s in self.samples if t0 <= s.t <= t1]
-        if len(inside) < 2:
-            return None
-        a, b = inside[0], inside[-1]
-        pa, pb = progress(a, unit), progress(b, unit)
-        return Span(a.t, b.t, None if pa is None or pb is None else pb - pa,
-                    (b.run_s + b.wait_s) - (a.run_s + a.wait_s), b.wait_s - a.wait_s,
-                    (b.periods or 0) - (a.periods or 0),
-                    (b.throttled or 0) - (a.throttled or 0))
+        a = b = None
+        for s in self.samples:  # in time order: the first and the last inside
+            if t0 <= s.t <= t1:
+                if a is None:
+                    a = s
+                b = s
+        return _between(a, b, unit)
+
+
+def _between(a: Optional[RankSample], b: Optional[RankSample], unit: Unit) -> Optional[Span]:
+    """The change from sample a to a later b; None unless they are two samples."""
+    if a is None or b is None or a is b:
+        return None
+    pa, pb = progress(a, unit), progress(b, unit)
+    return Span(a.t, b.t, None if pa is None or pb is None else pb - pa,
+                (b.run_s + b.wait_s) - (a.run_s + a.wait_s), b.wait_s - a.wait_s,
+                (b.periods or 0) - (a.periods or 0),
+                (b.throttled or 0) - (a.throttled or 0))
 
 
 class JobSeries:
@@ -223,3 +264,36 @@ def median(values: Sequence[float]) -> float:
     v = sorted(values)
     n = len(v)
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+class Pool:
+    """Values of a job's ranks, sorted once, whose median without a rank's own values (its
+    peers') is read in O(log n): each rank's peers' median, a list built per rank, made the
+    judgement grow with the square of the ranks (0.3 s of CPU at 1,024 ranks)."""
+
+    def __init__(self, values: Iterable[float]) -> None:
+        self.v = sorted(values)
+
+    def median_without(self, *own: float) -> Optional[float]:
+        """The median of the pool with one occurrence of each of own left out (each must be
+        in it); None when nothing is left. Equal to median() of that list, to the bit."""
+        out: list[int] = []  # the sorted positions left out
+        for x in own:
+            i = bisect.bisect_left(self.v, x)
+            while i in out:
+                i += 1
+            if i >= len(self.v) or self.v[i] != x:
+                raise ValueError(f"{x!r} is not in the pool")
+            out.append(i)
+        out.sort()
+        n = len(self.v) - len(out)
+        if n <= 0:
+            return None
+
+        def at(j: int) -> float:  # the j-th value of what is left
+            for k in out:
+                if j >= k:
+                    j += 1
+            return self.v[j]
+
+        return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2

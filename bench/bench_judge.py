@@ -1,0 +1,117 @@
+"""Benchmark (not a test): the CPU one judgement of `preflight watch` takes, by the number of
+ranks it judges (the watch judges every interval, 5 s by default).
+
+    .venv/bin/python bench/bench_judge.py [--hosts 16,128,1000] [--ranks-per-host 8]
+        [--repeat 5] [--baseline DIR] [--out bench-judge.json]
+
+Each size is a healthy synchronous job of hosts x ranks-per-host ranks, fed as the real
+sampler's lines (tests/watchtools.py prints them in its shape, tests/fixtures/watch holds
+captured ones) for 40 s of samples at the default interval, with one rank on one host slowed
+from the middle on so that the straggler rules run their full course; then, `--repeat` times
+as the watch runs, a new sample from every host and one judgement. Reported per size: the
+ranks, the CPU of one judgement (the median of the repeats, process time), the CPU per rank,
+whose steadiness across sizes says the cost is linear, what the findings named (the slowed
+rank's host, and nobody else), and the CPU that reading one interval's samples took.
+
+--baseline DIR (a checkout of another commit, `git worktree add DIR REV`) judges each size
+with that commit's preflight too, in a child process, right after this one's, and reports
+the ratio of the two."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+from watchtools import POLICY, FakeHost, FakeRank  # noqa: E402
+
+import preflight  # noqa: E402
+from preflight.model.findings import Status  # noqa: E402
+from preflight.watch.judge import judge  # noqa: E402
+from preflight.watch.samples import HostStream  # noqa: E402
+from preflight.watch.series import WatchState  # noqa: E402
+
+SECONDS = 40.0
+
+
+def one(hosts: int, per_host: int, repeat: int) -> dict[str, Any]:
+    fleet = [FakeHost(f"node{i:04d}", [FakeRank(1000 + j, i * per_host + j)
+                                         for j in range(per_host)],
+                      netns=f"net:[{4026532000 + i}]") for i in range(hosts)]
+    state = WatchState(keep=12)
+    streams = {h.name: HostStream(h.name) for h in fleet}
+    steps = int(SECONDS / POLICY.interval_s)
+    fed = 0.0
+    cpu = []
+    findings = []
+    for i in range(steps + 1 + repeat):
+        if i == steps // 2:  # one rank of one host keeps busy while its peers wait
+            for h in fleet:
+                for r in h.ranks:
+                    r.busy = 0.16
+            fleet[hosts // 2].ranks[0].busy = 0.9
+        t0 = time.process_time()
+        for h in fleet:
+            state.add(streams[h.name].feed(h.line(POLICY.interval_s)), received=float(i))
+        fed += time.process_time() - t0
+        if i > steps:  # as the watch runs: new samples from every host, then one judgement
+            t0 = time.process_time()
+            findings = judge(state, POLICY, float(i), {}, {})
+            cpu.append(time.process_time() - t0)
+    per = statistics.median(cpu)
+    ranks = hosts * per_host
+    return {"preflight": os.path.dirname(os.path.abspath(preflight.__file__)),
+            "hosts": hosts, "ranks": ranks, "judgement_cpu_s": round(per, 4),
+            "cpu_per_rank_us": round(per / ranks * 1e6, 2),
+            "feeding_cpu_per_interval_s": round(fed / (steps + 1 + repeat), 3),
+            "named": sorted({(f.check, f.hosts[0] if f.hosts else "") for f in findings
+                             if f.status is not Status.PASS})}
+
+
+def baseline(src: str, hosts: int, per_host: int, repeat: int) -> dict[str, Any]:
+    """one() with the preflight of the checkout src, in a child process."""
+    env = dict(os.environ, PYTHONPATH=os.path.abspath(src))
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = (f"import json, sys; sys.path.insert(0, {here!r}); import bench_judge; "
+            f"print(json.dumps(bench_judge.one({hosts}, {per_host}, {repeat})))")
+    done = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True,
+                          text=True, check=True, timeout=3600)
+    got = dict(json.loads(done.stdout.splitlines()[-1]))
+    if not got["preflight"].startswith(os.path.abspath(src)):
+        raise SystemExit(f"the baseline ran {got['preflight']}, not {src}'s preflight")
+    return got
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", default="16,128,1000")
+    ap.add_argument("--ranks-per-host", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--baseline", help="a checkout of another commit, judged alongside")
+    ap.add_argument("--out", default="bench-judge.json")
+    args = ap.parse_args()
+    results = []
+    for n in (int(x) for x in args.hosts.split(",")):
+        r = one(n, args.ranks_per_host, args.repeat)
+        if args.baseline:
+            base = baseline(args.baseline, n, args.ranks_per_host, args.repeat)
+            r["baseline_judgement_cpu_s"] = base["judgement_cpu_s"]
+            r["baseline_named"] = base["named"]
+            r["speedup"] = round(base["judgement_cpu_s"] / max(r["judgement_cpu_s"], 1e-9), 1)
+        print(json.dumps(r), flush=True)
+        results.append(r)
+    with open(args.out, "w") as fh:
+        json.dump({"when": time.strftime("%Y-%m-%d"), "policy": POLICY.__dict__,
+                   "ranks_per_host": args.ranks_per_host, "results": results}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

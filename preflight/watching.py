@@ -58,6 +58,7 @@ class WatchRequest:
     metrics_textfile: Optional[str] = None
     act: Optional[ActOptions] = None  # --act: the launch to act on
     log: Optional[str] = None  # --log; None: a new file of its own
+    log_max_bytes: int = record.SAMPLES_MAX_BYTES  # --log-max-mb; 0: no bound
 
 
 def run(req: WatchRequest, err: TextIO = sys.stderr) -> WatchResult:
@@ -66,7 +67,7 @@ def run(req: WatchRequest, err: TextIO = sys.stderr) -> WatchResult:
     started = time.time()
     path = req.log or record.default_path(started)
     try:
-        log = record.Record(path)
+        log = record.Record(path, req.log_max_bytes)
     except OSError as e:
         raise UsageError(f"watch: --log {path}: {e.strerror or e}") from None
     plan, token, jobid = req.plan, req.marker, req.jobid

@@ -419,6 +419,10 @@ def _watch_parser(sub: Any) -> None:
                    help="stop watching after this long (default: until Ctrl-C)")
     w.add_argument("--log", metavar="FILE", help="the results log, JSON lines of every "
                    "sample and finding (default: ~/.local/state/preflight/watch/)")
+    w.add_argument("--log-max-mb", type=positive(float, zero=True), default=1024.0,
+                   metavar="MB", help="the samples the results log keeps, at most: every "
+                   "finding is kept, and every sample until half of this, then fewer and fewer "
+                   "(default 1024; 0: no bound)")
     w.add_argument("--metrics-port", type=port, metavar="PORT",
                    help="serve the ranks' and hosts' figures and the findings as OpenMetrics "
                    "on this port (/metrics), for Prometheus")

@@ -347,7 +347,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         WatchPolicy(args.interval, args.margin, args.persist, args.hang_after),
         args.step_pattern, args.plan, args.marker or "", args.jobid, args.any_job,
         args.duration or None, args.once, args.metrics_port, args.metrics_address,
-        args.metrics_textfile, _act_options(args) if args.act else None, args.log))
+        args.metrics_textfile, _act_options(args) if args.act else None, args.log,
+        int(args.log_max_mb * (1 << 20))))
     if args.once:
         width = terminal.width_of(sys.stdout)
         for f in result.findings:

@@ -30,6 +30,16 @@ def _event_line(e: dict[str, Any]) -> str:
             f"{hostlist(list(e.get('hosts') or ()))}: {e.get('message', '')}")
 
 
+def _thinned(log: WatchLog) -> str:
+    """How the log thinned its samples to stay in its bound (--log-max-mb), where it did."""
+    if not log.thinned:
+        return ""
+    every = log.thinned[-1][1]
+    kept = f"one in {every} of a host's samples" if every else "only the samples it must"
+    return (f"; samples thinned from {_clock(log.thinned[0][0])} to stay within --log-max-mb "
+            f"(at the end {kept}; every finding kept)")
+
+
 def text(log: WatchLog) -> list[str]:
     """The watch's course: what it watched, then every finding, clearing and action."""
     end = log.ended if log.ended is not None else max(
@@ -37,8 +47,8 @@ def text(log: WatchLog) -> list[str]:
     jobs = log.jobs()
     out = [f"watch of {len(jobs)} job(s) on {hostlist(log.hosts) or 'no host'}, "
            f"{_clock(log.started)} to {_clock(end)} ({end - log.started:.0f} s), "
-           f"{log.samples} samples" + ("" if log.ended is not None else
-                                        "; the watch was stopped before its end")]
+           f"{log.samples} samples" + _thinned(log) + ("" if log.ended is not None else
+                                                       "; the watch was stopped before its end")]
     for key, courses in jobs.items():
         unit = log.unit(courses)
         out.append(f"job {key}: {len(courses)} ranks on "

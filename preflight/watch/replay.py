@@ -63,6 +63,9 @@ class WatchLog:
     last: list[dict[str, Any]] = field(default_factory=list)
     ranks: dict[RankId, RankCourse] = field(default_factory=dict)
     samples: int = 0
+    # The log's thinning (record.py): (when, one sample in `every` kept a host; 0: only those
+    # that must be), as it changed.
+    thinned: list[tuple[float, int]] = field(default_factory=list)
 
     def final(self) -> list[dict[str, Any]]:
         """The findings the watch ended with: its last ones; where it was killed before it
@@ -146,6 +149,8 @@ def _add(log: WatchLog, rec: dict[str, Any], n: int, streams: dict[str, HostStre
                 log.ranks.setdefault(rid, RankCourse(rid, job)).samples.append(s)
     elif kind in ("finding", "cleared", "act"):
         log.events.append(rec)
+    elif kind == "thinned":
+        log.thinned.append((float(rec.get("at") or 0.0), int(rec.get("every") or 0)))
     elif kind == "last":
         log.last.append(rec)
     elif kind == "end":

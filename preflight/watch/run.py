@@ -168,6 +168,8 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
                 if record is not None:
                     record.findings("finding", new)
                     record.findings("cleared", cleared)
+                    record.named = {h for f in findings if f.status in (Status.FAIL, Status.WARN)
+                                    for h in f.hosts}
                 if metrics is not None:
                     metrics.update(state, findings, policy.persist_s / 2, now)
                     if opts.metrics_textfile:
@@ -211,7 +213,7 @@ def _read(h: _Host, state: WatchState, record: Optional[Record], now: float,
         read += 1
         h.failures = 0  # it answers again
         if record is not None:
-            record.sample(h.name, tick.line)
+            record.sample(h.name, tick.line, tick)
     if not check_exit:
         return read
     done = h.started.wait(0)

@@ -5,7 +5,6 @@ rank's own values, which it replaces."""
 from __future__ import annotations
 
 import random
-import statistics
 import time
 
 import pytest
@@ -16,8 +15,10 @@ from preflight.watch.judge import judge
 from preflight.watch.samples import HostStream
 from preflight.watch.series import Pool, WatchState, median
 
+Named = list[tuple[str, tuple[str, ...]]]
 
-def judgement_cpu(hosts: int, per_host: int = 8, repeat: int = 3) -> tuple[float, list]:
+
+def judgement_cpu(hosts: int, per_host: int = 8, repeat: int = 3) -> tuple[float, Named]:
     """The CPU of one judgement (the least of `repeat`, each after a new sample from every
     host) of a job of hosts x per_host ranks, one rank of the middle host kept busy while its
     peers wait; and what the last judgement named."""

@@ -130,17 +130,22 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
                                                                  for f in found])
         out.extend(found)
     out.extend(_starved_servers(live, unit, policy, at_check, addresses,
-                                {h for f in out for h in f.hosts}))
+                                _blamed(out)))
     # A pair with a host already named is that host's doing (a starved rank drains its
     # sockets slowly): the link is blamed only where nothing else explains it.
     out.extend(_link(live, policy, at_check, state, addresses,
-                     {h for f in out for h in f.hosts}, unit))
+                     _blamed(out), unit))
     out = gpus.findings(live, unit, state, policy, out)
     out.extend(gpus.unreadable(job.hosts(), live, state))
     out.extend(_progress_unread(live))
-    if not out:
+    if all(f.status is Status.PASS for f in out):  # nothing but the job's shape said
         out.append(_pace(job, live, unit, policy))
     return out
+
+
+def _blamed(found: Sequence[Finding]) -> set[str]:
+    """The hosts a finding so far names for something (not a pass line: the job's shape)."""
+    return {h for f in found if f.status is not Status.PASS for h in f.hosts}
 
 
 def _full_pairs(live: Sequence[RankSeries], window_s: float, addresses: Mapping[str, str],
@@ -596,6 +601,12 @@ def _busier(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
             for rid, h in halves.items() if h is not None}
     out = []
     pools = [Pool(v[i] for v in busy.values()) for i in (0, 1)]
+    early = {r.rid: (r.early[0].busy_s / r.early[0].dt, r.early[1].busy_s / r.early[1].dt)
+             for r in group if r.early is not None}
+    early_pools = [Pool(v[i] for v in early.values()) for i in (0, 1)]
+    firsts = {r.rid: r.first_step.busy_s / r.first_step.dt for r in group
+              if r.first_step is not None and r.first_step.dt > 0}
+    first_pool = Pool(firsts.values())
     for r in group:
         if r.rid not in busy or r.rid in named or len(busy) < 2:
             continue
@@ -604,6 +615,21 @@ def _busier(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
         if all(own[i] >= BUSY_RATIO * ref[i] + BUSY_MORE for i in (0, 1)):
             h = halves[r.rid]
             assert h is not None
+            was = early.get(r.rid)
+            peers_was = None if was is None or len(early) < 2 else [
+                early_pools[i].median_without(was[i]) or 0.0 for i in (0, 1)]
+            first = firsts.get(r.rid)
+            peers_first = None if first is None else first_pool.median_without(first)
+            if was is not None and peers_was is not None \
+                    and _shape(r, h, was, peers_was, peers_first):
+                out.append(Finding(
+                    "shape", Status.PASS, (r.rid.host,),
+                    f"{r.rid.name()} is busier than its peers ({own[1]:.2f} cores, they "
+                    f"{ref[1]:.2f}) as it was from the start ({was[1]:.2f}, they "
+                    f"{peers_was[1]:.2f}): the job's shape (a rank that also evaluates, logs "
+                    "or checkpoints), not a straggler; named once it gets busier than that, "
+                    "throttled or short of a CPU", {"ranks": ()}))
+                continue
             out.append(Finding(
                 "straggler", Status.FAIL, (r.rid.host,),
                 f"{r.rid.name()} holds its {len(group) - 1} peers back: busy "
@@ -611,6 +637,29 @@ def _busier(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
                 f"{policy.persist_s:g} s" + _why(r, h[1], at_check),
                 {"ranks": (r.rid,), "busy": own[1], "peers_busy": ref[1]}))
     return out
+
+
+def _shape(r: RankSeries, h: tuple[Span, Span], was: tuple[float, float],
+           peers_was: Sequence[float], peers_first: Optional[float]) -> bool:
+    """Whether a rank busier than its peers is so by the job's design: it was as much busier
+    through its first interval and both halves of its first window, computing (not waiting
+    for a CPU, nor throttled: a quota or other work there before the watch came is a fault
+    all the same), and nothing of it changed since: it is not busier now than then, not
+    throttled, and it waits for a CPU no longer than it did. A fault planted after the
+    watch began leaves its first interval like its peers', and it is judged on its peers."""
+    assert r.early is not None
+    first = r.first_step
+    if first is None or peers_first is None or first.dt <= 0:
+        return False
+    bar = [BUSY_RATIO * x + BUSY_MORE for x in (*peers_was, peers_first)]
+    if not all(v >= b for v, b in zip((*was, first.busy_s / first.dt), bar)):
+        return False
+    if any(_throttled(x) or x.wait_s / x.dt >= RUNQUEUE_SHARE for x in r.early):
+        return False
+    now = h[1]
+    busier = now.busy_s / now.dt >= max(was) + BUSY_MORE
+    waits = now.wait_s / now.dt >= max(x.wait_s / x.dt for x in r.early) + BUSY_MORE
+    return not (busier or _throttled(now) or waits)
 
 
 def _server_holds_trainers(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,

@@ -53,6 +53,12 @@ class RankSeries:
         self.first: dict[Unit, tuple[float, int]] = {}  # unit -> (t, count) first seen
         self.early_rate: dict[Unit, float] = {}
         self.early_after_s = 15.0  # the window that early_rate spans (the policy's persist)
+        # Its first window's two halves (what changed over each), and its first interval
+        # alone: how busy it is by the job's design, before anything changed; the samples
+        # that bound them until then.
+        self.early: Optional[tuple[Span, Span]] = None
+        self.first_step: Optional[Span] = None
+        self._marks: list[RankSample] = []
         # halves() of the samples as they are: every rule of a judgement reads them.
         self._halves: tuple[tuple[object, ...], Optional[tuple[Span, Span]]] = ((), None)
 
@@ -79,6 +85,17 @@ class RankSeries:
                 self.early_rate[unit] = (count - c0) / (s.t - t0)
         if s.state != self.state_since[0]:
             self.state_since = (s.state, s.t)
+        if self.early is None:
+            marks = self._marks
+            if self.first_step is None and marks:
+                self.first_step = _between(marks[0], s, "bytes")
+            if not marks or s.t - marks[0].t >= self.early_after_s * len(marks) / 2:
+                marks.append(s)
+            if len(marks) == 3:
+                a, b = _between(marks[0], marks[1], "bytes"), _between(marks[1], marks[2], "bytes")
+                if a is not None and b is not None and a.dt > 0 and b.dt > 0:
+                    self.early = (a, b)
+                self._marks = []
         self.samples.append(s)
 
     @property

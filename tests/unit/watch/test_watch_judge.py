@@ -754,3 +754,69 @@ def test_a_job_whose_every_host_went_quiet_is_never_said_to_have_ended_well():
     findings = judge(state, POLICY, 20.0 + 4 * POLICY.interval_s, {})
     assert sorted(f.check for f in findings) == ["watch", "watch"]
     assert not [f for f in findings if f.status is Status.PASS]
+
+
+def test_a_rank_busier_from_the_start_is_the_jobs_shape_not_a_straggler():
+    # Rank 0 also evaluates and logs: busier than its peers from the first sample, for good.
+    hosts = cluster()
+    hosts[0].ranks[0].busy = 0.9
+    findings, _ = watched(hosts, 60)
+    assert named(findings) == []
+    shape = [f for f in findings if f.check == "shape"]
+    assert [(f.status, f.hosts) for f in shape] == [(Status.PASS, ("node01",))]
+    assert "as it was from the start (0.90, they 0.40): the job's shape" in shape[0].message
+    assert any(f.check == "progress" and f.status is Status.PASS for f in findings)
+
+
+@pytest.mark.parametrize("fault", ["busier", "waits", "throttled"])
+def test_a_rank_busier_from_the_start_is_named_once_it_changes(fault):
+    hosts = cluster()
+    r0 = hosts[0].ranks[0]
+    r0.busy, r0.quota = 0.9, 2.0
+
+    def change(t):
+        if t == 30:  # its peers begin to wait for it
+            for h in hosts[1:]:
+                h.ranks[0].busy = 0.16
+            if fault == "busier":
+                r0.busy = 1.4
+            elif fault == "waits":  # other work on its host: it waits for a CPU
+                r0.busy, r0.wait = 1.0, 0.5
+            else:  # a quota set since
+                r0.quota, r0.throttled_share = 0.5, 0.9
+
+    findings, _ = watched(hosts, 60, change=change)
+    assert named(findings) == [("straggler", Status.FAIL, ("node01",))]
+    assert not [f for f in findings if f.check == "shape"]
+
+
+def test_a_fault_planted_inside_the_first_window_is_no_shape():
+    # node02's rank gets busy 5 s into the watch: one half of its first window shows it
+    # as its peers, so it is judged on its peers alone, and named.
+    hosts = cluster()
+
+    def early(t):
+        if t == 10:
+            for h in hosts:
+                h.ranks[0].busy = 0.16
+            hosts[1].ranks[0].busy = 0.9
+
+    findings, _ = watched(hosts, 40, change=early)
+    assert named(findings) == [("straggler", Status.FAIL, ("node02",))]
+
+
+@pytest.mark.parametrize("before", ["waits", "throttled"])
+def test_a_rank_starved_before_the_watch_came_is_named_not_taken_for_shape(before):
+    # Busier than its peers from the first sample, but waiting for a CPU, or throttled by
+    # a quota: a fault that was there before the watch, not the job's design.
+    hosts = cluster()
+    for h in hosts:
+        h.ranks[0].busy = 0.16
+    r = hosts[2].ranks[0]
+    if before == "waits":
+        r.busy, r.wait = 0.8, 0.6
+    else:
+        r.busy, r.quota, r.throttled_share = 0.73, 0.25, 0.9
+    findings, _ = watched(hosts, 60)
+    assert named(findings) == [("straggler", Status.FAIL, ("node03",))]
+    assert not [f for f in findings if f.check == "shape"]

@@ -102,13 +102,13 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
     if not job.ranks:  # its launchers are starting its ranks
         return [f for f in [starting(job, state, policy)] if f is not None]
     if not live:  # the job has ended: how its ranks ended is all there is to say
-        died = _stopped_or_dead(job, present, live, policy, state.launch_failure)
+        died = _stopped_or_dead(job, present, live, policy, state)
         end = max([t for t, _ in job.gone.values()] +
                   [r.state_since[1] for r in present if r.latest.state == "Z"], default=0.0)
         return died or [Finding("ended", Status.PASS, tuple(job.hosts()),
                                 f"{len(job.ranks)} ranks of {job.key} ended by {_clock(end)}, "
                                 "none of them in error", {"ranks": ()})]
-    out = _stopped_or_dead(job, present, live, policy, state.launch_failure)
+    out = _stopped_or_dead(job, present, live, policy, state)
     whole = starting(job, state, policy)
     if whole is not None:  # its ranks wait for nodes yet to start: nothing to pace
         return [*out, whole]
@@ -309,7 +309,8 @@ def _nic(host: str, state: WatchState, policy: WatchPolicy, check: AtCheck) -> s
 
 def _stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
                      live: Sequence[RankSeries], policy: WatchPolicy,
-                     failure: Optional[LaunchFailure]) -> list[Finding]:
+                     state: WatchState) -> list[Finding]:
+    failure = state.launch_failure
     out = []
     others = len(live) - 1
     exits: list[Exit] = []
@@ -331,9 +332,11 @@ def _stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
                 + ": someone is looking at it, no fault of its host; not acted on",
                 {"ranks": (r.rid,), "since": r.state_since[1]}))
         elif s.state == "Z":  # exited, not yet reaped: judged as a rank gone
-            exits.append(Exit(r.state_since[1], r.rid, s.log_tail, _oom_rise(r)))
-    exits += [Exit(t, rid, tail, job.oom_killed.get(rid)) for rid, (t, tail) in job.gone.items()]
-    exits.sort(key=lambda e: e.t)
+            exits.append(Exit(r.state_since[1], r.rid, s.log_tail, _oom_rise(r),
+                              state.at(r.rid.host, r.state_since[1])))
+    exits += [Exit(t, rid, tail, job.oom_killed.get(rid), state.at(rid.host, t))
+              for rid, (t, tail) in job.gone.items()]
+    exits.sort(key=lambda e: e.at)
     causes, after = _causes(exits, policy)
     out += [_cause_finding(e, after, failure) for e in causes]
     explained = {e.rid for e in causes} | {e.rid for e in after}
@@ -341,7 +344,8 @@ def _stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
         if e.rid in explained:
             continue
         why = _died(e, live, policy, job.unit(),
-                    failure if failure is not None and failure.host == e.rid.host else None)
+                    failure if failure is not None and failure.host == e.rid.host else None,
+                    state)
         if why:
             out.append(Finding("dead", Status.FAIL, (e.rid.host,),
                                f"{e.rid.name()} exited at {_clock(e.t)} {why}",
@@ -358,10 +362,11 @@ def _stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
 
 @dataclass(frozen=True)
 class Exit:
-    t: float
+    t: float  # on its host's clock (as said)
     rid: RankId
     tail: Sequence[str]
     oom: Optional[tuple[int, int]] = None  # its memory cgroup's OOM kills rose: before, after
+    at: float = 0.0  # t on the controller's clock: what orders exits on different hosts
 
     @property
     def error(self) -> Optional[str]:
@@ -394,13 +399,13 @@ def _causes(exits: Sequence[Exit], policy: WatchPolicy) -> tuple[list[Exit], lis
         return [], []
     # Its peers fail within seconds of it (gloo at once; the launch's TERM once the host's
     # launcher has noticed): an end a persistence window before theirs is not theirs.
-    start, window = lost[0].t - policy.persist_s, lost[0].t + policy.interval_s
-    own = [e for e in exits if e.error is not None and e not in lost and start <= e.t <= window]
-    causes = own or [e for e in exits if e.error is None and start <= e.t <= window]
+    start, window = lost[0].at - policy.persist_s, lost[0].at + policy.interval_s
+    own = [e for e in exits if e.error is not None and e not in lost and start <= e.at <= window]
+    causes = own or [e for e in exits if e.error is None and start <= e.at <= window]
     if not causes:
         return [], []
-    since = causes[0].t - policy.interval_s
-    return causes, [e for e in lost if e.t >= since]
+    since = causes[0].at - policy.interval_s
+    return causes, [e for e in lost if e.at >= since]
 
 
 def _tail_text(e: Exit) -> str:
@@ -442,12 +447,12 @@ def _cause_finding(e: Exit, after: Sequence[Exit],
 
 
 def _died(e: Exit, live: Sequence[RankSeries], policy: WatchPolicy, unit: Unit,
-          failure: Optional[LaunchFailure]) -> str:
+          failure: Optional[LaunchFailure], state: WatchState) -> str:
     """Why a rank that exited died rather than finished ("" when it finished): its log ends
     in an error, the OOM killer took it, its host's launcher failed with it, or its peers ran
     on well after it (the ranks of a collective job end together; a PS server ends after its
     trainers; a PS trainer may end alone)."""
-    rid, t, tail = e.rid, e.t, e.tail
+    rid, t, tail = e.rid, e.at, e.tail  # its peers' times on the controller's clock too
     last = tail[-1] if tail else ""
     error = _error(tail)
     if error is not None:
@@ -464,9 +469,10 @@ def _died(e: Exit, live: Sequence[RankSeries], policy: WatchPolicy, unit: Unit,
     # window later (blocked on it, as on a rank the OOM killer took).
     soon, late = 2 * policy.interval_s, max(2 * policy.interval_s, policy.persist_s)
     peers = [r for r in live if rid.role == "worker" or r.rid.role == "trainer"]
-    stepped = [r for r in peers if r.latest.t - t >= soon
-               and r.last_growth.get(unit, t) > t + policy.interval_s]
-    after = stepped or [r for r in peers if r.latest.t - t >= late]
+    stepped = [r for r in peers if state.at(r.rid.host, r.latest.t) - t >= soon
+               and unit in r.last_growth
+               and state.at(r.rid.host, r.last_growth[unit]) > t + policy.interval_s]
+    after = stepped or [r for r in peers if state.at(r.rid.host, r.latest.t) - t >= late]
     if after:
         return (f"while its job runs on ({len(after)} ranks "
                 f"{'step on' if stepped else f'run {late:g} s'} after it); "

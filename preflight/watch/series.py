@@ -17,6 +17,7 @@ from preflight.watch.samples import Launcher, Tick
 Unit = Literal["hook", "steps", "bytes"]
 UNIT_WORDS = {"hook": "steps", "steps": "step lines", "bytes": "log bytes"}
 UNITS: tuple[Unit, ...] = ("hook", "steps", "bytes")
+OFFSET_TICKS = 3  # a host's clock offset is measured over its first samples
 
 
 def progress(s: RankSample, unit: Unit) -> Optional[int]:
@@ -217,9 +218,25 @@ class WatchState:
         self.stacks_of: set[str] = set()  # the jobs whose stacks were taken
         self.foreign: set[tuple[str, int]] = set()  # (host, launcher) of other hosts
         self.launch_failure: Optional[LaunchFailure] = None  # what the job's launch saw
+        # host -> its clock less the controller's, from its first OFFSET_TICKS samples (the
+        # least delayed: their time on the host less their time of receipt). Events on
+        # different hosts are ordered on the controller's clock (at()), never on the hosts'
+        # own clocks raw: one host's clock set ahead would put its rank's death after the
+        # deaths it caused.
+        self.offset: dict[str, float] = {}
+        self._offset_n: dict[str, int] = {}
+
+    def at(self, host: str, t: float) -> float:
+        """A time on host's clock, on the controller's."""
+        return t - self.offset.get(host, 0.0)
 
     def add(self, tick: Tick, received: float) -> None:
         self.last_tick[tick.host] = received
+        n = self._offset_n.get(tick.host, 0)
+        if n < OFFSET_TICKS:
+            seen = tick.sample.t - received
+            self.offset[tick.host] = max(seen, self.offset.get(tick.host, seen))
+            self._offset_n[tick.host] = n + 1
         self.hosts.setdefault(tick.host, deque(maxlen=self.keep)).append(tick.sample)
         if tick.netns and tick.host not in self.own_netns:
             self.own_netns[tick.host] = tick.netns

@@ -820,3 +820,25 @@ def test_a_rank_starved_before_the_watch_came_is_named_not_taken_for_shape(befor
     findings, _ = watched(hosts, 60)
     assert named(findings) == [("straggler", Status.FAIL, ("node03",))]
     assert not [f for f in findings if f.check == "shape"]
+
+
+@pytest.mark.parametrize("skew", [8.0, -8.0], ids=["ahead", "behind"])
+def test_a_rank_killed_on_a_host_whose_clock_is_off_is_still_the_cause(skew):
+    # node03's clock is 8 s off the others': its rank's death, by its own clock, falls
+    # outside the seconds its peers' aborts fall in. On the controller's clock (each host's
+    # offset measured from its first samples as they arrive) it comes first, as it did.
+    hosts = cluster(3)
+    hosts[2].t += skew
+
+    def kill(t):
+        if t == 30:
+            for h in hosts:
+                r = h.ranks.pop()
+                if h.name != "node03":
+                    r.tail = ABORTED
+                h.gone = [r]
+
+    findings, state = watched(hosts, 35, change=kill)
+    assert named(findings) == [("dead", Status.FAIL, ("node03",))]
+    assert "2 peers failed after it" in findings[0].message
+    assert state.offset["node03"] - state.offset["node01"] == pytest.approx(skew)

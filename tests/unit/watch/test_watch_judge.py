@@ -271,6 +271,21 @@ TERMINATED = ("FatalError: `Termination signal` is detected by the operating sys
               "  [SignalInfo: *** SIGTERM (@0x4600) received by PID 17800 ***]")
 
 
+def sigkilled(hosts, victim="node03", at=30, oom=None):
+    """A change(t) for watched(): at `at`, victim's rank is SIGKILLed and gloo aborts every
+    peer in the same second (their logs end as ABORTED); oom: every rank's OOM kill counts
+    as their gone entries say."""
+    def kill(t):
+        if t == at:
+            for h in hosts:
+                r = h.ranks.pop()
+                if h.name != victim:
+                    r.tail = ABORTED
+                r.oom = oom
+                h.gone = [r]
+    return kill
+
+
 @pytest.mark.parametrize("recorded", [None, "node03", "node01"],
                          ids=["no-launch-record", "its-launcher-first", "a-peer-first"])
 def test_a_rank_killed_without_a_word_is_named_as_the_cause_of_its_peers_aborting(recorded):
@@ -280,15 +295,7 @@ def test_a_rank_killed_without_a_word_is_named_as_the_cause_of_its_peers_abortin
         state.launch_failure = LaunchFailure(recorded, "exit 247" if recorded == "node03"
                                              else "exit 250", 1.0)
 
-    def kill(t):
-        if t == 30:  # SIGKILL on node03; gloo aborts its peers in the same second
-            for h in hosts:
-                r = h.ranks.pop()
-                if h.name != "node03":
-                    r.tail = ABORTED
-                h.gone = [r]
-
-    findings, _ = watched(hosts, 35, change=kill, state=state)
+    findings, _ = watched(hosts, 35, change=sigkilled(hosts), state=state)
     assert named(findings) == [("dead", Status.FAIL, ("node03",))]
     m = findings[0].message
     assert m.startswith("node03 rank 2 (worker) exited at ")
@@ -309,16 +316,7 @@ def test_a_rank_the_oom_killer_took_is_named_so_only_where_its_cgroup_counted_it
     # count, and are named for their own errors as before.
     hosts = cluster(3)
 
-    def kill(t):
-        if t == 30:
-            for h in hosts:
-                r = h.ranks.pop()
-                if h.name != "node03":
-                    r.tail = ABORTED
-                r.oom = counts
-                h.gone = [r]
-
-    findings, _ = watched(hosts, 35, change=kill)
+    findings, _ = watched(hosts, 35, change=sigkilled(hosts, oom=counts))
     assert named(findings) == [("dead", Status.FAIL, ("node03",))]
     m = findings[0].message
     said = "the kernel's OOM killer killed it: its memory cgroup's oom_kill count went from 0 to 1"
@@ -830,15 +828,7 @@ def test_a_rank_killed_on_a_host_whose_clock_is_off_is_still_the_cause(skew):
     hosts = cluster(3)
     hosts[2].t += skew
 
-    def kill(t):
-        if t == 30:
-            for h in hosts:
-                r = h.ranks.pop()
-                if h.name != "node03":
-                    r.tail = ABORTED
-                h.gone = [r]
-
-    findings, state = watched(hosts, 35, change=kill)
+    findings, state = watched(hosts, 35, change=sigkilled(hosts))
     assert named(findings) == [("dead", Status.FAIL, ("node03",))]
     assert "2 peers failed after it" in findings[0].message
     assert state.offset["node03"] - state.offset["node01"] == pytest.approx(skew)

@@ -337,6 +337,22 @@ def _stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
     exits += [Exit(t, rid, tail, job.oom_killed.get(rid), state.at(rid.host, t))
               for rid, (t, tail) in job.gone.items()]
     exits.sort(key=lambda e: e.at)
+    if failure is None and not live and _whole_stop(exits, policy):
+        span = exits[-1].at - exits[0].at
+        return out + [Finding(
+            "ended", Status.WARN, tuple(job.hosts()),
+            f"the job {job.key} was stopped as a whole: its {len(exits)} ranks ended by a "
+            f"signal to stop within {span:.0f} s of each other, none failing first (a Ctrl-C "
+            "of its launchers or of preflight launch, a scancel): no rank or host to blame",
+            {"ranks": ()})]
+    now = max((state.at(r.rid.host, r.latest.t) for r in present), default=0.0)
+    if failure is None and live and any(
+            TERMED.search(_tail_text(e)) and now - e.at < STOP_WINDOW_INTERVALS
+            * policy.interval_s for e in exits):
+        # A rank stopped by a signal while its peers run: a stop of the whole job (a Ctrl-C,
+        # scancel) ends every rank within seconds; until then no end is judged, neither a
+        # cause nor a death (a rank KILLed after its TERM looks like one that died first).
+        return out
     causes, after = _causes(exits, policy)
     out += [_cause_finding(e, after, failure) for e in causes]
     explained = {e.rid for e in causes} | {e.rid for e in after}
@@ -383,6 +399,13 @@ def _error(tail: Sequence[str]) -> Optional[str]:
                 None) or next(ln for ln in reversed(tail) if CRASHED.search(ln))
 
 
+# What a rank prints as a stop's signal ends it (Paddle names each signal it catches: "FatalError:
+# `Termination signal` is detected", "*** SIGTERM"; Python's own KeyboardInterrupt for a
+# Ctrl-C). A stop of the whole job (a Ctrl-C, scancel) ends every rank so within seconds.
+TERMED = re.compile(r"Termination signal|Interrupt signal|\*\*\* SIG(?:TERM|INT)\b|"
+                    r"^KeyboardInterrupt", re.M)
+STOP_WINDOW_INTERVALS = 2
+
 # What `preflight launch` does once a host's launcher fails.
 LAUNCH_STOPPED = "preflight launch stopped the job on every host"
 
@@ -406,6 +429,17 @@ def _causes(exits: Sequence[Exit], policy: WatchPolicy) -> tuple[list[Exit], lis
         return [], []
     since = causes[0].at - policy.interval_s
     return causes, [e for e in lost if e.at >= since]
+
+
+def _whole_stop(exits: Sequence[Exit], policy: WatchPolicy) -> bool:
+    """Whether the job's ranks (all ended) were stopped together: every one by a signal to
+    stop that it caught (TERM, INT) or silently (KILLed after), within a few intervals, at
+    least one saying so, none with an error of its own or the OOM killer's."""
+    if not exits or exits[-1].at - exits[0].at > STOP_WINDOW_INTERVALS * policy.interval_s:
+        return False
+    termed = [bool(TERMED.search(_tail_text(e))) for e in exits]
+    return any(termed) and all(t or (e.error is None and e.oom is None)
+                               for t, e in zip(termed, exits))
 
 
 def _tail_text(e: Exit) -> str:

@@ -389,21 +389,41 @@ def test_ranks_that_finished_well_before_a_peer_was_stopped_are_not_its_cause():
         "with an error: FatalError: `Termination signal` is detected by the operating system.")
 
 
-def test_ranks_all_stopped_by_a_term_are_each_named_for_it():
-    hosts = cluster(2)
+@pytest.mark.parametrize("apart", [0, 5], ids=["same-sample", "a-sample-apart"])
+def test_a_job_stopped_as_a_whole_blames_nobody(apart):
+    hosts = cluster(3)
 
-    def stop(t):
-        if t == 30:  # Ctrl-C of the launch: nobody's end caused the others'
-            for h in hosts:
+    def stop(t):  # Ctrl-C of the launch, or scancel: every rank TERMed within seconds
+        for i, h in enumerate(hosts):
+            if t == 30 + (apart if i == 2 else 0):
                 r = h.ranks.pop()
-                r.tail = TERMINATED
+                r.tail = TERMINATED if i != 1 else ("step 90 loss 0.1",)  # KILLed after
                 h.gone = [r]
 
-    findings, _ = watched(hosts, 35, change=stop)
-    assert named(findings) == [("dead", Status.FAIL, ("node01",)),
-                               ("dead", Status.FAIL, ("node02",))]
-    assert all(f.message.endswith("with an error: FatalError: `Termination signal` is "
-                                  "detected by the operating system.") for f in findings)
+    findings, state = watched(hosts, 30, change=stop)
+    assert not [f for f in findings if f.check == "dead"]  # not while it stops, either
+    findings, _ = watched(hosts, 15, change=lambda t: stop(t + 35), state=state)
+    assert named(findings) == [("ended", Status.WARN, ("node01", "node02", "node03"))]
+    assert "was stopped as a whole: its 3 ranks ended by a signal to stop" in \
+        findings[0].message
+    assert "no rank or host to blame" in findings[0].message
+
+
+def test_a_rank_termed_alone_while_its_peers_run_on_is_dead():
+    hosts = cluster(3)
+
+    def term(t):
+        if t == 30:
+            r = hosts[1].ranks.pop()
+            r.tail = TERMINATED
+            hosts[1].gone = [r]
+
+    findings, state = watched(hosts, 30, change=term)
+    assert named(findings) == []  # a stop of the whole job would end the others by now
+    findings, _ = watched(hosts, 15, change=lambda t: None, state=state)
+    assert named(findings) == [("dead", Status.FAIL, ("node02",))]
+    assert findings[0].message.endswith("with an error: FatalError: `Termination signal` is "
+                                        "detected by the operating system.")
 
 
 def test_a_ps_trainer_may_end_alone_but_a_server_may_not():

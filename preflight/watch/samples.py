@@ -46,6 +46,7 @@ class Tick:
     line: str = ""  # the sample as a results log keeps it: the line, its secrets redacted
     # Ranks gone while their memory cgroup's OOM kills rose: (rank, before, after).
     oom: tuple[tuple[RankId, int, int], ...] = ()
+    running: tuple[int, ...] = ()  # the pids of every launcher the sample saw
 
 
 def job_key(argv: tuple[str, ...]) -> str:
@@ -161,12 +162,14 @@ class HostStream:
         host = _dict(doc, "host")
         t = _num(doc, "t") or 0.0
         new: list[Launcher] = []
+        running: list[int] = []
         ranks: list[tuple[RankId, RankSample]] = []
         errors = [str(d["error"]) for d in (doc, host) if isinstance(d.get("error"), str)]
         for job in doc.get("jobs") or ():
             if not isinstance(job, dict) or not isinstance(job.get("pid"), int):
                 continue
             lpid = job["pid"]
+            running.append(lpid)
             if lpid not in self.launchers and isinstance(job.get("argv"), list):
                 argv = tuple(str(a) for a in job["argv"])
                 self.launchers[lpid] = Launcher(self.host, lpid, job_key(argv), argv,
@@ -188,7 +191,7 @@ class HostStream:
                 oom.append((rid, int(kills[0]), int(kills[1])))
         return Tick(self.host, _num(doc, "n", int) or 0, self._host(host, t, doc),
                     tuple(ranks), tuple(gone), tuple(new), "; ".join(errors) or None,
-                    _text(doc, "netns"), oom=tuple(oom))
+                    _text(doc, "netns"), oom=tuple(oom), running=tuple(running))
 
     def _rank(self, r: Mapping[str, Any], launcher: int, t: float) -> tuple[RankId, RankSample]:
         pid = r["pid"]

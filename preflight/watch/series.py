@@ -245,6 +245,13 @@ class WatchState:
             if self._foreign(la):
                 self.foreign.add((la.host, la.pid))
                 continue
+            old = self.jobs.get(la.job)
+            if old is not None and any(h == la.host and pid not in tick.running
+                                       for h, pid in old.launchers):
+                # The job launched again (the same --master): a new launcher where its
+                # launcher there has gone. Its earlier run ended, and is judged as such: its
+                # ranks' clean exits are not deaths beside the new run's ranks.
+                self._retire(old)
             job = self.jobs.setdefault(la.job, JobSeries(la.job, tick.sample.t))
             job.launchers[(la.host, la.pid)] = la
             self.launcher_job[(la.host, la.pid)] = la.job
@@ -266,6 +273,15 @@ class WatchState:
             key = self.launcher_job.get((rid.host, rid.launcher))
             if key is not None:
                 self.jobs[key].oom_killed[rid] = (before, after)
+
+    def _retire(self, job: JobSeries) -> None:
+        """Keeps a job's earlier run apart, under its key and run number: (run 1), ..."""
+        n = 1 + sum(1 for k in self.jobs if k.startswith(job.key + " (run "))
+        del self.jobs[job.key]
+        job.key = f"{job.key} (run {n})"
+        self.jobs[job.key] = job
+        for la in job.launchers:
+            self.launcher_job[la] = job.key
 
     def _foreign(self, la: Launcher) -> bool:
         """Whether a launcher that la's host sees runs in another watched host's own

@@ -852,3 +852,27 @@ def test_a_rank_killed_on_a_host_whose_clock_is_off_is_still_the_cause(skew):
     assert named(findings) == [("dead", Status.FAIL, ("node03",))]
     assert "2 peers failed after it" in findings[0].message
     assert state.offset["node03"] - state.offset["node01"] == pytest.approx(skew)
+
+
+def test_a_job_launched_again_with_the_same_master_is_a_new_run_and_the_old_one_ended():
+    # `-i`: the job ends and is launched again (same --master); the earlier run's clean
+    # exits are its end, not deaths beside the new run's ranks.
+    hosts = cluster(3)
+
+    def again(t):
+        if t == 30:  # every rank ends cleanly; the launchers with them
+            for h in hosts:
+                h.gone, h.ranks, h.launcher = h.ranks, [], None
+        if t == 35:  # launched again: new launchers, new ranks
+            for i, h in enumerate(hosts):
+                h.launcher, h.sent = 200 + i, False
+                h.ranks = [FakeRank(3000 + i, i)]
+
+    findings, state = watched(hosts, 70, change=again)
+    assert named(findings) == []
+    assert sorted(state.jobs) == ["master 10.0.0.1:6767", "master 10.0.0.1:6767 (run 1)"]
+    ended = [f for f in findings if f.check == "ended"]
+    assert [f.status for f in ended] == [Status.PASS]
+    assert ended[0].message.startswith("3 ranks of master 10.0.0.1:6767 (run 1) ended by ")
+    pace = [f for f in findings if f.check == "progress"]
+    assert pace and pace[0].message.startswith("3 ranks of master 10.0.0.1:6767 running")

@@ -45,6 +45,8 @@ CONTAINER_MONITORS = ("conmon", "containerd-shim", "docker-containe", "crun", "r
 # a timeout): the rank is the process they run.
 WRAPPERS = ("sh", "bash", "dash", "zsh", "ksh", "timeout")
 MAX_TASKS = 512  # threads of a rank whose scheduler times are summed
+MAX_KIDS = 64  # a rank's descendants (DataLoader workers, helpers) whose times count to it
+KIDS_DEPTH = 3
 MAX_LOG_READ = 1 << 20  # new log bytes read a sample; past that the rest is skipped, said so
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # A process is read as a launcher or not when first seen, and again only later: a process
@@ -271,6 +273,11 @@ class Rank(object):
         # that ends without a word while that count rises was killed by the OOM killer.
         self.oom_path = section(oom_kills_path, pid)
         self.oom_kills = None
+        # Its descendants' scheduler times as last read, by (pid, start ticks), and the
+        # times of those gone since: its workers' CPU counts to it, and stays counted once
+        # they exit, so that its totals only grow.
+        self.kids = {}  # type: dict
+        self.kids_done = (0.0, 0.0)
 
     def sample(self, pattern, netns_cache):
         state, cpu_s, threads, _, _ = stat_fields(self.pid)
@@ -281,6 +288,10 @@ class Rank(object):
             out["tail"] = section(log_tail, self.log_path, self.launcher)
             return out
         run_s, wait_s, running, blocked = sched(self.pid)
+        kids = self.kids_times()
+        if kids is not None:  # a DataLoader's workers waiting for a CPU hold the rank back
+            run_s, wait_s = run_s + kids[0], wait_s + kids[1]
+            out["kids"] = len(self.kids)
         out.update(run_s=round(run_s, 4), wait_s=round(wait_s, 4), running=running,
                    blocked=blocked)
         try:
@@ -293,6 +304,33 @@ class Rank(object):
         out["cgroup"] = section(quota_of, self.pid)
         out["sendq"] = section(tcp_queues, self.pid, netns_cache)
         return out
+
+    def kids_times(self):
+        """(seconds on a CPU, seconds waiting for one) of its descendants so far, those gone
+        included; None where it has had none."""
+        now = {}  # type: dict
+        todo = [(self.pid, 0)]
+        while todo and len(now) < MAX_KIDS:
+            p, d = todo.pop()
+            if d >= KIDS_DEPTH:
+                continue
+            for c in children(p)[:MAX_KIDS]:
+                try:
+                    start = stat_fields(c)[3]
+                    run, wait = sched(c)[:2]
+                except (OSError, ValueError, IndexError):
+                    continue  # gone between the two reads
+                now[(c, start)] = (run, wait)
+                todo.append((c, d + 1))
+        run_done, wait_done = self.kids_done
+        for key, (run, wait) in self.kids.items():
+            if key not in now:  # exited: what it had counts still
+                run_done, wait_done = run_done + run, wait_done + wait
+        self.kids, self.kids_done = now, (run_done, wait_done)
+        if not now and not run_done and not wait_done:
+            return None
+        return (run_done + sum(v[0] for v in now.values()),
+                wait_done + sum(v[1] for v in now.values()))
 
     def ooms(self):
         """Its memory cgroup's OOM kills now (an {"error"} where they cannot be read)."""

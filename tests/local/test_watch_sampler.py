@@ -62,10 +62,10 @@ for n in range(100000):
 '''
 
 
-def stand_in(tmp_path: Path) -> dict[str, str]:
+def stand_in(tmp_path: Path, rank: str = RANK) -> dict[str, str]:
     """Writes the stand-in launcher and rank under tmp_path; the environment that runs them
     (with the launch marker PREFLIGHT_LAUNCH=tok-watch)."""
-    (tmp_path / "rank.py").write_text(RANK)
+    (tmp_path / "rank.py").write_text(rank)
     fake = standin.paddle_launcher(tmp_path / "fake", LAUNCHER)
     env = dict(os.environ, PYTHONPATH=str(fake), PREFLIGHT_LAUNCH="tok-watch",
                PREFLIGHT_WATCH_DIR=str(tmp_path))
@@ -74,9 +74,10 @@ def stand_in(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def job(tmp_path: Path):
-    """A stand-in job with the launch marker PREFLIGHT_LAUNCH=tok-watch; its processes."""
-    env = stand_in(tmp_path)
+def job(tmp_path: Path, request: pytest.FixtureRequest):
+    """A stand-in job with the launch marker PREFLIGHT_LAUNCH=tok-watch; its processes.
+    Parametrized indirectly, the source of its ranks."""
+    env = stand_in(tmp_path, getattr(request, "param", RANK))
     launcher = subprocess.Popen([sys.executable, "-m", "paddle.distributed.launch",
                                  "--log_dir", str(tmp_path / "log"), str(tmp_path / "rank.py")],
                                 env=env, cwd=tmp_path, start_new_session=True)
@@ -290,3 +291,32 @@ def test_a_host_whose_gpus_cannot_be_read_says_why_in_every_sample(job):
     why = lines[0]["gpu"]["error"]
     assert why.startswith("NVML: ") and why.endswith("no nvidia-smi on the PATH")
     assert all(ln["gpu"] == {"error": why} for ln in lines)
+
+
+# Rank 1 sleeps while a worker of its own (a DataLoader's) computes for a while, then exits.
+BUSY_WORKER = """\
+import subprocess, sys, time
+rank = int(sys.argv[1])
+if rank == 1:
+    subprocess.Popen([sys.executable, "-c",
+                      "import time\\nend = time.time() + 1.5\\nwhile time.time() < end: pass"])
+for n in range(100000):
+    time.sleep(0.05)
+    print("step %d loss 0.1" % n, flush=True)
+"""
+
+
+@pytest.mark.parametrize("job", [BUSY_WORKER], indirect=True, ids=["busy-worker"])
+def test_a_ranks_workers_cpu_counts_to_it_and_stays_counted_once_they_exit(job):
+    _, ranks, _ = job
+    lines = sample("tok-watch", seconds=3.5, interval=0.5)
+    runs: dict[int, list[float]] = {r: [] for r in ranks}
+    for ln in lines:
+        for r in ln["jobs"][0]["ranks"] if ln["jobs"] else ():
+            if "run_s" in r:
+                runs[r["pid"]].append(r["run_s"])
+    quiet, busy = (runs[ranks[0]], runs[ranks[1]])
+    assert len(busy) >= 4 and len(quiet) >= 4
+    # The worker's CPU is the rank's; when it exits, the rank's total does not fall back.
+    assert all(b >= a for a, b in zip(busy, busy[1:])), busy
+    assert busy[-1] - busy[0] > 3 * (quiet[-1] - quiet[0]) + 0.1, (busy, quiet)

@@ -14,11 +14,11 @@ import math
 import re
 import signal
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from preflight.common.paddlelog import CRASHED, ERROR_LINE, LOST_PEER
+from preflight.common.paddlelog import CRASHED, ERROR_LINE, GLOO_PEER, LOST_PEER
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import LaunchFailure, RankId, WatchPolicy
@@ -81,7 +81,7 @@ def judge(state: WatchState, policy: WatchPolicy, now: float,
                            "its connection is stuck)"
                            + (f": could not judge {', '.join(ranks)}" if ranks else "")))
     for job in state.jobs.values():
-        out.extend(_job(job, policy, at_check, state, addresses or {}, set(stale)))
+        out.extend(_job(job, policy, at_check, state, addresses or {}, stale))
     if not state.jobs and state.last_tick:
         # While watching, a job may be yet to start; at the end there was none to watch.
         out.append(Finding("watch", Status.COULD_NOT_CHECK if final else Status.SKIP,
@@ -94,21 +94,25 @@ def judge(state: WatchState, policy: WatchPolicy, now: float,
 
 def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
          state: WatchState, addresses: Mapping[str, str],
-         stale: Collection[str] = ()) -> list[Finding]:
+         stale: Mapping[str, float]) -> list[Finding]:
     present = [r for r in job.live() if r.samples and r.rid.host not in stale]
-    if not present and any(r.rid.host in stale for r in job.live()):
+    # The job's hosts gone quiet, with how long: the lost peer its ranks die of may be one.
+    quiet = {r.rid.host: stale[r.rid.host] for r in job.live() if r.rid.host in stale}
+    if not present and quiet and not job.gone:
         return []  # every rank it has left is on a host gone quiet: nothing to judge
     live = [r for r in present if r.latest.state != "Z"]  # a zombie has exited
     if not job.ranks:  # its launchers are starting its ranks
         return [f for f in [starting(job, state, policy)] if f is not None]
     if not live:  # the job has ended: how its ranks ended is all there is to say
-        died = _stopped_or_dead(job, present, live, policy, state)
+        died = _stopped_or_dead(job, present, live, policy, state, quiet, addresses)
+        if quiet and not died:
+            return []  # its ranks on a host gone quiet may run yet: not ended
         end = max([t for t, _ in job.gone.values()] +
                   [r.state_since[1] for r in present if r.latest.state == "Z"], default=0.0)
         return died or [Finding("ended", Status.PASS, tuple(job.hosts()),
                                 f"{len(job.ranks)} ranks of {job.key} ended by {_clock(end)}, "
                                 "none of them in error", {"ranks": ()})]
-    out = _stopped_or_dead(job, present, live, policy, state)
+    out = _stopped_or_dead(job, present, live, policy, state, quiet, addresses)
     whole = starting(job, state, policy)
     if whole is not None:  # its ranks wait for nodes yet to start: nothing to pace
         return [*out, whole]
@@ -309,7 +313,8 @@ def _nic(host: str, state: WatchState, policy: WatchPolicy, check: AtCheck) -> s
 
 def _stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
                      live: Sequence[RankSeries], policy: WatchPolicy,
-                     state: WatchState) -> list[Finding]:
+                     state: WatchState, quiet: Mapping[str, float],
+                     addresses: Mapping[str, str]) -> list[Finding]:
     failure = state.launch_failure
     out = []
     others = len(live) - 1
@@ -356,6 +361,15 @@ def _stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
     causes, after = _causes(exits, policy)
     out += [_cause_finding(e, after, failure) for e in causes]
     explained = {e.rid for e in causes} | {e.rid for e in after}
+    lost = [e for e in exits if e.rid not in explained and e.error is not None
+            and LOST_PEER.search(_tail_text(e))]
+    cause = _quiet_cause(quiet, lost, addresses) if lost and quiet and not causes else None
+    if cause is not None:
+        # Ranks died for a lost peer, none of theirs ended first, and a host of the job went
+        # quiet: the peer they lost is there (its link cut, the host hung or down), and
+        # they are its victims, not culprits.
+        out.append(cause)
+        explained |= {e.rid for e in lost}
     for e in exits:
         if e.rid in explained:
             continue
@@ -478,6 +492,28 @@ def _cause_finding(e: Exit, after: Sequence[Exit],
     return Finding("dead", Status.FAIL, (e.rid.host,),
                    f"{e.rid.name()} exited at {_clock(e.t)} {how}{peers}{ends}",
                    {"ranks": (e.rid,), "tail": e.tail, "error": e.error})
+
+
+def _quiet_cause(quiet: Mapping[str, float], lost: Sequence[Exit],
+                 addresses: Mapping[str, str]) -> Optional[Finding]:
+    """The host gone quiet that its peers' ranks lost: the one gloo's timeouts name (by its
+    address) where they name one, else every quiet host of the job; None where they name
+    only hosts that answer (the peer lost is elsewhere)."""
+    named = {addresses.get(m[1].rsplit(":", 1)[0], "?") for e in lost
+             for m in GLOO_PEER.finditer(_tail_text(e))}
+    hosts = sorted(h for h in quiet if h in named)
+    if not hosts and named - {"?"}:
+        return None
+    hosts = hosts or sorted(quiet)
+    shown = sorted(lost, key=lambda a: a.rid.order())
+    said = " and ".join(f"{h} (no sample for {quiet[h]:.0f} s)" for h in hosts)
+    by_gloo = " (gloo's timeouts name it)" if set(hosts) & named else ""
+    return Finding(
+        "dead", Status.FAIL, tuple(hosts),
+        f"{said} went quiet as its peers lost it{by_gloo}: {len(lost)} peers failed "
+        f"after: {', '.join(a.rid.name() for a in shown[:4])}{', ...' if len(lost) > 4 else ''}"
+        f" ({lost[0].error}); its link or the host itself (cut off, hung, down); its own ranks "
+        "could not be judged", {"ranks": (), "victims": tuple(e.rid for e in lost)})
 
 
 def _died(e: Exit, live: Sequence[RankSeries], policy: WatchPolicy, unit: Unit,

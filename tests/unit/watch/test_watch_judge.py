@@ -876,3 +876,53 @@ def test_a_job_launched_again_with_the_same_master_is_a_new_run_and_the_old_one_
     assert ended[0].message.startswith("3 ranks of master 10.0.0.1:6767 (run 1) ended by ")
     pace = [f for f in findings if f.check == "progress"]
     assert pace and pace[0].message.startswith("3 ranks of master 10.0.0.1:6767 running")
+
+
+GLOO_TIMEOUT = ("[/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:587] TIMEOUT self_rank = 0 "
+                "pair_rank = 1 peer_str = [10.0.0.2]:27549",) + ABORTED
+
+
+@pytest.mark.parametrize("tails", ["gloo-timeout", "abort"])
+def test_a_host_gone_quiet_whose_peers_die_for_it_is_the_cause_not_they(tails):
+    # node02's link is cut: its sampler's connection (on that link) goes quiet, then gloo
+    # aborts the healthy ranks of node01 and node03, which lost it.
+    hosts = cluster(3)
+    state = WatchState(keep=12)
+    streams = {h.name: HostStream(h.name) for h in hosts}
+    for i in range(15):  # 70 s at 5 s; node02 quiet from 30 s
+        if i == 10:
+            for h in (hosts[0], hosts[2]):
+                r = h.ranks.pop()
+                r.tail = GLOO_TIMEOUT if tails == "gloo-timeout" else ABORTED
+                h.gone = [r]
+        for h in hosts:
+            line = h.line(POLICY.interval_s)
+            if h.name != "node02" or i < 6:
+                state.add(streams[h.name].feed(line), received=5.0 * i)
+    findings = judge(state, POLICY, 5.0 * 14, {}, {"10.0.0.2": "node02"})
+    assert named(findings) == [("watch", Status.COULD_NOT_CHECK, ("node02",)),
+                               ("dead", Status.FAIL, ("node02",))]
+    m = findings[1].message
+    assert m.startswith("node02 (no sample for 45 s) went quiet as its peers lost it")
+    assert ("(gloo's timeouts name it)" in m) == (tails == "gloo-timeout")
+    assert "2 peers failed after: node01 rank 0 (worker), node03 rank 2 (worker)" in m
+    assert "its link or the host itself" in m
+
+
+def test_a_quiet_host_is_not_blamed_where_gloo_names_a_peer_that_answers():
+    hosts = cluster(3)
+    state = WatchState(keep=12)
+    streams = {h.name: HostStream(h.name) for h in hosts}
+    elsewhere = (GLOO_TIMEOUT[0].replace("10.0.0.2", "10.0.0.9"),) + ABORTED
+    for i in range(15):
+        if i == 10:
+            r = hosts[0].ranks.pop()
+            r.tail = elsewhere
+            hosts[0].gone = [r]
+        for h in hosts:
+            line = h.line(POLICY.interval_s)
+            if h.name != "node02" or i < 6:
+                state.add(streams[h.name].feed(line), received=5.0 * i)
+    findings = judge(state, POLICY, 5.0 * 14, {}, {"10.0.0.2": "node02", "10.0.0.9": "node09"})
+    assert ("dead", Status.FAIL, ("node02",)) not in named(findings)
+    assert ("watch", Status.COULD_NOT_CHECK, ("node02",)) in named(findings)

@@ -756,7 +756,7 @@ def _server_holds_trainers(live: Sequence[RankSeries], unit: Unit, policy: Watch
     out = []
     for r in servers:
         h = _halves(r, unit, policy)
-        if h is None or not all(_saturated(span) for span in h):
+        if h is None or not all(_saturated(span) for span in h) or _saturated_by_design(r, h):
             continue
         out.append(Finding(
             "straggler", Status.FAIL, (r.rid.host,),
@@ -773,6 +773,18 @@ def _throttled(span: Span) -> bool:
 
 def _saturated(span: Span) -> bool:
     return _throttled(span) or span.wait_s / span.dt >= RUNQUEUE_SHARE
+
+
+def _saturated_by_design(r: RankSeries, h: tuple[Span, Span]) -> bool:
+    """Whether a server saturated now was so from its start, as much (on cores it shares
+    from the start, under a quota it had then): the job's shape, not what slowed its
+    trainers since. Not where it waits for a CPU longer now, or is throttled where it was not."""
+    if r.early is None or not all(_saturated(x) for x in r.early):
+        return False
+    now = h[1]
+    newly = _throttled(now) and not all(_throttled(x) for x in r.early)
+    more = now.wait_s / now.dt >= max(x.wait_s / x.dt for x in r.early) + BUSY_MORE
+    return not (newly or more)
 
 
 def _why(r: RankSeries, span: Span, at_check: Mapping[str, AtCheck]) -> str:

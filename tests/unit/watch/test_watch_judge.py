@@ -541,6 +541,26 @@ def test_trainers_slowing_alike_with_no_server_saturated_name_no_server():
     assert [f for f in named(findings) if f[2][0].startswith("ps")] == []
 
 
+@pytest.mark.parametrize("more", [False, True], ids=["as-from-its-start", "waits-more-now"])
+def test_a_server_short_of_cpu_from_its_start_holds_no_trainer_until_it_waits_more(more):
+    # ps2 shares its cores from the start: it waits for a CPU 0.4 s a second all along. The
+    # trainers slow for another reason; it is named only where its own wait grew with them.
+    hosts = ps_job()
+    s = hosts[4].ranks[0]
+    s.busy, s.wait = 0.8, 0.4
+
+    def slow(t):
+        if t == 20:
+            for h in hosts[:3]:
+                h.ranks[0].steps_per_s = 4.0
+            if more:
+                s.busy, s.wait = 1.2, 0.8
+
+    findings, _ = watched(hosts, 50, change=slow)
+    held = [f for f in findings if f.status is Status.FAIL and "holds every trainer" in f.message]
+    assert [f.hosts for f in held] == ([("ps2",)] if more else [])
+
+
 ADDRESSES = {f"10.0.0.{i + 1}": f"node{i + 1:02d}" for i in range(4)}
 
 

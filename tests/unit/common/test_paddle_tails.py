@@ -16,7 +16,7 @@ from preflight.common.remote import Done
 from preflight.model.watch import RankId, WatchPolicy
 from preflight.network import allreduce_log
 from preflight.network.paddle_job import LOG
-from preflight.watch.judge import Exit, _causes, _error
+from preflight.watch.rules.ends import Exit, error_line_of, exit_causes
 
 TAILS = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "paddle-tails"
 VERSIONS = ("2.6.2", "3.3.1")
@@ -45,7 +45,7 @@ def test_an_exception_of_the_jobs_own_code_is_its_ranks_cause_and_the_waiting_pe
     assert waiting.error is not None and "TIMEOUT self_rank = 0 pair_rank = 1" in waiting.error
     assert L.LOST_PEER.search("\n".join(waiting.tail))
     assert L.GLOO_PEER.search(waiting.error) is not None
-    causes, after = _causes([ended, waiting], WatchPolicy())
+    causes, after = exit_causes([ended, waiting], WatchPolicy())
     assert causes == [ended] and after == [waiting]
     # The secret the script printed before it failed is hidden wherever a line is quoted.
     [secret] = [ln for ln in ended.tail if "HF_TOKEN" in ln]
@@ -58,7 +58,7 @@ def test_a_rank_killed_without_a_word_is_the_cause_and_its_peer_the_victim(versi
     assert ended.error is None  # SIGKILL: Paddle writes nothing
     assert ended.tail[-1] == "step 1 loss 0.5"
     assert waiting.error is not None and L.LOST_PEER.search("\n".join(waiting.tail))
-    causes, after = _causes([ended, waiting], WatchPolicy())
+    causes, after = exit_causes([ended, waiting], WatchPolicy())
     assert causes == [ended] and after == [waiting]
 
 
@@ -69,9 +69,9 @@ def test_a_terminated_rank_says_it_was_stopped_by_a_signal_not_why(version):
     assert "FatalError: `Termination signal` is detected by the operating system." in ended
     assert L.STOPPED_BY_SIGNAL.search(text) and L.LOST_PEER.search(text)
     assert all(L.BANNER.search(ln) for ln in ended if "SignalInfo" in ln)
-    assert _error(ended) == "FatalError: `Termination signal` is detected by the operating " \
-        "system."
-    assert not L.APPLICATION_ERROR.match(_error(ended) or "")
+    assert error_line_of(ended) == ("FatalError: `Termination signal` is detected by the "
+                                    "operating system.")
+    assert not L.APPLICATION_ERROR.match(error_line_of(ended) or "")
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -91,7 +91,7 @@ def test_the_all_reduce_reads_the_same_tails_alike(version):
     ("\x00\x01garbage\ufffd", "step 7 lo"),
 ], ids=["empty", "launcher-chatter", "cut-mid-traceback", "garbage"])
 def test_broken_tails_read_without_a_crash_and_without_an_invented_cause(tail):
-    error = _error(tail)
+    error = error_line_of(tail)
     assert error is None or error.startswith("Traceback")
     assert not L.LOST_PEER.search("\n".join(tail))
     assert not any(L.APPLICATION_ERROR.match(ln) for ln in tail)

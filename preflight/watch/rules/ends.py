@@ -1,0 +1,291 @@
+"""How ranks end: stopped (SIGSTOP) or traced at once; dead where a rank exits in error or
+while its peers run on; the cause of a chain of deaths named once, its victims folded under
+it (the rank that failed first, the host gone quiet that its peers lost); a job stopped as a
+whole blames nobody. Exits on different hosts are ordered on the controller's clock."""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from preflight.common.paddlelog import CRASHED, ERROR_LINE, GLOO_PEER, LOST_PEER
+from preflight.model.findings import Finding, Status
+from preflight.model.watch import LaunchFailure, RankId, WatchPolicy
+from preflight.watch.rules.shared import clock_of
+from preflight.watch.series import (
+    JobSeries,
+    RankSeries,
+    Unit,
+    WatchState,
+)
+
+STOPPED = ("T",)  # SIGSTOP, a suspended shell: nothing moves it on but a SIGCONT
+
+
+# Held by a tracer (ptrace: a debugger, strace, a py-spy dump): someone is looking at it,
+# which is no fault of its host; said, never failed or acted on.
+TRACED = "t"
+
+
+def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
+                     live: Sequence[RankSeries], policy: WatchPolicy,
+                     state: WatchState, quiet: Mapping[str, float],
+                     addresses: Mapping[str, str]) -> list[Finding]:
+    failure = state.launch_failure
+    out = []
+    others = len(live) - 1
+    exits: list[Exit] = []
+    for r in present:
+        s = r.latest
+        if s.state in STOPPED:
+            out.append(Finding(
+                "stopped", Status.FAIL, (r.rid.host,),
+                f"{r.rid.name()} is stopped (state {s.state}: a SIGSTOP or a suspended shell) "
+                f"since {clock_of(r.state_since[1])}"
+                + (f"; its {others} peers wait on it" if others else ""),
+                {"ranks": (r.rid,), "since": r.state_since[1]}))
+        elif s.state == TRACED:
+            out.append(Finding(
+                "traced", Status.WARN, (r.rid.host,),
+                f"{r.rid.name()} is held by a tracer (state t: a debugger, strace or py-spy "
+                f"attached) since {clock_of(r.state_since[1])}"
+                + (f"; its {others} peers wait on it while it is" if others else "")
+                + ": someone is looking at it, no fault of its host; not acted on",
+                {"ranks": (r.rid,), "since": r.state_since[1]}))
+        elif s.state == "Z":  # exited, not yet reaped: judged as a rank gone
+            exits.append(Exit(r.state_since[1], r.rid, s.log_tail, _oom_rise(r),
+                              state.at(r.rid.host, r.state_since[1])))
+    exits += [Exit(t, rid, tail, job.oom_killed.get(rid), state.at(rid.host, t))
+              for rid, (t, tail) in job.gone.items()]
+    exits.sort(key=lambda e: e.at)
+    if failure is None and not live and _whole_stop(exits, policy):
+        span = exits[-1].at - exits[0].at
+        return out + [Finding(
+            "ended", Status.WARN, tuple(job.hosts()),
+            f"the job {job.key} was stopped as a whole: its {len(exits)} ranks ended by a "
+            f"signal to stop within {span:.0f} s of each other, none failing first (a Ctrl-C "
+            "of its launchers or of preflight launch, a scancel): no rank or host to blame",
+            {"ranks": ()})]
+    now = max((state.at(r.rid.host, r.latest.t) for r in present), default=0.0)
+    if failure is None and live and any(
+            TERMED.search(_tail_text(e)) and now - e.at < STOP_WINDOW_INTERVALS
+            * policy.interval_s for e in exits):
+        # A rank stopped by a signal while its peers run: a stop of the whole job (a Ctrl-C,
+        # scancel) ends every rank within seconds; until then no end is judged, neither a
+        # cause nor a death (a rank KILLed after its TERM looks like one that died first).
+        return out
+    causes, after = exit_causes(exits, policy)
+    out += [_cause_finding(e, after, failure) for e in causes]
+    explained = {e.rid for e in causes} | {e.rid for e in after}
+    lost = [e for e in exits if e.rid not in explained and e.error is not None
+            and LOST_PEER.search(_tail_text(e))]
+    cause = _quiet_cause(quiet, lost, addresses) if lost and quiet and not causes else None
+    if cause is not None:
+        # Ranks died for a lost peer, none of theirs ended first, and a host of the job went
+        # quiet: the peer they lost is there (its link cut, the host hung or down), and
+        # they are its victims, not culprits.
+        out.append(cause)
+        explained |= {e.rid for e in lost}
+    for e in exits:
+        if e.rid in explained:
+            continue
+        why = _died(e, live, policy, job.unit(),
+                    failure if failure is not None and failure.host == e.rid.host else None,
+                    state)
+        if why:
+            out.append(Finding("dead", Status.FAIL, (e.rid.host,),
+                               f"{e.rid.name()} exited at {clock_of(e.t)} {why}",
+                               {"ranks": (e.rid,), "tail": e.tail, "error": e.error}))
+    if failure is not None and not live and failure.host in job.launcher_hosts() \
+            and not any(f.check == "dead" for f in out):
+        # The job ended, its launch failed, and no rank's end says why: its ranks there were
+        # never seen to exit (or never seen), or they ended as if the job had.
+        out.append(Finding("dead", Status.FAIL, (failure.host,),
+                           f"{failure.host}'s launcher failed ({failure.why}) at "
+                           f"{clock_of(failure.at)}: {LAUNCH_STOPPED}", {"ranks": ()}))
+    return out
+
+
+@dataclass(frozen=True)
+class Exit:
+    t: float  # on its host's clock (as said)
+    rid: RankId
+    tail: Sequence[str]
+    oom: Optional[tuple[int, int]] = None  # its memory cgroup's OOM kills rose: before, after
+    at: float = 0.0  # t on the controller's clock: what orders exits on different hosts
+
+    @property
+    def error(self) -> Optional[str]:
+        return error_line_of(self.tail)
+
+
+def error_line_of(tail: Sequence[str]) -> Optional[str]:
+    """The line of a log's tail that says what went wrong: its last error line where it has
+    one ("RuntimeError: ...", Paddle's "FatalError: `Process abort signal` ..."), else its
+    last line of a crash ("Segmentation fault", "terminate called ...")."""
+    if not any(CRASHED.search(ln) for ln in tail):
+        return None
+    return next((ln.strip() for ln in reversed(tail) if ERROR_LINE.match(ln)),
+                None) or next(ln for ln in reversed(tail) if CRASHED.search(ln))
+
+
+# What a rank prints as a stop's signal ends it (Paddle names each signal it catches: "FatalError:
+# `Termination signal` is detected", "*** SIGTERM"; Python's own KeyboardInterrupt for a
+# Ctrl-C). A stop of the whole job (a Ctrl-C, scancel) ends every rank so within seconds.
+TERMED = re.compile(r"Termination signal|Interrupt signal|\*\*\* SIG(?:TERM|INT)\b|"
+                    r"^KeyboardInterrupt", re.M)
+
+
+STOP_WINDOW_INTERVALS = 2
+
+
+# What `preflight launch` does once a host's launcher fails.
+LAUNCH_STOPPED = "preflight launch stopped the job on every host"
+
+
+def exit_causes(exits: Sequence[Exit], policy: WatchPolicy) -> tuple[list[Exit], list[Exit]]:
+    """The ranks whose end ended their peers, and the peers' failures they caused. A rank's
+    peers fail for its loss (gloo aborts, a connection closes, the launch stops them with a
+    TERM), each with an error of its own that names the symptom: the cause is the rank that
+    failed otherwise no later than a sample after the first of them. Its own error says why;
+    a rank the OOM killer takes (SIGKILL) says nothing, where Paddle writes an error for
+    every signal a rank can catch. Named once, on its host; ([], []) where nothing folds."""
+    lost = [e for e in exits if e.error is not None and LOST_PEER.search(_tail_text(e))]
+    if not lost:
+        return [], []
+    # Its peers fail within seconds of it (gloo at once; the launch's TERM once the host's
+    # launcher has noticed): an end a persistence window before theirs is not theirs.
+    start, window = lost[0].at - policy.persist_s, lost[0].at + policy.interval_s
+    own = [e for e in exits if e.error is not None and e not in lost and start <= e.at <= window]
+    causes = own or [e for e in exits if e.error is None and start <= e.at <= window]
+    if not causes:
+        return [], []
+    since = causes[0].at - policy.interval_s
+    return causes, [e for e in lost if e.at >= since]
+
+
+def _whole_stop(exits: Sequence[Exit], policy: WatchPolicy) -> bool:
+    """Whether the job's ranks (all ended) were stopped together: every one by a signal to
+    stop that it caught (TERM, INT) or silently (KILLed after), within a few intervals, at
+    least one saying so, none with an error of its own or the OOM killer's."""
+    if not exits or exits[-1].at - exits[0].at > STOP_WINDOW_INTERVALS * policy.interval_s:
+        return False
+    termed = [bool(TERMED.search(_tail_text(e))) for e in exits]
+    return any(termed) and all(t or (e.error is None and e.oom is None)
+                               for t, e in zip(termed, exits))
+
+
+def _tail_text(e: Exit) -> str:
+    return "\n".join(e.tail)
+
+
+def _oom_rise(r: RankSeries) -> Optional[tuple[int, int]]:
+    """Its memory cgroup's OOM kills, before and after, where they rose over its samples."""
+    counts = [s.oom_kills for s in r.samples if s.oom_kills is not None]
+    return (counts[0], counts[-1]) if counts and counts[-1] > counts[0] else None
+
+
+def _oom_said(oom: tuple[int, int]) -> str:
+    return (f"the kernel's OOM killer killed it: its memory cgroup's oom_kill count went from "
+            f"{oom[0]} to {oom[1]} as it ended")
+
+
+def _cause_finding(e: Exit, after: Sequence[Exit],
+                   failure: Optional[LaunchFailure]) -> Finding:
+    if e.error is not None:
+        how = f"with an error: {e.error}" + (f"; {_oom_said(e.oom)}" if e.oom else "")
+    elif e.oom is not None:
+        how = f"without a word in its log: {_oom_said(e.oom)}"
+    else:
+        how = ("without a word in its log: killed by a signal it cannot catch (SIGKILL, as "
+               "the OOM killer sends)")
+        if failure is not None and failure.host == e.rid.host:
+            how += f"; its launcher's {failure.why}{_signal(failure.why)}"
+    # Listed in rank order: peers aborted by one loss end in the same second, in no order
+    # that means anything; the error shown is the first one's.
+    shown = sorted(after, key=lambda a: a.rid.order())
+    peers = (f"; {len(after)} peers failed after it: "
+             f"{', '.join(a.rid.name() for a in shown[:4])}{', ...' if len(after) > 4 else ''}"
+             f" ({after[0].error})") if after else ""
+    ends = "" if e.error is not None else f"; its log ends: {e.tail[-1] if e.tail else '(empty)'}"
+    return Finding("dead", Status.FAIL, (e.rid.host,),
+                   f"{e.rid.name()} exited at {clock_of(e.t)} {how}{peers}{ends}",
+                   {"ranks": (e.rid,), "tail": e.tail, "error": e.error})
+
+
+def _quiet_cause(quiet: Mapping[str, float], lost: Sequence[Exit],
+                 addresses: Mapping[str, str]) -> Optional[Finding]:
+    """The host gone quiet that its peers' ranks lost: the one gloo's timeouts name (by its
+    address) where they name one, else every quiet host of the job; None where they name
+    only hosts that answer (the peer lost is elsewhere)."""
+    named = {addresses.get(m[1].rsplit(":", 1)[0], "?") for e in lost
+             for m in GLOO_PEER.finditer(_tail_text(e))}
+    hosts = sorted(h for h in quiet if h in named)
+    if not hosts and named - {"?"}:
+        return None
+    hosts = hosts or sorted(quiet)
+    shown = sorted(lost, key=lambda a: a.rid.order())
+    said = " and ".join(f"{h} (no sample for {quiet[h]:.0f} s)" for h in hosts)
+    by_gloo = " (gloo's timeouts name it)" if set(hosts) & named else ""
+    return Finding(
+        "dead", Status.FAIL, tuple(hosts),
+        f"{said} went quiet as its peers lost it{by_gloo}: {len(lost)} peers failed "
+        f"after: {', '.join(a.rid.name() for a in shown[:4])}{', ...' if len(lost) > 4 else ''}"
+        f" ({lost[0].error}); its link or the host itself (cut off, hung, down); its own ranks "
+        "could not be judged", {"ranks": (), "victims": tuple(e.rid for e in lost)})
+
+
+def _died(e: Exit, live: Sequence[RankSeries], policy: WatchPolicy, unit: Unit,
+          failure: Optional[LaunchFailure], state: WatchState) -> str:
+    """Why a rank that exited died rather than finished ("" when it finished): its log ends
+    in an error, the OOM killer took it, its host's launcher failed with it, or its peers ran
+    on well after it (the ranks of a collective job end together; a PS server ends after its
+    trainers; a PS trainer may end alone)."""
+    rid, t, tail = e.rid, e.at, e.tail  # its peers' times on the controller's clock too
+    last = tail[-1] if tail else ""
+    error = error_line_of(tail)
+    if error is not None:
+        return f"with an error: {error}" + (f"; {_oom_said(e.oom)}" if e.oom else "")
+    if e.oom is not None:
+        return f"without a word in its log: {_oom_said(e.oom)}"
+    if failure is not None:
+        return (f"and its launcher failed with it ({failure.why}{_signal(failure.why)}): "
+                f"{LAUNCH_STOPPED}; its log ends: {last or '(empty)'}")
+    if rid.role == "trainer":
+        return ""
+    # A job's ranks end together, but one may tear down seconds before the rest: a clean
+    # exit is a death once its peers step on a sample after it, or still run a persistence
+    # window later (blocked on it, as on a rank the OOM killer took).
+    soon, late = 2 * policy.interval_s, max(2 * policy.interval_s, policy.persist_s)
+    peers = [r for r in live if rid.role == "worker" or r.rid.role == "trainer"]
+    stepped = [r for r in peers if state.at(r.rid.host, r.latest.t) - t >= soon
+               and unit in r.last_growth
+               and state.at(r.rid.host, r.last_growth[unit]) > t + policy.interval_s]
+    after = stepped or [r for r in peers if state.at(r.rid.host, r.latest.t) - t >= late]
+    if after:
+        return (f"while its job runs on ({len(after)} ranks "
+                f"{'step on' if stepped else f'run {late:g} s'} after it); "
+                f"its log ends: {last or '(empty)'}")
+    return ""
+
+
+def _signal(why: str) -> str:
+    """What a launcher's exit status says of a signal: Paddle's launcher exits with its
+    rank's return code, -N for a rank killed by signal N (256 - N as a status); a shell
+    reports its own death by signal N as 128 + N."""
+    m = re.fullmatch(r"exit (\d+)", why)
+    code = int(m[1]) if m else 0
+    if 256 - 64 <= code < 256:
+        who, n = "a rank", 256 - code
+    elif 128 < code < 128 + 64:
+        who, n = "the launcher", code - 128
+    else:
+        return ""
+    try:
+        name = signal.Signals(n).name
+    except ValueError:
+        name = f"signal {n}"
+    return f": {who} killed by {name}" + (", as the OOM killer kills" if n == 9 else "")

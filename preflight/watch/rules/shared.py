@@ -1,0 +1,128 @@
+"""What the watch's rules share: the thresholds that set a rank apart, what preflight
+measured of a host at its check (AtCheck), a rank's two half-windows and its pace against its
+own early pace, the send queues that stayed full, why a rank is short of CPU, and a time as
+the findings say it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from preflight.model.findings import Finding, Status
+from preflight.model.watch import WatchPolicy
+from preflight.watch.series import (
+    RankSeries,
+    Span,
+    Unit,
+    median,
+)
+
+# Busy share (cores on a CPU or waiting for one) that sets a rank apart from its peers:
+# at least this many times theirs, and this much more.
+BUSY_RATIO, BUSY_MORE = 1.5, 0.2
+
+
+THROTTLED_SHARE = 0.2  # of its cgroup's periods: the quota is what holds it
+
+
+RUNQUEUE_SHARE = 0.3  # seconds a second waiting for a CPU: the host's other work holds it
+
+
+# Bytes queued to one peer in most samples of the window (a link that cannot drain them;
+# a healthy one empties its queue between steps, and a full one dips now and then).
+SENDQ_FULL, FULL_SHARE = 32 << 10, 0.75
+
+
+@dataclass(frozen=True)
+class AtCheck:
+    """What preflight measured of a host when it gave the job its GO."""
+
+    cores: Optional[float] = None  # effective cores for the job
+    link_bps: Optional[float] = None  # the median of its iperf3 links
+
+
+def blamed(found: Sequence[Finding]) -> set[str]:
+    """The hosts a finding so far names for something (not a pass line: the job's shape)."""
+    return {h for f in found if f.status is not Status.PASS for h in f.hosts}
+
+
+def full_pairs(live: Sequence[RankSeries], window_s: float, addresses: Mapping[str, str],
+                explained: set[str]) -> dict[tuple[str, str], int]:
+    """{(sender, receiver): the median bytes queued} of the pairs whose sender's queue to
+    the receiver was full in FULL_SHARE of its samples over the last window_s."""
+    pairs: dict[tuple[str, str], int] = {}
+    for r in live:
+        end = r.latest.t
+        inside = [s for s in r.samples if s.t >= end - window_s]
+        if r.first_t is None or r.first_t > end - window_s or len(inside) < 3:
+            continue
+        queued: dict[str, list[int]] = {}
+        for s in inside:
+            for p, q in s.sendq:
+                queued.setdefault(p, []).append(q)
+        for peer, qs in queued.items():
+            qs += [0] * (len(inside) - len(qs))  # samples with nothing queued to it
+            if sum(q >= SENDQ_FULL for q in qs) < FULL_SHARE * len(qs):
+                continue
+            dst = addresses.get(peer)
+            if dst is not None and dst != r.rid.host and not {dst, r.rid.host} & explained:
+                key = (r.rid.host, dst)
+                pairs[key] = max(pairs.get(key, 0), int(median(qs)))
+    return pairs
+
+
+def fallen_pace(r: RankSeries, unit: Unit, policy: WatchPolicy) -> Optional[float]:
+    """The rank's pace over the later half of the window as a share of its own early pace,
+    where it stepped below (1 - margin) of that pace through both halves; None where it did
+    not, or where its pace cannot be read (no early pace yet, no progress measure)."""
+    h = rank_halves(r, unit, policy)
+    early = r.early_rate.get(unit)
+    if h is None or not early or h[0].progress is None or h[1].progress is None:
+        return None
+    now = (h[0].progress / h[0].dt, h[1].progress / h[1].dt)
+    if not all(v < (1 - policy.margin) * early for v in now):
+        return None
+    return now[1] / early
+
+
+def rank_halves(r: RankSeries, unit: Unit, policy: WatchPolicy) -> Optional[tuple[Span, Span]]:
+    """The rank's change over each half of the persistence window ending at its last
+    sample; None until the window is covered."""
+    return r.halves(unit, policy.persist_s, policy.interval_s)
+
+
+def is_throttled(span: Span) -> bool:
+    return bool(span.periods and span.throttled / span.periods >= THROTTLED_SHARE)
+
+
+def is_saturated(span: Span) -> bool:
+    return is_throttled(span) or span.wait_s / span.dt >= RUNQUEUE_SHARE
+
+
+def why_short(r: RankSeries, span: Span, at_check: Mapping[str, AtCheck]) -> str:
+    """What holds the rank, from its own figures: its cgroup's quota, the host's other work,
+    or its own computing; with the host's cores now against those at the check."""
+    s = r.latest
+    check = at_check.get(r.rid.host, AtCheck())
+    now = ""
+    if s.quota_cores is not None and check.cores:
+        if s.quota_cores < 0.9 * check.cores:
+            now = (f" ({s.quota_cores:g} of {check.cores:g} cores now: a cgroup quota set "
+                   f"since; {check.cores:g} at the check)")
+        else:
+            now = f" ({s.quota_cores:g} cores, as at the check)"
+    elif check.cores:
+        now = f" ({check.cores:g} cores at the check, no quota now)"
+    if span.periods and span.throttled / span.periods >= THROTTLED_SHARE:
+        return (f": its cgroup's CPU quota throttles it (throttled in "
+                f"{span.throttled / span.periods:.0%} of periods){now}")
+    if span.wait_s / span.dt >= RUNQUEUE_SHARE:
+        return (f": it waits for a CPU {span.wait_s / span.dt:.2f} s a second (other work "
+                f"on {r.rid.host} takes its cores){now}")
+    return f": it computes longer than its peers{now}"
+
+
+def clock_of(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))

@@ -32,21 +32,30 @@ def _job_slowed(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy) -> 
     return bool(stepping) and 2 * len(fallen) > len(stepping)
 
 
-def slow_link(live: Sequence[RankSeries], policy: WatchPolicy, at_check: Mapping[str, AtCheck],
-          state: WatchState, addresses: Mapping[str, str], explained: set[str],
-          unit: Unit) -> list[Finding]:
+def slow_link(live: Sequence[RankSeries], policy: WatchPolicy,
+              at_check: Mapping[str, AtCheck], state: WatchState,
+              addresses: Mapping[str, str], explained: set[str], unit: Unit
+              ) -> list[Finding]:
     """The host whose link holds the job, once the job's pace fell (_job_slowed): the one in
     every pair of hosts between which the sender's TCP send queue stayed full (SENDQ_FULL
     bytes or more in FULL_SHARE of the window's samples). Slow both ways, a host is in the
     pair it sends on and the one it receives on; with one pair, what its sender resends
     tells which end (or it is said as the link between them)."""
     pairs = full_pairs(live, policy.persist_s, addresses, explained)
-    if not pairs or not _job_slowed(live, unit, policy):
+    if not pairs:
         return []
+    said = ", ".join(f"{a}->{b} {q >> 10} KiB" for (a, b), q in sorted(pairs.items()))
+    if not _job_slowed(live, unit, policy):
+        if not any(r.early_rate.get(unit) for r in live if r.rid.role != "server"):
+            return []  # a pace that cannot be read says nothing either way
+        hosts = tuple(sorted({h for pair in pairs for h in pair}))
+        return [Finding("network", Status.PASS, hosts,
+                        f"the job keeps its early pace with full send queues ({said}) for "
+                        f"{policy.persist_s:g} s: it is network-bound (it uses its links "
+                        "fully), and no link holds it back", {"ranks": ()})]
     common = set.intersection(*({a, b} for a, b in pairs))
     if not common:
         return []
-    said = ", ".join(f"{a}->{b} {q >> 10} KiB" for (a, b), q in sorted(pairs.items()))
     queued = f"waits in full send queues ({said}) for {policy.persist_s:g} s"
     if len(common) == 1:
         host = next(iter(common))

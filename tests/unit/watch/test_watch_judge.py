@@ -622,6 +622,13 @@ def test_full_send_queues_while_the_job_keeps_its_pace_name_no_link(when):
 
     findings, _ = watched(hosts, 60, change=busy, addresses=ADDRESSES)
     assert named(findings) == [], [f.message for f in findings]
+    # Said once, as what it is, with the figures; the pass line beside it.
+    (net,) = [f for f in findings if f.check == "network"]
+    assert net.status is Status.PASS and net.hosts == ("node01", "node02", "node03")
+    assert net.message.startswith("the job keeps its early pace with full send queues "
+                                  "(node01->node03 200 KiB, node02->node03 150 KiB, "
+                                  "node03->node01 120 KiB) for 15 s: it is network-bound")
+    assert any(f.check == "progress" and f.status is Status.PASS for f in findings)
 
 
 @pytest.mark.parametrize("peers_run_on,is_dead", [(False, False), (True, True)],

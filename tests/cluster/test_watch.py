@@ -79,7 +79,10 @@ def test_a_healthy_job_watched_from_its_start_to_its_end_has_no_finding(cluster,
     assert ("progress", "pass") in middle, out + err
     paced = middle.index(("progress", "pass"))
     assert set(middle[:paced]) <= {("starting", "skip")}, out + err
-    assert set(middle[paced:]) == {("progress", "pass")}, out + err
+    # Besides its pace, only what the job is by design may be said: network-bound (its own
+    # all-reduce keeps its send queues full), a rank busier from its start.
+    assert ("progress", "pass") in set(middle[paced:]) <= {
+        ("progress", "pass"), ("network", "pass"), ("shape", "pass")}, out + err
     paces = [r for r in rs if r["type"] == "finding" and r["check"] == "progress"]
     assert sorted(paces[0]["hosts"]) == HOSTS, paces[0]
     assert [r["check"] for r in rs if r["type"] == "last"] == ["ended"]

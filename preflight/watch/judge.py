@@ -118,15 +118,13 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         # steps on its own (PS trainers).
         found = [] if role == "worker" else slower_trainers(group, unit, policy, at_check, job)
         if role == "worker" or not found:
-            found += busier_ranks(group, unit, policy, at_check, job, [f.data["ranks"][0]
-                                                                 for f in found])
+            found += busier_ranks(group, unit, policy, at_check, job,
+                                  [f.data["ranks"][0] for f in found])
         out.extend(found)
-    out.extend(starved_servers(live, unit, policy, at_check, addresses,
-                                blamed(out)))
+    out.extend(starved_servers(live, unit, policy, at_check, addresses, blamed(out)))
     # A pair with a host already named is that host's doing (a starved rank drains its
     # sockets slowly): the link is blamed only where nothing else explains it.
-    out.extend(slow_link(live, policy, at_check, state, addresses,
-                     blamed(out), unit))
+    out.extend(slow_link(live, policy, at_check, state, addresses, blamed(out), unit))
     out = gpus.findings(live, unit, state, policy, out)
     out.extend(gpus.unreadable(job.hosts(), live, state))
     out.extend(progress_unread(live))

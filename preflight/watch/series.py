@@ -93,7 +93,8 @@ class RankSeries:
             if not marks or s.t - marks[0].t >= self.early_after_s * len(marks) / 2:
                 marks.append(s)
             if len(marks) == 3:
-                a, b = _between(marks[0], marks[1], "bytes"), _between(marks[1], marks[2], "bytes")
+                a = _between(marks[0], marks[1], "bytes")  # the unit is not read here
+                b = _between(marks[1], marks[2], "bytes")
                 if a is not None and b is not None and a.dt > 0 and b.dt > 0:
                     self.early = (a, b)
                 self._marks = []
@@ -115,8 +116,8 @@ class RankSeries:
         start, mid = end - persist_s, end - persist_s / 2
         got: Optional[tuple[Span, Span]] = None
         if self.first_t is not None and self.first_t <= start + interval_s / 2:
-            # One pass for both halves (span() each), from the latest back to the window's
-            # start: every rank, every judgement.
+            # One pass for both halves (rather than span() each): every rank, every
+            # judgement. Backwards, the first seen inside a half is its last.
             lo = start - interval_s / 2
             a0 = a1 = b0 = b1 = None
             for s in reversed(self.samples):

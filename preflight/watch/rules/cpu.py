@@ -36,7 +36,7 @@ MIN_COUNT = 8  # steps (or lines) a half-window of a typical rank must count to 
 
 
 def slower_trainers(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
-            at_check: Mapping[str, AtCheck], job: JobSeries) -> list[Finding]:
+                    at_check: Mapping[str, AtCheck], job: JobSeries) -> list[Finding]:
     """Ranks whose progress rate is below (1 - margin) x their peers' median in both halves
     of the window: in a PS job in async mode, a trainer slow on its own."""
     halves = {r.rid: rank_halves(r, unit, policy) for r in group}
@@ -71,8 +71,8 @@ def slower_trainers(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy
 
 
 def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
-            at_check: Mapping[str, AtCheck], job: JobSeries, named: Sequence[RankId],
-            ) -> list[Finding]:
+                 at_check: Mapping[str, AtCheck], job: JobSeries, named: Sequence[RankId],
+                 ) -> list[Finding]:
     """The rank that keeps busy while its peers wait: its busy share at least BUSY_RATIO x
     theirs and BUSY_MORE above, in both halves of the window."""
     halves = {r.rid: rank_halves(r, unit, policy) for r in group}
@@ -142,7 +142,7 @@ def _shape(r: RankSeries, h: tuple[Span, Span], was: tuple[float, float],
 
 
 def server_holds_trainers(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
-                           at_check: Mapping[str, AtCheck]) -> list[Finding]:
+                          at_check: Mapping[str, AtCheck]) -> list[Finding]:
     """In a PS job, a server that holds every trainer: all trainers step below (1 - margin)
     of their own early pace through the window, alike, while a server is saturated (its
     quota throttles it, or it waits for a CPU). A trainer slow on its own is slower_trainers's."""
@@ -183,8 +183,8 @@ def _saturated_by_design(r: RankSeries, h: tuple[Span, Span]) -> bool:
 
 
 def starved_servers(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
-                     at_check: Mapping[str, AtCheck], addresses: Mapping[str, str],
-                     explained: set[str]) -> list[Finding]:
+                    at_check: Mapping[str, AtCheck], addresses: Mapping[str, str],
+                    explained: set[str]) -> list[Finding]:
     """A PS server short of CPU through both halves of the window: its quota throttles it,
     or it waits for a CPU far longer than the job's other ranks do. In async PS its trainers
     step on at their own pace while it falls behind (seen with Paddle 2.6.2: 45 steps a

@@ -31,9 +31,9 @@ TRACED = "t"
 
 
 def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
-                     live: Sequence[RankSeries], policy: WatchPolicy,
-                     state: WatchState, quiet: Mapping[str, float],
-                     addresses: Mapping[str, str]) -> list[Finding]:
+                    live: Sequence[RankSeries], policy: WatchPolicy,
+                    state: WatchState, quiet: Mapping[str, float],
+                    addresses: Mapping[str, str]) -> list[Finding]:
     failure = state.launch_failure
     out = []
     others = len(live) - 1

@@ -19,7 +19,7 @@ from preflight.watch.series import (
 
 
 def find_hang(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
-          state: WatchState) -> list[Finding]:
+              state: WatchState) -> list[Finding]:
     """No progress on any rank for hang_s, and for 5 times the longest quiet spell the job
     had before (a job that logs once a minute is not hung after 30 quiet seconds)."""
     unit = job.unit()

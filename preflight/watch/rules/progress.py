@@ -40,7 +40,7 @@ def progress_unread(live: Sequence[RankSeries]) -> list[Finding]:
 
 
 def pace_line(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
-          policy: WatchPolicy) -> Finding:
+              policy: WatchPolicy) -> Finding:
     rates = []
     for r in live:
         span = r.span(r.latest.t - policy.persist_s, r.latest.t, unit)

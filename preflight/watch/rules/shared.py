@@ -49,7 +49,7 @@ def blamed(found: Sequence[Finding]) -> set[str]:
 
 
 def full_pairs(live: Sequence[RankSeries], window_s: float, addresses: Mapping[str, str],
-                explained: set[str]) -> dict[tuple[str, str], int]:
+               explained: set[str]) -> dict[tuple[str, str], int]:
     """{(sender, receiver): the median bytes queued} of the pairs whose sender's queue to
     the receiver was full in FULL_SHARE of its samples over the last window_s."""
     pairs: dict[tuple[str, str], int] = {}

@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Optional
 
-from paramiko.ssh_exception import ChannelException
+from paramiko.ssh_exception import ChannelException, SSHException
 
 from preflight.common.remote import MAX_OUTPUT, POLL_S, Done, Started
 from preflight.transport.ssh.wake import ChannelWake
@@ -180,7 +180,18 @@ class SshRemote:
         return _Channel(self._transport(), command, self.open_timeout)
 
     def run(self, command: str, timeout: float) -> Done:
-        ch = _Channel(self._transport(), command, self.open_timeout)
+        transport = self._transport()
+        try:
+            ch = _Channel(transport, command, self.open_timeout)
+        except (EOFError, SSHException):
+            if connection_alive(transport):
+                raise  # the host refused a channel: the connection stands, said by the caller
+            # The connection went as the command started: the host dropped it, or the
+            # command itself ended its session (sshd starts a command before it answers the
+            # request; seen with `kill -9 $PPID` on a loaded machine). As any command whose
+            # connection was lost, not an exception.
+            return Done(-1, "", f"(the SSH connection to the host was lost"
+                                f"{lost_why(transport)})")
         try:
             return ch.wait(timeout)
         finally:

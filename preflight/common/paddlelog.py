@@ -59,6 +59,11 @@ BANNER = re.compile(r"\*\*\* Aborted at|\[SignalInfo:|^Error Message Summary:$|"
 # What Paddle prints as a signal ends it: a stop's or the host's `timeout`'s doing, never why.
 STOPPED_BY_SIGNAL = re.compile(r"Termination signal|\*\*\* Aborted at|\*\*\* SIGTERM|SIGKILL|"
                                r"^Error Message Summary:$")
+# What a rank prints as a stop's signal that it caught ends it: Paddle names each signal it
+# catches ("FatalError: `Termination signal` is detected", "*** SIGTERM"); Python's own
+# KeyboardInterrupt for a Ctrl-C. The watch reads a whole job ended so as stopped, not failed.
+TERMED = re.compile(r"Termination signal|Interrupt signal|\*\*\* SIG(?:TERM|INT)\b|"
+                    r"^KeyboardInterrupt", re.M)
 # How a shell reports a command that a stop's TERM or KILL ended: dash's bare word, bash's
 # "sh: line 1: 1234 Terminated  timeout ...".
 STOP_REPORT = re.compile(r"^(?:.*: line \d+: +\d+ +)?(?:Terminated|Killed)\b")

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from preflight.common.paddlelog import CRASHED, ERROR_LINE, GLOO_PEER, LOST_PEER
+from preflight.common.paddlelog import CRASHED, ERROR_LINE, GLOO_PEER, LOST_PEER, TERMED
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import LaunchFailure, RankId, WatchPolicy
 from preflight.watch.rules.shared import clock_of
@@ -132,13 +132,8 @@ def error_line_of(tail: Sequence[str]) -> Optional[str]:
                 None) or next(ln for ln in reversed(tail) if CRASHED.search(ln))
 
 
-# What a rank prints as a stop's signal ends it (Paddle names each signal it catches: "FatalError:
-# `Termination signal` is detected", "*** SIGTERM"; Python's own KeyboardInterrupt for a
-# Ctrl-C). A stop of the whole job (a Ctrl-C, scancel) ends every rank so within seconds.
-TERMED = re.compile(r"Termination signal|Interrupt signal|\*\*\* SIG(?:TERM|INT)\b|"
-                    r"^KeyboardInterrupt", re.M)
-
-
+# A stop of the whole job (a Ctrl-C, scancel) ends every rank so (paddlelog's TERMED) within
+# this many intervals.
 STOP_WINDOW_INTERVALS = 2
 
 

@@ -46,9 +46,17 @@ from preflight.watch.rules.shared import AtCheck, blamed, clock_of
 from preflight.watch.series import JobSeries, WatchState
 from preflight.watch.starting import starting
 
-__all__ = ["STALE_INTERVALS", "AtCheck", "judge"]
+__all__ = ["STALE_FLOOR_S", "STALE_INTERVALS", "AtCheck", "judge", "stale_after"]
 
 STALE_INTERVALS = 3  # a host with no sample for this many intervals cannot be judged
+# ... nor for fewer seconds than this, however short the interval: a loaded host or a busy
+# SSH channel delays a line by a second or two, and that is not a stuck sampler.
+STALE_FLOOR_S = 5.0
+
+
+def stale_after(policy: WatchPolicy) -> float:
+    """The silence after which a host's samples are stale (its ranks cannot be judged)."""
+    return max(STALE_INTERVALS * policy.interval_s, STALE_FLOOR_S)
 
 
 def judge(state: WatchState, policy: WatchPolicy, now: float,
@@ -58,7 +66,7 @@ def judge(state: WatchState, policy: WatchPolicy, now: float,
     ranks, or its hang; per host, why it cannot be judged; a pass line per healthy job."""
     out: list[Finding] = []
     stale = {h: now - t for h, t in state.last_tick.items()
-             if now - t > STALE_INTERVALS * policy.interval_s}
+             if now - t > stale_after(policy)}
     for host in sorted(stale):
         # Its ranks' last figures are stale, not evidence: they leave every rule (no
         # straggler, hang or death is read from them) and are said as not judged.

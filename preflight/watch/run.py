@@ -16,7 +16,7 @@ from preflight.common.remote import Remote, Started, in_parallel
 from preflight.model.findings import BLOCKING, Finding, Status
 from preflight.model.watch import LaunchFailure, RankId, WatchPolicy
 from preflight.watch import sampler_text, stacks
-from preflight.watch.judge import STALE_INTERVALS, AtCheck, judge
+from preflight.watch.judge import AtCheck, judge, stale_after
 from preflight.watch.metrics import Metrics
 from preflight.watch.record import Record
 from preflight.watch.samples import BadSample, HostStream
@@ -259,7 +259,7 @@ def _findings(state: WatchState, policy: WatchPolicy, opts: WatchOptions,
               lost: Mapping[str, str], hosts: Mapping[str, _Host], now: float, start: float,
               final: bool = False) -> list[Finding]:
     gone = {**lost, **{n: h.ended for n, h in hosts.items() if h.ended is not None}}
-    if now - start > STALE_INTERVALS * policy.interval_s:
+    if final or now - start > stale_after(policy):  # at the end, silence is all there is
         gone.update({n: f"no sample in {now - start:.0f} s since the watch began (its "
                         "sampler did not start: its python3?)"
                      for n in hosts if n not in state.last_tick and n not in gone})

@@ -100,3 +100,16 @@ def test_a_sampler_that_ends_in_error_is_started_again_after_a_backoff_and_said(
     assert "its sampler ended (exit 255: Connection closed by 10.0.0.2); starting its " \
         "sampler again in 0.4 s (try 1)" in said, said
     assert "cleared  watch" in said  # once it answers again
+
+
+def test_a_host_that_printed_no_sample_by_the_end_of_a_short_watch_could_not_be_checked():
+    # Shorter than the silence that makes a host stale: at the end it is still said, never
+    # passed unseen.
+    policy = replace(WatchPolicy(), interval_s=0.2, persist_s=0.4)
+    result = run.watch({"good1": Host("good1", [BROKEN["before"]]),
+                        "mute": Host("mute", [])}, {},
+                       run.WatchOptions(policy=policy, duration_s=1.0), None, io.StringIO())
+    mute = [f for f in result.findings if "mute" in f.hosts]
+    assert [(f.check, f.status) for f in mute] == [("watch", Status.COULD_NOT_CHECK)]
+    assert "mute: no sample in 1 s since the watch began" in mute[0].message
+    assert result.code == run.EXIT_FINDINGS

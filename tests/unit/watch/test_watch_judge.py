@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from watchtools import POLICY, FakeHost, FakeRank, cluster, named, watched
 
 from preflight.model.findings import Status
 from preflight.model.watch import LaunchFailure, WatchPolicy
-from preflight.watch.judge import AtCheck, judge
+from preflight.watch.judge import STALE_FLOOR_S, AtCheck, judge
 from preflight.watch.samples import HostStream
 from preflight.watch.series import WatchState
 
@@ -497,6 +499,19 @@ def test_a_host_whose_samples_stop_cannot_be_checked():
     stale = [f for f in findings if f.check == "watch"]
     assert [f.hosts for f in stale] == [("node01",), ("node02",)]
     assert "no sample from node01 for 16 s" in stale[0].message
+
+
+def test_a_silence_of_a_second_or_two_is_not_a_stuck_sampler_however_short_the_interval():
+    # A loaded host or a busy SSH channel delays a line: at a 0.5 s interval, 2 s without
+    # one (four intervals) is still a host that answers; past the floor it is not.
+    fast = replace(POLICY, interval_s=0.5, persist_s=2.0)
+    _, state = watched(cluster(2), 4, fast)
+    last = max(state.last_tick.values())
+    assert not [f for f in judge(state, fast, last + 2.0, {}) if f.check == "watch"]
+    assert STALE_FLOOR_S > 4 * fast.interval_s
+    quiet = [f for f in judge(state, fast, last + STALE_FLOOR_S + 0.5, {})
+             if f.check == "watch"]
+    assert [f.hosts for f in quiet] == [("node01",), ("node02",)]
 
 
 def ps_job(trainers: int = 3, servers: int = 2) -> list[FakeHost]:

@@ -156,8 +156,11 @@ def _watch_once(req: WatchRequest, plan: Optional[str], token: str, jobid: Optio
                  "not" if req.once else "")
               + ("; acting on what holds it" if actor else "") + f"; log: {log.path}",
               file=err)
+        # What the judgement reads besides the samples, so that the log can be judged again.
         log.event("start", argv=req.argv, hosts=[h.name for h in hosts], marker=token,
-                  plan=plan, policy=vars(policy))
+                  plan=plan, policy=vars(policy),
+                  at_check={h: vars(a) for h, a in sorted(at_check.items())},
+                  addresses=dict(sorted(opts.addresses.items())))
         shown = io.StringIO() if req.once else sys.stdout
         try:
             result = watch_job(remotes, {h.name: h.probe_python for h in hosts},

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from preflight.config.errors import InputError
-from preflight.model.watch import RankId, RankSample
+from preflight.model.findings import Finding
+from preflight.model.watch import RankId, RankSample, WatchPolicy
+from preflight.watch.judge import AtCheck, judge
 from preflight.watch.samples import BadSample, HostStream
 from preflight.watch.series import UNITS, Unit, WatchState, progress
 
@@ -157,3 +159,59 @@ def _add(log: WatchLog, rec: dict[str, Any], n: int, streams: dict[str, HostStre
         log.ended, log.code = float(rec.get("at") or 0.0), rec.get("code")
         if rec.get("relaunched"):
             log.last.clear()  # the watch went on with the job launched again
+
+
+@dataclass(frozen=True)
+class Judgement:
+    at: float  # the controller's time it was made (the log's receive times)
+    findings: list[Finding]
+
+
+def judged_again(path: str) -> list[Judgement]:
+    """The log's samples judged again by the rules of this version, as the watch received
+    them: once an interval of their receive times, with the policy, the measures at the
+    check and the job's addresses its start record keeps. What a watch would have said of
+    the same course (the stacks of a hang and the launch's own word are not in the log)."""
+    records: list[dict[str, Any]] = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    break  # cut where the watch was killed
+    except OSError as e:
+        raise InputError(path, e.strerror or str(e)) from None
+    start = next((r for r in records if isinstance(r, dict) and r.get("type") == "start"), None)
+    if start is None:
+        raise InputError(path, "not a watch's log (no start record)")
+    known = {f.name for f in fields(WatchPolicy)}
+    policy = WatchPolicy(**{k: v for k, v in (start.get("policy") or {}).items()
+                            if k in known})
+    at_check = {h: AtCheck(**a) for h, a in (start.get("at_check") or {}).items()}
+    addresses = dict(start.get("addresses") or {})
+    state = WatchState.for_policy(policy.interval_s, policy.persist_s)
+    streams: dict[str, HostStream] = {}
+    out: list[Judgement] = []
+    next_judge = float(start["at"]) + policy.interval_s
+    for n, rec in enumerate(records, 1):
+        if not isinstance(rec, dict) or rec.get("type") != "sample":
+            continue
+        at = float(rec.get("at") or 0.0)
+        while at >= next_judge:
+            out.append(Judgement(next_judge, judge(state, policy, next_judge, at_check,
+                                                   addresses, final=False)))
+            next_judge += policy.interval_s
+        host = str(rec.get("host"))
+        try:
+            tick = streams.setdefault(host, HostStream(host)).feed(json.dumps(rec["sample"]))
+        except (BadSample, KeyError, TypeError) as e:
+            raise InputError(path, f"a sample that does not read: {e}", line=n) from None
+        state.add(tick, at)
+    # On to the log's last record: the watch judged until its end.
+    end = max((float(r.get("at") or 0.0) for r in records if isinstance(r, dict)), default=0.0)
+    while next_judge <= end:
+        out.append(Judgement(next_judge, judge(state, policy, next_judge, at_check, addresses,
+                                               final=False)))
+        next_judge += policy.interval_s
+    return out

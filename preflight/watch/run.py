@@ -5,7 +5,6 @@ Ctrl-C. Bounded throughout: a host whose sampler stalls or ends is a finding, no
 from __future__ import annotations
 
 import functools
-import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -118,9 +117,7 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
     """Watches the job on the hosts until the time is up (or interrupted); returns the last
     findings, the hosts that could not be reached or sampled among them."""
     policy = opts.policy
-    # Twice the window: a slow link that cannot be placed is said once it lasted that long.
-    keep = int(math.ceil(2 * max(policy.persist_s, policy.interval_s) / policy.interval_s)) + 4
-    state = WatchState(keep, early_after_s=policy.persist_s)
+    state = WatchState.for_policy(policy.interval_s, policy.persist_s)
     lost = {h: f"could not be reached: {why}" for h, why in (unreached or {}).items()}
     hosts: dict[str, _Host] = {}
     live = Live(out, width)

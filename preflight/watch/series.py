@@ -5,6 +5,7 @@ needs is kept: a window of samples, and a few running figures of the whole watch
 from __future__ import annotations
 
 import bisect
+import math
 from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Literal, NamedTuple, Optional
@@ -207,6 +208,13 @@ def _nnodes(argv: Sequence[str]) -> Optional[int]:
 
 class WatchState:
     """Everything the watch has seen so far, fed one Tick at a time."""
+
+    @classmethod
+    def for_policy(cls, interval_s: float, persist_s: float) -> WatchState:
+        """The state a watch of that interval and window keeps: twice the window (a slow
+        link that cannot be placed is said once it lasted that long) and a few samples."""
+        keep = int(math.ceil(2 * max(persist_s, interval_s) / interval_s)) + 4
+        return cls(keep, early_after_s=persist_s)
 
     def __init__(self, keep: int, early_after_s: float = 15.0) -> None:
         self.keep, self.early_after_s = keep, early_after_s

@@ -195,12 +195,15 @@ def test_a_host_throttled_mid_run_is_named_as_the_straggler_and_nobody_else(clus
     assert found is not None, out + err
     print(f"\nstraggler named {found['at'] - planted:.1f} s after the quota was set: "
           f"{found['message']}")
-    capture = os.environ.get("PREFLIGHT_CAPTURE_WATCH")  # golden lines for the unit tests
-    if capture:
+    capture = os.environ.get("PREFLIGHT_CAPTURE_WATCH")  # golden logs for the unit tests
+    if capture:  # the watch's log up to the finding and a window after, the fault's time
         with open(capture, "w") as fh:
+            fh.write(json.dumps({"type": "capture", "planted": round(planted, 3),
+                                 "fault": "cpu.cfs_quota_us of 0.1 core on good2",
+                                 "found": found["at"]}) + "\n")
             for r in records(log):
-                if r["type"] == "sample" and r["host"] == "good1":
-                    fh.write(json.dumps(r["sample"], separators=(",", ":")) + "\n")
+                if r["at"] <= found["at"] + 12:
+                    fh.write(json.dumps(r, separators=(",", ":")) + "\n")
     assert found["hosts"] == ["good2"] and found["status"] == "fail"
     assert found["ranks"][0]["role"] == "worker"
     assert "its cgroup's CPU quota throttles it" in found["message"], found["message"]

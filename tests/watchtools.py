@@ -39,6 +39,7 @@ class FakeRank:
     # Its memory cgroup's OOM kills (before, after) as its gone entry says; None: not read.
     oom: Optional[tuple[int, int]] = None
     piped: bool = False  # its stdout is a pipe: no log the sampler can read
+    timed: bool = True  # False: a kernel without schedstat (no run and wait times)
     # running totals
     steps: float = 0.0
     run_s: float = 0.0
@@ -72,6 +73,8 @@ class FakeRank:
             out["gpus"] = list(self.gpus)
         if self.piped:
             out["log"] = {"path": "pipe:[4026]"}
+        if not self.timed:  # as the sampler prints it: zeros, said to be unknown
+            out.update(run_s=0.0, wait_s=0.0, sched=False)
         if not self.sent_who:
             who = {"PADDLE_TRAINERS_NUM": "4"}
             if self.role:

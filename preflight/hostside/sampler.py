@@ -95,21 +95,34 @@ def children(pid):
 
 def sched(pid):
     """(seconds on a CPU, seconds runnable but waiting for one, threads running, threads in
-    uninterruptible sleep) summed over the process's threads."""
+    uninterruptible sleep, whether the kernel keeps these times) summed over the process's
+    threads."""
     run = wait = 0
-    running = blocked = 0
+    running = blocked = read_ = 0
     for tid in os.listdir("/proc/%s/task" % pid)[:MAX_TASKS]:
         try:
             fields = read("/proc/%s/task/%s/schedstat" % (pid, tid)).split()
             run += int(fields[0])
             wait += int(fields[1])
+            read_ += 1
             state = read("/proc/%s/task/%s/stat" % (pid, tid))
             state = state[state.rindex(")") + 2]
         except (OSError, ValueError, IndexError):
             continue
         running += state == "R"
         blocked += state == "D"
-    return run / 1e9, wait / 1e9, running, blocked
+    return run / 1e9, wait / 1e9, running, blocked, bool(read_) or has_schedstat(pid)
+
+
+def has_schedstat(pid):
+    """Whether the kernel gives a process its schedstat: not without CONFIG_SCHED_INFO, nor
+    in some sandboxes (gVisor). Asked where no thread's could be read (they may only have
+    exited between the listing and the read)."""
+    try:
+        read("/proc/%s/schedstat" % pid, 64)
+    except OSError:
+        return not os.path.isdir("/proc/%s" % pid)  # gone: nothing is said of the kernel
+    return True
 
 
 def ns_pid(pid):
@@ -287,13 +300,15 @@ class Rank(object):
         if state == "Z":  # exited, not yet reaped: what it said last tells how it ended
             out["tail"] = section(log_tail, self.log_path, self.launcher)
             return out
-        run_s, wait_s, running, blocked = sched(self.pid)
+        run_s, wait_s, running, blocked, timed = sched(self.pid)
         kids = self.kids_times()
         if kids is not None:  # a DataLoader's workers waiting for a CPU hold the rank back
             run_s, wait_s = run_s + kids[0], wait_s + kids[1]
             out["kids"] = len(self.kids)
         out.update(run_s=round(run_s, 4), wait_s=round(wait_s, 4), running=running,
                    blocked=blocked)
+        if not timed:  # no time on or waiting for a CPU to read: said, never taken for 0
+            out["sched"] = False
         try:
             out["wchan"] = read("/proc/%s/wchan" % self.pid, 128).strip() or None
         except OSError:

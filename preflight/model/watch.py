@@ -39,6 +39,7 @@ class RankSample:
     cpu_s: float = 0.0  # user + system
     run_s: float = 0.0  # on a CPU, summed over its threads (schedstat)
     wait_s: float = 0.0  # runnable but waiting for a CPU, summed over its threads
+    timed: bool = True  # False: the kernel gives no schedstat: run_s and wait_s are unknown
     running: int = 0  # threads in R
     blocked: int = 0  # threads in D
     wchan: Optional[str] = None

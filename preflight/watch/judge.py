@@ -41,7 +41,7 @@ from preflight.watch.rules.cpu import (
 from preflight.watch.rules.ends import stopped_or_dead
 from preflight.watch.rules.hang import find_hang
 from preflight.watch.rules.links import slow_link
-from preflight.watch.rules.progress import pace_line, progress_unread
+from preflight.watch.rules.progress import cpu_untimed, pace_line, progress_unread
 from preflight.watch.rules.shared import AtCheck, blamed, clock_of
 from preflight.watch.series import JobSeries, WatchState
 from preflight.watch.starting import starting
@@ -116,7 +116,9 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
     if any(f.check == "hang" for f in out):
         return out  # no pace to compare while nothing moves
     unit = job.unit()
-    out.extend(server_holds_trainers(live, unit, policy, at_check))
+    # The CPU rules read the ranks whose CPU times the kernel keeps; the others are said.
+    timed = [r for r in live if r.latest.timed]
+    out.extend(server_holds_trainers(timed, unit, policy, at_check))
     named: set[RankId] = {rid for f in out for rid in f.data.get("ranks", ())}
     for role in ("worker", "trainer", "server"):
         group = [r for r in live if r.rid.role == role and r.rid not in named]
@@ -125,17 +127,19 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         # The ranks of a collective job step together: a pace apart is only where each
         # steps on its own (PS trainers).
         found = [] if role == "worker" else slower_trainers(group, unit, policy, at_check, job)
-        if role == "worker" or not found:
+        group = [r for r in group if r.latest.timed]
+        if (role == "worker" or not found) and len(group) >= 2:
             found += busier_ranks(group, unit, policy, at_check, job,
                                   [f.data["ranks"][0] for f in found])
         out.extend(found)
-    out.extend(starved_servers(live, unit, policy, at_check, addresses, blamed(out)))
+    out.extend(starved_servers(timed, unit, policy, at_check, addresses, blamed(out)))
     # A pair with a host already named is that host's doing (a starved rank drains its
     # sockets slowly): the link is blamed only where nothing else explains it.
     out.extend(slow_link(live, policy, at_check, state, addresses, blamed(out), unit))
     out = gpus.findings(live, unit, state, policy, out)
     out.extend(gpus.unreadable(job.hosts(), live, state))
     out.extend(progress_unread(live))
+    out.extend(cpu_untimed(live))
     if all(f.status is Status.PASS for f in out):  # nothing but the job's shape said
         out.append(pace_line(job, live, unit, policy))
     return out

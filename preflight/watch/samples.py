@@ -209,6 +209,7 @@ class HostStream:
         return self.ids[pid], RankSample(
             t=t, state=str(r.get("state") or "?"), cpu_s=_num(r, "cpu_s") or 0.0,
             run_s=_num(r, "run_s") or 0.0, wait_s=_num(r, "wait_s") or 0.0,
+            timed=r.get("sched") is not False,
             running=_num(r, "running", int) or 0, blocked=_num(r, "blocked", int) or 0,
             wchan=str(r["wchan"]) if r.get("wchan") not in (None, "0") else None,
             log_size=_num(log, "size", int), log_steps=_num(log, "steps", int),

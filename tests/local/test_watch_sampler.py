@@ -320,3 +320,34 @@ def test_a_ranks_workers_cpu_counts_to_it_and_stays_counted_once_they_exit(job):
     # The worker's CPU is the rank's; when it exits, the rank's total does not fall back.
     assert all(b >= a for a, b in zip(busy, busy[1:])), busy
     assert busy[-1] - busy[0] > 3 * (quiet[-1] - quiet[0]) + 0.1, (busy, quiet)
+
+
+def test_a_kernel_without_schedstat_is_said_and_its_zeros_never_taken_for_idle(monkeypatch):
+    """This kernel keeps schedstat; one built without CONFIG_SCHED_INFO has no such file:
+    its reads fail as they would there."""
+    from preflight.hostside import sampler as S
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        rank = S.Rank(busy.pid, {"PADDLE_TRAINER_ID": "0"}, os.getpid())
+        run_s, _, _, _, timed = S.sched(busy.pid)
+        assert timed and run_s > 0
+        assert "sched" not in rank.sample(re.compile("step"), {})
+        real = S.read
+
+        def no_schedstat(path, *a):
+            if path.endswith("/schedstat"):
+                raise FileNotFoundError(2, "No such file or directory", path)
+            return real(path, *a)
+
+        monkeypatch.setattr(S, "read", no_schedstat)
+        assert S.sched(busy.pid)[4] is False
+        part = rank.sample(re.compile("step"), {})
+        assert part["sched"] is False and part["run_s"] == 0
+        assert part["cpu_s"] > 0  # its CPU time is still read, from its stat
+    finally:
+        busy.kill()
+        busy.wait(10)
+    # A process gone between the listing and the read says nothing of the kernel.
+    assert S.has_schedstat(busy.pid) is True

@@ -1,10 +1,12 @@
-"""What the watch could not measure (progress that cannot be read), and the pass line of
+"""What the watch could not measure (progress that cannot be read, CPU times the kernel
+does not keep), and the pass line of
 a healthy job, saying what was compared."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import WatchPolicy
 from preflight.watch.series import (
@@ -37,6 +39,22 @@ def progress_unread(live: Sequence[RankSeries]) -> list[Finding]:
                     f"could not check progress on {host}: " + "; ".join(said)
                     + "; its pace is compared with nobody's", {"ranks": ()})
             for host, said in sorted(why.items())]
+
+
+def cpu_untimed(live: Sequence[RankSeries]) -> list[Finding]:
+    """The hosts whose kernel does not keep a rank's time on and waiting for a CPU (no
+    schedstat): the CPU rules cannot judge their ranks. One finding, as the cause is one
+    kind of kernel: said, never passed."""
+    untimed = [r for r in live if not r.latest.timed]
+    if not untimed:
+        return []
+    hosts = sorted({r.rid.host for r in untimed})
+    return [Finding("cpu", Status.WARN, tuple(hosts),
+                    f"could not check CPU on {hostlist(hosts)}: the kernel gives no "
+                    "/proc/PID/schedstat (built without CONFIG_SCHED_INFO, or a sandbox such "
+                    f"as gVisor), so the time {len(untimed)} of {len(live)} ranks spend on and "
+                    "waiting for a CPU is unknown; a rank starved of CPU there is not named: "
+                    "run the job on a kernel that keeps schedstat", {"ranks": ()})]
 
 
 def pace_line(job: JobSeries, live: Sequence[RankSeries], unit: Unit,

@@ -43,6 +43,43 @@ def test_a_throttled_rank_that_keeps_busy_while_the_others_wait_is_the_straggler
     assert "(0.25 of 2 cores now: a cgroup quota set since; 2 at the check)" in msg
 
 
+@pytest.mark.parametrize("untimed", [("node02",), ("node01", "node02", "node03", "node04")])
+def test_where_the_kernel_keeps_no_cpu_times_a_starved_rank_could_not_be_checked(untimed):
+    # The same throttled rank on a kernel without schedstat: its busy share is unknown, so
+    # it is neither named nor passed; no healthy peer is named in its place.
+    hosts = cluster()
+    for h in hosts:
+        h.ranks[0].quota = 2.0
+        h.ranks[0].timed = h.name not in untimed
+
+    def starve(t):
+        if t == 10:
+            for h in hosts:
+                h.ranks[0].steps_per_s, h.ranks[0].busy = 3.0, 0.16
+            r = hosts[1].ranks[0]
+            r.busy, r.wait, r.quota, r.throttled_share, r.state = 0.73, 0.64, 0.25, 0.9, "R"
+
+    findings, _ = watched(hosts, 40, change=starve,
+                          at_check={h.name: AtCheck(cores=2.0) for h in hosts})
+    assert named(findings) == [("cpu", Status.WARN, untimed)]
+    assert findings[0].message.startswith(
+        f"could not check CPU on {'node02' if len(untimed) == 1 else 'node[01-04]'}: the "
+        "kernel gives no /proc/PID/schedstat")
+    assert f"the time {len(untimed)} of 4 ranks spend on and waiting for a CPU is unknown" \
+        in findings[0].message
+    assert not [f for f in findings if f.check == "progress"]  # no pass line said
+
+
+def test_a_healthy_rank_is_not_busier_than_peers_whose_cpu_times_are_unknown():
+    # Mixed kernels: zeros read where there is no schedstat are not peers that wait.
+    hosts = cluster()
+    for h in hosts[:3]:
+        h.ranks[0].timed = False
+    findings, _ = watched(hosts, 40)
+    assert named(findings) == [("cpu", Status.WARN, ("node01", "node02", "node03"))]
+    assert not [f for f in findings if f.check == "shape"]  # nor busier by design
+
+
 def test_a_rank_starved_by_other_work_is_said_to_wait_for_a_cpu():
     hosts = cluster()
 

@@ -149,6 +149,24 @@ def gpu_cluster(n: int = 4) -> list[FakeHost]:
     return hosts
 
 
+def quota_starved(hosts: list[FakeHost], victim: int = 1, at: float = 10, also=None):
+    """A change for watched(): at `at`, every rank slows alike (a synchronous job) but the
+    victim host's keeps busy, throttled by a quota of 0.25 core (also(victim) plants more
+    on it then); every rank had a 2-core quota before."""
+    for h in hosts:
+        h.ranks[0].quota = 2.0
+
+    def change(t):
+        if t == at:
+            for h in hosts:
+                h.ranks[0].steps_per_s, h.ranks[0].busy = 3.0, 0.16
+            r = hosts[victim].ranks[0]
+            r.busy, r.wait, r.quota, r.throttled_share, r.state = 0.73, 0.64, 0.25, 0.9, "R"
+            if also is not None:
+                also(hosts[victim])
+    return change
+
+
 def watched(hosts: list[FakeHost], seconds: float, policy: WatchPolicy = POLICY,
             change=None, at_check=None, state=None, addresses=None):
     """Feeds every host's samples for `seconds` (change(t) may plant a fault as the watch

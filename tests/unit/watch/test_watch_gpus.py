@@ -7,7 +7,7 @@ import pathlib
 from dataclasses import replace
 
 import pytest
-from watchtools import POLICY, cluster, gpu_cluster, named, watched
+from watchtools import POLICY, cluster, gpu_cluster, named, quota_starved, watched
 
 from preflight.model.findings import Status
 from preflight.watch.gpus import slowed_now
@@ -88,17 +88,8 @@ def test_a_slowdown_shorter_than_the_window_names_nobody():
 
 def test_a_rank_named_for_its_cpu_has_its_slowed_gpu_said_on_that_finding_once():
     hosts = gpu_cluster()
-    for h in hosts:
-        h.ranks[0].quota = 2.0
-
-    def starve(t):
-        if t == 10:
-            for h in hosts:
-                h.ranks[0].steps_per_s, h.ranks[0].busy = 3.0, 0.16
-            r = hosts[1].ranks[0]
-            r.busy, r.wait, r.quota, r.throttled_share, r.state = 0.73, 0.64, 0.25, 0.9, "R"
-            slow_gpu(hosts[1], sm=1500, reasons=0x4)  # its GPU capped too
-
+    # node02 starved of CPU, its GPU capped too
+    starve = quota_starved(hosts, also=lambda h: slow_gpu(h, sm=1500, reasons=0x4))
     findings, _ = watched(hosts, 40, change=starve,
                           at_check={h.name: AtCheck(cores=2.0) for h in hosts})
     assert named(findings) == [("straggler", Status.FAIL, ("node02",))]

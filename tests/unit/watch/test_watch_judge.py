@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from watchtools import POLICY, FakeHost, FakeRank, cluster, named, watched
+from watchtools import POLICY, FakeHost, FakeRank, cluster, named, quota_starved, watched
 
 from preflight.model.findings import Status
 from preflight.model.watch import LaunchFailure, WatchPolicy
@@ -24,17 +24,7 @@ def test_a_healthy_job_has_only_its_pace():
 
 def test_a_throttled_rank_that_keeps_busy_while_the_others_wait_is_the_straggler():
     hosts = cluster()
-    for h in hosts:
-        h.ranks[0].quota = 2.0
-
-    def starve(t):
-        if t == 10:  # every rank slows alike (a synchronous job) ...
-            for h in hosts:
-                h.ranks[0].steps_per_s, h.ranks[0].busy = 3.0, 0.16
-            r = hosts[1].ranks[0]  # ... but node02 keeps busy, throttled by its quota
-            r.busy, r.wait, r.quota, r.throttled_share, r.state = 0.73, 0.64, 0.25, 0.9, "R"
-
-    findings, _ = watched(hosts, 40, change=starve,
+    findings, _ = watched(hosts, 40, change=quota_starved(hosts),
                           at_check={h.name: AtCheck(cores=2.0) for h in hosts})
     assert named(findings) == [("straggler", Status.FAIL, ("node02",))]
     msg = findings[0].message
@@ -49,17 +39,8 @@ def test_where_the_kernel_keeps_no_cpu_times_a_starved_rank_could_not_be_checked
     # it is neither named nor passed; no healthy peer is named in its place.
     hosts = cluster()
     for h in hosts:
-        h.ranks[0].quota = 2.0
         h.ranks[0].timed = h.name not in untimed
-
-    def starve(t):
-        if t == 10:
-            for h in hosts:
-                h.ranks[0].steps_per_s, h.ranks[0].busy = 3.0, 0.16
-            r = hosts[1].ranks[0]
-            r.busy, r.wait, r.quota, r.throttled_share, r.state = 0.73, 0.64, 0.25, 0.9, "R"
-
-    findings, _ = watched(hosts, 40, change=starve,
+    findings, _ = watched(hosts, 40, change=quota_starved(hosts),
                           at_check={h.name: AtCheck(cores=2.0) for h in hosts})
     assert named(findings) == [("cpu", Status.WARN, untimed)]
     assert findings[0].message.startswith(

@@ -29,6 +29,7 @@ from preflight.common.remote import Remote, in_parallel
 from preflight.common.statedir import state_dir
 from preflight.config.errors import InputError
 from preflight.model.findings import Finding, Status
+from preflight.model.watch import blame_of
 from preflight.report import jsonreport
 
 ACTED_ON = ("stopped", "dead", "hang", "straggler")
@@ -63,23 +64,28 @@ def culprits(findings: Sequence[Finding]) -> tuple[dict[str, Culprit], list[str]
     for f in findings:
         if f.status is not Status.FAIL or f.check not in ACTED_ON:
             continue
-        ranks = f.data.get("ranks") or ()
-        if f.check == "hang" and not ranks:
+        blame = blame_of(f)
+        if blame.cause == "none":
+            continue  # it blames nobody (no finding of the watch's rules that name a cause)
+        if blame.cause == "hang" and not blame.ranks:
             notes.append("the hang names no rank that holds it: nothing to leave out")
             continue
-        error = str(f.data.get("error") or "")
-        if f.check == "dead" and APPLICATION_ERROR.match(error):
+        error = blame.error or ""
+        if blame.cause == "exit" and APPLICATION_ERROR.match(error):
             notes.append(f"{' and '.join(f.hosts)}: its rank ended with an error of the job's "
                          f"own code ({error[:120]}): a fix of the script, not of the host: "
                          "nothing left out")
             continue
-        if len(f.hosts) != 1 and not ranks:
-            notes.append(f"{' and '.join(f.hosts)}: the link between them could be either "
-                         "end's: nothing left out")
+        if len(f.hosts) != 1 and not blame.ranks:
+            notes.append(f"{' and '.join(f.hosts)}: " + (
+                "the link between them could be either end's" if blame.cause == "link" else
+                "their peers lost one of them, which is not told") + ": nothing left out")
             continue
-        # A link is measured again by bandwidth; a rank short of CPU by cpu-cores.
-        check = ("bandwidth" if f.data.get("pairs") and not ranks else "cpu-cores") \
-            if f.check == "straggler" else "reachable"
+        # What must pass on the host again before it returns: a link is measured again by
+        # bandwidth, a rank short of CPU by cpu-cores, a slowed GPU by gpu-health, a rank
+        # that stopped or died, or a host lost, by reaching it again.
+        check = {"link": "bandwidth", "cpu": "cpu-cores", "pace": "cpu-cores",
+                 "gpu": "gpu-health"}.get(blame.cause, "reachable")
         for host in f.hosts:
             out.setdefault(host, Culprit(host, check, f.message))
     return out, notes
@@ -129,8 +135,9 @@ class ActOptions:
     cooldown_s: float = 600.0
     accept_new_host_keys: bool = False
     check_timeout_s: float = CHECK_TIMEOUT_S
-    # A host is acted on once the watch has named it for this long more (a second window,
-    # the watch's --persist): one window's finding is said, two are acted on.
+    # A host is acted on once the watch has named it for this long more: half the watch's
+    # --interval, so at the second judgement in a row that names it (each of a whole
+    # --persist window). A finding that comes and goes is said, never acted on.
     confirm_s: float = 0.0
 
 
@@ -172,8 +179,8 @@ class Actor:
         self.seen = {h: self.seen.get(h, now) for h in targets}  # named without a break
         young = [h for h in targets if now - self.seen[h] < self.opts.confirm_s]
         if young:
-            self._once("wait", f"not acting on {', '.join(young)} yet: acted on if it is "
-                       f"still named {self.opts.confirm_s:g} s from now (one window more)")
+            self._once("wait", f"not acting on {', '.join(young)} yet: acted on if the "
+                       "next judgement names it again")
             targets = {h: c for h, c in targets.items() if h not in young}
         if not targets:
             return None

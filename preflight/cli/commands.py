@@ -385,7 +385,7 @@ def _act_options(args: argparse.Namespace) -> ActOptions:
                          "this machine with its script (launch the job with preflight launch "
                          "--plan, then watch it)")
     return ActOptions(args.plan, launched, args.act_max, args.act_cooldown,
-                      args.accept_new_host_keys, confirm_s=args.persist)
+                      args.accept_new_host_keys, confirm_s=args.interval / 2)
 
 
 COMMANDS = {"check": cmd_check, "audit": cmd_audit, "baseline": cmd_baseline,

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
+from preflight.model.findings import Finding
+
 Role = Literal["worker", "trainer", "server"]  # collective rank; PS trainer; PS server
 
 
@@ -112,3 +114,38 @@ class WatchPolicy:
     margin: float = 0.25
     persist_s: float = 15.0
     hang_s: float = 60.0
+
+
+# What a watch finding holds responsible, by the kind of its cause: a rank stopped, held by a
+# tracer, ended (its error, a kill, the launch's word), lost with its host (its peers died
+# for it), the job hung, a rank short of CPU, a trainer slower on its own, a link, a GPU, the
+# whole job stopped; "none": a finding that blames nobody (a pass line, could not check).
+Cause = Literal["stopped", "traced", "exit", "launch", "lost-host", "hang", "cpu", "pace",
+                "link", "gpu", "job-stopped", "none"]
+
+
+@dataclass(frozen=True)
+class Blame:
+    """Whom and what a watch finding names, typed: what `--act`, the results log and the
+    judgement's own precedence read (never its message)."""
+
+    cause: Cause = "none"
+    ranks: tuple[RankId, ...] = ()  # the ranks it holds responsible
+    pairs: tuple[tuple[str, str], ...] = ()  # (sender, receiver) hosts of the links it names
+    job: Optional[str] = None  # the job it is about, where that matters (a hang's stacks)
+    error: Optional[str] = None  # the error a rank ended with, as its log said it
+
+
+NO_BLAME = Blame()
+
+
+@dataclass(frozen=True)
+class WatchFinding(Finding):
+    """A finding of the watch, with whom it blames."""
+
+    blame: Blame = NO_BLAME
+
+
+def blame_of(f: Finding) -> Blame:
+    """Whom the finding blames: nobody, where it is not one of the watch's."""
+    return f.blame if isinstance(f, WatchFinding) else NO_BLAME

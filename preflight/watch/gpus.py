@@ -22,7 +22,16 @@ from typing import Optional
 from preflight.common.gpuclock import slowdowns
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
-from preflight.model.watch import GpuSample, HostSample, RankId, WatchPolicy
+from preflight.model.watch import (
+    NO_BLAME,
+    Blame,
+    GpuSample,
+    HostSample,
+    RankId,
+    WatchFinding,
+    WatchPolicy,
+    blame_of,
+)
 from preflight.watch.series import Pool, RankSeries, Unit, WatchState
 
 BUSY_UTIL = 50  # % a GPU must be busy for its clock to be compared (idle GPUs clock down)
@@ -115,36 +124,36 @@ def findings(ranks: Sequence[RankSeries], unit: Unit, state: WatchState,
         hosts = sorted({rid.host for rid in by_rank})
         reasons = sorted({w for g in by_rank.values() for s in g for w in s.reasons})
         clocks = [s.sm_mhz for g in by_rank.values() for s in g if s.sm_mhz]
-        return out + [Finding(
+        return out + [WatchFinding(
             "gpu", Status.WARN, tuple(hosts),
             f"the GPUs of all {len(by_rank)} ranks are slowed alike"
             + (f" ({', '.join(reasons)})" if reasons else "")
             + (f", at {min(clocks)}-{max(clocks)} MHz" if clocks else "")
             + f" for {policy.persist_s:g} s: the job runs at their pace; no rank holds the "
-            "others", {"ranks": ()})]
+            "others")]
     for rid, gpus in sorted(by_rank.items(), key=lambda x: (x[0].host, x[0].rank or 0)):
         said = "; ".join(s.said() for s in gpus)
-        at = next((k for k, f in enumerate(out) if rid in f.data.get("ranks", ())), None)
+        at = next((k for k, f in enumerate(out) if rid in blame_of(f).ranks), None)
         if at is not None:
             out[at] = replace(out[at], message=f"{out[at].message}; {said}")
             continue
         fell = _pace_fell(series[rid], unit, policy)
         sync = rid.role == "worker"
         if sync and fell is not None:
-            out.append(Finding(
+            out.append(WatchFinding(
                 "straggler", Status.FAIL, (rid.host,),
                 f"{rid.name()} holds its peers back: {said}, and the job steps at "
                 f"{fell:.2f} of its pace at the start for {policy.persist_s:g} s (every "
                 "rank waits for it in the next collective)",
-                {"ranks": (rid,), "gpus": tuple(s.gpu for s in gpus)}))
+                {"gpus": tuple(s.gpu for s in gpus)}, blame=Blame("gpu", ranks=(rid,))))
         else:
-            out.append(Finding(
+            out.append(WatchFinding(
                 "gpu", Status.WARN, (rid.host,),
                 f"{rid.name()}: {said} for {policy.persist_s:g} s"
                 + ("; in async mode it slows only itself" if not sync else
                    "; the job's pace has not fallen (it may have run at this GPU's pace "
                    "from the start)"),
-                {"ranks": (), "gpus": tuple(s.gpu for s in gpus)}))
+                {"gpus": tuple(s.gpu for s in gpus)}))
     return out
 
 
@@ -168,26 +177,26 @@ def unreadable(hosts: Sequence[str], ranks: Sequence[RankSeries], state: WatchSt
         if r.samples:
             for i in r.latest.gpus:
                 drives.setdefault((r.rid.host, i), []).append(r.rid.name())
-    out = []
+    out: list[Finding] = []
     for host in hosts:
         samples = state.hosts.get(host)
         if not samples:
             continue
         last = samples[-1]
         if last.gpu_error:
-            out.append(Finding("gpu", Status.COULD_NOT_CHECK, (host,),
-                               f"{host}: its GPUs could not be read ({last.gpu_error}): a "
-                               "slowed GPU there cannot be named"))
+            out.append(WatchFinding("gpu", Status.COULD_NOT_CHECK, (host,),
+                                    f"{host}: its GPUs could not be read ({last.gpu_error}): "
+                                    "a slowed GPU there cannot be named"))
         for g in last.gpus:
             if g.error is None:
                 continue
             on = drives.get((host, g.index))
             lost = "GpuIsLost" in g.error or "GPU is lost" in g.error
-            out.append(Finding(
+            out.append(WatchFinding(
                 "gpu", Status.FAIL if lost else Status.COULD_NOT_CHECK, (host,),
                 f"{host}: GPU {g.index} does not answer ({g.error})"
                 + (f"; {', '.join(on)} runs on it" if on else ""),
-                {"ranks": ()}))
+                blame=Blame("gpu") if lost else NO_BLAME))
     return out
 
 

@@ -30,7 +30,7 @@ from typing import Optional
 
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
-from preflight.model.watch import RankId, WatchPolicy
+from preflight.model.watch import RankId, WatchFinding, WatchPolicy, blame_of
 from preflight.watch import gpus
 from preflight.watch.rules.cpu import (
     busier_ranks,
@@ -105,9 +105,9 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
             return []  # its ranks on a host gone quiet may run yet: not ended
         end = max([t for t, _ in job.gone.values()] +
                   [r.state_since[1] for r in present if r.latest.state == "Z"], default=0.0)
-        return died or [Finding("ended", Status.PASS, tuple(job.hosts()),
-                                f"{len(job.ranks)} ranks of {job.key} ended by {clock_of(end)}, "
-                                "none of them in error", {"ranks": ()})]
+        return died or [WatchFinding("ended", Status.PASS, tuple(job.hosts()),
+                                     f"{len(job.ranks)} ranks of {job.key} ended by "
+                                     f"{clock_of(end)}, none of them in error")]
     out = stopped_or_dead(job, present, live, policy, state, quiet, addresses)
     whole = starting(job, state, policy)
     if whole is not None:  # its ranks wait for nodes yet to start: nothing to pace
@@ -119,7 +119,7 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
     # The CPU rules read the ranks whose CPU times the kernel keeps; the others are said.
     timed = [r for r in live if r.latest.timed]
     out.extend(server_holds_trainers(timed, unit, policy, at_check))
-    named: set[RankId] = {rid for f in out for rid in f.data.get("ranks", ())}
+    named: set[RankId] = {rid for f in out for rid in blame_of(f).ranks}
     for role in ("worker", "trainer", "server"):
         group = [r for r in live if r.rid.role == role and r.rid not in named]
         if len(group) < 2:
@@ -130,7 +130,7 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         group = [r for r in group if r.latest.timed]
         if (role == "worker" or not found) and len(group) >= 2:
             found += busier_ranks(group, unit, policy, at_check, job,
-                                  [f.data["ranks"][0] for f in found])
+                                  [blame_of(f).ranks[0] for f in found])
         out.extend(found)
     out.extend(starved_servers(timed, unit, policy, at_check, addresses, blamed(out)))
     # A pair with a host already named is that host's doing (a starved rank drains its

@@ -22,6 +22,7 @@ from typing import Any, Optional, TextIO
 
 from preflight.common.statedir import stamped, state_dir
 from preflight.model.findings import Finding
+from preflight.model.watch import blame_of
 from preflight.watch.samples import Tick
 
 # --log-max-mb's default: 1,000 hosts of 8 ranks (about 4 KB a host's sample, every 5 s)
@@ -49,11 +50,16 @@ def default_path(started: float) -> str:
 
 
 def finding_doc(f: Finding) -> dict[str, Any]:
-    data = {k: v for k, v in f.data.items() if k != "ranks"}
+    """A finding as the log keeps it: whom it blames (the cause, its ranks, the links of its
+    pairs, its job, the error a rank ended with) beside its figures."""
+    blame = blame_of(f)
     ranks = [{"host": r.host, "role": r.role, "rank": r.rank, "pid": r.pid}
-             for r in f.data.get("ranks", ())]
+             for r in blame.ranks]
+    said = {"cause": blame.cause if blame.cause != "none" else None,
+            "pairs": [list(p) for p in blame.pairs], "job": blame.job, "error": blame.error}
     return {"check": f.check, "status": f.status.value, "hosts": list(f.hosts),
-            "message": f.message, "ranks": ranks, **data}
+            "message": f.message, "ranks": ranks,
+            **{k: v for k, v in said.items() if v}, **f.data}
 
 
 class Record:

@@ -13,7 +13,7 @@ from typing import Optional, TextIO
 
 from preflight.common.remote import Remote, Started, in_parallel
 from preflight.model.findings import BLOCKING, Finding, Status
-from preflight.model.watch import LaunchFailure, RankId, WatchPolicy
+from preflight.model.watch import LaunchFailure, RankId, WatchPolicy, blame_of
 from preflight.watch import sampler_text, stacks
 from preflight.watch.judge import AtCheck, judge, stale_after
 from preflight.watch.metrics import Metrics
@@ -85,10 +85,13 @@ class _Host:
         self.bad_last = ""  # why the last of them did not
         self.failures = 0  # its samplers that ended in error in a row
         self.retry_at: Optional[float] = None  # when to start it again (monotonic)
+        self.interval_s = 5.0  # the watch's, as its backoff is counted in them
 
     def failed(self, why: str, now: float, interval_s: float) -> None:
-        """Its sampler ended in error: said, and started again after a backoff."""
+        """Its sampler ended in error: said, and started again after a backoff (twice the
+        interval, doubled with each failure in a row)."""
         self.failures += 1
+        self.interval_s = interval_s
         wait = min(RECONNECT_MAX_S, interval_s * 2 ** self.failures)
         self.retry_at = now + wait
         self.ended = f"{why}; starting its sampler again in {wait:.3g} s (try {self.failures})"
@@ -103,7 +106,7 @@ class _Host:
             self.ended = None
         except Exception as e:  # still gone: the next try waits longer
             self.failed(f"could not start its sampler again: {type(e).__name__}: {e}"[:300],
-                        now, 1.0)
+                        now, self.interval_s)
 
     def lines(self) -> list[str]:
         data = self.partial + self.started.take()
@@ -227,7 +230,7 @@ def _take_stacks(state: WatchState, findings: Sequence[Finding],
                  hosts: Mapping[str, _Host]) -> bool:
     """Takes the stacks of every rank of a job that has just been found hung (once a job);
     returns whether any were taken."""
-    hung = {str(f.data["job"]) for f in findings if f.check == "hang" and "job" in f.data}
+    hung = {str(blame_of(f).job) for f in findings if f.check == "hang" and blame_of(f).job}
     todo = [state.jobs[k] for k in hung - state.stacks_of if k in state.jobs]
     if not todo:
         return False

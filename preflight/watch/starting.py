@@ -11,7 +11,7 @@ from typing import Optional
 
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
-from preflight.model.watch import WatchPolicy
+from preflight.model.watch import Blame, WatchFinding, WatchPolicy
 from preflight.watch.series import JobSeries, Unit, WatchState, progress
 
 # Units that count steps: log bytes also grow while a rank imports and waits to join.
@@ -48,9 +48,9 @@ def starting(job: JobSeries, state: WatchState, policy: WatchPolicy) -> Optional
     if late and ranked:
         parts.append(f"its {len(job.live())} rank(s) on {hostlist(ranked)} wait for them at "
                      "the rendezvous")
-    return Finding("starting", Status.FAIL if late else Status.SKIP, tuple(unranked + idle),
-                   f"{job.key} is starting: " + "; ".join(parts),
-                   {"job": job.key, "nnodes": n or None})
+    return WatchFinding("starting", Status.FAIL if late else Status.SKIP,
+                        tuple(unranked + idle), f"{job.key} is starting: " + "; ".join(parts),
+                        {"nnodes": n or None}, blame=Blame(job=job.key))
 
 
 def _stepped(job: JobSeries) -> bool:

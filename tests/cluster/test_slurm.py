@@ -560,7 +560,7 @@ def test_act_on_a_job_launched_through_slurm_drains_its_node_and_submits_the_new
     assert drained.startswith("drain"), drained
     rs = records(wlog)
     everything = [r for r in rs if r["type"] == "act"]
-    # Named once, it is acted on only once named through one more window.
+    # Named once, it is acted on only once the next judgement names it again.
     assert everything[0]["step"] == "wait" and slow in everything[0]["text"], everything[0]
     acts = [r for r in everything if r["step"] != "wait"]
     steps = [r["step"] for r in acts]

@@ -7,6 +7,7 @@ printed for the benchmarks; the tests assert who is named, never how fast."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import signal
@@ -26,6 +27,7 @@ from preflight.testing import testbed
 pytestmark = pytest.mark.cluster
 
 HOSTS = ["good1", "good2", "good3"]
+SKEW_S = 8  # a host's clock ahead of the others' (no NTP, a VM resumed)
 
 
 @dataclass
@@ -91,33 +93,43 @@ def test_a_healthy_job_watched_from_its_start_to_its_end_has_no_finding(cluster,
 def test_a_rank_killed_mid_run_is_named_dead_on_its_host_and_nobody_else(cluster, report):
     """SIGKILL, as the OOM killer sends: the rank's log says nothing, gloo aborts its peers
     (their logs say so), the launch stops what is left. Named once: the killed rank, with
-    its peers' failures as its consequence. Launched alone (the module's job runs after)."""
+    its peers' failures as its consequence. Launched alone (the module's job runs after).
+    The killed rank's host keeps a clock 8 s ahead of the others (libfaketime for all it
+    runs: its launcher, its ranks, the watch's sampler): by its own clock the rank died
+    after the peers it took down, and is still named as their cause."""
     logs = [cluster.private(n, "/root/log/workerlog.0") for n in HOSTS]
-    launch = cli_popen(cluster, *launch_args(cluster, report, 10 ** 6), quiet=True)
-    log = os.path.join(cluster.tb.base, "watch-kill.jsonl")
-    w = None
-    try:
-        end = time.monotonic() + 120
-        while time.monotonic() < end and not all(_steps(p) >= 3 for p in logs):
-            assert launch.poll() is None, launch.stderr.read() if launch.stderr else ""
-            time.sleep(1)
-        w = watch(cluster, report, log, "--interval", "2", "--for", "90")
-        running = first(log, "finding", "progress", time.monotonic() + 30)
-        assert running is not None, "the watch never saw the job step"
-        pid = rank_pid(log, "good3", time.monotonic() + 10)
-        planted = time.time()
-        os.kill(pid, signal.SIGKILL)
-        dead = first(log, "finding", "dead", time.monotonic() + 40)
-        assert launch.wait(60) != 0  # the launch saw the job fail and stopped it
-        time.sleep(5)  # the watch's judgement of the ended job
-    finally:
-        if launch.poll() is None:
-            launch.send_signal(signal.SIGINT)
-            launch.wait(60)
-        if w is not None:
-            w.send_signal(signal.SIGINT)
-            out, err = w.communicate(timeout=60)
+    faketime = glob.glob("/usr/lib/*/faketime/libfaketime.so.1")
+    assert faketime, "libfaketime missing: run scripts/setup.sh (Debian package faketime)"
+    with cluster.tb.login_env_for("good3", [f"export LD_PRELOAD={faketime[0]} "
+                                            f"FAKETIME=+{SKEW_S}s"]):
+        launch = cli_popen(cluster, *launch_args(cluster, report, 10 ** 6), quiet=True)
+        log = os.path.join(cluster.tb.base, "watch-kill.jsonl")
+        w = None
+        try:
+            end = time.monotonic() + 120
+            while time.monotonic() < end and not all(_steps(p) >= 3 for p in logs):
+                assert launch.poll() is None, launch.stderr.read() if launch.stderr else ""
+                time.sleep(1)
+            w = watch(cluster, report, log, "--interval", "2", "--for", "90")
+            running = first(log, "finding", "progress", time.monotonic() + 30)
+            assert running is not None, "the watch never saw the job step"
+            pid = rank_pid(log, "good3", time.monotonic() + 10)
+            planted = time.time()
+            os.kill(pid, signal.SIGKILL)
+            dead = first(log, "finding", "dead", time.monotonic() + 40)
+            assert launch.wait(60) != 0  # the launch saw the job fail and stopped it
+            time.sleep(5)  # the watch's judgement of the ended job
+        finally:
+            if launch.poll() is None:
+                launch.send_signal(signal.SIGINT)
+                launch.wait(60)
+            if w is not None:
+                w.send_signal(signal.SIGINT)
+                out, err = w.communicate(timeout=60)
     assert dead is not None, out + err
+    samples = [r for r in records(log) if r["type"] == "sample" and r["host"] == "good3"]
+    skew = samples[-1]["sample"]["t"] - samples[-1]["at"]
+    assert SKEW_S / 2 < skew < SKEW_S + 2, skew  # ahead as planted (less what receipt took)
     print(f"\nkilled rank named {dead['at'] - planted:.1f} s after SIGKILL: {dead['message']}")
     assert dead["hosts"] == ["good3"] and dead["ranks"][0]["pid"] == pid, dead["message"]
     rs = records(log)
@@ -277,3 +289,61 @@ def test_a_link_slowed_mid_run_is_named_on_its_host_and_nobody_else(cluster, job
              if r["type"] == "finding" and r["status"] != "pass"}
     assert all("good2" in hosts for hosts in named), named  # no link without good2 named
 
+
+
+def test_a_samplers_dropped_session_is_said_started_again_and_blames_nobody(cluster, job):
+    """The SSH session that runs good2's sampler dropped mid-watch (its sshd session killed,
+    as a dropped connection or an sshd restarted under it): said as good2 could not be
+    checked, started again after a backoff over a new connection, cleared once it answers;
+    nobody blamed for the gap."""
+    log = os.path.join(cluster.tb.base, "watch-drop.jsonl")
+    w = watch(cluster, job.report, log, "--interval", "2", "--persist", "6", "--for", "70")
+    said = cleared = None
+    try:
+        assert first(log, "finding", "progress", time.monotonic() + 40) is not None
+        dropped = cluster.tb.drop_session("good2", "preflight-sampler")
+        assert dropped is not None, cluster.tb.commands("good2")
+        planted = time.time()
+        said = first(log, "finding", "watch", time.monotonic() + 30)
+        cleared = first(log, "cleared", "watch", time.monotonic() + 40)
+        time.sleep(4)  # samples of good2 again, judged
+    finally:
+        w.send_signal(signal.SIGINT)
+        out, err = w.communicate(timeout=60)
+    assert said is not None and cleared is not None, out + err
+    print(f"\ndropped sampler said {said['at'] - planted:.1f} s after, answering again "
+          f"{cleared['at'] - planted:.1f} s after: {said['message']}")
+    assert said["hosts"] == ["good2"] and said["status"] == "could-not-check"
+    assert "starting its sampler again in" in said["message"], said["message"]
+    rs = records(log)
+    assert any(r["type"] == "sample" and r["host"] == "good2" and r["at"] > cleared["at"]
+               for r in rs)
+    named = [r for r in rs if r["type"] == "finding" and r["status"] not in ("pass", "skip")
+             and r["check"] != "watch"]
+    assert named == [], [r["message"] for r in named]
+
+
+def test_a_ctrl_c_of_the_launch_is_the_job_stopped_as_a_whole_and_nobodys_fault(cluster, job):
+    """The module's last: Ctrl-C of the `preflight launch` that runs the job stops it on
+    every host (a TERM to each rank, said in its log): the job was stopped, no rank died of
+    it, no host is to blame."""
+    assert job.launch.poll() is None, "the module's job is no longer running"
+    log = os.path.join(cluster.tb.base, "watch-ctrl-c.jsonl")
+    w = watch(cluster, job.report, log, "--interval", "2", "--persist", "6", "--for", "70")
+    ended = None
+    try:
+        assert first(log, "finding", "progress", time.monotonic() + 40) is not None
+        job.launch.send_signal(signal.SIGINT)
+        assert job.launch.wait(60) != 0
+        ended = first(log, "finding", "ended", time.monotonic() + 40)
+        time.sleep(4)
+    finally:
+        w.send_signal(signal.SIGINT)
+        out, err = w.communicate(timeout=60)
+    assert ended is not None, out + err
+    assert ended["status"] == "warn" and sorted(ended["hosts"]) == HOSTS, ended
+    assert ended["cause"] == "job-stopped" and ended["ranks"] == []
+    assert "was stopped as a whole" in ended["message"], ended["message"]
+    blamed = [r for r in records(log) if r["type"] == "finding"
+              and r["status"] in ("fail", "could-not-check")]
+    assert blamed == [], [r["message"] for r in blamed]

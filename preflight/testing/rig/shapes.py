@@ -1,14 +1,17 @@
 """Real-cluster shapes on the simulated cluster: an unprivileged user, SSH off port 22, host
-certificates from a site CA, a controller that reaches only a login node."""
+certificates from a site CA, a controller that reaches only a login node, an SSH session
+that drops."""
 
 from __future__ import annotations
 
 import os
 import secrets
 import shutil
+import signal
 from collections.abc import Sequence
+from typing import Optional
 
-from preflight.testing.rig.system import BedState, run
+from preflight.testing.rig.system import BedState, netns_inode, pids_in_netns, run
 
 
 class RealShapes(BedState):
@@ -79,3 +82,29 @@ class RealShapes(BedState):
         ns = self.client_ns
         run(["ip", "-n", ns, "addr", "flush", "dev", "eth0"])
         run(["ip", "-n", ns, "addr", "add", f"{self.client_address}/24", "dev", "eth0"])
+
+    def drop_session(self, name: str, word: str) -> Optional[int]:
+        """Drops the SSH session that runs the host's process with `word` in its command
+        line, as a dropped connection or an sshd restarted under it would: its sshd session
+        process is killed (SIGKILL), the process it ran is left to its fate. Returns the
+        session's pid; None where no such process runs there."""
+        inode = netns_inode(self.hosts[name].ns)
+        for pid in pids_in_netns({inode} if inode else set()):
+            try:
+                if word.encode() not in _cmdline(pid):
+                    continue
+                up = pid
+                for _ in range(4):  # the shells between it and its session, if any
+                    with open(f"/proc/{up}/stat") as fh:
+                        up = int(fh.read().rsplit(")", 1)[1].split()[1])
+                    if _cmdline(up).startswith(b"sshd"):
+                        os.kill(up, signal.SIGKILL)
+                        return up
+            except (OSError, ValueError, IndexError):
+                continue
+        return None
+
+
+def _cmdline(pid: int) -> bytes:
+    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+        return fh.read()

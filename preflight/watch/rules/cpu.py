@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Optional
 
 from preflight.model.findings import Finding, Status
-from preflight.model.watch import RankId, WatchPolicy
+from preflight.model.watch import Blame, RankId, WatchFinding, WatchPolicy
 from preflight.watch.rules.shared import (
     BUSY_MORE,
     BUSY_RATIO,
@@ -48,7 +48,7 @@ def slower_trainers(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy
             counts += [h[0].progress, h[1].progress]
     if not counts or median(counts) < MIN_COUNT:
         return []  # too few steps (or step lines) in a half to tell paces apart
-    out = []
+    out: list[Finding] = []
     pools = [Pool(v[i] for v in rates.values()) for i in (0, 1)]
     for r in group:
         if r.rid not in rates or len(rates) < 2:
@@ -60,13 +60,13 @@ def slower_trainers(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy
             sync = r.rid.role == "worker"
             h = halves[r.rid]
             assert h is not None
-            out.append(Finding(
+            out.append(WatchFinding(
                 "straggler", Status.FAIL if sync else Status.WARN, (r.rid.host,),
                 f"{r.rid.name()} steps at {score:.2f} of its peers' median "
                 f"({own[1]:.3g} vs {ref[1]:.3g} {UNIT_WORDS[unit]}/s for "
                 f"{policy.persist_s:g} s)" + why_short(r, h[1], at_check)
                 + ("" if sync else "; in async mode it slows only itself"),
-                {"ranks": (r.rid,), "score": score}))
+                {"score": score}, blame=Blame("pace", ranks=(r.rid,))))
     return out
 
 
@@ -78,7 +78,7 @@ def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
     halves = {r.rid: rank_halves(r, unit, policy) for r in group}
     busy = {rid: (h[0].busy_s / h[0].dt, h[1].busy_s / h[1].dt)
             for rid, h in halves.items() if h is not None}
-    out = []
+    out: list[Finding] = []
     pools = [Pool(v[i] for v in busy.values()) for i in (0, 1)]
     early = {r.rid: (r.early[0].busy_s / r.early[0].dt, r.early[1].busy_s / r.early[1].dt)
              for r in group if r.early is not None}
@@ -101,20 +101,20 @@ def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
             peers_first = None if first is None else first_pool.median_without(first)
             if was is not None and peers_was is not None \
                     and _shape(r, h, was, peers_was, peers_first):
-                out.append(Finding(
+                out.append(WatchFinding(
                     "shape", Status.PASS, (r.rid.host,),
                     f"{r.rid.name()} is busier than its peers ({own[1]:.2f} cores, they "
                     f"{ref[1]:.2f}) as it was from the start ({was[1]:.2f}, they "
                     f"{peers_was[1]:.2f}): the job's shape (a rank that also evaluates, logs "
                     "or checkpoints), not a straggler; named once it gets busier than that, "
-                    "throttled or short of a CPU", {"ranks": ()}))
+                    "throttled or short of a CPU"))
                 continue
-            out.append(Finding(
+            out.append(WatchFinding(
                 "straggler", Status.FAIL, (r.rid.host,),
                 f"{r.rid.name()} holds its {len(group) - 1} peers back: busy "
                 f"{own[1]:.2f} cores while they wait ({ref[1]:.2f}) for "
                 f"{policy.persist_s:g} s" + why_short(r, h[1], at_check),
-                {"ranks": (r.rid,), "busy": own[1], "peers_busy": ref[1]}))
+                {"busy": own[1], "peers_busy": ref[1]}, blame=Blame("cpu", ranks=(r.rid,))))
     return out
 
 
@@ -156,17 +156,17 @@ def server_holds_trainers(live: Sequence[RankSeries], unit: Unit, policy: WatchP
         if pace is None:
             return []
         paces.append(pace)
-    out = []
+    out: list[Finding] = []
     for r in servers:
         h = rank_halves(r, unit, policy)
         if h is None or not all(is_saturated(span) for span in h) or _saturated_by_design(r, h):
             continue
-        out.append(Finding(
+        out.append(WatchFinding(
             "straggler", Status.FAIL, (r.rid.host,),
             f"{r.rid.name()} holds every trainer: the {len(trainers)} trainers step at "
             f"{min(paces):.2f}-{max(paces):.2f} of their pace at the start, alike, for "
             f"{policy.persist_s:g} s" + why_short(r, h[1], at_check),
-            {"ranks": (r.rid,), "paces": tuple(paces)}))
+            {"paces": tuple(paces)}, blame=Blame("cpu", ranks=(r.rid,))))
     return out
 
 
@@ -197,7 +197,7 @@ def starved_servers(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
         return []
     halves = {r.rid: rank_halves(r, unit, policy) for r in live}
     pairs = full_pairs(live, policy.persist_s, addresses, explained)
-    out = []
+    out: list[Finding] = []
     waits = Pool(x[i].wait_s / x[i].dt for x in halves.values() if x is not None
                  for i in (0, 1))
     for r in live:
@@ -215,13 +215,13 @@ def starved_servers(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
         host = r.rid.host
         full = {p: q for p, q in pairs.items() if p[1] == host}
         said = ", ".join(f"{a}->{b} {q >> 10} KiB" for (a, b), q in sorted(full.items()))
-        out.append(Finding(
+        out.append(WatchFinding(
             "straggler", Status.FAIL if full else Status.WARN, (host,),
             f"{r.rid.name()} is short of CPU for {policy.persist_s:g} s"
             + why_short(r, h[1], at_check) + (
                 f"; its trainers' data to it waits in full send queues ({said})" if full
                 else "; its trainers step on at their own pace, their updates reaching it "
                 "late"),
-            {"ranks": (r.rid,), "pairs": tuple(full)}))
+            blame=Blame("cpu", ranks=(r.rid,), pairs=tuple(full))))
         explained.add(host)
     return out

@@ -13,7 +13,7 @@ from typing import Optional
 
 from preflight.common.paddlelog import CRASHED, ERROR_LINE, GLOO_PEER, LOST_PEER, TERMED
 from preflight.model.findings import Finding, Status
-from preflight.model.watch import LaunchFailure, RankId, WatchPolicy
+from preflight.model.watch import Blame, LaunchFailure, RankId, WatchFinding, WatchPolicy
 from preflight.watch.rules.shared import clock_of
 from preflight.watch.series import (
     JobSeries,
@@ -35,26 +35,26 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
                     state: WatchState, quiet: Mapping[str, float],
                     addresses: Mapping[str, str]) -> list[Finding]:
     failure = state.launch_failure
-    out = []
+    out: list[Finding] = []
     others = len(live) - 1
     exits: list[Exit] = []
     for r in present:
         s = r.latest
         if s.state in STOPPED:
-            out.append(Finding(
+            out.append(WatchFinding(
                 "stopped", Status.FAIL, (r.rid.host,),
                 f"{r.rid.name()} is stopped (state {s.state}: a SIGSTOP or a suspended shell) "
                 f"since {clock_of(r.state_since[1])}"
                 + (f"; its {others} peers wait on it" if others else ""),
-                {"ranks": (r.rid,), "since": r.state_since[1]}))
+                {"since": r.state_since[1]}, blame=Blame("stopped", ranks=(r.rid,))))
         elif s.state == TRACED:
-            out.append(Finding(
+            out.append(WatchFinding(
                 "traced", Status.WARN, (r.rid.host,),
                 f"{r.rid.name()} is held by a tracer (state t: a debugger, strace or py-spy "
                 f"attached) since {clock_of(r.state_since[1])}"
                 + (f"; its {others} peers wait on it while it is" if others else "")
                 + ": someone is looking at it, no fault of its host; not acted on",
-                {"ranks": (r.rid,), "since": r.state_since[1]}))
+                {"since": r.state_since[1]}, blame=Blame("traced", ranks=(r.rid,))))
         elif s.state == "Z":  # exited, not yet reaped: judged as a rank gone
             exits.append(Exit(r.state_since[1], r.rid, s.log_tail, _oom_rise(r),
                               state.at(r.rid.host, r.state_since[1])))
@@ -63,12 +63,12 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
     exits.sort(key=lambda e: e.at)
     if failure is None and not live and _whole_stop(exits, policy):
         span = exits[-1].at - exits[0].at
-        return out + [Finding(
+        return out + [WatchFinding(
             "ended", Status.WARN, tuple(job.hosts()),
             f"the job {job.key} was stopped as a whole: its {len(exits)} ranks ended by a "
             f"signal to stop within {span:.0f} s of each other, none failing first (a Ctrl-C "
             "of its launchers or of preflight launch, a scancel): no rank or host to blame",
-            {"ranks": ()})]
+            blame=Blame("job-stopped", job=job.key))]
     now = max((state.at(r.rid.host, r.latest.t) for r in present), default=0.0)
     if failure is None and live and any(
             TERMED.search(_tail_text(e)) and now - e.at < STOP_WINDOW_INTERVALS
@@ -89,23 +89,31 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
         # they are its victims, not culprits.
         out.append(cause)
         explained |= {e.rid for e in lost}
+    # A rank that died for a lost peer whose loss is not seen yet, while ranks of the job
+    # still seem to run: the peer's host may say so only in its next sample (each host's
+    # sampler keeps its own beat), so it is not named before that. Once every rank is seen
+    # ended, every end is in.
+    newest = max((state.at(h, s[-1].t) for h, s in state.hosts.items() if s), default=0.0)
+    young = {e.rid for e in lost if live
+             and newest - e.at < STOP_WINDOW_INTERVALS * policy.interval_s}
     for e in exits:
-        if e.rid in explained:
+        if e.rid in explained or e.rid in young:
             continue
         why = _died(e, live, policy, job.unit(),
                     failure if failure is not None and failure.host == e.rid.host else None,
                     state)
         if why:
-            out.append(Finding("dead", Status.FAIL, (e.rid.host,),
-                               f"{e.rid.name()} exited at {clock_of(e.t)} {why}",
-                               {"ranks": (e.rid,), "tail": e.tail, "error": e.error}))
+            out.append(WatchFinding("dead", Status.FAIL, (e.rid.host,),
+                                    f"{e.rid.name()} exited at {clock_of(e.t)} {why}",
+                                    {"tail": e.tail}, blame=_exit_blame(e)))
     if failure is not None and not live and failure.host in job.launcher_hosts() \
             and not any(f.check == "dead" for f in out):
         # The job ended, its launch failed, and no rank's end says why: its ranks there were
         # never seen to exit (or never seen), or they ended as if the job had.
-        out.append(Finding("dead", Status.FAIL, (failure.host,),
-                           f"{failure.host}'s launcher failed ({failure.why}) at "
-                           f"{clock_of(failure.at)}: {LAUNCH_STOPPED}", {"ranks": ()}))
+        out.append(WatchFinding("dead", Status.FAIL, (failure.host,),
+                                f"{failure.host}'s launcher failed ({failure.why}) at "
+                                f"{clock_of(failure.at)}: {LAUNCH_STOPPED}",
+                                blame=Blame("launch", job=job.key)))
     return out
 
 
@@ -135,6 +143,7 @@ def error_line_of(tail: Sequence[str]) -> Optional[str]:
 # A stop of the whole job (a Ctrl-C, scancel) ends every rank so (paddlelog's TERMED) within
 # this many intervals.
 STOP_WINDOW_INTERVALS = 2
+CAUSE_LAG_INTERVALS = 1.5  # how much later than its victims' ends a cause's end may be seen
 
 
 # What `preflight launch` does once a host's launcher fails.
@@ -152,8 +161,11 @@ def exit_causes(exits: Sequence[Exit], policy: WatchPolicy) -> tuple[list[Exit],
     if not lost:
         return [], []
     # Its peers fail within seconds of it (gloo at once; the launch's TERM once the host's
-    # launcher has noticed): an end a persistence window before theirs is not theirs.
-    start, window = lost[0].at - policy.persist_s, lost[0].at + policy.interval_s
+    # launcher has noticed): an end a persistence window before theirs is not theirs. Seen
+    # as late as a sample after theirs (its host's sampler samples on its own beat), and a
+    # little more (the error of the clock offset: a sample's time in flight).
+    start = lost[0].at - policy.persist_s
+    window = lost[0].at + CAUSE_LAG_INTERVALS * policy.interval_s
     own = [e for e in exits if e.error is not None and e not in lost and start <= e.at <= window]
     causes = own or [e for e in exits if e.error is None and start <= e.at <= window]
     if not causes:
@@ -206,9 +218,13 @@ def _cause_finding(e: Exit, after: Sequence[Exit],
              f"{', '.join(a.rid.name() for a in shown[:4])}{', ...' if len(after) > 4 else ''}"
              f" ({after[0].error})") if after else ""
     ends = "" if e.error is not None else f"; its log ends: {e.tail[-1] if e.tail else '(empty)'}"
-    return Finding("dead", Status.FAIL, (e.rid.host,),
-                   f"{e.rid.name()} exited at {clock_of(e.t)} {how}{peers}{ends}",
-                   {"ranks": (e.rid,), "tail": e.tail, "error": e.error})
+    return WatchFinding("dead", Status.FAIL, (e.rid.host,),
+                        f"{e.rid.name()} exited at {clock_of(e.t)} {how}{peers}{ends}",
+                        {"tail": e.tail}, blame=_exit_blame(e))
+
+
+def _exit_blame(e: Exit) -> Blame:
+    return Blame("exit", ranks=(e.rid,), error=e.error)
 
 
 def _quiet_cause(quiet: Mapping[str, float], lost: Sequence[Exit],
@@ -225,12 +241,13 @@ def _quiet_cause(quiet: Mapping[str, float], lost: Sequence[Exit],
     shown = sorted(lost, key=lambda a: a.rid.order())
     said = " and ".join(f"{h} (no sample for {quiet[h]:.0f} s)" for h in hosts)
     by_gloo = " (gloo's timeouts name it)" if set(hosts) & named else ""
-    return Finding(
+    return WatchFinding(
         "dead", Status.FAIL, tuple(hosts),
         f"{said} went quiet as its peers lost it{by_gloo}: {len(lost)} peers failed "
         f"after: {', '.join(a.rid.name() for a in shown[:4])}{', ...' if len(lost) > 4 else ''}"
         f" ({lost[0].error}); its link or the host itself (cut off, hung, down); its own ranks "
-        "could not be judged", {"ranks": (), "victims": tuple(e.rid for e in lost)})
+        "could not be judged", {"victims": tuple(e.rid for e in lost)},
+        blame=Blame("lost-host"))
 
 
 def _died(e: Exit, live: Sequence[RankSeries], policy: WatchPolicy, unit: Unit,

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
-from preflight.model.watch import RankId, WatchPolicy
+from preflight.model.watch import Blame, RankId, WatchFinding, WatchPolicy
 from preflight.watch import gpus
 from preflight.watch.rules.ends import STOPPED, TRACED
 from preflight.watch.series import (
@@ -43,13 +43,14 @@ def find_hang(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
     else:
         cause = ""
         hosts = tuple(job.hosts())
-    return [Finding("hang", Status.FAIL, hosts,
-                    f"no progress on any of {len(live)} ranks for {quiet:.0f} s (its longest "
-                    f"quiet spell before: {before:.1f} s; counted in {UNIT_WORDS[unit]})"
-                    f"{cause}; ranks now: {waits}{gpus.in_hang(live, state)}"
-                    f"{_stacks(live, state.stacks)}",
-                    {"ranks": tuple(r.rid for r in stopped), "quiet_s": quiet,
-                     "job": job.key})]
+    return [WatchFinding("hang", Status.FAIL, hosts,
+                         f"no progress on any of {len(live)} ranks for {quiet:.0f} s (its "
+                         f"longest quiet spell before: {before:.1f} s; counted in "
+                         f"{UNIT_WORDS[unit]}){cause}; ranks now: {waits}"
+                         f"{gpus.in_hang(live, state)}{_stacks(live, state.stacks)}",
+                         {"quiet_s": quiet},
+                         blame=Blame("hang", ranks=tuple(r.rid for r in stopped),
+                                     job=job.key))]
 
 
 def _stacks(ranks: Sequence[RankSeries], stacks: Mapping[RankId, str]) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Optional
 
 from preflight.model.findings import Finding, Status
-from preflight.model.watch import WatchPolicy
+from preflight.model.watch import Blame, WatchFinding, WatchPolicy
 from preflight.watch.rules.shared import AtCheck, fallen_pace, full_pairs
 from preflight.watch.series import (
     RankSeries,
@@ -49,20 +49,20 @@ def slow_link(live: Sequence[RankSeries], policy: WatchPolicy,
         if not any(r.early_rate.get(unit) for r in live if r.rid.role != "server"):
             return []  # a pace that cannot be read says nothing either way
         hosts = tuple(sorted({h for pair in pairs for h in pair}))
-        return [Finding("network", Status.PASS, hosts,
-                        f"the job keeps its early pace with full send queues ({said}) for "
-                        f"{policy.persist_s:g} s: it is network-bound (it uses its links "
-                        "fully), and no link holds it back", {"ranks": ()})]
+        return [WatchFinding("network", Status.PASS, hosts,
+                             f"the job keeps its early pace with full send queues ({said}) "
+                             f"for {policy.persist_s:g} s: it is network-bound (it uses its "
+                             "links fully), and no link holds it back")]
     common = set.intersection(*({a, b} for a, b in pairs))
     if not common:
         return []
     queued = f"waits in full send queues ({said}) for {policy.persist_s:g} s"
     if len(common) == 1:
         host = next(iter(common))
-        return [Finding("straggler", Status.FAIL, (host,),
-                        f"{host}'s link holds the job: data to or from it {queued}"
-                        + _nic(host, state, policy, at_check.get(host, AtCheck())),
-                        {"ranks": (), "pairs": tuple(pairs)})]
+        return [WatchFinding("straggler", Status.FAIL, (host,),
+                             f"{host}'s link holds the job: data to or from it {queued}"
+                             + _nic(host, state, policy, at_check.get(host, AtCheck())),
+                             blame=Blame("link", pairs=tuple(pairs)))]
     # One pair: its sender's own link, or the receiver's; what the sender resends tells.
     # Said once the pair has been full for twice the window: another pair may fill by then,
     # and the resends are then counted over a window the fault covers.
@@ -78,14 +78,14 @@ def slow_link(live: Sequence[RankSeries], policy: WatchPolicy,
                              "they wait on its own link")
     else:
         resent = "" if share is None else f" ({sender} resends {share:.1%})"
-        return [Finding("straggler", Status.FAIL, (sender, receiver),
-                        f"the link from {sender} to {receiver} holds the job: data {queued}"
-                        f"{resent}; either end's link, or the switch between them",
-                        {"ranks": (), "pairs": tuple(pairs)})]
-    return [Finding("straggler", Status.FAIL, (host,),
-                    f"{host}'s link holds the job: data to or from it {queued}{why}"
-                    + _nic(host, state, policy, at_check.get(host, AtCheck())),
-                    {"ranks": (), "pairs": tuple(pairs)})]
+        return [WatchFinding("straggler", Status.FAIL, (sender, receiver),
+                             f"the link from {sender} to {receiver} holds the job: data "
+                             f"{queued}{resent}; either end's link, or the switch between "
+                             "them", blame=Blame("link", pairs=tuple(pairs)))]
+    return [WatchFinding("straggler", Status.FAIL, (host,),
+                         f"{host}'s link holds the job: data to or from it {queued}{why}"
+                         + _nic(host, state, policy, at_check.get(host, AtCheck())),
+                         blame=Blame("link", pairs=tuple(pairs)))]
 
 
 def _retransmitted(host: str, state: WatchState, policy: WatchPolicy) -> Optional[float]:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
-from preflight.model.watch import WatchPolicy
+from preflight.model.watch import WatchFinding, WatchPolicy
 from preflight.watch.series import (
     UNIT_WORDS,
     JobSeries,
@@ -35,9 +35,9 @@ def progress_unread(live: Sequence[RankSeries]) -> list[Finding]:
             why.setdefault(r.rid.host, []).append(
                 f"{r.rid.name()} writes to {s.log_path}, not a file, and calls no step hook: "
                 "call preflight.watch.step() once a step, or send its output to a file")
-    return [Finding("progress", Status.WARN, (host,),
-                    f"could not check progress on {host}: " + "; ".join(said)
-                    + "; its pace is compared with nobody's", {"ranks": ()})
+    return [WatchFinding("progress", Status.WARN, (host,),
+                         f"could not check progress on {host}: " + "; ".join(said)
+                         + "; its pace is compared with nobody's")
             for host, said in sorted(why.items())]
 
 
@@ -49,12 +49,12 @@ def cpu_untimed(live: Sequence[RankSeries]) -> list[Finding]:
     if not untimed:
         return []
     hosts = sorted({r.rid.host for r in untimed})
-    return [Finding("cpu", Status.WARN, tuple(hosts),
-                    f"could not check CPU on {hostlist(hosts)}: the kernel gives no "
-                    "/proc/PID/schedstat (built without CONFIG_SCHED_INFO, or a sandbox such "
-                    f"as gVisor), so the time {len(untimed)} of {len(live)} ranks spend on and "
-                    "waiting for a CPU is unknown; a rank starved of CPU there is not named: "
-                    "run the job on a kernel that keeps schedstat", {"ranks": ()})]
+    return [WatchFinding("cpu", Status.WARN, tuple(hosts),
+                         f"could not check CPU on {hostlist(hosts)}: the kernel gives no "
+                         "/proc/PID/schedstat (built without CONFIG_SCHED_INFO, or a sandbox "
+                         f"such as gVisor), so the time {len(untimed)} of {len(live)} ranks "
+                         "spend on and waiting for a CPU is unknown; a rank starved of CPU "
+                         "there is not named: run the job on a kernel that keeps schedstat")]
 
 
 def pace_line(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
@@ -77,6 +77,6 @@ def pace_line(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
     if not rates:
         compared += ("; no pace compared yet (fewer than two samples of their progress over "
                      "the window)")
-    return Finding("progress", Status.PASS, tuple(job.hosts()),
-                   f"{len(live)} ranks of {job.key} running{pace}; none stopped; {compared}",
-                   {"ranks": ()})
+    return WatchFinding("progress", Status.PASS, tuple(job.hosts()),
+                        f"{len(live)} ranks of {job.key} running{pace}; none stopped; "
+                        f"{compared}")

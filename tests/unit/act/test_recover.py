@@ -13,7 +13,7 @@ import pytest
 from preflight.act import launches, recover
 from preflight.common.remote import Done
 from preflight.model.findings import Finding, Status
-from preflight.model.watch import RankId
+from preflight.model.watch import Blame, RankId, WatchFinding
 
 
 def rid(host, rank=0, role="worker"):
@@ -21,43 +21,62 @@ def rid(host, rank=0, role="worker"):
 
 
 def test_a_straggler_on_its_cpu_is_left_out_and_drained_for_cpu_cores():
-    f = Finding("straggler", Status.FAIL, ("h2",), "rank 1 holds its 2 peers back: quota",
-                {"ranks": (rid("h2", 1),)})
+    f = WatchFinding("straggler", Status.FAIL, ("h2",), "rank 1 holds its 2 peers back: "
+                     "quota", blame=Blame("cpu", ranks=(rid("h2", 1),)))
     found, notes = recover.culprits([f])
     assert found == {"h2": recover.Culprit("h2", "cpu-cores", f.message)} and notes == []
 
 
 def test_a_slow_link_of_one_host_is_drained_for_bandwidth():
-    f = Finding("straggler", Status.FAIL, ("h3",), "h3's link holds the job",
-                {"ranks": (), "pairs": (("h1", "h3"), ("h3", "h2"))})
+    f = WatchFinding("straggler", Status.FAIL, ("h3",), "h3's link holds the job",
+                     blame=Blame("link", pairs=(("h1", "h3"), ("h3", "h2"))))
     found, _ = recover.culprits([f])
     assert found["h3"].check == "bandwidth"
 
 
 def test_findings_that_name_no_single_host_are_said_not_acted_on():
-    link = Finding("straggler", Status.FAIL, ("h1", "h3"), "the link from h1 to h3 holds it",
-                   {"ranks": (), "pairs": (("h1", "h3"),)})
-    hang = Finding("hang", Status.FAIL, ("h1", "h2", "h3"), "no progress", {"ranks": ()})
-    found, notes = recover.culprits([link, hang])
+    link = WatchFinding("straggler", Status.FAIL, ("h1", "h3"), "the link from h1 to h3 holds "
+                        "it", blame=Blame("link", pairs=(("h1", "h3"),)))
+    hang = WatchFinding("hang", Status.FAIL, ("h1", "h2", "h3"), "no progress",
+                        blame=Blame("hang", job="j"))
+    lost = WatchFinding("dead", Status.FAIL, ("h2", "h3"), "h2 and h3 went quiet as their "
+                        "peers lost one", blame=Blame("lost-host"))
+    found, notes = recover.culprits([link, hang, lost])
     assert found == {}
     assert notes == ["h1 and h3: the link between them could be either end's: nothing left out",
-                     "the hang names no rank that holds it: nothing to leave out"]
+                     "the hang names no rank that holds it: nothing to leave out",
+                     "h2 and h3: their peers lost one of them, which is not told: nothing "
+                     "left out"]
+
+
+def test_a_slowed_gpu_that_holds_the_job_is_drained_for_gpu_health():
+    f = WatchFinding("straggler", Status.FAIL, ("h2",), "rank 1 holds its peers back: its "
+                     "GPU is capped", blame=Blame("gpu", ranks=(rid("h2", 1),)))
+    found, _ = recover.culprits([f])
+    assert found["h2"].check == "gpu-health"
+
+
+def test_only_a_finding_that_blames_a_cause_is_acted_on_never_one_read_from_its_data():
+    # A plain finding with look-alike data blames nobody: not a culprit's.
+    f = Finding("straggler", Status.FAIL, ("h2",), "rank 1 holds its peers",
+                {"ranks": (rid("h2", 1),)})
+    assert recover.culprits([f]) == ({}, [])
 
 
 def test_a_hang_held_by_a_stopped_rank_leaves_out_its_host():
-    hang = Finding("hang", Status.FAIL, ("h2",), "no progress; rank 1 is stopped",
-                   {"ranks": (rid("h2", 1),)})
-    stopped = Finding("stopped", Status.FAIL, ("h2",), "rank 1 is stopped",
-                      {"ranks": (rid("h2", 1),)})
+    hang = WatchFinding("hang", Status.FAIL, ("h2",), "no progress; rank 1 is stopped",
+                        blame=Blame("hang", ranks=(rid("h2", 1),)))
+    stopped = WatchFinding("stopped", Status.FAIL, ("h2",), "rank 1 is stopped",
+                           blame=Blame("stopped", ranks=(rid("h2", 1),)))
     found, _ = recover.culprits([stopped, hang])
     assert list(found) == ["h2"] and found["h2"].check == "reachable"
     assert found["h2"].why == "rank 1 is stopped"  # the first finding that names it
 
 
 def test_warnings_and_passes_are_never_acted_on():
-    slow_alone = Finding("straggler", Status.WARN, ("h2",), "in async mode it slows only "
-                         "itself", {"ranks": (rid("h2", 1, "trainer"),)})
-    fine = Finding("progress", Status.PASS, ("h1", "h2"), "steps at its pace", {"ranks": ()})
+    slow_alone = WatchFinding("straggler", Status.WARN, ("h2",), "in async mode it slows only "
+                              "itself", blame=Blame("pace", ranks=(rid("h2", 1, "trainer"),)))
+    fine = WatchFinding("progress", Status.PASS, ("h1", "h2"), "steps at its pace")
     assert recover.culprits([slow_alone, fine]) == ({}, [])
 
 
@@ -111,7 +130,8 @@ def test_acting_stops_the_job_everywhere_and_is_capped(old_report):
     actor = recover.Actor(recover.ActOptions(old_report, launched, max_acts=1), remotes,
                           lambda step, text, fields: said.append((step, text)),
                           drain)
-    f = Finding("stopped", Status.FAIL, ("h2",), "rank 1 is stopped", {"ranks": (rid("h2"),)})
+    f = WatchFinding("stopped", Status.FAIL, ("h2",), "rank 1 is stopped",
+                     blame=Blame("stopped", ranks=(rid("h2"),)))
     assert actor([f]) is None  # the report cannot be checked again: the job stays stopped
     assert drained == [{"h2": "reachable: watch: rank 1 is stopped"}]
     assert all("PREFLIGHT_LAUNCH=abc123" in r.commands[0] for r in remotes.values())
@@ -129,7 +149,8 @@ def test_the_cap_holds_over_the_job_launched_again(old_report):
     there too, or --act-max 1 would act once per launch, without end."""
     said = []
     acted = recover.Acted()
-    f = Finding("dead", Status.FAIL, ("h1",), "rank 0 exited", {"ranks": (rid("h1"),)})
+    f = WatchFinding("dead", Status.FAIL, ("h1",), "rank 0 exited",
+                     blame=Blame("exit", ranks=(rid("h1"),)))
     for token in ("abc123", "def456"):  # the first launch, then the one act launched
         launched = launches.Launched(token, old_report, ("h1",), 1.0, ("train.py",))
         actor = recover.Actor(recover.ActOptions(old_report, launched, max_acts=1,
@@ -147,7 +168,8 @@ def test_a_second_action_waits_for_the_cooldown(old_report):
     actor = recover.Actor(recover.ActOptions(old_report, launched, max_acts=3, cooldown_s=600),
                           {"h1": cast(Any, StopRemote(1))},
                           lambda s, t, f: said.append((s, t)))
-    f = Finding("dead", Status.FAIL, ("h1",), "rank 0 exited", {"ranks": (rid("h1"),)})
+    f = WatchFinding("dead", Status.FAIL, ("h1",), "rank 0 exited",
+                     blame=Blame("exit", ranks=(rid("h1"),)))
     actor([f])
     assert said[0] == ("drain", "not drained: no scheduler to drain in")
     n = len(said)
@@ -187,17 +209,17 @@ def test_a_launch_record_keeps_the_first_host_whose_launcher_failed(tmp_path, mo
     assert launches.by_token("nosuch") is None
 
 
-def test_a_host_is_acted_on_only_once_it_is_named_through_one_more_window(old_report):
+def test_a_host_is_acted_on_only_once_two_judgements_in_a_row_name_it(old_report):
     said: list[tuple[str, str]] = []
     launched = launches.Launched("abc123", old_report, ("h1", "h2"), 1.0, ("train.py",))
     actor = recover.Actor(recover.ActOptions(old_report, launched, confirm_s=0.3),
                           {"h1": cast(Any, StopRemote(1)), "h2": cast(Any, StopRemote(1))},
                           lambda s, t, f: said.append((s, t)))
-    f = Finding("straggler", Status.FAIL, ("h2",), "rank 1 holds its peers",
-                {"ranks": (rid("h2", 1),)})
+    f = WatchFinding("straggler", Status.FAIL, ("h2",), "rank 1 holds its peers",
+                     blame=Blame("cpu", ranks=(rid("h2", 1),)))
     actor([f])
-    assert said == [("wait", "not acting on h2 yet: acted on if it is still named 0.3 s from "
-                     "now (one window more)")]
+    assert said == [("wait", "not acting on h2 yet: acted on if the next judgement names it "
+                     "again")]
     actor([])  # a judgement that no longer names it: the window starts again
     actor([f])
     assert [s for s, _ in said] == ["wait"]
@@ -212,7 +234,8 @@ def test_several_hosts_named_at_once_are_said_and_none_is_left_out(old_report):
     actor = recover.Actor(recover.ActOptions(old_report, launched),
                           {"h1": cast(Any, StopRemote(1)), "h2": cast(Any, StopRemote(1))},
                           lambda s, t, f: said.append((s, t)))
-    both = [Finding("stopped", Status.FAIL, (h,), f"{h} rank is stopped", {"ranks": (rid(h),)})
+    both = [WatchFinding("stopped", Status.FAIL, (h,), f"{h} rank is stopped",
+                         blame=Blame("stopped", ranks=(rid(h),)))
             for h in ("h1", "h2")]
     assert actor(both) is None
     assert said == [("skip", "not acting on h1, h2: 2 hosts named at once are no one host's "
@@ -226,8 +249,8 @@ def test_several_hosts_named_at_once_are_said_and_none_is_left_out(old_report):
     (None, True),  # killed without a word: the host's (a signal, the OOM killer)
 ])
 def test_a_rank_that_died_of_its_own_codes_error_leaves_no_host_out(error, acted):
-    f = Finding("dead", Status.FAIL, ("h2",), f"rank 1 exited with an error: {error}",
-                {"ranks": (rid("h2", 1),), "tail": (), "error": error})
+    f = WatchFinding("dead", Status.FAIL, ("h2",), f"rank 1 exited with an error: {error}",
+                     {"tail": ()}, blame=Blame("exit", ranks=(rid("h2", 1),), error=error))
     found, notes = recover.culprits([f])
     assert (found != {}) == acted, (found, notes)
     if not acted:

@@ -113,3 +113,27 @@ def test_a_host_that_printed_no_sample_by_the_end_of_a_short_watch_could_not_be_
     assert [(f.check, f.status) for f in mute] == [("watch", Status.COULD_NOT_CHECK)]
     assert "mute: no sample in 1 s since the watch began" in mute[0].message
     assert result.code == run.EXIT_FINDINGS
+
+
+class Refusing(Dropping):
+    """A host whose first sampler drops, whose next start is refused (the host rebooting),
+    and whose third runs."""
+
+    def start(self, command: str) -> Printed:
+        if self.starts == 1:
+            self.starts += 1
+            raise OSError("Connection refused")
+        return super().start(command)
+
+
+def test_a_sampler_that_cannot_be_started_again_backs_off_in_the_watchs_intervals():
+    host = Refusing("good1", [BROKEN["before"], BROKEN["after"]])
+    policy = replace(WatchPolicy(), interval_s=0.2, persist_s=0.4)
+    out = io.StringIO()
+    result = run.watch({"good1": host}, {}, run.WatchOptions(policy=policy, duration_s=2.5),
+                       None, out)
+    said = out.getvalue()
+    # 2 then 4 intervals: 0.4 s, then 0.8 s (not seconds counted from 1 s)
+    assert "could not start its sampler again: OSError: Connection refused; starting its " \
+        "sampler again in 0.8 s (try 2)" in said, said
+    assert host.starts == 3 and result.samples == 2

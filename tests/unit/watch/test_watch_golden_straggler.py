@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from preflight.config.errors import InputError
 from preflight.model.findings import Status
+from preflight.model.watch import blame_of
+from preflight.watch.record import finding_doc
 from preflight.watch.replay import judged_again
 
 LOG = Path(__file__).resolve().parents[2] / "fixtures" / "watch" / "straggler-quota-3.3.1.jsonl"
+
+
+def _records() -> list[dict[str, Any]]:
+    return [json.loads(ln) for ln in LOG.read_text().splitlines()]
 
 
 def test_the_captured_straggler_is_named_on_its_host_for_its_quota_and_nobody_else():
@@ -30,6 +37,14 @@ def test_the_captured_straggler_is_named_on_its_host_for_its_quota_and_nobody_el
     assert "good2 rank 1 (worker) holds its 2 peers back" in first.message
     assert "its cgroup's CPU quota throttles it" in first.message
     assert "0.1 of 2 cores now: a cgroup quota set since; 2 at the check" in first.message
+    # Whom it blames, typed, as act and the log read it: good2's rank, for its CPU.
+    blame = blame_of(first)
+    assert blame.cause == "cpu" and [(r.host, r.rank) for r in blame.ranks] == [("good2", 1)]
+    doc = finding_doc(first)
+    assert doc["cause"] == "cpu" and doc["ranks"][0]["host"] == "good2"
+    assert "pairs" not in doc and "job" not in doc
+    live = [r for r in _records() if r["type"] == "finding" and r["status"] == "fail"][0]
+    assert [r["host"] for r in live["ranks"]] == ["good2"]
     # Named as the live watch named it: within an interval of its finding.
     interval = judgements[1].at - judgements[0].at
     assert abs(at - capture["found"]) <= interval + 0.01, (at, capture["found"])

@@ -7,9 +7,11 @@ from dataclasses import replace
 import pytest
 from watchtools import POLICY, FakeHost, FakeRank, cluster, named, quota_starved, watched
 
+from preflight.act import recover
 from preflight.model.findings import Status
-from preflight.model.watch import LaunchFailure, WatchPolicy
+from preflight.model.watch import LaunchFailure, WatchPolicy, blame_of
 from preflight.watch.judge import STALE_FLOOR_S, AtCheck, judge
+from preflight.watch.record import finding_doc
 from preflight.watch.samples import HostStream
 from preflight.watch.series import WatchState
 
@@ -147,7 +149,7 @@ def test_a_job_a_tracer_holds_past_the_hang_bound_names_it_and_nobody_to_act_on(
     findings, _ = watched(hosts, 100, change=frozen(hosts, 20, 1, "t"))
     [hang] = [f for f in findings if f.check == "hang"]
     assert "node02 rank 1 (worker) is held by a tracer" in hang.message
-    assert "1 traced (node02)" in hang.message and hang.data["ranks"] == ()
+    assert "1 traced (node02)" in hang.message and blame_of(hang).ranks == ()
     assert culprits(findings)[0] == {}
 
 
@@ -291,6 +293,14 @@ TERMINATED = ("FatalError: `Termination signal` is detected by the operating sys
               "  [SignalInfo: *** SIGTERM (@0x4600) received by PID 17800 ***]")
 
 
+def gone(host, tail=None):
+    """The host's rank has exited (its log ending in tail, where given)."""
+    r = host.ranks.pop()
+    if tail is not None:
+        r.tail = tail
+    host.gone = [r]
+
+
 def sigkilled(hosts, victim="node03", at=30, oom=None):
     """A change(t) for watched(): at `at`, victim's rank is SIGKILLed and gloo aborts every
     peer in the same second (their logs end as ABORTED); oom: every rank's OOM kill counts
@@ -325,6 +335,37 @@ def test_a_rank_killed_without_a_word_is_named_as_the_cause_of_its_peers_abortin
             "(FatalError: `Process abort signal` is detected by the operating system.)") in m
     assert m.endswith("its log ends: step 90 loss 0.1")
     assert ("its launcher's exit 247: a rank killed by SIGKILL" in m) == (recorded == "node03")
+    blame = blame_of(findings[0])
+    assert blame.cause == "exit" and [r.host for r in blame.ranks] == ["node03"]
+    assert blame.error is None  # killed without a word: no error of its own
+
+
+def test_a_victim_seen_dying_before_its_cause_is_named_only_once_the_cause_is_seen():
+    # Each host's sampler keeps its own beat: gloo's abort of node01's rank is seen at once,
+    # the SIGKILL of node03's (its cause) only at node03's next sample. Meanwhile node01 is
+    # not named (with --act it would be left out for its victim's error).
+    hosts = cluster(3)
+
+    def kill(t):
+        if t == 30:
+            gone(hosts[0], ABORTED)
+        if t == 35:
+            gone(hosts[2])
+            gone(hosts[1], ABORTED)
+
+    state = WatchState(keep=12)
+    streams = {h.name: HostStream(h.name) for h in hosts}
+    found = {}
+    for i in range(9):
+        t = i * POLICY.interval_s
+        kill(t)
+        for h in hosts:
+            state.add(streams[h.name].feed(h.line(POLICY.interval_s)), received=float(i))
+        found[t] = judge(state, POLICY, float(i), {})
+    assert named(found[30]) == []
+    for t in (35, 40):
+        assert named(found[t]) == [("dead", Status.FAIL, ("node03",))], found[t]
+        assert "2 peers failed after it" in found[t][0].message
 
 
 @pytest.mark.parametrize("counts, oom", [((0, 1), True), ((2, 2), False), (None, False)],
@@ -387,6 +428,10 @@ def test_a_rank_that_raised_is_named_and_not_the_peers_the_launch_then_stopped()
         "with an error: RuntimeError: CUDA out of memory; 2 peers failed after it: node02 "
         "rank 1 (worker), node03 rank 2 (worker) (FatalError: `Termination signal` is "
         "detected by the operating system.)")
+    # Its error is the blame's, as --act reads it: a CUDA OOM is the host's to leave out, a
+    # ValueError of the script's would not be.
+    assert blame_of(findings[0]).error == "RuntimeError: CUDA out of memory"
+    assert list(recover.culprits(findings)[0]) == ["node01"]
 
 
 def test_ranks_that_finished_well_before_a_peer_was_stopped_are_not_its_cause():
@@ -434,9 +479,7 @@ def test_a_rank_termed_alone_while_its_peers_run_on_is_dead():
 
     def term(t):
         if t == 30:
-            r = hosts[1].ranks.pop()
-            r.tail = TERMINATED
-            hosts[1].gone = [r]
+            gone(hosts[1], TERMINATED)
 
     findings, state = watched(hosts, 30, change=term)
     assert named(findings) == []  # a stop of the whole job would end the others by now
@@ -614,6 +657,13 @@ def test_the_host_in_every_pair_with_a_full_send_queue_is_the_slow_link_both_way
     assert msg.startswith("node02's link holds the job: data to or from it waits in full send "
                           "queues (node01->node02 200 KiB, node02->node03 150 KiB) for 15 s")
     assert "its NIC carries" in msg and "(941 Mbit/s at the check)" in msg
+    # Blamed as a link, typed: the pairs, no rank; as the log keeps it.
+    blame = blame_of(findings[0])
+    assert blame.cause == "link" and blame.ranks == ()
+    assert sorted(blame.pairs) == [("node01", "node02"), ("node02", "node03")]
+    doc = finding_doc(findings[0])
+    assert doc["cause"] == "link" and sorted(doc["pairs"]) == [["node01", "node02"],
+                                                                ["node02", "node03"]]
 
 
 @pytest.mark.parametrize("resent,blamed,why", [
@@ -823,7 +873,7 @@ def test_a_host_whose_samples_stop_leaves_every_rule_and_its_ranks_are_not_judge
     assert "could not judge node03 rank 2 (worker)" in stale.message
     assert not [f for f in findings if f.check in ("straggler", "dead", "stopped")]
     [hang] = [f for f in findings if f.check == "hang"]
-    assert hang.message.startswith("no progress on any of 2 ranks") and hang.data["ranks"] == ()
+    assert hang.message.startswith("no progress on any of 2 ranks") and blame_of(hang).ranks == ()
 
 
 def test_a_job_whose_every_host_went_quiet_is_never_said_to_have_ended_well():

@@ -67,6 +67,11 @@ def culprits(findings: Sequence[Finding]) -> tuple[dict[str, Culprit], list[str]
         blame = blame_of(f)
         if blame.cause == "none":
             continue  # it blames nobody (no finding of the watch's rules that name a cause)
+        if blame.cause == "exit-unread":
+            notes.append(f"{' and '.join(f.hosts)}: its rank ended first, but what it said is "
+                         "not known (its output unread): its host or its own code: nothing "
+                         "left out")
+            continue
         if blame.cause == "hang" and not blame.ranks:
             notes.append("the hang names no rank that holds it: nothing to leave out")
             continue

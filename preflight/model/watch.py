@@ -117,11 +117,12 @@ class WatchPolicy:
 
 
 # What a watch finding holds responsible, by the kind of its cause: a rank stopped, held by a
-# tracer, ended (its error, a kill, the launch's word), lost with its host (its peers died
-# for it), the job hung, a rank short of CPU, a trainer slower on its own, a link, a GPU, the
-# whole job stopped; "none": a finding that blames nobody (a pass line, could not check).
-Cause = Literal["stopped", "traced", "exit", "launch", "lost-host", "hang", "cpu", "pace",
-                "link", "gpu", "job-stopped", "none"]
+# tracer, ended (its error, a kill, the launch's word; or first, its words unread), lost with
+# its host (its peers died for it), the job hung, a rank short of CPU, a trainer slower on
+# its own, a link, a GPU, the whole job stopped; "none": a finding that blames nobody (a
+# pass line, could not check).
+Cause = Literal["stopped", "traced", "exit", "exit-unread", "launch", "lost-host", "hang",
+                "cpu", "pace", "link", "gpu", "job-stopped", "none"]
 
 
 @dataclass(frozen=True)

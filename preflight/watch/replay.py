@@ -74,9 +74,11 @@ class WatchLog:
         wrote them, those it had said and not cleared when the log was cut."""
         if self.ended is not None or self.last:
             return self.last
-        open_: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+        open_: dict[tuple[str, tuple[str, ...], tuple[int, ...]], dict[str, Any]] = {}
         for e in self.events:
-            k = (str(e.get("check")), tuple(e.get("hosts") or ()))
+            k = (str(e.get("check")), tuple(e.get("hosts") or ()),
+                 tuple(sorted(int(r["pid"]) for r in e.get("ranks") or ()
+                              if isinstance(r, dict) and isinstance(r.get("pid"), int))))
             if e.get("type") == "finding":
                 open_[k] = e
             elif e.get("type") == "cleared":

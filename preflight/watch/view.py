@@ -10,12 +10,18 @@ from typing import TextIO
 
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
+from preflight.model.watch import blame_of
 
 HOSTS_W = 22
 
 
-def key(f: Finding) -> tuple[str, tuple[str, ...]]:
-    return f.check, f.hosts
+Key = tuple[str, tuple[str, ...], tuple[int, ...]]
+
+
+def key(f: Finding) -> Key:
+    """What tells a finding from another: its check, its hosts and the ranks it blames (two
+    ranks of one host may each be named)."""
+    return f.check, f.hosts, tuple(sorted(r.pid for r in blame_of(f).ranks))
 
 
 def line(f: Finding, width: int = 0, status: str = "") -> str:
@@ -29,7 +35,7 @@ class Live:
 
     def __init__(self, out: TextIO, width: int) -> None:
         self.out, self.width = out, width
-        self.shown: dict[tuple[str, tuple[str, ...]], Finding] = {}
+        self.shown: dict[Key, Finding] = {}
 
     def update(self, findings: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
         """Prints and returns (the findings new or changed in status, those cleared)."""

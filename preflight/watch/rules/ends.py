@@ -57,8 +57,9 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
                 {"since": r.state_since[1]}, blame=Blame("traced", ranks=(r.rid,))))
         elif s.state == "Z":  # exited, not yet reaped: judged as a rank gone
             exits.append(Exit(r.state_since[1], r.rid, s.log_tail, _oom_rise(r),
-                              state.at(r.rid.host, r.state_since[1])))
-    exits += [Exit(t, rid, tail, job.oom_killed.get(rid), state.at(rid.host, t))
+                              state.at(r.rid.host, r.state_since[1]), _unread(r)))
+    exits += [Exit(t, rid, tail, job.oom_killed.get(rid), state.at(rid.host, t),
+                   _unread(job.ranks.get(rid)))
               for rid, (t, tail) in job.gone.items()]
     exits.sort(key=lambda e: e.at)
     if failure is None and not live and _whole_stop(exits, policy):
@@ -124,6 +125,9 @@ class Exit:
     tail: Sequence[str]
     oom: Optional[tuple[int, int]] = None  # its memory cgroup's OOM kills rose: before, after
     at: float = 0.0  # t on the controller's clock: what orders exits on different hosts
+    # Where its output went, when the watch could not read it (a pipe, a terminal): what it
+    # said as it ended is not known, so its silence is no evidence of a kill.
+    unread: Optional[str] = None
 
     @property
     def error(self) -> Optional[str]:
@@ -167,11 +171,17 @@ def exit_causes(exits: Sequence[Exit], policy: WatchPolicy) -> tuple[list[Exit],
     start = lost[0].at - policy.persist_s
     window = lost[0].at + CAUSE_LAG_INTERVALS * policy.interval_s
     own = [e for e in exits if e.error is not None and e not in lost and start <= e.at <= window]
-    causes = own or [e for e in exits if e.error is None and start <= e.at <= window]
+    # A rank that ended without a word is the cause, rather than one whose words are not
+    # known (its output unread: gloo may have aborted it too).
+    silent = [e for e in exits if e.error is None and start <= e.at <= window]
+    causes = own or [e for e in silent if e.unread is None] or silent
     if not causes:
         return [], []
     since = causes[0].at - policy.interval_s
-    return causes, [e for e in lost if e.at >= since]
+    # The ranks whose words are not known that ended with its victims: victims too, as far as
+    # anything tells (the error said is a victim's whose words are known).
+    unknown = [e for e in silent if e.unread is not None and e not in causes]
+    return causes, [e for e in lost + unknown if e.at >= since]
 
 
 def _whole_stop(exits: Sequence[Exit], policy: WatchPolicy) -> bool:
@@ -202,7 +212,10 @@ def _oom_said(oom: tuple[int, int]) -> str:
 
 def _cause_finding(e: Exit, after: Sequence[Exit],
                    failure: Optional[LaunchFailure]) -> Finding:
-    if e.error is not None:
+    if e.unread is not None and e.error is None and e.oom is None:
+        how = (f"first, its output going to {e.unread}, which the watch cannot read: how it "
+               "ended is not known (its host, or its own code)")
+    elif e.error is not None:
         how = f"with an error: {e.error}" + (f"; {_oom_said(e.oom)}" if e.oom else "")
     elif e.oom is not None:
         how = f"without a word in its log: {_oom_said(e.oom)}"
@@ -214,17 +227,28 @@ def _cause_finding(e: Exit, after: Sequence[Exit],
     # Listed in rank order: peers aborted by one loss end in the same second, in no order
     # that means anything; the error shown is the first one's.
     shown = sorted(after, key=lambda a: a.rid.order())
+    said = next((a.error for a in after if a.error), None)
     peers = (f"; {len(after)} peers failed after it: "
              f"{', '.join(a.rid.name() for a in shown[:4])}{', ...' if len(after) > 4 else ''}"
-             f" ({after[0].error})") if after else ""
-    ends = "" if e.error is not None else f"; its log ends: {e.tail[-1] if e.tail else '(empty)'}"
+             + (f" ({said})" if said else "")) if after else ""
+    ends = "" if e.error is not None or e.unread is not None else \
+        f"; its log ends: {e.tail[-1] if e.tail else '(empty)'}"
     return WatchFinding("dead", Status.FAIL, (e.rid.host,),
                         f"{e.rid.name()} exited at {clock_of(e.t)} {how}{peers}{ends}",
                         {"tail": e.tail}, blame=_exit_blame(e))
 
 
 def _exit_blame(e: Exit) -> Blame:
-    return Blame("exit", ranks=(e.rid,), error=e.error)
+    unknown = e.unread is not None and e.error is None and e.oom is None
+    return Blame("exit-unread" if unknown else "exit", ranks=(e.rid,), error=e.error)
+
+
+def _unread(r: Optional[RankSeries]) -> Optional[str]:
+    """Where the rank's output went, where the watch could not read it (nor a step hook)."""
+    if r is None or not r.samples:
+        return None
+    s = r.latest
+    return s.log_path or "a pipe" if s.log_size is None and s.hook_steps is None else None
 
 
 def _quiet_cause(quiet: Mapping[str, float], lost: Sequence[Exit],

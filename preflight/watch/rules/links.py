@@ -48,7 +48,9 @@ def slow_link(live: Sequence[RankSeries], policy: WatchPolicy,
     if not _job_slowed(live, unit, policy):
         if not any(r.early_rate.get(unit) for r in live if r.rid.role != "server"):
             return []  # a pace that cannot be read says nothing either way
-        hosts = tuple(sorted({h for pair in pairs for h in pair}))
+        # Said of the job (its hosts), not of the pairs full now: which are full changes from
+        # one judgement to the next, and the line would be said again each time.
+        hosts = tuple(sorted({r.rid.host for r in live}))
         return [WatchFinding("network", Status.PASS, hosts,
                              f"the job keeps its early pace with full send queues ({said}) "
                              f"for {policy.persist_s:g} s: it is network-bound (it uses its "

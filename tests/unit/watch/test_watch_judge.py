@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from dataclasses import replace
 
 import pytest
@@ -14,6 +15,7 @@ from preflight.watch.judge import STALE_FLOOR_S, AtCheck, judge
 from preflight.watch.record import finding_doc
 from preflight.watch.samples import HostStream
 from preflight.watch.series import WatchState
+from preflight.watch.view import Live
 
 
 def test_a_healthy_job_has_only_its_pace():
@@ -33,6 +35,31 @@ def test_a_throttled_rank_that_keeps_busy_while_the_others_wait_is_the_straggler
     assert msg.startswith("node02 rank 1 (worker) holds its 3 peers back: busy 0.73 cores")
     assert "its cgroup's CPU quota throttles it (throttled in 90% of periods)" in msg
     assert "(0.25 of 2 cores now: a cgroup quota set since; 2 at the check)" in msg
+
+
+def test_both_ranks_of_a_starved_host_are_named_and_each_is_shown():
+    # Two ranks a host (--nproc_per_node 2), the host's quota starving both: each is named
+    # on its own line (the live view and the log tell findings apart by their ranks too).
+    hosts = [FakeHost(f"node{i + 1:02d}", [FakeRank(1000 + 2 * i, 2 * i, quota=2.0),
+                                          FakeRank(1001 + 2 * i, 2 * i + 1, quota=2.0)],
+                      netns=f"net:[{4026532000 + i}]") for i in range(3)]
+
+    def starve(t):
+        if t == 10:
+            for h in hosts:
+                for r in h.ranks:
+                    r.steps_per_s, r.busy = 3.0, 0.16
+            for r in hosts[1].ranks:
+                r.busy, r.wait, r.quota, r.throttled_share, r.state = 0.73, 0.64, 0.1, 0.9, "R"
+
+    findings, _ = watched(hosts, 40, change=starve,
+                          at_check={h.name: AtCheck(cores=2.0) for h in hosts})
+    assert named(findings) == [("straggler", Status.FAIL, ("node02",))] * 2
+    assert sorted(r.pid for f in findings for r in blame_of(f).ranks) == [1002, 1003]
+    out = io.StringIO()
+    new, _ = Live(out, 0).update(findings)
+    assert len([f for f in new if f.check == "straggler"]) == 2
+    assert out.getvalue().count("straggler") == 2
 
 
 @pytest.mark.parametrize("untimed", [("node02",), ("node01", "node02", "node03", "node04")])
@@ -293,6 +320,21 @@ TERMINATED = ("FatalError: `Termination signal` is detected by the operating sys
               "  [SignalInfo: *** SIGTERM (@0x4600) received by PID 17800 ***]")
 
 
+def judged_each(hosts, seconds, change, addresses=None):
+    """Each judgement's findings by its time, the hosts' samples fed an interval apart as
+    change(t) plants what it plants."""
+    state = WatchState(keep=12)
+    streams = {h.name: HostStream(h.name) for h in hosts}
+    found = {}
+    for i in range(int(seconds / POLICY.interval_s) + 1):
+        t = i * POLICY.interval_s
+        change(t)
+        for h in hosts:
+            state.add(streams[h.name].feed(h.line(POLICY.interval_s)), received=float(i))
+        found[t] = judge(state, POLICY, float(i), {}, addresses or {})
+    return found
+
+
 def gone(host, tail=None):
     """The host's rank has exited (its log ending in tail, where given)."""
     r = host.ranks.pop()
@@ -340,6 +382,43 @@ def test_a_rank_killed_without_a_word_is_named_as_the_cause_of_its_peers_abortin
     assert blame.error is None  # killed without a word: no error of its own
 
 
+def all_ended(hosts, killed=None, at=30):
+    """A change(t): at `at` every rank ends, the killed host's without a word, the others
+    aborted by gloo; a rank whose output is a pipe says nothing that can be read."""
+    def end(t):
+        if t == at:
+            for h in hosts:
+                r = h.ranks.pop()
+                r.tail = () if r.piped else r.tail if h.name == killed else ABORTED
+                h.gone = [r]
+    return end
+
+
+def test_a_rank_whose_output_is_unread_is_not_taken_for_a_second_silent_kill():
+    # Seen on the rig: node01's rank writes to a pipe; gloo aborted it with the others when
+    # node03's rank was SIGKILLed, and its silence (nothing readable) made it a second cause.
+    hosts = cluster(3)
+    hosts[0].ranks[0].piped = True
+    findings, _ = watched(hosts, 35, change=all_ended(hosts, killed="node03"))
+    assert named(findings) == [("dead", Status.FAIL, ("node03",))]
+    assert "2 peers failed after it: node01 rank 0 (worker), node02 rank 1 (worker) " \
+        "(FatalError: `Process abort signal`" in findings[0].message
+
+
+def test_a_rank_that_ended_first_unread_is_named_so_and_never_acted_on():
+    hosts = cluster(3)
+    hosts[0].ranks[0].piped = True
+    findings, _ = watched(hosts, 35, change=all_ended(hosts))
+    assert named(findings) == [("dead", Status.FAIL, ("node01",))]
+    assert "node01 rank 0 (worker) exited at" in findings[0].message
+    assert "first, its output going to pipe:[4026], which the watch cannot read: how it " \
+        "ended is not known" in findings[0].message
+    assert blame_of(findings[0]).cause == "exit-unread"
+    assert recover.culprits(findings) == ({}, [
+        "node01: its rank ended first, but what it said is not known (its output unread): "
+        "its host or its own code: nothing left out"])
+
+
 def test_a_victim_seen_dying_before_its_cause_is_named_only_once_the_cause_is_seen():
     # Each host's sampler keeps its own beat: gloo's abort of node01's rank is seen at once,
     # the SIGKILL of node03's (its cause) only at node03's next sample. Meanwhile node01 is
@@ -353,15 +432,7 @@ def test_a_victim_seen_dying_before_its_cause_is_named_only_once_the_cause_is_se
             gone(hosts[2])
             gone(hosts[1], ABORTED)
 
-    state = WatchState(keep=12)
-    streams = {h.name: HostStream(h.name) for h in hosts}
-    found = {}
-    for i in range(9):
-        t = i * POLICY.interval_s
-        kill(t)
-        for h in hosts:
-            state.add(streams[h.name].feed(h.line(POLICY.interval_s)), received=float(i))
-        found[t] = judge(state, POLICY, float(i), {})
+    found = judged_each(hosts, 40, kill)
     assert named(found[30]) == []
     for t in (35, 40):
         assert named(found[t]) == [("dead", Status.FAIL, ("node03",))], found[t]
@@ -712,6 +783,21 @@ def test_full_send_queues_while_the_job_keeps_its_pace_name_no_link(when):
                                   "(node01->node03 200 KiB, node02->node03 150 KiB, "
                                   "node03->node01 120 KiB) for 15 s: it is network-bound")
     assert any(f.check == "progress" and f.status is Status.PASS for f in findings)
+
+
+def test_a_network_bound_job_is_said_once_whichever_of_its_links_are_full_now():
+    # On the rig, a healthy job's queues filled on one pair, then another: the line was said
+    # anew each time its pairs changed (43 times in 10 minutes). It is the job's, said once.
+    hosts = cluster(3)
+
+    def busy(t):
+        hosts[0].ranks[0].sendq = {"10.0.0.3": 200 << 10} if t < 40 else {}
+        hosts[1].ranks[0].sendq = {} if t < 40 else {"10.0.0.1": 150 << 10}
+
+    found = judged_each(hosts, 80, busy, ADDRESSES)
+    net = [next(f for f in found[t] if f.check == "network") for t in (35, 80)]
+    assert [f.hosts for f in net] == [("node01", "node02", "node03")] * 2
+    assert "node01->node03" in net[0].message and "node02->node01" in net[1].message
 
 
 @pytest.mark.parametrize("peers_run_on,is_dead", [(False, False), (True, True)],

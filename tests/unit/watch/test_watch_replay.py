@@ -128,3 +128,14 @@ def test_watch_settings_that_cannot_judge_are_refused_before_anything_runs(
     err = capsys.readouterr().err.strip()
     assert said in err and err.count("\n") == 0, err
     assert not log.exists()  # refused before the watch opened its log
+
+
+def test_a_cut_log_ends_with_each_ranks_open_finding_two_of_one_host_included():
+    def said(kind, pid):
+        return {"type": kind, "check": "straggler", "status": "fail", "hosts": ["good2"],
+                "ranks": [{"host": "good2", "role": "worker", "rank": pid - 100, "pid": pid}]}
+
+    log = replay.WatchLog("cut.jsonl", started=1.0, events=[
+        said("finding", 102), said("finding", 103), said("cleared", 102), said("finding", 102),
+        said("cleared", 103)])
+    assert [e["ranks"][0]["pid"] for e in log.final()] == [102]

@@ -1,0 +1,281 @@
+"""Benchmark (on demand, not a test): `preflight watch` on a healthy job of the shapes real
+clusters have, for a long stretch, then the same job with faults planted one after another.
+
+    sudo .venv/bin/python bench/bench_watch_shapes.py [--healthy 600] [--faults]
+        [--out bench/results/watch-shapes-DATE.json]
+
+Three simulated hosts run a data-parallel gloo job (Paddle 3.3.1) that `preflight launch`
+started from a GO report with two ranks a host (`--nproc-per-node 2`); rank 0 also evaluates
+every 20 steps (its peers wait for it then); global rank 5 (on the third host) sends its
+output to a pipe (a log shipper), not a file; the third host's clock runs 8 s ahead
+(libfaketime, for every command run there after the check: its launcher, its ranks and the
+watch's sampler); every host's link is shaped to 150 Mbit/s, which the job's own all-reduce
+keeps full at times. The watch runs with its defaults (`--interval 5 --persist 15`) for --healthy
+seconds: every finding it says is counted by check and status; a failure there is a false
+blame.
+
+With --faults, the faults are planted after it, one at a time on the second host, each
+undone before the next: SIGSTOP of its rank 2 (20 s), a 0.05-core CPU quota on its cgroup
+(its two ranks' share), its link cut to 2 Mbit/s, and SIGKILL of its rank 2 (the job ends).
+For each, the seconds from planting to the first finding that names the host, what it
+says, and to when `--act` would act: the next judgement naming it again (the watch's
+confirmation, one interval), where it did."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Optional
+
+from preflight.testing import testbed
+
+HOSTS = ["shape1", "shape2", "shape3"]
+SKEWED, FAULTY = "shape3", "shape2"
+SKEW_S = 8
+LINK = "150mbit"  # the all-reduce keeps it full at times: its send queues fill
+SCRIPT = "/root/train_shapes.py"
+TRAIN = """\
+import os, subprocess, sys
+import paddle
+import paddle.distributed as dist
+dist.init_parallel_env()
+rank = dist.get_rank()
+if rank == 5:  # its output to a log shipper through a pipe, as many job systems do
+    shipper = subprocess.Popen(["sh", "-c", "cat > /dev/null"], stdin=subprocess.PIPE)
+    os.dup2(shipper.stdin.fileno(), 1)
+    os.dup2(shipper.stdin.fileno(), 2)
+paddle.seed(1)
+net = paddle.nn.Sequential(paddle.nn.Linear(64, 2048), paddle.nn.ReLU(), paddle.nn.Linear(2048, 1))
+model = paddle.DataParallel(net)
+opt = paddle.optimizer.SGD(0.01, parameters=model.parameters())
+for step in range(int(sys.argv[1])):
+    x = paddle.randn([64, 64])
+    loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
+    loss.backward()
+    opt.step()
+    opt.clear_grad()
+    if rank == 0 and step % 20 == 0:  # rank 0 evaluates: its peers wait at the next step
+        with paddle.no_grad():
+            for _ in range(8):
+                net(paddle.randn([1024, 64]))
+    if step % 5 == 0:
+        print("step %d loss %.4f" % (step, float(loss)), flush=True)
+"""
+
+
+def cli(tb: testbed.Testbed, *args: str, quiet: bool = False) -> subprocess.Popen[str]:
+    return subprocess.Popen(tb.client_cmd([sys.executable, "-m", "preflight", *args]),
+                            stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tb.base,
+                            env=dict(os.environ, PYTHONSAFEPATH="1"),
+                            preexec_fn=os.setsid)
+
+
+def records(path: str) -> list[dict[str, Any]]:
+    out = []
+    with open(path) as fh:
+        for line in fh:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                break
+    return out
+
+
+def rank_pid(log: str, host: str, rank: int, deadline: float) -> int:
+    """The pid of the job's rank on host, from the watch's samples."""
+    while time.monotonic() < deadline:
+        for r in reversed(records(log)) if os.path.exists(log) else ():
+            if r.get("type") != "sample" or r.get("host") != host:
+                continue
+            for job in r["sample"].get("jobs") or ():
+                for rk in job.get("ranks") or ():
+                    who = rk.get("who") or {}
+                    if who.get("PADDLE_TRAINER_ID") == str(rank):
+                        return int(rk["pid"])
+        time.sleep(1)
+    raise RuntimeError(f"no rank {rank} seen on {host}")
+
+
+def first_naming(log: str, host: str, after: float, deadline: float
+                 ) -> Optional[dict[str, Any]]:
+    while time.monotonic() < deadline:
+        for r in records(log):
+            if (r.get("type") == "finding" and r["at"] >= after and r["status"] != "pass"
+                    and host in r["hosts"]):
+                return r
+        time.sleep(1)
+    return None
+
+
+def held_until(log: str, found: dict[str, Any], confirm_s: float) -> Optional[float]:
+    """When the finding had held through the confirmation (not cleared before): when --act
+    acts on it; None where it cleared first."""
+    key = (found["check"], tuple(found["hosts"]))
+    acts = float(found["at"]) + confirm_s
+    for r in records(log):
+        if r["at"] <= found["at"]:
+            continue
+        if r.get("type") == "cleared" and (r["check"], tuple(r["hosts"])) == key:
+            return None if r["at"] < acts else acts
+    return acts
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--healthy", type=float, default=600.0, help="seconds watched healthy")
+    ap.add_argument("--faults", action="store_true", help="then plant the faults")
+    ap.add_argument("--out", default="bench-watch-shapes.json")
+    ap.add_argument("--keep-log", help="copy the watch's log here (the testbed goes)")
+    args = ap.parse_args()
+    faketime = glob.glob("/usr/lib/*/faketime/libfaketime.so.1")
+    if not faketime:
+        print("libfaketime missing (Debian package faketime)", file=sys.stderr)
+        return 2
+    result: dict[str, Any] = {"hosts": HOSTS, "link": LINK, "skewed": SKEWED,
+                              "skew_s": SKEW_S, "healthy_s": args.healthy}
+    with testbed.Testbed(len(HOSTS), names=HOSTS) as tb:
+        for name in HOSTS:
+            tb.write_file(name, SCRIPT, TRAIN)
+        inv = tb.inventory(os.path.join(tb.base, "shapes.yaml"), HOSTS,
+                           python=testbed.paddle_python("3.3.1"))
+        report = os.path.join(tb.base, "shapes-report.json")
+        check = cli(tb, "check", "-i", inv, "--nnodes", "3", "--nproc-per-node", "2",
+                    "--no-network-tests", "--json", report, "--no-progress", "--no-log")
+        out, err = check.communicate(timeout=600)
+        if check.returncode != 0:
+            print(out + err, file=sys.stderr)
+            return 1
+        tb.login_env(SKEWED, [f"export LD_PRELOAD={faketime[0]} FAKETIME=+{SKEW_S}s"])
+        for name in HOSTS:
+            tb.throttle(name, LINK)
+        launch = cli(tb, "launch", "--plan", report, "--timeout", "7200", "--",
+                     "train_shapes.py", str(10 ** 7), quiet=True)
+        wlog = os.path.join(tb.base, "watch-shapes.jsonl")
+        length = 30 + args.healthy + (450 if args.faults else 0)  # its start, the faults
+        watch = cli(tb, "watch", "--plan", report, "--log", wlog, "--for", f"{length:.0f}")
+        try:
+            time.sleep(20)  # the job starts (Paddle's import on six ranks, two cores)
+            began = time.time()
+            end = time.monotonic() + args.healthy
+            while time.monotonic() < end:
+                if launch.poll() is not None or watch.poll() is not None:
+                    break
+                time.sleep(5)
+            rs = [r for r in records(wlog) if r.get("at", 0) <= began + args.healthy]
+            said = collections.Counter((r["check"], r["status"]) for r in rs
+                                       if r.get("type") == "finding")
+            result["healthy"] = {
+                "watched_s": round(time.time() - began, 1),
+                "job_running": launch.poll() is None,
+                "findings": {f"{c} {s}": n for (c, s), n in sorted(said.items())},
+                "not_pass": [{"at": round(r["at"] - began, 1), "check": r["check"],
+                              "status": r["status"], "message": r["message"]}
+                             for r in rs if r.get("type") == "finding"
+                             and r["status"] != "pass"],
+                "pass_lines": sorted({r["message"][:160] for r in rs
+                                      if r.get("type") == "finding" and r["status"] == "pass"
+                                      and r["check"] != "progress"})}
+            result["healthy"]["busy_cores"] = busy_by_rank(rs)
+            print(json.dumps(result["healthy"], indent=2), flush=True)
+            if args.faults and launch.poll() is None:
+                result["faults"] = plant_faults(tb, wlog)
+        finally:
+            for p in (watch, launch):
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGINT)
+            for p in (watch, launch):
+                try:
+                    p.wait(90)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait(10)
+            tb.unlimit_cpu(FAULTY)
+            if args.keep_log and os.path.exists(wlog):
+                shutil.copy(wlog, args.keep_log)
+    with open(args.out, "w") as fh:
+        json.dump(result, fh, indent=2)
+    print(f"written: {args.out}")
+    return 0
+
+
+def busy_by_rank(rs: list[dict[str, Any]]) -> dict[str, float]:
+    """Each rank's cores busy (on a CPU or waiting for one) over the stretch, from its first
+    and last samples: a rank 0 that evaluates is busier than its peers."""
+    names: dict[int, str] = {}  # pid -> "rank N" (its variables come in its first sample)
+    seen: dict[int, list[tuple[float, float]]] = {}
+    for r in rs:
+        if r.get("type") != "sample":
+            continue
+        for job in r["sample"].get("jobs") or ():
+            for rk in job.get("ranks") or ():
+                rank = (rk.get("who") or {}).get("PADDLE_TRAINER_ID")
+                if rank is not None:
+                    names[rk["pid"]] = f"rank {rank}"
+                if "run_s" in rk:
+                    seen.setdefault(rk["pid"], []).append(
+                        (r["sample"]["t"], rk["run_s"] + rk["wait_s"]))
+    return {names.get(pid, f"pid {pid}"): round((v[-1][1] - v[0][1]) / (v[-1][0] - v[0][0]), 2)
+            for pid, v in sorted(seen.items()) if len(v) >= 2 and v[-1][0] > v[0][0]}
+
+
+def plant_faults(tb: testbed.Testbed, wlog: str) -> list[dict[str, Any]]:
+    out = []
+    confirm = 5.0  # --interval's default: --act acts at the next judgement that names it
+
+    def timed(fault: str, found: Optional[dict[str, Any]], planted: float) -> None:
+        row: dict[str, Any] = {"fault": fault}
+        if found is None:
+            row["found"] = None
+        else:
+            acts = held_until(wlog, found, confirm)
+            row.update(found_s=round(found["at"] - planted, 1), check=found["check"],
+                       status=found["status"], hosts=found["hosts"],
+                       message=found["message"][:300],
+                       act_s=None if acts is None else round(acts - planted, 1))
+        out.append(row)
+        print(json.dumps(row), flush=True)
+
+    pid = rank_pid(wlog, FAULTY, 2, time.monotonic() + 30)
+    planted = time.time()
+    os.kill(pid, signal.SIGSTOP)
+    found = first_naming(wlog, FAULTY, planted, time.monotonic() + 60)
+    time.sleep(max(0.0, planted + 20 - time.time()))
+    os.kill(pid, signal.SIGCONT)
+    timed("SIGSTOP of rank 2", found, planted)
+    time.sleep(45)  # the job steps again, the findings clear
+    planted = time.time()
+    tb.limit_cpu(FAULTY, 0.05)
+    found = first_naming(wlog, FAULTY, planted, time.monotonic() + 90)
+    time.sleep(20)
+    tb.unlimit_cpu(FAULTY)
+    timed("0.05-core CPU quota", found, planted)
+    time.sleep(45)
+    planted = time.time()
+    tb.unthrottle(FAULTY)
+    tb.throttle(FAULTY, "2mbit")
+    found = first_naming(wlog, FAULTY, planted, time.monotonic() + 90)
+    time.sleep(20)
+    tb.unthrottle(FAULTY)
+    tb.throttle(FAULTY, LINK)
+    timed("link cut to 2 Mbit/s", found, planted)
+    time.sleep(45)
+    pid = rank_pid(wlog, FAULTY, 2, time.monotonic() + 30)
+    planted = time.time()
+    os.kill(pid, signal.SIGKILL)
+    found = first_naming(wlog, FAULTY, planted, time.monotonic() + 60)
+    time.sleep(20)
+    timed("SIGKILL of rank 2", found, planted)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

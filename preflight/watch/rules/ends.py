@@ -244,11 +244,11 @@ def _exit_blame(e: Exit) -> Blame:
 
 
 def _unread(r: Optional[RankSeries]) -> Optional[str]:
-    """Where the rank's output went, where the watch could not read it (nor a step hook)."""
-    if r is None or not r.samples:
+    """Where the rank's output went, where the watch could not read it (a step hook counts
+    its steps, but says nothing of how it ended)."""
+    if r is None or not r.samples or r.latest.log_size is not None:
         return None
-    s = r.latest
-    return s.log_path or "a pipe" if s.log_size is None and s.hook_steps is None else None
+    return r.latest.log_path or "output the watch may not read"
 
 
 def _quiet_cause(quiet: Mapping[str, float], lost: Sequence[Exit],

@@ -394,11 +394,14 @@ def all_ended(hosts, killed=None, at=30):
     return end
 
 
-def test_a_rank_whose_output_is_unread_is_not_taken_for_a_second_silent_kill():
+@pytest.mark.parametrize("hook", [False, True], ids=["no-hook", "its-steps-hooked"])
+def test_a_rank_whose_output_is_unread_is_not_taken_for_a_second_silent_kill(hook):
     # Seen on the rig: node01's rank writes to a pipe; gloo aborted it with the others when
     # node03's rank was SIGKILLed, and its silence (nothing readable) made it a second cause.
+    # A step hook counts its steps but tells nothing of how it ended.
     hosts = cluster(3)
     hosts[0].ranks[0].piped = True
+    hosts[0].ranks[0].hook = hook
     findings, _ = watched(hosts, 35, change=all_ended(hosts, killed="node03"))
     assert named(findings) == [("dead", Status.FAIL, ("node03",))]
     assert "2 peers failed after it: node01 rank 0 (worker), node02 rank 1 (worker) " \

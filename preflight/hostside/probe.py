@@ -735,16 +735,49 @@ def start_paddle(python, want_nvml, inside=None):
                             stderr=subprocess.PIPE, env=dict(os.environ, **quiet))
 
 
+def kill_tree(proc):
+    """SIGKILLs proc and every process descended from it."""
+    import signal
+    parent = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/stat" % name) as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            parent[int(name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    tree, grew = {proc.pid}, True
+    while grew:
+        more = {p for p, pp in parent.items() if pp in tree} - tree
+        tree |= more
+        grew = bool(more)
+    for pid in sorted(tree - {proc.pid}):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    proc.kill()
+
+
 def finish_paddle(proc, python, budget):
     import json
     import subprocess
     try:
         out, err = proc.communicate(timeout=budget)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise RuntimeError("%s did not finish importing paddle within %.0f s"
-                           % (python, budget)) from None
+        # A wrapper interpreter (a conda or module shim) may have children holding the
+        # pipes: all of them go. (Not a session of its own: the host's `timeout` and a hangup
+        # must still reach the import with the probe.)
+        kill_tree(proc)
+        try:
+            proc.communicate(timeout=2)
+        except subprocess.TimeoutExpired:  # a child started since holds the pipes still
+            pass
+        # Said with its remedy: imports that slow are a shared filesystem read by every host
+        # at once, or a loaded host, not a broken Paddle.
+        raise RuntimeError("%s did not finish importing paddle within %.0f s (what was left "
+                           "of --deadline)" % (python, budget)) from None
     text = out.decode("utf-8", "replace")
     for line in text.splitlines():
         if line.startswith(PADDLE_MARK):

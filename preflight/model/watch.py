@@ -31,6 +31,10 @@ class RankId:
         """The order ranks are listed in: by role, then rank (unsaid ones last), then host."""
         return (self.role, self.rank is None, self.rank or 0, self.host)
 
+    def doc(self) -> dict[str, object]:
+        """The rank as logs and reports keep it."""
+        return {"host": self.host, "role": self.role, "rank": self.rank, "pid": self.pid}
+
 
 @dataclass(frozen=True)
 class RankSample:

@@ -53,8 +53,7 @@ def finding_doc(f: Finding) -> dict[str, Any]:
     """A finding as the log keeps it: whom it blames (the cause, its ranks, the links of its
     pairs, its job, the error a rank ended with) beside its figures."""
     blame = blame_of(f)
-    ranks = [{"host": r.host, "role": r.role, "rank": r.rank, "pid": r.pid}
-             for r in blame.ranks]
+    ranks = [r.doc() for r in blame.ranks]
     said = {"cause": blame.cause if blame.cause != "none" else None,
             "pairs": [list(p) for p in blame.pairs], "job": blame.job, "error": blame.error}
     return {"check": f.check, "status": f.status.value, "hosts": list(f.hosts),

@@ -6,9 +6,9 @@ watch killed) reads as far as it got."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from preflight.config.errors import InputError
 from preflight.model.findings import Finding
@@ -16,6 +16,7 @@ from preflight.model.watch import RankId, RankSample, WatchPolicy
 from preflight.watch.judge import AtCheck, judge
 from preflight.watch.samples import BadSample, HostStream
 from preflight.watch.series import UNITS, Unit, WatchState, progress
+from preflight.watch.view import Key, record_key
 
 
 def is_watch_log(path: str) -> bool:
@@ -74,11 +75,9 @@ class WatchLog:
         wrote them, those it had said and not cleared when the log was cut."""
         if self.ended is not None or self.last:
             return self.last
-        open_: dict[tuple[str, tuple[str, ...], tuple[int, ...]], dict[str, Any]] = {}
+        open_: dict[Key, dict[str, Any]] = {}
         for e in self.events:
-            k = (str(e.get("check")), tuple(e.get("hosts") or ()),
-                 tuple(sorted(int(r["pid"]) for r in e.get("ranks") or ()
-                              if isinstance(r, dict) and isinstance(r.get("pid"), int))))
+            k = record_key(e)
             if e.get("type") == "finding":
                 open_[k] = e
             elif e.get("type") == "cleared":
@@ -102,11 +101,9 @@ class WatchLog:
         return UNITS[2]
 
 
-def read(path: str) -> WatchLog:
-    """Reads a watch's log; raises InputError naming the file and line where it is not one."""
-    log = WatchLog(path)
-    streams: dict[str, HostStream] = {}
-    state = WatchState(keep=2)
+def records(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of each record of a watch's log; raises InputError naming the
+    file and line where it is not one. A last line cut where the watch was killed ends it."""
     try:
         fh = open(path, encoding="utf-8")
     except OSError as e:
@@ -120,15 +117,33 @@ def read(path: str) -> WatchLog:
             except ValueError:
                 if line.endswith("\n"):
                     raise InputError(path, "not a JSON line", line=n) from None
-                break  # the last line, cut where the watch was killed
+                return  # the last line, cut where the watch was killed
             if not isinstance(rec, dict):
                 raise InputError(path, "not a record", line=n)
-            _add(log, rec, n, streams, state)
+            yield n, rec
+
+
+def read(path: str) -> WatchLog:
+    """Reads a watch's log; raises InputError naming the file and line where it is not one."""
+    log = WatchLog(path)
+    streams: dict[str, HostStream] = {}
+    state = WatchState(keep=2)
+    for n, rec in records(path):
+        _add(log, rec, n, streams, state)
     if not log.started:
         raise InputError(path, "not a watch's log (no start record)")
     for rid, course in log.ranks.items():
         course.job = state.launcher_job.get((rid.host, rid.launcher), course.job)
     return log
+
+
+def _tick(path: str, streams: dict[str, HostStream], rec: dict[str, Any], n: int) -> Any:
+    """The sample record's host's tick (its stream keeps what came before)."""
+    host = str(rec.get("host"))
+    try:
+        return streams.setdefault(host, HostStream(host)).feed(json.dumps(rec["sample"]))
+    except (BadSample, KeyError, TypeError) as e:
+        raise InputError(path, f"a sample that does not read: {e}", line=n) from None
 
 
 def _add(log: WatchLog, rec: dict[str, Any], n: int, streams: dict[str, HostStream],
@@ -140,11 +155,7 @@ def _add(log: WatchLog, rec: dict[str, Any], n: int, streams: dict[str, HostStre
             if h not in log.hosts:
                 log.hosts.append(str(h))
     elif kind == "sample":
-        host = str(rec.get("host"))
-        try:
-            tick = streams.setdefault(host, HostStream(host)).feed(json.dumps(rec["sample"]))
-        except (BadSample, KeyError, TypeError) as e:
-            raise InputError(log.path, f"a sample that does not read: {e}", line=n) from None
+        tick = _tick(log.path, streams, rec, n)
         state.add(tick, float(rec.get("at") or 0.0))
         log.samples += 1
         for rid, s in tick.ranks:
@@ -174,46 +185,44 @@ def judged_again(path: str) -> list[Judgement]:
     them: once an interval of their receive times, with the policy, the measures at the
     check and the job's addresses its start record keeps. What a watch would have said of
     the same course (the stacks of a hang and the launch's own word are not in the log)."""
-    records: list[dict[str, Any]] = []
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    break  # cut where the watch was killed
-    except OSError as e:
-        raise InputError(path, e.strerror or str(e)) from None
-    start = next((r for r in records if isinstance(r, dict) and r.get("type") == "start"), None)
-    if start is None:
-        raise InputError(path, "not a watch's log (no start record)")
-    known = {f.name for f in fields(WatchPolicy)}
-    policy = WatchPolicy(**{k: v for k, v in (start.get("policy") or {}).items()
-                            if k in known})
-    at_check = {h: AtCheck(**a) for h, a in (start.get("at_check") or {}).items()}
-    addresses = dict(start.get("addresses") or {})
-    state = WatchState.for_policy(policy.interval_s, policy.persist_s)
+    start: Optional[dict[str, Any]] = None
     streams: dict[str, HostStream] = {}
     out: list[Judgement] = []
-    next_judge = float(start["at"]) + policy.interval_s
-    for n, rec in enumerate(records, 1):
-        if not isinstance(rec, dict) or rec.get("type") != "sample":
-            continue
+    for n, rec in records(path):
+        if start is None:
+            if rec.get("type") != "start":
+                continue
+            start = rec
+            policy = _known(WatchPolicy, start.get("policy") or {}, path, "policy")
+            at_check = {str(h): _known(AtCheck, a, path, f"at_check of {h}")
+                        for h, a in (start.get("at_check") or {}).items()}
+            addresses = dict(start.get("addresses") or {})
+            state = WatchState.for_policy(policy.interval_s, policy.persist_s)
+            next_judge = float(start.get("at") or 0.0) + policy.interval_s
         at = float(rec.get("at") or 0.0)
-        while at >= next_judge:
+        # Each interval the watch judged before this record came (to the log's last one:
+        # the watch judged until its end).
+        while next_judge <= at:
             out.append(Judgement(next_judge, judge(state, policy, next_judge, at_check,
                                                    addresses, final=False)))
             next_judge += policy.interval_s
-        host = str(rec.get("host"))
-        try:
-            tick = streams.setdefault(host, HostStream(host)).feed(json.dumps(rec["sample"]))
-        except (BadSample, KeyError, TypeError) as e:
-            raise InputError(path, f"a sample that does not read: {e}", line=n) from None
-        state.add(tick, at)
-    # On to the log's last record: the watch judged until its end.
-    end = max((float(r.get("at") or 0.0) for r in records if isinstance(r, dict)), default=0.0)
-    while next_judge <= end:
-        out.append(Judgement(next_judge, judge(state, policy, next_judge, at_check, addresses,
-                                               final=False)))
-        next_judge += policy.interval_s
+        if rec.get("type") == "sample":
+            state.add(_tick(path, streams, rec, n), at)
+    if start is None:
+        raise InputError(path, "not a watch's log (no start record)")
     return out
+
+
+T = TypeVar("T")
+
+
+def _known(cls: type[T], doc: object, path: str, what: str) -> T:
+    """cls from the fields of doc it knows (a log of another version may have more, or
+    fewer where they have defaults); InputError where doc is not such a record."""
+    if not isinstance(doc, dict):
+        raise InputError(path, f"the start record's {what} is not a record")
+    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    try:
+        return cls(**{k: v for k, v in doc.items() if k in known})
+    except TypeError as e:
+        raise InputError(path, f"the start record's {what} does not read: {e}") from None

@@ -5,8 +5,8 @@ when it clears; nothing while nothing changes."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TextIO
 
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
@@ -21,7 +21,18 @@ Key = tuple[str, tuple[str, ...], tuple[int, ...]]
 def key(f: Finding) -> Key:
     """What tells a finding from another: its check, its hosts and the ranks it blames (two
     ranks of one host may each be named)."""
-    return f.check, f.hosts, tuple(sorted(r.pid for r in blame_of(f).ranks))
+    return key_of(f.check, f.hosts, (r.pid for r in blame_of(f).ranks))
+
+
+def record_key(rec: Mapping[str, Any]) -> Key:
+    """key() of a finding as the results log wrote it (its 'ranks', each with its pid)."""
+    return key_of(str(rec.get("check")), tuple(rec.get("hosts") or ()),
+                  (int(r["pid"]) for r in rec.get("ranks") or ()
+                   if isinstance(r, dict) and isinstance(r.get("pid"), int)))
+
+
+def key_of(check: str, hosts: tuple[str, ...], pids: Iterable[int]) -> Key:
+    return check, hosts, tuple(sorted(pids))
 
 
 def line(f: Finding, width: int = 0, status: str = "") -> str:

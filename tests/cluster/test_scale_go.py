@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -71,18 +72,26 @@ def test_32_healthy_hosts_are_go_with_every_network_test(large):
     inv = large.inventory(os.path.join(large.base, "large.yaml"), python=PADDLE_A)
     report = os.path.join(large.base, "report.json")
     # Two sizes, one-second iperf3 runs: the suite's time; the scale is in the 32 hosts.
+    # The 32 hosts' Paddle imports (over a CPU-second each) share the lane's one CPU, which
+    # real hosts never do: at the default 60 s deadline a loaded machine saw every import cut
+    # off at once ("could not read Paddle facts"), so the rig gives them the time.
     p = subprocess.run(large.client_cmd([sys.executable, "-m", "preflight", "check", "-i", inv,
                                          "--no-progress", "--json", report, "--iperf-seconds",
                                          "1", "--iperf-warmup", "0", "--allreduce-sizes",
-                                         "1,8"]),
+                                         "1,8", "--deadline", "180"]),
                        capture_output=True, text=True, timeout=900, cwd=large.base,
                        env=dict(os.environ, PYTHONSAFEPATH="1"))
     with open(report) as fh:
         doc = json.load(fh)
+    if os.environ.get("PREFLIGHT_KEEP_REPORT"):
+        shutil.copy(report, os.environ["PREFLIGHT_KEEP_REPORT"])
     ar = doc["network"]["allreduce"]
-    assert ar is not None, (doc["interrupted"], doc["network"]["interrupted"],
-                            doc["network"]["allreduce_skipped"], doc["findings"], p.stdout[-3000:],
-                            p.stderr[-2000:])
+    # What a failure needs first: why the plan left hosts out, and the findings that failed.
+    blocking = [f["message"] for f in doc["findings"]
+                if f["status"] in ("fail", "could-not-check", "error")]
+    excluded = (doc["plan"] or {}).get("excluded")
+    assert ar is not None, (doc["network"]["allreduce_skipped"], excluded, blocking,
+                            doc["interrupted"], p.stderr[-2000:])
     assert ar["error"] is None and ar["outcome"] == "done", (ar["error"], ar["progress"])
     # What preflight promises, not how fast two cores are: every size it kept within its
     # budget measured over all 32 ranks, and each size it left out said as left out (the
@@ -91,7 +100,5 @@ def test_32_healthy_hosts_are_go_with_every_network_test(large):
     measured = {s["bytes"] >> 20 for s in ar["sizes"]}
     cut = {float(d.split(" MiB")[0]) for d in ar["dropped"] if "past the" in d}
     assert 1 in measured and len(measured) + len(cut) == 2, (measured, ar["dropped"])
-    blocking = [f["message"] for f in doc["findings"]
-                if f["status"] in ("fail", "could-not-check", "error")]
     assert blocking == [] and p.returncode == 0, p.stdout
     assert large.leftovers() == {}

@@ -92,6 +92,25 @@ def test_no_paddle_skips_the_import_and_says_so(tmp_path):
     assert not marker.exists() and doc["cpu"]["logical"] >= 1
 
 
+def test_a_paddle_import_past_the_deadline_is_said_with_the_deadline_and_ends(tmp_path):
+    # A training python whose import hangs (a shared filesystem every host reads at once):
+    # the probe still answers, within its budget, and its Paddle section says why, naming
+    # the option that gives the import more time; the hung child does not outlive it.
+    marker = tmp_path / "still-running"
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nsleep 30; touch {marker}\n")
+    python.chmod(0o755)
+    host = Host(name="n", address="10.0.0.1", python=str(python), probe_python=sys.executable)
+    args = probe_args(host, CollectOptions(cpu_sample_s=0.05), budget=5)
+    out = subprocess.run(probe_cmd(*args), capture_output=True, text=True, timeout=20,
+                         check=True)
+    doc = json.loads(out.stdout)
+    why = doc["paddle"]["error"]
+    assert f"{python} did not finish importing paddle within " in why, why
+    assert "--deadline" in why, why
+    assert subprocess.run(["pgrep", "-f", str(python)], capture_output=True).returncode == 1
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not os.access("/usr/bin/python3", os.X_OK),
                     reason="needs root (to become nobody) and the system python3")
 def test_the_probe_needs_no_root(tmp_path):

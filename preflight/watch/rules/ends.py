@@ -270,7 +270,7 @@ def _quiet_cause(quiet: Mapping[str, float], lost: Sequence[Exit],
         f"{said} went quiet as its peers lost it{by_gloo}: {len(lost)} peers failed "
         f"after: {', '.join(a.rid.name() for a in shown[:4])}{', ...' if len(lost) > 4 else ''}"
         f" ({lost[0].error}); its link or the host itself (cut off, hung, down); its own ranks "
-        "could not be judged", {"victims": tuple(e.rid for e in lost)},
+        "could not be judged", {"victims": [e.rid.doc() for e in lost]},
         blame=Blame("lost-host"))
 
 

@@ -69,3 +69,25 @@ def test_a_log_cut_by_a_kill_is_judged_as_far_as_it_got_and_a_non_log_is_named(t
         assert str(e).startswith(f"{other}: ") and "no start record" in str(e)
     else:
         raise AssertionError("a log with no start record was judged")
+
+
+def test_a_start_record_of_another_version_is_read_by_the_fields_it_shares(tmp_path):
+    # A newer watch's log may keep more of each host at the check; an older one less: the
+    # judgement reads what it knows, and a record that is not one is named with its file.
+    recs = _records()
+    start = next(i for i, r in enumerate(recs) if r["type"] == "start")
+    for at in recs[start]["at_check"].values():
+        at["a_later_measure"] = 1.5
+    newer = tmp_path / "newer.jsonl"
+    newer.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    assert [[f.message for f in j.findings] for j in judged_again(str(newer))] == \
+        [[f.message for f in j.findings] for j in judged_again(str(LOG))]
+    recs[start]["at_check"]["good2"] = "2 cores"
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    try:
+        judged_again(str(broken))
+    except InputError as e:
+        assert str(e).startswith(f"{broken}: ") and "at_check of good2" in str(e), str(e)
+    else:
+        raise AssertionError("a start record whose at_check is not a record was read")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import replace
 
 import pytest
@@ -1106,6 +1107,10 @@ def test_a_host_gone_quiet_whose_peers_die_for_it_is_the_cause_not_they(tails):
     assert ("(gloo's timeouts name it)" in m) == (tails == "gloo-timeout")
     assert "2 peers failed after: node01 rank 0 (worker), node03 rank 2 (worker)" in m
     assert "its link or the host itself" in m
+    # As the log keeps it: the cause is the quiet host; its peers are victims, by rank.
+    doc = json.loads(json.dumps(finding_doc(findings[1])))
+    assert doc["cause"] == "lost-host" and doc["ranks"] == []
+    assert [(v["host"], v["rank"]) for v in doc["victims"]] == [("node01", 0), ("node03", 2)]
 
 
 def test_a_quiet_host_is_not_blamed_where_gloo_names_a_peer_that_answers():

@@ -77,17 +77,23 @@ def test_probe_json_writer_matches_json(value):
     text.encode("ascii")  # always ASCII: any bytes a host prints decode the same
 
 
+def _probe_with(tmp_path, script: str, opts: CollectOptions, budget: float):
+    """(the training python, the probe's document) of the probe run as the hosts run it,
+    with a training python that is the shell script given."""
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\n{script}\n")
+    python.chmod(0o755)
+    host = Host(name="n", address="10.0.0.1", python=str(python), probe_python=sys.executable)
+    out = subprocess.run(probe_cmd(*probe_args(host, opts, budget=budget)),
+                         capture_output=True, text=True, timeout=budget + 15, check=True)
+    return python, json.loads(out.stdout)
+
+
 def test_no_paddle_skips_the_import_and_says_so(tmp_path):
     # The probe, run as the hosts run it, with a training python that would record its start.
     marker = tmp_path / "paddle-started"
-    python = tmp_path / "python"
-    python.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
-    python.chmod(0o755)
-    host = Host(name="n", address="10.0.0.1", python=str(python), probe_python=sys.executable)
-    args = probe_args(host, CollectOptions(paddle=False, cpu_sample_s=0.05), budget=20)
-    out = subprocess.run(probe_cmd(*args), capture_output=True,
-                         text=True, timeout=30, check=True)
-    doc = json.loads(out.stdout)
+    _, doc = _probe_with(tmp_path, f"touch {marker}\nexit 1",
+                         CollectOptions(paddle=False, cpu_sample_s=0.05), budget=20)
     assert doc["paddle"] == {"error": "not collected (preflight ran with --no-paddle)"}
     assert not marker.exists() and doc["cpu"]["logical"] >= 1
 
@@ -96,15 +102,8 @@ def test_a_paddle_import_past_the_deadline_is_said_with_the_deadline_and_ends(tm
     # A training python whose import hangs (a shared filesystem every host reads at once):
     # the probe still answers, within its budget, and its Paddle section says why, naming
     # the option that gives the import more time; the hung child does not outlive it.
-    marker = tmp_path / "still-running"
-    python = tmp_path / "python"
-    python.write_text(f"#!/bin/sh\nsleep 30; touch {marker}\n")
-    python.chmod(0o755)
-    host = Host(name="n", address="10.0.0.1", python=str(python), probe_python=sys.executable)
-    args = probe_args(host, CollectOptions(cpu_sample_s=0.05), budget=5)
-    out = subprocess.run(probe_cmd(*args), capture_output=True, text=True, timeout=20,
-                         check=True)
-    doc = json.loads(out.stdout)
+    python, doc = _probe_with(tmp_path, "sleep 30", CollectOptions(cpu_sample_s=0.05),
+                              budget=5)
     why = doc["paddle"]["error"]
     assert f"{python} did not finish importing paddle within " in why, why
     assert "--deadline" in why, why

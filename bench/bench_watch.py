@@ -3,7 +3,7 @@ sample, and what its sampler costs each host, so that a watch of 1,000 hosts can
 extrapolated from what one machine can simulate.
 
     sudo .venv/bin/python bench/bench_watch.py [--sizes 8,64] [--seconds 60]
-        [--interval 5] [--ranks 2] [--out bench-watch.json]
+        [--interval 5] [--ranks 2] [--children 4] [--out bench-watch.json]
 
 For each size: that many simulated hosts, each running a stand-in Paddle job (a module run as
 python -m paddle.distributed.launch, with `ranks` ranks printing a step line 20 times a
@@ -12,7 +12,10 @@ namespace over SSH. The controller's CPU is the watch process's (user + system, 
 rusage), in all and while its samplers ran (its results log's end record: start-up and
 connecting aside); per host and sample it is that over hosts x samples taken. The sampler's CPU per
 sample is read from its own lines (cost_s). The watch's cost to a job is the samplers' CPU
-beside it: a job loses at most that share of a core per host."""
+beside it: a job loses at most that share of a core per host. With --children N, each size is
+watched twice, side by side: its ranks alone, then each rank with N children (DataLoader
+workers: they inherit its rank variables and count toward it), for what the sampler's walk of
+a rank's descendants costs."""
 
 from __future__ import annotations
 
@@ -38,11 +41,17 @@ time.sleep(float(os.environ["BENCH_S"]))
 for p in procs:
     p.kill()
 """
-RANK = ("import time\nfor n in range(10**9):\n    time.sleep(0.05)\n"
+# A DataLoader worker: it idles until its rank is gone.
+WORKER = "import os, time\nwhile os.getppid() != 1:\n    time.sleep(1)\n"
+RANK = ("import os, subprocess, sys, time\n"
+        f"workers = [subprocess.Popen([sys.executable, '-c', {WORKER!r}])\n"
+        "           for _ in range(int(os.environ.get('BENCH_CHILDREN', '0')))]\n"
+        "for n in range(10**9):\n    time.sleep(0.05)\n"
         "    print('step %d loss 0.1' % n, flush=True)\n")
 
 
-def stand_in(tb: testbed.Testbed, name: str, ranks: int, seconds: float) -> subprocess.Popen[bytes]:
+def stand_in(tb: testbed.Testbed, name: str, ranks: int, seconds: float,
+             children: int = 0) -> subprocess.Popen[bytes]:
     """The stand-in job on one simulated host (its namespace and cgroup)."""
     pkg = os.path.join(tb.base, "fake", "paddle", "distributed", "launch")
     if not os.path.isdir(pkg):
@@ -52,7 +61,8 @@ def stand_in(tb: testbed.Testbed, name: str, ranks: int, seconds: float) -> subp
         with open(os.path.join(pkg, "__main__.py"), "w") as fh:
             fh.write(f"RANK = {RANK!r}\n{LAUNCHER}")
     host = tb.hosts[name]
-    env = dict(os.environ, PYTHONPATH=os.path.join(tb.base, "fake"), BENCH_S=str(seconds))
+    env = dict(os.environ, PYTHONPATH=os.path.join(tb.base, "fake"), BENCH_S=str(seconds),
+               BENCH_CHILDREN=str(children))
     p = subprocess.Popen(["nsenter", f"--net=/run/netns/{host.ns}", "python3", "-m",
                           "paddle.distributed.launch", str(ranks)], env=env,
                          stdin=subprocess.DEVNULL)
@@ -61,11 +71,12 @@ def stand_in(tb: testbed.Testbed, name: str, ranks: int, seconds: float) -> subp
     return p
 
 
-def one(tb: testbed.Testbed, names: list[str], args: argparse.Namespace) -> dict[str, Any]:
-    jobs = [stand_in(tb, n, args.ranks, args.seconds + 30) for n in names]
+def one(tb: testbed.Testbed, names: list[str], args: argparse.Namespace,
+        children: int = 0) -> dict[str, Any]:
+    jobs = [stand_in(tb, n, args.ranks, args.seconds + 30, children) for n in names]
     time.sleep(3 + len(names) / 8)  # every rank started
-    inv = tb.inventory(os.path.join(tb.base, f"watch-{len(names)}.yaml"), names)
-    log = os.path.join(tb.base, f"watch-{len(names)}.jsonl")
+    inv = tb.inventory(os.path.join(tb.base, f"watch-{len(names)}-{children}.yaml"), names)
+    log = os.path.join(tb.base, f"watch-{len(names)}-{children}.jsonl")
     cmd = tb.client_cmd([sys.executable, "-m", "preflight", "watch", "-i", inv,
                          "--interval", str(args.interval), "--for", str(args.seconds),
                          "--log", log])
@@ -93,7 +104,8 @@ def one(tb: testbed.Testbed, names: list[str], args: argparse.Namespace) -> dict
     per_sample = [(v[-1]["cost_s"] - v[0]["cost_s"]) / (len(v) - 1)
                   for v in samples.values() if len(v) > 1]
     cpu = usage.ru_utime + usage.ru_stime
-    return {"hosts": len(names), "exit": os.waitstatus_to_exitcode(status), "wall_s": wall,
+    return {"hosts": len(names), "children_per_rank": children,
+            "exit": os.waitstatus_to_exitcode(status), "wall_s": wall,
             "samples": n, "ranks_per_sample": sum(ranks) / max(1, len(ranks)),
             "controller_cpu_s": cpu,
             "controller_cpu_ms_per_host_sample": 1000 * cpu / max(1, n),
@@ -111,6 +123,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--interval", type=float, default=5.0)
     ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--children", type=int, default=0,
+                    help="also watch each size with this many children a rank, side by side")
     ap.add_argument("--out", default="bench-watch.json")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -118,8 +132,18 @@ def main() -> int:
     with testbed.Testbed(max(sizes)) as tb:
         names = list(tb.hosts)
         for size in sizes:
-            rows.append(one(tb, names[:size], args))
-            print(json.dumps(rows[-1]), flush=True)
+            for children in sorted({0, args.children}):
+                rows.append(one(tb, names[:size], args, children))
+                print(json.dumps(rows[-1]), flush=True)
+    if args.children:  # the sampler's cost of a rank's descendants, measured side by side
+        for size in sizes:
+            alone, kids = (next(r for r in rows if r["hosts"] == size
+                                and r["children_per_rank"] == c) for c in (0, args.children))
+            ratio = kids["sampler_cpu_ms_per_sample"] / max(
+                1e-9, alone["sampler_cpu_ms_per_sample"])
+            print(f"{size} hosts: the sampler costs {ratio:.2f} x as much a sample with "
+                  f"{args.children} children a rank ({kids['sampler_cpu_ms_per_sample']:.2f} "
+                  f"ms against {alone['sampler_cpu_ms_per_sample']:.2f} ms)")
     # The controller's cost grows with hosts x samples: 1,000 hosts every 5 s.
     worst = max(r["watching_cpu_ms_per_host_sample"] for r in rows)
     at_1000 = worst / 1000 * 1000 / 5.0

@@ -37,38 +37,14 @@ from typing import Any, Optional
 
 from preflight.testing import testbed
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from jobscripts import TRAIN_SHAPES as TRAIN  # noqa: E402  (tests/ is put on the path first)
+from jobscripts import TRAIN_SHAPES_PATH as SCRIPT  # noqa: E402
+
 HOSTS = ["shape1", "shape2", "shape3"]
 SKEWED, FAULTY = "shape3", "shape2"
 SKEW_S = 8
 LINK = "150mbit"  # the all-reduce keeps it full at times: its send queues fill
-SCRIPT = "/root/train_shapes.py"
-TRAIN = """\
-import os, subprocess, sys
-import paddle
-import paddle.distributed as dist
-dist.init_parallel_env()
-rank = dist.get_rank()
-if rank == 5:  # its output to a log shipper through a pipe, as many job systems do
-    shipper = subprocess.Popen(["sh", "-c", "cat > /dev/null"], stdin=subprocess.PIPE)
-    os.dup2(shipper.stdin.fileno(), 1)
-    os.dup2(shipper.stdin.fileno(), 2)
-paddle.seed(1)
-net = paddle.nn.Sequential(paddle.nn.Linear(64, 2048), paddle.nn.ReLU(), paddle.nn.Linear(2048, 1))
-model = paddle.DataParallel(net)
-opt = paddle.optimizer.SGD(0.01, parameters=model.parameters())
-for step in range(int(sys.argv[1])):
-    x = paddle.randn([64, 64])
-    loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
-    loss.backward()
-    opt.step()
-    opt.clear_grad()
-    if rank == 0 and step % 20 == 0:  # rank 0 evaluates: its peers wait at the next step
-        with paddle.no_grad():
-            for _ in range(8):
-                net(paddle.randn([1024, 64]))
-    if step % 5 == 0:
-        print("step %d loss %.4f" % (step, float(loss)), flush=True)
-"""
 
 
 def cli(tb: testbed.Testbed, *args: str, quiet: bool = False) -> subprocess.Popen[str]:
@@ -158,7 +134,7 @@ def main() -> int:
         for name in HOSTS:
             tb.throttle(name, LINK)
         launch = cli(tb, "launch", "--plan", report, "--timeout", "7200", "--",
-                     "train_shapes.py", str(10 ** 7), quiet=True)
+                     os.path.basename(SCRIPT), str(10 ** 7), quiet=True)
         wlog = os.path.join(tb.base, "watch-shapes.jsonl")
         length = 30 + args.healthy + (450 if args.faults else 0)  # its start, the faults
         watch = cli(tb, "watch", "--plan", report, "--log", wlog, "--for", f"{length:.0f}")

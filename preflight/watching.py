@@ -18,7 +18,7 @@ from preflight.common.units import hostlist
 from preflight.config.errors import UsageError
 from preflight.model.host import Via
 from preflight.model.report import Report
-from preflight.model.watch import LaunchFailure, WatchPolicy
+from preflight.model.watch import SCHEDULER_RUNNING, LaunchFailure, SchedulerEnd, WatchPolicy
 from preflight.report import jsonreport, terminal
 from preflight.transport import table
 from preflight.transport.base import HostQuery
@@ -142,12 +142,25 @@ def _watch_once(req: WatchRequest, plan: Optional[str], token: str, jobid: Optio
             launched = launches.by_token(token)
             return launched.failed if launched else None
 
+        def scheduler_end() -> Optional[SchedulerEnd]:
+            # The Slurm job the samplers run in (--jobid, the launch's, or the allocation the
+            # watch runs inside); not one preflight holds for itself: its end is the watch's.
+            alloc = transport.job if isinstance(transport, SlurmTransport) else None
+            if alloc is None or alloc.own or (actor is not None and actor.stopped):
+                return None  # no scheduler's job, or the watch stopped it itself (--act)
+            try:
+                state, reason = slurm.job_state(alloc.job_id)
+            except slurm.SlurmError:
+                return None  # Slurm not answering is no end: the samplers say the rest
+            return None if state in SCHEDULER_RUNNING else \
+                SchedulerEnd(alloc.job_id, state, reason)
+
         policy = req.policy
         opts = WatchOptions(policy, SamplerOptions(
             policy.interval_s, token=token, step_pattern=req.step_pattern or DEFAULT_STEP_PATTERN),
             left, req.once, at_check, req.metrics_port, req.metrics_address,
             req.metrics_textfile, {**{h.address: h.name for h in hosts}, **addresses}, actor,
-            launch_failure)
+            launch_failure, scheduler_end)
         print(f"watching {'the job of marker ' + token if token else 'every Paddle job'} on "
               f"{hostlist([h.name for h in hosts])} every {policy.interval_s:g} s"
               + (f" for {left:.0f} s" if left and not req.once else "")

@@ -62,26 +62,52 @@ print("all_reduce sum", total, "ranks", n, flush=True)
 """
 
 TRAIN_WATCH_PATH = "/root/train_watch.py"
-# Data-parallel training on CPU (gloo), a step line every 5 steps, for the steps given.
-TRAIN_WATCH = """\
-import sys
+
+
+def data_parallel(after_init: str = "", each_step: str = "") -> str:
+    """Data-parallel training on CPU (gloo), a step line every 5 steps, for the steps given
+    (the same count on every rank: they end together); after_init runs once the group is
+    formed (`rank` is the global rank), each_step at the end of every step (indented 4)."""
+    return f"""\
+import os, subprocess, sys
 import paddle
 import paddle.distributed as dist
 dist.init_parallel_env()
-paddle.seed(1)
+rank = dist.get_rank()
+{after_init}paddle.seed(1)
 net = paddle.nn.Sequential(paddle.nn.Linear(64, 2048), paddle.nn.ReLU(), paddle.nn.Linear(2048, 1))
 model = paddle.DataParallel(net)
 opt = paddle.optimizer.SGD(0.01, parameters=model.parameters())
-for step in range(int(sys.argv[1])):  # the same count on every rank: they end together
+for step in range(int(sys.argv[1])):
     x = paddle.randn([64, 64])
     loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
     loss.backward()
     opt.step()
     opt.clear_grad()
-    if step % 5 == 0:
+{each_step}    if step % 5 == 0:
         print("step %d loss %.4f" % (step, float(loss)), flush=True)
 print("done", flush=True)
 """
+
+
+TRAIN_WATCH = data_parallel()
+TRAIN_SHAPES_PATH = "/root/train_shapes.py"
+# TRAIN_WATCH in the shapes of real jobs, started with two ranks a host: global rank 5 sends
+# its output to a log shipper through a pipe (no log file), rank 0 also evaluates every 20
+# steps (its peers wait for it at the next step).
+TRAIN_SHAPES = data_parallel(
+    after_init="""\
+if rank == 5:  # its output to a log shipper through a pipe, as many job systems do
+    shipper = subprocess.Popen(["sh", "-c", "cat > /dev/null"], stdin=subprocess.PIPE)
+    os.dup2(shipper.stdin.fileno(), 1)
+    os.dup2(shipper.stdin.fileno(), 2)
+""",
+    each_step="""\
+    if rank == 0 and step % 20 == 0:  # rank 0 evaluates: its peers wait at the next step
+        with paddle.no_grad():
+            for _ in range(8):
+                net(paddle.randn([1024, 64]))
+""")
 
 TRAIN_PS_WATCH_PATH = "/root/train_ps_watch.py"
 # PS_FLEET's job for the steps given, a step line every 10 steps; its servers serve until

@@ -167,6 +167,30 @@ def quota_starved(hosts: list[FakeHost], victim: int = 1, at: float = 10, also=N
     return change
 
 
+# A rank's log as gloo aborted it (its peer lost): Paddle's words for SIGABRT.
+ABORTED = ("----------------------", "Error Message Summary:", "----------------------",
+           "FatalError: `Process abort signal` is detected by the operating system.",
+           "  [TimeInfo: *** Aborted at 1795725603 (unix time) try \"date -d @1795725603\" "
+           "if you are using GNU date ***]",
+           "  [SignalInfo: *** SIGABRT (@0x4532) received by PID 17714 (TID 0x7fb0f2ad6040) "
+           "from PID 17714 ***]")
+
+
+def sigkilled(hosts, victim="node03", at=30, oom=None):
+    """A change(t) for watched(): at `at`, victim's rank is SIGKILLed and gloo aborts every
+    peer in the same second (their logs end as ABORTED); oom: every rank's OOM kill counts
+    as their gone entries say."""
+    def kill(t):
+        if t == at:
+            for h in hosts:
+                r = h.ranks.pop()
+                if h.name != victim:
+                    r.tail = ABORTED
+                r.oom = oom
+                h.gone = [r]
+    return kill
+
+
 def watched(hosts: list[FakeHost], seconds: float, policy: WatchPolicy = POLICY,
             change=None, at_check=None, state=None, addresses=None):
     """Feeds every host's samples for `seconds` (change(t) may plant a fault as the watch
@@ -192,6 +216,17 @@ def records(log: str) -> list[dict[str, Any]]:
     """The records of a watch's log, in order."""
     with open(log) as fh:
         return [json.loads(line) for line in fh if line.strip()]
+
+
+def first(log: str, kind: str, check: str, deadline: float) -> dict[str, Any] | None:
+    """The first record of that kind and check in the watch's log, waiting until deadline."""
+    while time.monotonic() < deadline:
+        if os.path.exists(log):
+            for r in records(log):
+                if r["type"] == kind and r.get("check") == check:
+                    return r
+        time.sleep(1)
+    return None
 
 
 def rank_pid(log: str, host: str, deadline: float) -> int:

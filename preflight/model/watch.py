@@ -98,6 +98,40 @@ class HostSample:
     gpu_error: Optional[str] = None  # a driver, but its GPUs could not be read
 
 
+# Slurm's states of a job that has not ended, as squeue prints them.
+SCHEDULER_RUNNING = ("PENDING", "CONFIGURING", "RUNNING", "RESIZING", "SUSPENDED",
+                     "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD", "SPECIAL_EXIT")
+SCHEDULER_GONE = "GONE"  # no longer listed by the scheduler: ended, how no longer known
+# Ending: Slurm is stopping its steps (KillWait) and says how it ended only after that.
+SCHEDULER_ENDING = ("COMPLETING", "SIGNALING", "STAGE_OUT", "STOPPED")
+# Ended by the scheduler or its user as a whole, whatever its ranks were doing: nobody's
+# fault on any host of it.
+SCHEDULER_STOPPED = {"CANCELLED": "was cancelled (scancel: its user or an administrator)",
+                     "TIMEOUT": "reached its time limit",
+                     "PREEMPTED": "was preempted (for a job of higher priority)",
+                     "DEADLINE": "reached its deadline (--deadline)"}
+
+
+@dataclass(frozen=True)
+class SchedulerEnd:
+    """What the scheduler says of the job the watch follows, once it is no longer running:
+    Slurm's state of it ("CANCELLED", "COMPLETING", ...), and its reason."""
+
+    job: str  # the scheduler's id of it
+    state: str
+    reason: str = ""
+
+    @property
+    def final(self) -> bool:
+        """Ended, with how (Slurm says so only once every step of it has ended)."""
+        return self.state not in SCHEDULER_ENDING
+
+    @property
+    def stopped(self) -> Optional[str]:
+        """How the scheduler or a user stopped it as a whole; None where it ended of itself."""
+        return SCHEDULER_STOPPED.get(self.state)
+
+
 @dataclass(frozen=True)
 class LaunchFailure:
     """What `preflight launch` saw of the job it started: a host's launcher exited non-zero

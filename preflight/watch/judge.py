@@ -103,8 +103,9 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         died = stopped_or_dead(job, present, live, policy, state, quiet, addresses)
         if quiet and not died:
             return []  # its ranks on a host gone quiet may run yet: not ended
-        end = max([t for t, _ in job.gone.values()] +
-                  [r.state_since[1] for r in present if r.latest.state == "Z"], default=0.0)
+        end = max([state.at(rid.host, t) for rid, (t, _) in job.gone.items()] +
+                  [state.at(r.rid.host, r.state_since[1]) for r in present
+                   if r.latest.state == "Z"], default=0.0)
         return died or [WatchFinding("ended", Status.PASS, tuple(job.hosts()),
                                      f"{len(job.ranks)} ranks of {job.key} ended by "
                                      f"{clock_of(end)}, none of them in error")]

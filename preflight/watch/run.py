@@ -13,8 +13,8 @@ from typing import Optional, TextIO
 
 from preflight.common.remote import Remote, Started, in_parallel
 from preflight.model.findings import BLOCKING, Finding, Status
-from preflight.model.watch import LaunchFailure, RankId, WatchPolicy, blame_of
-from preflight.watch import sampler_text, stacks
+from preflight.model.watch import LaunchFailure, RankId, SchedulerEnd, WatchPolicy, blame_of
+from preflight.watch import sampler_text, scheduler, stacks
 from preflight.watch.judge import AtCheck, judge, stale_after
 from preflight.watch.metrics import Metrics
 from preflight.watch.record import Record
@@ -48,6 +48,9 @@ class WatchOptions:
     # What the launch that started the job says of its end (read at each judgement): the
     # host whose launcher failed, if one did.
     launch_failure: Optional[Callable[[], Optional[LaunchFailure]]] = None
+    # What the scheduler says of the job the samplers run in, once it no longer runs it
+    # (asked at each judgement); None while it runs, or where no scheduler holds the job.
+    scheduler_end: Optional[Callable[[], Optional[SchedulerEnd]]] = None
 
     def length(self) -> Optional[float]:
         if self.once:  # the persistence window and a sample on either side of it
@@ -135,6 +138,7 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
     relaunched: Optional[object] = None
     interrupted = False
     samples, cpu = 0, 0.0
+    ended: Optional[SchedulerEnd] = None
     server = None
     metrics = Metrics() if opts.metrics_port is not None or opts.metrics_textfile else None
     try:
@@ -161,8 +165,9 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
                                      interval_s=policy.interval_s)
             if judging:
                 next_judge = now + policy.interval_s
-                findings = _findings(state, policy, opts, lost, hosts, now, start)
-                if _take_stacks(state, findings, hosts):
+                ended = opts.scheduler_end() if opts.scheduler_end is not None else None
+                findings = _findings(state, policy, opts, lost, hosts, now, start, ended=ended)
+                if ended is None and _take_stacks(state, findings, hosts):
                     findings = _findings(state, policy, opts, lost, hosts, now, start)
                 new, cleared = live.update(findings)
                 if record is not None:
@@ -178,8 +183,10 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
                     relaunched = opts.act(findings)
                     if relaunched is not None:
                         break  # the job this watch followed was stopped: follow the new one
+                if ended is not None and ended.final:
+                    break  # its samplers ended with it: there is nothing left to watch
             time.sleep(poll)
-        if relaunched is None:
+        if relaunched is None and not (ended is not None and ended.final):
             findings = _findings(state, policy, opts, lost, hosts, time.monotonic(), start,
                                  final=True)
         cpu = sum(os.times()[:2]) - cpu0
@@ -257,7 +264,12 @@ def _take_stacks(state: WatchState, findings: Sequence[Finding],
 
 def _findings(state: WatchState, policy: WatchPolicy, opts: WatchOptions,
               lost: Mapping[str, str], hosts: Mapping[str, _Host], now: float, start: float,
-              final: bool = False) -> list[Finding]:
+              final: bool = False, ended: Optional[SchedulerEnd] = None) -> list[Finding]:
+    if ended is not None:  # the samplers end with the job: their silence is its end
+        found = judge(state, policy, now, opts.at_check, opts.addresses, ended.final)
+        unreached = [Finding("watch", Status.COULD_NOT_CHECK, (n,), f"{n}: {why}")
+                     for n, why in sorted(lost.items())]
+        return scheduler.findings(ended, found, list(hosts), unreached)
     gone = {**lost, **{n: h.ended for n, h in hosts.items() if h.ended is not None}}
     if final or now - start > stale_after(policy):  # at the end, silence is all there is
         gone.update({n: f"no sample in {now - start:.0f} s since the watch began (its "

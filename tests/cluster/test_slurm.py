@@ -20,7 +20,7 @@ import slurmrig as S
 from conftest import PADDLE_A, PADDLE_B, SHARED_CPU
 from jobscripts import TRAIN_WATCH, TRAIN_WATCH_PATH
 from support import interruptible
-from watchtools import records
+from watchtools import first, records
 
 from preflight.testing import testbed
 from preflight.transport.slurm.health import DEFAULT_DEADLINE_S
@@ -475,6 +475,22 @@ def test_a_job_in_slurm_is_watched_through_its_own_allocation(rig):
             if not samplers:
                 break
             time.sleep(1)
+        # Watched again, and the job cancelled under the watch (scancel, as its user or an
+        # administrator would): its samplers end with it.
+        log = os.path.join(rig.tb.base, "watch-scancel.jsonl")
+        w = subprocess.Popen(rig.slurm.cmd([
+            sys.executable, "-m", "preflight", "watch", "--plan", report, "--transport",
+            "slurm", "--jobid", job, "--interval", "2", "--persist", "6", "--for", "300",
+            "--log", log]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=env, cwd=rig.tb.base)
+        try:
+            watched = first(log, "finding", "progress", time.monotonic() + 60)
+            rig.slurm.run("scancel", job)
+            wout, werr = w.communicate(timeout=120)  # it ends with the job, long before --for
+        finally:
+            if w.poll() is None:
+                w.kill()
+                w.communicate()
     finally:
         rig.slurm.run("scancel", job or "0")
         launch.wait(60)
@@ -483,6 +499,18 @@ def test_a_job_in_slurm_is_watched_through_its_own_allocation(rig):
     assert " progress " in p.stdout and "3 ranks of master " in p.stdout, p.stdout
     assert "node[1-3]" in p.stdout, p.stdout
     assert samplers == {}, samplers
+    # Cancelled: the job was stopped as a whole, said once; no rank or host blamed, and the
+    # samplers' end with it is no host that could not be checked.
+    assert watched is not None, wout + werr
+    rs = records(log)
+    [last] = [r for r in rs if r["type"] == "last"]
+    assert (last["check"], last["status"], last["cause"]) == ("ended", "warn", "job-stopped"), \
+        last
+    assert f"the Slurm job {job} on node[1-3] was cancelled" in last["message"], last
+    assert w.returncode == 1, wout + werr
+    blamed = [r["message"] for r in rs if r["type"] == "finding"
+              and r["status"] in ("fail", "could-not-check")]
+    assert blamed == [], blamed
     end = time.monotonic() + 60
     while rig.jobs() and time.monotonic() < end:
         time.sleep(1)

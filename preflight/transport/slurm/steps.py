@@ -27,6 +27,7 @@ from preflight.collect.parse import ProbeOutputError, parse_probe_output
 from preflight.common.remote import Done, Started, in_parallel
 from preflight.model.container import ContainerSpec
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
+from preflight.model.watch import SCHEDULER_GONE
 from preflight.transport.local.run import LocalProcess
 
 IMMEDIATE_S = 10  # how long a step may wait for its nodes before it is refused
@@ -116,6 +117,24 @@ def job_of_name(name: str, running: bool = False, timeout: float = 15.0) -> Opti
         raise SlurmError(f"squeue: {p.stderr.decode(errors='replace').strip()[:300]}")
     ids = p.stdout.decode(errors="replace").split()
     return ids[0] if ids else None
+
+
+# What squeue says of a job it no longer lists (ended more than MinJobAge ago).
+NO_SUCH_JOB = "Invalid job id"
+
+
+def job_state(job_id: str, timeout: float = 5.0) -> tuple[str, str]:
+    """Slurm's state of the job (squeue's %T: RUNNING, COMPLETING, CANCELLED...) and its
+    reason; (SCHEDULER_GONE, why) once Slurm no longer lists it."""
+    p = _run(["squeue", "-h", "-j", job_id, "-t", "all", "-o", "%T|%r"], timeout)
+    err = p.stderr.decode(errors="replace").strip()
+    if p.returncode != 0 and NO_SUCH_JOB not in err:
+        raise SlurmError(f"squeue -j {job_id}: {err[:300] or f'exit {p.returncode}'}")
+    lines = [ln.strip() for ln in p.stdout.decode(errors="replace").splitlines() if ln.strip()]
+    if not lines:
+        return SCHEDULER_GONE, "Slurm no longer lists it (it ended longer ago than MinJobAge)"
+    state, _, reason = lines[0].partition("|")
+    return state, "" if reason in ("None", "(null)") else reason
 
 
 @dataclass

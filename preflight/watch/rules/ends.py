@@ -44,14 +44,14 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
             out.append(WatchFinding(
                 "stopped", Status.FAIL, (r.rid.host,),
                 f"{r.rid.name()} is stopped (state {s.state}: a SIGSTOP or a suspended shell) "
-                f"since {clock_of(r.state_since[1])}"
+                f"since {clock_of(state.at(r.rid.host, r.state_since[1]))}"
                 + (f"; its {others} peers wait on it" if others else ""),
                 {"since": r.state_since[1]}, blame=Blame("stopped", ranks=(r.rid,))))
         elif s.state == TRACED:
             out.append(WatchFinding(
                 "traced", Status.WARN, (r.rid.host,),
                 f"{r.rid.name()} is held by a tracer (state t: a debugger, strace or py-spy "
-                f"attached) since {clock_of(r.state_since[1])}"
+                f"attached) since {clock_of(state.at(r.rid.host, r.state_since[1]))}"
                 + (f"; its {others} peers wait on it while it is" if others else "")
                 + ": someone is looking at it, no fault of its host; not acted on",
                 {"since": r.state_since[1]}, blame=Blame("traced", ranks=(r.rid,))))
@@ -105,7 +105,7 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
                     state)
         if why:
             out.append(WatchFinding("dead", Status.FAIL, (e.rid.host,),
-                                    f"{e.rid.name()} exited at {clock_of(e.t)} {why}",
+                                    f"{e.rid.name()} exited at {clock_of(e.at)} {why}",
                                     {"tail": e.tail}, blame=_exit_blame(e)))
     if failure is not None and not live and failure.host in job.launcher_hosts() \
             and not any(f.check == "dead" for f in out):
@@ -120,7 +120,7 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
 
 @dataclass(frozen=True)
 class Exit:
-    t: float  # on its host's clock (as said)
+    t: float  # on its host's clock
     rid: RankId
     tail: Sequence[str]
     oom: Optional[tuple[int, int]] = None  # its memory cgroup's OOM kills rose: before, after
@@ -234,7 +234,7 @@ def _cause_finding(e: Exit, after: Sequence[Exit],
     ends = "" if e.error is not None or e.unread is not None else \
         f"; its log ends: {e.tail[-1] if e.tail else '(empty)'}"
     return WatchFinding("dead", Status.FAIL, (e.rid.host,),
-                        f"{e.rid.name()} exited at {clock_of(e.t)} {how}{peers}{ends}",
+                        f"{e.rid.name()} exited at {clock_of(e.at)} {how}{peers}{ends}",
                         {"tail": e.tail}, blame=_exit_blame(e))
 
 

@@ -125,4 +125,6 @@ def why_short(r: RankSeries, span: Span, at_check: Mapping[str, AtCheck]) -> str
 
 
 def clock_of(t: float) -> str:
+    """A time as a message says it: on the controller's clock (a host's own time is first
+    brought onto it with WatchState.at), so that the times said of different hosts compare."""
     return time.strftime("%H:%M:%S", time.localtime(t))

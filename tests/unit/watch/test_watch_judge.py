@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from dataclasses import replace
 
 import pytest
-from watchtools import POLICY, FakeHost, FakeRank, cluster, named, quota_starved, watched
+from watchtools import (
+    ABORTED,
+    POLICY,
+    FakeHost,
+    FakeRank,
+    cluster,
+    named,
+    quota_starved,
+    sigkilled,
+    watched,
+)
 
 from preflight.act import recover
 from preflight.model.findings import Status
@@ -310,12 +321,6 @@ def test_a_failed_launcher_whose_ranks_were_never_seen_is_named_once_the_job_end
 
 
 # The last lines of a rank gloo aborted when its peer vanished (Paddle 3.3.1, on the rig).
-ABORTED = ("----------------------", "Error Message Summary:", "----------------------",
-           "FatalError: `Process abort signal` is detected by the operating system.",
-           "  [TimeInfo: *** Aborted at 1795725603 (unix time) try \"date -d @1795725603\" "
-           "if you are using GNU date ***]",
-           "  [SignalInfo: *** SIGABRT (@0x4532) received by PID 17714 (TID 0x7fb0f2ad6040) "
-           "from PID 17714 ***]")
 TERMINATED = ("FatalError: `Termination signal` is detected by the operating system.",
               "  [TimeInfo: *** Aborted at 1795725610 (unix time) ***]",
               "  [SignalInfo: *** SIGTERM (@0x4600) received by PID 17800 ***]")
@@ -342,21 +347,6 @@ def gone(host, tail=None):
     if tail is not None:
         r.tail = tail
     host.gone = [r]
-
-
-def sigkilled(hosts, victim="node03", at=30, oom=None):
-    """A change(t) for watched(): at `at`, victim's rank is SIGKILLed and gloo aborts every
-    peer in the same second (their logs end as ABORTED); oom: every rank's OOM kill counts
-    as their gone entries say."""
-    def kill(t):
-        if t == at:
-            for h in hosts:
-                r = h.ranks.pop()
-                if h.name != victim:
-                    r.tail = ABORTED
-                r.oom = oom
-                h.gone = [r]
-    return kill
 
 
 @pytest.mark.parametrize("recorded", [None, "node03", "node01"],
@@ -1052,6 +1042,21 @@ def test_a_rank_killed_on_a_host_whose_clock_is_off_is_still_the_cause(skew):
     assert named(findings) == [("dead", Status.FAIL, ("node03",))]
     assert "2 peers failed after it" in findings[0].message
     assert state.offset["node03"] - state.offset["node01"] == pytest.approx(skew)
+
+
+def test_a_death_is_said_at_the_controllers_time_whichever_way_its_hosts_clock_is_off():
+    # The same kill on node03 whose clock is 8 s ahead, then 8 s behind: 16 s apart by its
+    # own clock, the same second on the controller's, which is the time the message says.
+    said = []
+    for skew in (8.0, -8.0):
+        hosts = cluster(3)
+        hosts[2].t += skew
+        findings, _ = watched(hosts, 35, change=sigkilled(hosts))
+        [dead] = [f for f in findings if f.check == "dead"]
+        m = re.search(r"exited at (\d\d:\d\d:\d\d) ", dead.message)
+        assert m is not None, dead.message
+        said.append(m[1])
+    assert said[0] == said[1], said
 
 
 def test_a_job_launched_again_with_the_same_master_is_a_new_run_and_the_old_one_ended():

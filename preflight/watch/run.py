@@ -267,16 +267,13 @@ def _findings(state: WatchState, policy: WatchPolicy, opts: WatchOptions,
               final: bool = False, ended: Optional[SchedulerEnd] = None) -> list[Finding]:
     if ended is not None:  # the samplers end with the job: their silence is its end
         found = judge(state, policy, now, opts.at_check, opts.addresses, ended.final)
-        unreached = [Finding("watch", Status.COULD_NOT_CHECK, (n,), f"{n}: {why}")
-                     for n, why in sorted(lost.items())]
-        return scheduler.findings(ended, found, list(hosts), unreached)
+        return scheduler.findings(ended, found, list(hosts), _unwatched(lost))
     gone = {**lost, **{n: h.ended for n, h in hosts.items() if h.ended is not None}}
     if final or now - start > stale_after(policy):  # at the end, silence is all there is
         gone.update({n: f"no sample in {now - start:.0f} s since the watch began (its "
                         "sampler did not start: its python3?)"
                      for n in hosts if n not in state.last_tick and n not in gone})
-    out = [Finding("watch", Status.COULD_NOT_CHECK, (n,), f"{n}: {why}")
-           for n, why in sorted(gone.items())]
+    out = _unwatched(gone)
     out += [Finding("watch", Status.WARN, (n,), f"{n}: {h.bad} line(s) of its sampler did not "
                     f"read as a sample and were skipped; the last: {h.bad_last}",
                     {"skipped": h.bad})
@@ -287,3 +284,9 @@ def _findings(state: WatchState, policy: WatchPolicy, opts: WatchOptions,
     out += [f for f in found if not (f.check == "watch" and set(f.hosts) <= set(gone))]
     return sorted(out, key=lambda f: (BLOCKING.index(f.status) if f.status in BLOCKING
                                       else len(BLOCKING) + (f.status is Status.PASS)))
+
+
+def _unwatched(gone: Mapping[str, str]) -> list[Finding]:
+    """A host that could not be watched, each with why."""
+    return [Finding("watch", Status.COULD_NOT_CHECK, (n,), f"{n}: {why}")
+            for n, why in sorted(gone.items())]

@@ -19,14 +19,15 @@ def findings(end: SchedulerEnd, judged: Sequence[Finding], hosts: Sequence[str],
     is (nothing else: its steps are being stopped); once stopped as a whole, that, blaming
     nobody; once ended of itself, the judgement of its ranks' ends, the samplers' silence
     left out, and Slurm's word where nothing judged says why it failed."""
-    where = hostlist(sorted(hosts))
+    names = tuple(sorted(hosts))
+    where = hostlist(names)
     if not end.final:
-        return [Finding("ended", Status.SKIP, tuple(sorted(hosts)),
+        return [Finding("ended", Status.SKIP, names,
                         f"the Slurm job {end.job} on {where} is ending (Slurm's state "
                         f"{end.state}): how it ended is said once Slurm has ended its steps")]
     if end.stopped is not None:
         return [WatchFinding(
-            "ended", Status.WARN, tuple(sorted(hosts)),
+            "ended", Status.WARN, names,
             f"the Slurm job {end.job} on {where} {end.stopped} (Slurm's state {end.state}"
             + (f", {end.reason}" if end.reason else "")
             + "): the job was stopped as a whole, no rank or host to blame",
@@ -34,19 +35,17 @@ def findings(end: SchedulerEnd, judged: Sequence[Finding], hosts: Sequence[str],
     # The samplers ended with the job (their silence is no host's); a host never reached
     # is still said: its ranks were never watched.
     out = [*unreached, *(f for f in judged if f.check != "watch")]
-    said = any(f.check == "ended" or f.status is Status.FAIL for f in out)
-    if end.state == "COMPLETED":
-        if not said:
-            out.append(Finding("ended", Status.PASS, tuple(sorted(hosts)),
-                               f"the Slurm job {end.job} on {where} completed"))
-    elif end.state == SCHEDULER_GONE:
-        if not said:
-            out.append(Finding("ended", Status.SKIP, tuple(sorted(hosts)),
+    if end.state in ("COMPLETED", SCHEDULER_GONE):
+        if not any(f.check == "ended" or f.status is Status.FAIL for f in out):
+            out.append(Finding("ended", Status.PASS, names,
+                               f"the Slurm job {end.job} on {where} completed")
+                       if end.state == "COMPLETED" else
+                       Finding("ended", Status.SKIP, names,
                                f"the Slurm job {end.job} on {where} has ended: {end.reason}"))
     elif not any(f.status is Status.FAIL for f in out):
         # FAILED, NODE_FAIL, OUT_OF_MEMORY...: where no rank's end said why, Slurm's word.
         out.append(Finding(
-            "ended", Status.WARN, tuple(sorted(hosts)),
+            "ended", Status.WARN, names,
             f"the Slurm job {end.job} on {where} ended {end.state}"
             + (f" ({end.reason})" if end.reason else "")
             + "; how its ranks ended says no more", {"scheduler_state": end.state}))

@@ -1,5 +1,8 @@
-"""The watch's judgement: pure functions from what was sampled to findings. Nothing here reads
-a host.
+"""The watch's judgement: functions from what was sampled to findings. Nothing here reads
+a host. What a judgement leaves for the next: the host the link rule named (a link's full
+queues move from pair to pair between windows) and the host that went quiet as its peers
+died (its own ranks' ends come in once it answers again); replay judges at the same beat
+as the watch did.
 
 In a synchronous job every rank steps at the pace of the slowest, so progress alone names
 nobody: the straggler is the rank that keeps busy (on a CPU, or waiting for one) while its
@@ -18,7 +21,8 @@ each yielding to what came before it:
                far: slower trainers (PS), busier ranks (the job's shape said, not blamed);
                PS servers short of CPU, skipping hosts blamed so far
   5. links     a slow link, skipping pairs with a host blamed so far (a starved rank drains
-               its sockets slowly: its host's doing)
+               its sockets slowly: its host's doing); the host named stays named while it
+               is an end of every full pair
   6. gpus      slowed GPUs, said on the finding that names their rank, else their own
   7. progress  progress that could not be read; the pass line where nothing was blamed
 """
@@ -136,7 +140,8 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
     out.extend(starved_servers(timed, unit, policy, at_check, addresses, blamed(out)))
     # A pair with a host already named is that host's doing (a starved rank drains its
     # sockets slowly): the link is blamed only where nothing else explains it.
-    out.extend(slow_link(live, policy, at_check, state, addresses, blamed(out), unit))
+    out.extend(slow_link(job, live, policy, at_check, state, addresses, blamed(out), unit,
+                          quiet))
     out = gpus.findings(live, unit, state, policy, out)
     out.extend(gpus.unreadable(job.hosts(), live, state))
     out.extend(progress_unread(live))

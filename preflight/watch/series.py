@@ -170,6 +170,15 @@ class JobSeries:
         self.gone: dict[RankId, tuple[float, tuple[str, ...]]] = {}
         # rank -> its memory cgroup's OOM kills (before, after) where they rose as it ended
         self.oom_killed: dict[RankId, tuple[int, int]] = {}
+        # What a judgement carries to the next (replay judges at the same beat, so the same):
+        # the host the link rule named as the one in every full send queue, and since when (on
+        # the controller's clock): it stays the cause while it is an end of every full pair
+        # (which of its pairs are full changes from window to window).
+        self.link_host: Optional[str] = None
+        self.link_since = 0.0
+        # host -> the longest silence seen of it as its peers died for a lost peer: the cause
+        # still once it answers again (its own ranks' ends then say they lost a peer too).
+        self.lost_hosts: dict[str, float] = {}
 
     def unit(self) -> Unit:
         latest = [r.latest for r in self.ranks.values() if r.samples]
@@ -195,11 +204,29 @@ class JobSeries:
         said = [n for la in self.launchers.values() if (n := _nnodes(la.argv)) is not None]
         return max(said) if said else None
 
+    def short_launchers(self) -> dict[str, tuple[int, int]]:
+        """host -> (ranks seen, ranks its launcher starts) where a launcher says how many it
+        starts (--nproc_per_node N) and fewer have been seen: its ranks are still starting
+        (the last of them may show a sample after the first)."""
+        out: dict[str, tuple[int, int]] = {}
+        for (host, pid), la in self.launchers.items():
+            want = _option(la.argv, "--nproc_per_node")
+            seen = sum(1 for rid in self.ranks if rid.host == host and rid.launcher == pid)
+            if want is not None and 0 < seen < want:
+                out[host] = (seen, want)
+        return out
+
 
 def _nnodes(argv: Sequence[str]) -> Optional[int]:
+    return _option(argv, "--nnodes")
+
+
+def _option(argv: Sequence[str], name: str) -> Optional[int]:
+    """A launcher's count option (`name N`, `name=N`; an elastic `N:M` gives N); None where
+    it is not given, or not a positive count."""
     for i, a in enumerate(argv):
-        value = a.split("=", 1)[1] if a.startswith("--nnodes=") else \
-            argv[i + 1] if a == "--nnodes" and i + 1 < len(argv) else None
+        value = a.split("=", 1)[1] if a.startswith(name + "=") else \
+            argv[i + 1] if a == name and i + 1 < len(argv) else None
         if value is not None:
             first = value.split(":", 1)[0].strip()
             return int(first) if first.isdigit() and int(first) > 0 else None

@@ -1,9 +1,10 @@
-"""A job that is not whole yet: its launchers are still starting its ranks, or fewer of its
-nodes run a launcher than its launchers say it runs on (--nnodes) while watched hosts run
-none. Its ranks wait at the rendezvous for the rest, so there is no pace to judge yet, and
-the missing nodes are what to say: not a hang of the ranks that wait, and never a pass
-(a job started on one node of three is not running). Said as starting (skip) for as long as
-a hang may take to be named (--hang-after), then as a failure on the nodes it waits for."""
+"""A job that is not whole yet: its launchers are still starting its ranks (none yet, or
+fewer than the --nproc_per_node a launcher was given), or fewer of its nodes run a launcher
+than its launchers say it runs on (--nnodes) while watched hosts run none. Its ranks wait at
+the rendezvous for the rest, so there is no pace to judge yet, and the missing nodes are
+what to say: not a hang of the ranks that wait, and never a pass (a job started on one node
+of three is not running). Said as starting (skip) for as long as a hang may take to be
+named (--hang-after), then as a failure on the nodes it waits for."""
 
 from __future__ import annotations
 
@@ -23,12 +24,13 @@ def starting(job: JobSeries, state: WatchState, policy: WatchPolicy) -> Optional
         return None  # it runs: a node missing now is one outside the watched hosts
     have = sorted(job.launcher_hosts())
     unranked = sorted(set(have) - set(job.hosts()))
+    short = job.short_launchers()  # some of its ranks seen there, not all of them yet
     n = job.nnodes() or 0
     idle: list[str] = []
     if len(have) < n:
         busy = {h for j in state.jobs.values() for h in j.launcher_hosts()}
         idle = sorted(h for h in state.last_tick if h not in busy)
-    if not unranked and not idle:
+    if not unranked and not idle and not short:
         return None  # whole, or its other nodes are not among the watched hosts
     latest = [state.hosts[h][-1].t for h in have if state.hosts.get(h)]
     waited = max(latest, default=job.first_t) - job.first_t
@@ -38,6 +40,10 @@ def starting(job: JobSeries, state: WatchState, policy: WatchPolicy) -> Optional
         parts.append(f"its launcher on {hostlist(unranked)} "
                      + (f"started no rank in {waited:.0f} s" if late else
                         "is starting its ranks"))
+    if short:
+        parts.append("its launcher on " + ", ".join(
+            f"{h} {'started only' if late else 'has started'} {k} of its {n_} ranks"
+            for h, (k, n_) in sorted(short.items())) + (f" in {waited:.0f} s" if late else ""))
     if idle and late:
         parts.append(f"it waits for {n - len(have)} of its {n} nodes (--nnodes {n}): "
                      f"{hostlist(idle)} started no launcher of it in {waited:.0f} s")
@@ -49,7 +55,8 @@ def starting(job: JobSeries, state: WatchState, policy: WatchPolicy) -> Optional
         parts.append(f"its {len(job.live())} rank(s) on {hostlist(ranked)} wait for them at "
                      "the rendezvous")
     return WatchFinding("starting", Status.FAIL if late else Status.SKIP,
-                        tuple(unranked + idle), f"{job.key} is starting: " + "; ".join(parts),
+                        tuple(sorted({*unranked, *idle, *short})),
+                        f"{job.key} is starting: " + "; ".join(parts),
                         {"nnodes": n or None}, blame=Blame(job=job.key))
 
 

@@ -2,10 +2,11 @@
 launch` on three simulated hosts, watched from outside while a fault is planted mid-run: a
 CPU quota on one host's cgroup (the straggler named on its host, nobody else), a stopped
 rank (named at once, then the hang it causes), a killed rank (named, its peers' failures
-its consequence); and a healthy job in real shapes (two ranks a host, a rank 0 that
-evaluates, a piped log, a clock ahead) run twice with one master, with nobody named. The time
-from planting to the finding is
-printed for the benchmarks; the tests assert who is named, never how fast."""
+its consequence), a slowed link, a link cut until the job dies of it (its host the cause,
+its peers' deaths folded under it); and a healthy job in real shapes (two ranks a host, a
+rank 0 that evaluates, a piped log, a clock ahead) run twice with one master, with nobody
+named. The time from planting to the finding is printed for the benchmarks; the tests
+assert who is named, never how fast."""
 
 from __future__ import annotations
 
@@ -138,7 +139,6 @@ def test_a_rank_killed_mid_run_is_named_dead_on_its_host_and_nobody_else(cluster
     The killed rank's host keeps a clock 8 s ahead of the others (libfaketime for all it
     runs: its launcher, its ranks, the watch's sampler): by its own clock the rank died
     after the peers it took down, and is still named as their cause."""
-    logs = [cluster.private(n, "/root/log/workerlog.0") for n in HOSTS]
     faketime = glob.glob("/usr/lib/*/faketime/libfaketime.so.1")
     assert faketime, "libfaketime missing: run scripts/setup.sh (Debian package faketime)"
     with cluster.tb.login_env_for("good3", [f"export LD_PRELOAD={faketime[0]} "
@@ -147,10 +147,7 @@ def test_a_rank_killed_mid_run_is_named_dead_on_its_host_and_nobody_else(cluster
         log = os.path.join(cluster.tb.base, "watch-kill.jsonl")
         w = None
         try:
-            end = time.monotonic() + 120
-            while time.monotonic() < end and not all(_steps(p) >= 3 for p in logs):
-                assert launch.poll() is None, launch.stderr.read() if launch.stderr else ""
-                time.sleep(1)
+            stepping(cluster, launch)
             w = watch(cluster, report, log, "--interval", "2", "--for", "90")
             running = first(log, "finding", "progress", time.monotonic() + 30)
             assert running is not None, "the watch never saw the job step"
@@ -161,12 +158,7 @@ def test_a_rank_killed_mid_run_is_named_dead_on_its_host_and_nobody_else(cluster
             assert launch.wait(60) != 0  # the launch saw the job fail and stopped it
             time.sleep(5)  # the watch's judgement of the ended job
         finally:
-            if launch.poll() is None:
-                launch.send_signal(signal.SIGINT)
-                launch.wait(60)
-            if w is not None:
-                w.send_signal(signal.SIGINT)
-                out, err = w.communicate(timeout=60)
+            out, err = stopped(launch, w)
     assert dead is not None, out + err
     samples = [r for r in records(log) if r["type"] == "sample" and r["host"] == "good3"]
     skew = samples[-1]["sample"]["t"] - samples[-1]["at"]
@@ -187,18 +179,66 @@ def test_a_rank_killed_mid_run_is_named_dead_on_its_host_and_nobody_else(cluster
     assert cluster.left_on(HOSTS, ("paddle.distributed.launch", "train_watch")) == {}
 
 
+def test_a_link_cut_until_the_job_dies_is_laid_on_its_host_its_victims_folded(cluster,
+                                                                              report):
+    """good2's cable pulled mid-run (its eth0 down) until gloo's timeout aborts its peers,
+    then put back: its sampler's connection (on that link) goes quiet, the ranks of good1
+    and good3 die for the peer they lost. good2 is the cause, named while it is silent and
+    still once it answers again and its own rank's end (aborted too) comes in; its peers
+    are its victims, folded under it, never failed on their own hosts. Launched alone."""
+    launch = cli_popen(cluster, *launch_args(cluster, report, 10 ** 6), quiet=True)
+    log = os.path.join(cluster.tb.base, "watch-cut.jsonl")
+    w = None
+    try:
+        stepping(cluster, launch)
+        w = watch(cluster, report, log, "--interval", "2", "--persist", "6", "--for", "200")
+        assert first(log, "finding", "progress", time.monotonic() + 30) is not None
+        planted = time.time()
+        cluster.tb.link_down("good2")
+        dead = first(log, "finding", "dead", time.monotonic() + 120)
+        launch.wait(90)  # the job died of it (gloo's timeout), the launch with it
+        cluster.tb.link_up("good2")
+        mended = time.time()
+        back = first(log, "cleared", "watch", time.monotonic() + 60)  # good2 answers
+        time.sleep(8)  # its rank's end read, and judged
+    finally:
+        cluster.tb.link_up("good2")
+        out, err = stopped(launch, w)
+    assert dead is not None and back is not None, out + err
+    rs = records(log)
+    [last] = [r for r in rs if r["type"] == "last"]  # how the job's end is said at the end
+    link = next((r for r in rs if r["type"] == "finding" and r["check"] == "straggler"), None)
+    print((f"\nits link named {link['at'] - planted:.1f} s after eth0 down: {link['message']}"
+           if link else "\nits link not named before the deaths")
+          + f"\nlink cut named {dead['at'] - planted:.1f} s after eth0 down: {dead['message']}"
+          f"\nanswering {back['at'] - mended:.1f} s after eth0 up; at the end: "
+          f"{last['message']}")
+    assert dead["hosts"] == ["good2"] and "went quiet as its peers lost it" in dead["message"]
+    assert last["check"] == "dead" and last["hosts"] == ["good2"], last
+    assert last["message"].startswith("good2 (silent for "), last["message"]
+    assert "answering again) went quiet as its peers lost it" in last["message"]
+    assert "2 peers failed after: good1 rank 0 (worker), good3 rank 2 (worker)" in \
+        last["message"], last["message"]
+    assert "its own ranks ended too, seen once it answered: good2 rank 1 (worker)" in \
+        last["message"], last["message"]
+    named = {tuple(r["hosts"]) for r in rs if r["type"] == "finding" and r["status"] != "pass"}
+    assert named == {("good2",)}, [r["message"] for r in rs if r["type"] == "finding"]
+    assert sorted((v["host"], v["rank"]) for v in last["victims"]) == [
+        ("good1", 0), ("good2", 1), ("good3", 2)], last
+    end = time.monotonic() + 60  # good2's launcher ends once it hears its rank's end
+    while time.monotonic() < end and cluster.left_on(HOSTS, ("paddle.distributed.launch",
+                                                             "train_watch")):
+        time.sleep(2)
+    assert cluster.left_on(HOSTS, ("paddle.distributed.launch", "train_watch")) == {}
+
+
 @pytest.fixture(scope="module")
 def job(cluster, report) -> Iterator[Job]:
     """The three-host job, running (every rank has printed steps) for the faults planted
     in it one after another, each undone; stopped at the end."""
-    logs = [cluster.private(n, "/root/log/workerlog.0") for n in HOSTS]
     launch = cli_popen(cluster, *launch_args(cluster, report, 10 ** 6), quiet=True)
     try:
-        end = time.monotonic() + 120
-        while time.monotonic() < end and not all(_steps(p) >= 3 for p in logs):
-            assert launch.poll() is None, launch.stderr.read() if launch.stderr else ""
-            time.sleep(1)
-        assert all(_steps(p) >= 3 for p in logs), "the job did not start stepping"
+        stepping(cluster, launch)
         yield Job(report, launch)
     finally:
         launch.send_signal(signal.SIGINT)  # the launch stops the job on every host
@@ -208,6 +248,28 @@ def job(cluster, report) -> Iterator[Job]:
             launch.kill()
             launch.wait(10)
     assert cluster.left_on(HOSTS, ("paddle.distributed.launch", "train_watch")) == {}
+
+
+def stopped(launch: subprocess.Popen[str],
+            w: subprocess.Popen[str] | None) -> tuple[str, str]:
+    """Stops a launch still running, then the watch (as Ctrl-C would); the watch's output."""
+    if launch.poll() is None:
+        launch.send_signal(signal.SIGINT)
+        launch.wait(60)
+    if w is None:
+        return "", ""
+    w.send_signal(signal.SIGINT)
+    return w.communicate(timeout=60)
+
+
+def stepping(cluster, launch: subprocess.Popen[str]) -> None:
+    """Waits (120 s at most) until every rank of the launched job has printed steps."""
+    logs = [cluster.private(n, "/root/log/workerlog.0") for n in HOSTS]
+    end = time.monotonic() + 120
+    while time.monotonic() < end and not all(_steps(p) >= 3 for p in logs):
+        assert launch.poll() is None, launch.stderr.read() if launch.stderr else ""
+        time.sleep(1)
+    assert all(_steps(p) >= 3 for p in logs), "the job did not start stepping"
 
 
 def _steps(path: str) -> int:
@@ -224,7 +286,7 @@ def watch(cluster, report: str, log: str, *args: str) -> subprocess.Popen[str]:
 
 def test_a_host_throttled_mid_run_is_named_as_the_straggler_and_nobody_else(cluster, job):
     log = os.path.join(cluster.tb.base, "watch-quota.jsonl")
-    w = watch(cluster, job.report, log, "--interval", "2", "--persist", "10", "--for", "90")
+    w = watch(cluster, job.report, log, "--interval", "2", "--persist", "10", "--for", "180")
     try:
         time.sleep(14)  # a healthy stretch first: nobody named there
         planted = time.time()
@@ -294,13 +356,20 @@ def test_a_stopped_rank_is_named_at_once_and_the_hang_it_causes_after(cluster, j
 
 def test_a_link_slowed_mid_run_is_named_on_its_host_and_nobody_else(cluster, job):
     log = os.path.join(cluster.tb.base, "watch-link.jsonl")
-    w = watch(cluster, job.report, log, "--interval", "2", "--persist", "10", "--for", "90")
+    w = watch(cluster, job.report, log, "--interval", "2", "--persist", "10", "--for", "180")
     try:
         time.sleep(14)
         planted = time.time()
         cluster.tb.unthrottle("good2")
         cluster.tb.throttle("good2", "10mbit")  # both ways, as a bad cable or port
         found = first(log, "finding", "straggler", time.monotonic() + 70)
+        # Then for a while: which of good2's pairs are full changes from window to window,
+        # and a pair's other end is no cause (on the rig it was failed alone, at times).
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not any(
+                r["type"] == "finding" and r["hosts"] == ["good2"] for r in records(log)):
+            time.sleep(1)
+        time.sleep(20)
     finally:
         cluster.tb.unthrottle("good2")
         cluster.tb.throttle("good2", cluster.link_rate)
@@ -318,6 +387,12 @@ def test_a_link_slowed_mid_run_is_named_on_its_host_and_nobody_else(cluster, job
     named = {tuple(r["hosts"]) for r in records(log)
              if r["type"] == "finding" and r["status"] != "pass"}
     assert all("good2" in hosts for hosts in named), named  # no link without good2 named
+    assert ("good2",) in named, named  # named alone once both its pairs filled
+    alone = min(r["at"] for r in records(log) if r["type"] == "finding"
+                and r["hosts"] == ["good2"])
+    after = {tuple(r["hosts"]) for r in records(log) if r["type"] == "finding"
+             and r["status"] != "pass" and r["at"] >= alone}
+    assert after == {("good2",)}, after  # and from then on nobody else, not even beside it
 
 
 

@@ -83,13 +83,23 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
     explained = {e.rid for e in causes} | {e.rid for e in after}
     lost = [e for e in exits if e.rid not in explained and e.error is not None
             and LOST_PEER.search(_tail_text(e))]
-    cause = _quiet_cause(quiet, lost, addresses) if lost and quiet and not causes else None
+    # The hosts gone quiet now, and those that went quiet as their peers died and answer
+    # again (a link mended, a host back): their own ranks' ends, read once they answer, say
+    # they lost their peers too, and that is no evidence against the peers. One whose ranks
+    # run on once it answers was not the peer they lost.
+    running = {r.rid.host for r in live}
+    silent = {**{h: s for h, s in job.lost_hosts.items() if h not in quiet and h not in running},
+              **quiet}
+    cause = _quiet_cause(silent, lost, addresses, quiet) if lost and silent and not causes \
+        else None
     if cause is not None:
         # Ranks died for a lost peer, none of theirs ended first, and a host of the job went
         # quiet: the peer they lost is there (its link cut, the host hung or down), and
         # they are its victims, not culprits.
         out.append(cause)
         explained |= {e.rid for e in lost}
+        for h in cause.hosts:
+            job.lost_hosts[h] = max(silent[h], job.lost_hosts.get(h, 0.0))
     # A rank that died for a lost peer whose loss is not seen yet, while ranks of the job
     # still seem to run: the peer's host may say so only in its next sample (each host's
     # sampler keeps its own beat), so it is not named before that. Once every rank is seen
@@ -251,27 +261,39 @@ def _unread(r: Optional[RankSeries]) -> Optional[str]:
     return r.latest.log_path or "output the watch may not read"
 
 
-def _quiet_cause(quiet: Mapping[str, float], lost: Sequence[Exit],
-                 addresses: Mapping[str, str]) -> Optional[Finding]:
-    """The host gone quiet that its peers' ranks lost: the one gloo's timeouts name (by its
-    address) where they name one, else every quiet host of the job; None where they name
-    only hosts that answer (the peer lost is elsewhere)."""
+def _quiet_cause(silent: Mapping[str, float], lost: Sequence[Exit],
+                 addresses: Mapping[str, str], quiet: Mapping[str, float]
+                 ) -> Optional[Finding]:
+    """The host gone silent that its peers' ranks lost: the one gloo's timeouts name (by its
+    address) where they name one, else every silent host of the job; None where they name
+    only hosts that answer (the peer lost is elsewhere). silent holds the hosts quiet now
+    (quiet) and those that went quiet as their peers died and answer again."""
     named = {addresses.get(m[1].rsplit(":", 1)[0], "?") for e in lost
              for m in GLOO_PEER.finditer(_tail_text(e))}
-    hosts = sorted(h for h in quiet if h in named)
+    hosts = sorted(h for h in silent if h in named)
     if not hosts and named - {"?"}:
         return None
-    hosts = hosts or sorted(quiet)
-    shown = sorted(lost, key=lambda a: a.rid.order())
-    said = " and ".join(f"{h} (no sample for {quiet[h]:.0f} s)" for h in hosts)
+    hosts = hosts or sorted(silent)
+    peers = sorted((e for e in lost if e.rid.host not in hosts), key=lambda a: a.rid.order())
+    own = sorted((e for e in lost if e.rid.host in hosts), key=lambda a: a.rid.order())
+    if not peers:
+        return None  # only its own ranks lost a peer: nothing says the peer was not theirs
+    said = " and ".join(f"{h} (no sample for {silent[h]:.0f} s)" if h in quiet else
+                        f"{h} (silent for {silent[h]:.0f} s, answering again)" for h in hosts)
     by_gloo = " (gloo's timeouts name it)" if set(hosts) & named else ""
+    if any(h in quiet for h in hosts):
+        theirs = "its own ranks could not be judged"
+    elif own:
+        theirs = (f"its own ranks ended too, seen once it answered: "
+                  f"{', '.join(a.rid.name() for a in own[:4])}{', ...' if len(own) > 4 else ''}")
+    else:
+        theirs = "its own ranks were not seen to end"
     return WatchFinding(
         "dead", Status.FAIL, tuple(hosts),
-        f"{said} went quiet as its peers lost it{by_gloo}: {len(lost)} peers failed "
-        f"after: {', '.join(a.rid.name() for a in shown[:4])}{', ...' if len(lost) > 4 else ''}"
-        f" ({lost[0].error}); its link or the host itself (cut off, hung, down); its own ranks "
-        "could not be judged", {"victims": [e.rid.doc() for e in lost]},
-        blame=Blame("lost-host"))
+        f"{said} went quiet as its peers lost it{by_gloo}: {len(peers)} peers failed "
+        f"after: {', '.join(a.rid.name() for a in peers[:4])}{', ...' if len(peers) > 4 else ''}"
+        f" ({peers[0].error}); its link or the host itself (cut off, hung, down); {theirs}",
+        {"victims": [e.rid.doc() for e in peers + own]}, blame=Blame("lost-host"))
 
 
 def _died(e: Exit, live: Sequence[RankSeries], policy: WatchPolicy, unit: Unit,

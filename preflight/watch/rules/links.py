@@ -1,6 +1,7 @@
 """A slow link: once the job's pace fell against its own early pace, the host in every
-pair whose sender's send queue stayed full; with one pair, what the sender resends tells
-which end."""
+pair whose sender's send queue stayed full. A host so named stays the cause while it is an
+end of every full pair: which of its pairs are full changes from one window to the next,
+and one pair alone does not tell its two ends apart."""
 
 from __future__ import annotations
 
@@ -9,17 +10,13 @@ from typing import Optional
 
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import Blame, WatchFinding, WatchPolicy
-from preflight.watch.rules.shared import AtCheck, fallen_pace, full_pairs
+from preflight.watch.rules.shared import AtCheck, clock_of, fallen_pace, full_pairs
 from preflight.watch.series import (
+    JobSeries,
     RankSeries,
     Unit,
     WatchState,
 )
-
-# Segments sent again, of those sent, by the sender of the one full pair: at RESENT_FAR or
-# more they are lost downstream (a switch port, the receiver's link); below RESENT_NEAR its
-# own link holds it back (its own queue pushes back and drops little); in between, either.
-RESENT_NEAR, RESENT_FAR = 0.005, 0.03
 
 
 def _job_slowed(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy) -> bool:
@@ -32,20 +29,29 @@ def _job_slowed(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy) -> 
     return bool(stepping) and 2 * len(fallen) > len(stepping)
 
 
-def slow_link(live: Sequence[RankSeries], policy: WatchPolicy,
+def slow_link(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
               at_check: Mapping[str, AtCheck], state: WatchState,
-              addresses: Mapping[str, str], explained: set[str], unit: Unit
-              ) -> list[Finding]:
+              addresses: Mapping[str, str], explained: set[str], unit: Unit,
+              quiet: Mapping[str, float]) -> list[Finding]:
     """The host whose link holds the job, once the job's pace fell (_job_slowed): the one in
     every pair of hosts between which the sender's TCP send queue stayed full (SENDQ_FULL
     bytes or more in FULL_SHARE of the window's samples). Slow both ways, a host is in the
-    pair it sends on and the one it receives on; with one pair, what its sender resends
-    tells which end (or it is said as the link between them)."""
+    pair it sends on and the one it receives on. Named so, it is remembered (job.link_host)
+    and stays the cause while it is an end of every full pair and the job's pace stays
+    fallen. An end of every full pair whose sampler went quiet (quiet: host -> seconds
+    without a sample; its connection crosses the same link) is that host too. One pair with
+    neither end known is said as the link between them: what its sender resends does not
+    tell which end (a shaper that queues drops nothing; a slow link both ways loses the
+    sender's own ACKs on their way in)."""
     pairs = full_pairs(live, policy.persist_s, addresses, explained)
+    slowed = _job_slowed(live, unit, policy)
+    if not slowed or (pairs and job.link_host is not None
+                      and not all(job.link_host in p for p in pairs)):
+        job.link_host = None  # its pace is back, or a full pair it is no end of
     if not pairs:
-        return []
+        return _still_slowed(job, live, unit, policy) if slowed else []
     said = ", ".join(f"{a}->{b} {q >> 10} KiB" for (a, b), q in sorted(pairs.items()))
-    if not _job_slowed(live, unit, policy):
+    if not slowed:
         if not any(r.early_rate.get(unit) for r in live if r.rid.role != "server"):
             return []  # a pace that cannot be read says nothing either way
         # Said of the job (its hosts), not of the pairs full now: which are full changes from
@@ -55,39 +61,60 @@ def slow_link(live: Sequence[RankSeries], policy: WatchPolicy,
                              f"the job keeps its early pace with full send queues ({said}) "
                              f"for {policy.persist_s:g} s: it is network-bound (it uses its "
                              "links fully), and no link holds it back")]
-    common = set.intersection(*({a, b} for a, b in pairs))
-    if not common:
-        return []
     queued = f"waits in full send queues ({said}) for {policy.persist_s:g} s"
-    if len(common) == 1:
-        host = next(iter(common))
-        return [WatchFinding("straggler", Status.FAIL, (host,),
-                             f"{host}'s link holds the job: data to or from it {queued}"
-                             + _nic(host, state, policy, at_check.get(host, AtCheck())),
-                             blame=Blame("link", pairs=tuple(pairs)))]
-    # One pair: its sender's own link, or the receiver's; what the sender resends tells.
-    # Said once the pair has been full for twice the window: another pair may fill by then,
-    # and the resends are then counted over a window the fault covers.
-    sender, receiver = next(iter(pairs))
-    if (sender, receiver) not in full_pairs(live, 2 * policy.persist_s, addresses, explained):
-        return []
-    share = _retransmitted(sender, state, policy)
-    if share is not None and share >= RESENT_FAR:
-        host, why = receiver, (f"; {sender} sends {share:.1%} of its segments again: they "
-                               f"are lost on the way to {receiver}")
-    elif share is not None and share < RESENT_NEAR:
-        host, why = sender, (f"; {sender} sends only {share:.1%} of its segments again: "
-                             "they wait on its own link")
-    else:
+    blame = Blame("link", pairs=tuple(pairs))
+    common = set.intersection(*({a, b} for a, b in pairs))
+    silent = sorted(h for h in common if h in quiet)
+    if job.link_host is not None:
+        host, since = job.link_host, f"; in every full queue since {clock_of(job.link_since)}"
+    elif (len(common) == 1 and len(pairs) > 1) or len(silent) == 1:
+        host = silent[0] if len(silent) == 1 else next(iter(common))
+        since = (f"; its sampler's connection, on the same link, has had no sample for "
+                 f"{quiet[host]:.0f} s") if host in quiet else ""
+        job.link_host, job.link_since = host, _now(live, state)
+    elif len(common) == 2:  # the link between two hosts, one way or both
+        # Said once it has been full for twice the window: another pair may fill by then
+        # and tell its ends apart.
+        if not set(pairs) & set(full_pairs(live, 2 * policy.persist_s, addresses, explained)):
+            return []
+        sender, receiver = min(pairs)
+        way = f"from {sender} to {receiver}" if len(pairs) == 1 else \
+            f"between {sender} and {receiver} (both ways)"
+        share = _retransmitted(sender, state, policy)
         resent = "" if share is None else f" ({sender} resends {share:.1%})"
         return [WatchFinding("straggler", Status.FAIL, (sender, receiver),
-                             f"the link from {sender} to {receiver} holds the job: data "
-                             f"{queued}{resent}; either end's link, or the switch between "
-                             "them", blame=Blame("link", pairs=tuple(pairs)))]
+                             f"the link {way} holds the job: data {queued}{resent}; either "
+                             "end's link, or the switch between them", blame=blame)]
+    else:
+        return []  # full pairs with no end in common: no one link explains them
     return [WatchFinding("straggler", Status.FAIL, (host,),
-                         f"{host}'s link holds the job: data to or from it {queued}{why}"
-                         + _nic(host, state, policy, at_check.get(host, AtCheck())),
-                         blame=Blame("link", pairs=tuple(pairs)))]
+                         f"{host}'s link holds the job: data to or from it {queued}"
+                         # a quiet host's NIC figures are as old as its last sample
+                         + ("" if host in quiet else
+                            _nic(host, state, policy, at_check.get(host, AtCheck())))
+                         + since,
+                         blame=blame)]
+
+
+def _still_slowed(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
+                  policy: WatchPolicy) -> list[Finding]:
+    """While the job crawls on a link named before, a window whose queues drained (a job at
+    a hundredth of its pace sends little) is no pass: said as not judged (could not check,
+    of that host), failing nobody."""
+    if job.link_host is None:
+        return []
+    paces = [p for r in live if (p := fallen_pace(r, unit, policy)) is not None]
+    pace = f" at {min(paces):.2f} x its early pace" if paces else ""
+    return [WatchFinding("straggler", Status.COULD_NOT_CHECK, (job.link_host,),
+                         f"the job still steps{pace}; {job.link_host}'s link held it (in "
+                         f"every full send queue since {clock_of(job.link_since)}), and no "
+                         f"send queue stayed full for {policy.persist_s:g} s now: could not "
+                         "judge what holds it in this window")]
+
+
+def _now(live: Sequence[RankSeries], state: WatchState) -> float:
+    """The time of the newest sample of the job's ranks, on the controller's clock."""
+    return max(state.at(r.rid.host, r.latest.t) for r in live)
 
 
 def _retransmitted(host: str, state: WatchState, policy: WatchPolicy) -> Optional[float]:

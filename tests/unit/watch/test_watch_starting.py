@@ -4,7 +4,7 @@ launcher) is said as starting, then as a failure on the nodes it waits for: neve
 from __future__ import annotations
 
 import pytest
-from watchtools import POLICY, FakeRank, cluster, named, watched
+from watchtools import POLICY, FakeHost, FakeRank, cluster, named, watched
 
 from preflight.model.findings import Status
 from preflight.watch.series import _nnodes
@@ -101,6 +101,33 @@ def test_a_node_whose_launcher_has_not_started_its_rank_holds_the_pass_back():
     assert named(findings) == [("starting", Status.SKIP, ("node03",))]
     assert findings[0].message == \
         "master 10.0.0.1:6767 is starting: its launcher on node03 is starting its ranks"
+
+
+def two_ranks_a_node(seen: int):
+    """Three nodes whose launchers start two ranks each (--nproc_per_node 2), `seen` of
+    them seen on node02 so far (the second rank of a node may show a sample after the
+    first: seen on the rig, the pace said of 4 ranks of 6)."""
+    hosts = [FakeHost(f"node{i + 1:02d}", [FakeRank(1000 + 2 * i, 2 * i, steps_per_s=0.0),
+                                           FakeRank(1001 + 2 * i, 2 * i + 1, steps_per_s=0.0)])
+             for i in range(3)]
+    for h in hosts:
+        h.argv = (*ARGV[:-1], "--nproc_per_node", "2", "train.py")
+    hosts[1].ranks = hosts[1].ranks[:seen]
+    return hosts
+
+
+def test_a_launcher_with_some_of_its_ranks_seen_is_still_starting():
+    early, _ = watched(two_ranks_a_node(1), 10)
+    assert named(early) == [("starting", Status.SKIP, ("node02",))]
+    assert early[0].message == ("master 10.0.0.1:6767 is starting: its launcher on node02 "
+                                "has started 1 of its 2 ranks")
+    late, _ = watched(two_ranks_a_node(1), POLICY.hang_s + 10)
+    assert named(late) == [("starting", Status.FAIL, ("node02",))]
+    assert "its launcher on node02 started only 1 of its 2 ranks in 70 s" in late[0].message
+    whole, _ = watched(two_ranks_a_node(2), 10)
+    assert named(whole) == []
+    assert [f.message.split(" running")[0] for f in whole if f.check == "progress"] == [
+        "6 ranks of master 10.0.0.1:6767"]
 
 
 @pytest.mark.parametrize("argv, n", [

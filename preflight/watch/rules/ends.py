@@ -238,8 +238,7 @@ def _cause_finding(e: Exit, after: Sequence[Exit],
     # that means anything; the error shown is the first one's.
     shown = sorted(after, key=lambda a: a.rid.order())
     said = next((a.error for a in after if a.error), None)
-    peers = (f"; {len(after)} peers failed after it: "
-             f"{', '.join(a.rid.name() for a in shown[:4])}{', ...' if len(after) > 4 else ''}"
+    peers = (f"; {len(after)} peers failed after it: {_names(shown)}"
              + (f" ({said})" if said else "")) if after else ""
     ends = "" if e.error is not None or e.unread is not None else \
         f"; its log ends: {e.tail[-1] if e.tail else '(empty)'}"
@@ -284,16 +283,20 @@ def _quiet_cause(silent: Mapping[str, float], lost: Sequence[Exit],
     if any(h in quiet for h in hosts):
         theirs = "its own ranks could not be judged"
     elif own:
-        theirs = (f"its own ranks ended too, seen once it answered: "
-                  f"{', '.join(a.rid.name() for a in own[:4])}{', ...' if len(own) > 4 else ''}")
+        theirs = f"its own ranks ended too, seen once it answered: {_names(own)}"
     else:
         theirs = "its own ranks were not seen to end"
     return WatchFinding(
         "dead", Status.FAIL, tuple(hosts),
         f"{said} went quiet as its peers lost it{by_gloo}: {len(peers)} peers failed "
-        f"after: {', '.join(a.rid.name() for a in peers[:4])}{', ...' if len(peers) > 4 else ''}"
-        f" ({peers[0].error}); its link or the host itself (cut off, hung, down); {theirs}",
+        f"after: {_names(peers)} ({peers[0].error}); its link or the host itself (cut off, "
+        f"hung, down); {theirs}",
         {"victims": [e.rid.doc() for e in peers + own]}, blame=Blame("lost-host"))
+
+
+def _names(exits: Sequence[Exit]) -> str:
+    """The first four ranks' names, ", ..." after them where there are more."""
+    return ", ".join(e.rid.name() for e in exits[:4]) + (", ..." if len(exits) > 4 else "")
 
 
 def _died(e: Exit, live: Sequence[RankSeries], policy: WatchPolicy, unit: Unit,

@@ -69,8 +69,10 @@ def slow_link(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
         host, since = job.link_host, f"; in every full queue since {clock_of(job.link_since)}"
     elif (len(common) == 1 and len(pairs) > 1) or len(silent) == 1:
         host = silent[0] if len(silent) == 1 else next(iter(common))
+        # A host hung or down goes quiet too while its peers' queues to it fill: said.
         since = (f"; its sampler's connection, on the same link, has had no sample for "
-                 f"{quiet[host]:.0f} s") if host in quiet else ""
+                 f"{quiet[host]:.0f} s: its link, or the host itself (hung, down)") \
+            if host in quiet else ""
         job.link_host, job.link_since = host, _now(live, state)
     elif len(common) == 2:  # the link between two hosts, one way or both
         # Said once it has been full for twice the window: another pair may fill by then

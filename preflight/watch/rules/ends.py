@@ -254,8 +254,9 @@ def _exit_blame(e: Exit) -> Blame:
 
 def _unread(r: Optional[RankSeries]) -> Optional[str]:
     """Where the rank's output went, where the watch could not read it (a step hook counts
-    its steps, but says nothing of how it ended)."""
-    if r is None or not r.samples or r.latest.log_size is not None:
+    its steps, but says nothing of how it ended). One read as a file in any sample was: a
+    rank sampled as it dies (a zombie has no open files) shows no output in its last."""
+    if r is None or not r.samples or any(s.log_size is not None for s in r.samples):
         return None
     return r.latest.log_path or "output the watch may not read"
 

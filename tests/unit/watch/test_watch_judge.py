@@ -399,6 +399,24 @@ def test_a_rank_whose_output_is_unread_is_not_taken_for_a_second_silent_kill(hoo
         "(FatalError: `Process abort signal`" in findings[0].message
 
 
+def test_a_killed_rank_whose_last_sample_shows_no_output_file_is_still_killed_silently():
+    # Seen on the rig (1 run of 4): the SIGKILLed rank sampled as it died (a zombie has no
+    # open files) showed no output file in its last sample, and was said as "its output
+    # going to output the watch may not read". Its log was read as a file until then.
+    hosts = cluster(3)
+    kill = all_ended(hosts, killed="node03")
+
+    def change(t):
+        if t == 25:
+            hosts[2].ranks[0].piped = True  # its last sample: no stdout file to be seen
+        kill(t)
+
+    findings, _ = watched(hosts, 35, change=change)
+    assert named(findings) == [("dead", Status.FAIL, ("node03",))]
+    assert "without a word in its log: killed by a signal it cannot catch" in \
+        findings[0].message, findings[0].message
+
+
 def test_a_rank_that_ended_first_unread_is_named_so_and_never_acted_on():
     hosts = cluster(3)
     hosts[0].ranks[0].piped = True

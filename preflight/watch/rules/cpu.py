@@ -112,8 +112,8 @@ def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
             out.append(WatchFinding(
                 "straggler", Status.FAIL, (r.rid.host,),
                 f"{r.rid.name()} holds its {len(group) - 1} peers back: busy "
-                f"{own[1]:.2f} cores while they wait ({ref[1]:.2f}) for "
-                f"{policy.persist_s:g} s" + why_short(r, h[1], at_check),
+                f"{own[1]:.2f} cores (on a CPU or waiting for one) while they wait ({ref[1]:.2f}) "
+                f"for {policy.persist_s:g} s" + why_short(r, h[1], at_check),
                 {"busy": own[1], "peers_busy": ref[1]}, blame=Blame("cpu", ranks=(r.rid,))))
     return out
 

@@ -44,7 +44,8 @@ def test_a_throttled_rank_that_keeps_busy_while_the_others_wait_is_the_straggler
                           at_check={h.name: AtCheck(cores=2.0) for h in hosts})
     assert named(findings) == [("straggler", Status.FAIL, ("node02",))]
     msg = findings[0].message
-    assert msg.startswith("node02 rank 1 (worker) holds its 3 peers back: busy 0.73 cores")
+    assert msg.startswith("node02 rank 1 (worker) holds its 3 peers back: busy 0.73 cores "
+                          "(on a CPU or waiting for one) while they wait (0.")
     assert "its cgroup's CPU quota throttles it (throttled in 90% of periods)" in msg
     assert "(0.25 of 2 cores now: a cgroup quota set since; 2 at the check)" in msg
 

@@ -30,10 +30,11 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from typing import Any, Optional
+
+from rigjob import cli, interrupt  # bench/, beside this file
 
 from preflight.testing import testbed
 
@@ -47,12 +48,6 @@ SKEW_S = 8
 LINK = "150mbit"  # the all-reduce keeps it full at times: its send queues fill
 
 
-def cli(tb: testbed.Testbed, *args: str, quiet: bool = False) -> subprocess.Popen[str]:
-    return subprocess.Popen(tb.client_cmd([sys.executable, "-m", "preflight", *args]),
-                            stdout=subprocess.DEVNULL if quiet else subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=tb.base,
-                            env=dict(os.environ, PYTHONSAFEPATH="1"),
-                            preexec_fn=os.setsid)
 
 
 def records(path: str) -> list[dict[str, Any]]:
@@ -150,6 +145,7 @@ def main() -> int:
             said = collections.Counter((r["check"], r["status"]) for r in rs
                                        if r.get("type") == "finding")
             result["healthy"] = {
+                "began": round(began, 3),
                 "watched_s": round(time.time() - began, 1),
                 "job_running": launch.poll() is None,
                 "findings": {f"{c} {s}": n for (c, s), n in sorted(said.items())},
@@ -165,15 +161,7 @@ def main() -> int:
             if args.faults and launch.poll() is None:
                 result["faults"] = plant_faults(tb, wlog)
         finally:
-            for p in (watch, launch):
-                if p.poll() is None:
-                    os.killpg(p.pid, signal.SIGINT)
-            for p in (watch, launch):
-                try:
-                    p.wait(90)
-                except subprocess.TimeoutExpired:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait(10)
+            interrupt((watch, launch))
             tb.unlimit_cpu(FAULTY)
             if args.keep_log and os.path.exists(wlog):
                 shutil.copy(wlog, args.keep_log)
@@ -208,7 +196,9 @@ def plant_faults(tb: testbed.Testbed, wlog: str) -> list[dict[str, Any]]:
     confirm = 5.0  # --interval's default: --act acts at the next judgement that names it
 
     def timed(fault: str, found: Optional[dict[str, Any]], planted: float) -> None:
-        row: dict[str, Any] = {"fault": fault}
+        # planted and undone on this machine's clock, the watch's log's: the corpus's label.
+        row: dict[str, Any] = {"fault": fault, "planted": round(planted, 3),
+                               "undone": round(time.time(), 3)}
         if found is None:
             row["found"] = None
         else:

@@ -192,9 +192,10 @@ def sigkilled(hosts, victim="node03", at=30, oom=None):
 
 
 def watched(hosts: list[FakeHost], seconds: float, policy: WatchPolicy = POLICY,
-            change=None, at_check=None, state=None, addresses=None):
+            change=None, at_check=None, state=None, addresses=None, every=None):
     """Feeds every host's samples for `seconds` (change(t) may plant a fault as the watch
-    goes); returns the findings at the end, and the state."""
+    goes); returns the findings at the end, and the state. every: a list that gets each
+    judgement's findings as the watch made them, once an interval (the last is returned)."""
     state = state or WatchState(keep=12)
     streams = getattr(state, "_streams", None) or {h.name: HostStream(h.name) for h in hosts}
     state._streams = streams
@@ -204,7 +205,23 @@ def watched(hosts: list[FakeHost], seconds: float, policy: WatchPolicy = POLICY,
             change(i * policy.interval_s)
         for h in hosts:
             state.add(streams[h.name].feed(h.line(policy.interval_s)), received=float(i))
-    return judge(state, policy, float(steps), at_check or {}, addresses or {}), state
+        if every is not None and i < steps:
+            every.append(judge(state, policy, float(i), at_check or {}, addresses or {},
+                               final=False))
+    found = judge(state, policy, float(steps), at_check or {}, addresses or {})
+    if every is not None:
+        every.append(found)
+    return found, state
+
+
+def nobody_named(judgements) -> None:
+    """Asserts that no judgement of a run blamed anyone: no failure, and no warning naming a
+    cause (the corpus's measure of a false blame, preflight.watch.score.blames), at any
+    judgement, not only at the last."""
+    from preflight.watch.score import blames
+    said = [(i, f.check, f.status.value, f.hosts, f.message[:160])
+            for i, found in enumerate(judgements) for f in found if blames(f)]
+    assert judgements and said == [], said[:3]
 
 
 def named(findings, check=None):

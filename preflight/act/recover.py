@@ -174,13 +174,18 @@ class Actor:
     acted: Acted = field(default_factory=Acted)
     said: set[str] = field(default_factory=set)
     stopped: bool = False  # this job was stopped here: its launch's failure is ours
-    seen: dict[str, float] = field(default_factory=dict)  # host -> first named (monotonic)
+    seen: dict[str, float] = field(default_factory=dict)  # host -> first named (clock())
+    # The clock the confirmation and the cooldown are counted on: a replay's is the log's.
+    clock: Callable[[], float] = time.monotonic
+    # A rehearsal (`watch --replay`, the corpus's score): the same decisions, each step said
+    # as what would be done, nothing drained, stopped, checked or launched.
+    rehearse: bool = False
 
     def __call__(self, findings: Sequence[Finding]) -> Optional[tuple[str, launches.Launched]]:
         targets, notes = culprits(findings)
         for note in notes:
             self._once("skip", f"not acting: {note}")
-        now = time.monotonic()
+        now = self.clock()
         self.seen = {h: self.seen.get(h, now) for h in targets}  # named without a break
         young = [h for h in targets if now - self.seen[h] < self.opts.confirm_s]
         if young:
@@ -206,12 +211,26 @@ class Actor:
         done.count += 1
         done.last = now
         self.said.clear()
+        if self.rehearse:
+            self._rehearse(targets)
+            return None
         self._drain(targets)
         self._stop()
         report = self._recheck(list(targets))
         if report is None:
             return None
         return self._relaunch(report)
+
+    def _rehearse(self, targets: Mapping[str, Culprit]) -> None:
+        """Says each step as --act would take it, with the fields the log keeps of it."""
+        for host, c in targets.items():
+            self.say("drain", f"would drain {host} (where Slurm answers for it): {c.check}: "
+                     f"watch: {c.why}", {"host": host, "check": c.check, "rehearsed": True})
+        hosts = list(self.opts.launched.hosts)
+        self.say("stop", f"would stop the job on {', '.join(hosts)}",
+                 {"hosts": hosts, "rehearsed": True})
+        self.say("check", "would check again without " + ", ".join(targets) + ", and launch "
+                 "the job on GO", {"leave_out": list(targets), "rehearsed": True})
 
     def _once(self, step: str, text: str) -> None:
         if text not in self.said:

@@ -434,6 +434,10 @@ def _watch_parser(sub: Any) -> None:
                    "textfile collector: FILE ending in .prom in its directory)")
     w.add_argument("--connect-timeout", type=positive(float), default=None, metavar="S")
     w.add_argument("--accept-new-host-keys", action="store_true")
+    w.add_argument("--replay", nargs="+", metavar="LOG",
+                   help="judge watch logs (--log, also .gz) again by this version's rules: "
+                   "what the watch would have said and what --act would have done, nothing "
+                   "run; exit as --once on the last judgement")
     a = w.add_argument_group("acting (only with --act; the default only watches)")
     a.add_argument("--act", action="store_true",
                    help="with --plan: on a rank stopped, dead or holding the job, drain its "

@@ -10,10 +10,11 @@ import time
 from dataclasses import replace
 from typing import Any, Optional, TextIO
 
-from preflight import judge, pipeline, watching
+from preflight import judge, pipeline, replaying, watching
 from preflight.act import launches
 from preflight.act.launch import LaunchOptions, load_plan
 from preflight.act.recover import ActOptions
+from preflight.act.rehearse import Acting
 from preflight.cli.args import build_parser
 from preflight.collect.fanout import CollectOptions
 from preflight.common import profile
@@ -339,6 +340,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     """Exit 0 when the job runs with no finding, 1 when something holds it (or it could not
     be watched), 130 when interrupted."""
+    if args.replay:
+        return _watch_replay(args)
     _watch_settings(args)
     result = watching.run(watching.WatchRequest(
         args.argv, args.transport, args.inventory, args.inventory_format, args.ssh_config,
@@ -354,6 +357,17 @@ def cmd_watch(args: argparse.Namespace) -> int:
         for f in result.findings:
             print(view.line(f, width))
     return result.code
+
+
+def _watch_replay(args: argparse.Namespace) -> int:
+    """--replay: the logs judged again, with what --act would have done (nothing run)."""
+    given = [o for o, v in (("--plan", args.plan), ("-i", args.inventory),
+                            ("--once", args.once), ("--act", args.act)) if v]
+    if given:
+        raise UsageError(f"watch: --replay judges logs, it watches no hosts: {given[0]} "
+                         "does not go with it (the log's own settings are used)")
+    return replaying.replay_logs(args.replay, Acting(args.act_max, args.act_cooldown),
+                                 sys.stdout, terminal.width_of(sys.stdout))
 
 
 def _watch_settings(args: argparse.Namespace) -> None:

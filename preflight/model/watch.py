@@ -3,8 +3,9 @@ and of a host says, and the settings its judgement uses."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, Optional
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Optional
 
 from preflight.model.findings import Finding
 
@@ -188,3 +189,13 @@ class WatchFinding(Finding):
 def blame_of(f: Finding) -> Blame:
     """Whom the finding blames: nobody, where it is not one of the watch's."""
     return f.blame if isinstance(f, WatchFinding) else NO_BLAME
+
+
+@dataclass(frozen=True)
+class ActStep:
+    """A step --act took or would take (drain, stop, check, launch) or why it did not (wait,
+    skip), as a rehearsal of a log says it."""
+
+    step: str
+    text: str
+    fields: Mapping[str, Any] = field(default_factory=dict)

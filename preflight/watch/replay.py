@@ -5,26 +5,34 @@ watch killed) reads as far as it got."""
 
 from __future__ import annotations
 
+import gzip
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Optional, TypeVar
+from typing import Any, Optional, TextIO, TypeVar
 
 from preflight.config.errors import InputError
 from preflight.model.findings import Finding
-from preflight.model.watch import RankId, RankSample, WatchPolicy
+from preflight.model.watch import ActStep, RankId, RankSample, WatchPolicy
 from preflight.watch.judge import AtCheck, judge
 from preflight.watch.samples import BadSample, HostStream
 from preflight.watch.series import UNITS, Unit, WatchState, progress
 from preflight.watch.view import Key, record_key
 
 
+def _open(path: str) -> TextIO:
+    """The log as text: a compressed one (.gz, as a log kept for long is) read as it is."""
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
 def is_watch_log(path: str) -> bool:
     """True when path starts like a watch's log (its start record)."""
     try:
-        with open(path, "rb") as fh:
+        with _open(path) as fh:
             first = json.loads(fh.readline(1 << 20))
-    except (OSError, ValueError):
+    except (OSError, ValueError, EOFError):
         return False
     return isinstance(first, dict) and first.get("type") == "start"
 
@@ -105,11 +113,11 @@ def records(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) of each record of a watch's log; raises InputError naming the
     file and line where it is not one. A last line cut where the watch was killed ends it."""
     try:
-        fh = open(path, encoding="utf-8")
+        fh = _open(path)
     except OSError as e:
         raise InputError(path, e.strerror or str(e)) from None
     with fh:
-        for n, line in enumerate(fh, 1):
+        for n, line in _lines(fh, path):
             if not line.strip():
                 continue
             try:
@@ -121,6 +129,19 @@ def records(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
             if not isinstance(rec, dict):
                 raise InputError(path, "not a record", line=n)
             yield n, rec
+
+
+def _lines(fh: TextIO, path: str) -> Iterator[tuple[int, str]]:
+    """(number, line) of fh; a compressed file cut short (the watch killed as it was being
+    compressed) ends where it was cut."""
+    n = 0
+    try:
+        for line in fh:
+            n += 1
+            yield n, line
+    except (OSError, EOFError) as e:
+        if not path.endswith(".gz"):
+            raise InputError(path, str(e), line=n + 1) from None
 
 
 def read(path: str) -> WatchLog:
@@ -174,21 +195,36 @@ def _add(log: WatchLog, rec: dict[str, Any], n: int, streams: dict[str, HostStre
             log.last.clear()  # the watch went on with the job launched again
 
 
+# What --act would do at a judgement (its time, its findings), rehearsed; made for a log
+# from its start record and its policy (act/rehearse.py's, composed by replaying.py).
+Act = Callable[[float, Sequence[Finding]], Sequence[ActStep]]
+Rehearse = Callable[[Mapping[str, Any], WatchPolicy], Act]
+
+
 @dataclass(frozen=True)
 class Judgement:
     at: float  # the controller's time it was made (the log's receive times)
     findings: list[Finding]
+    acts: tuple[ActStep, ...] = ()  # what --act would have done at it (with rehearse)
 
 
-def judged_again(path: str) -> list[Judgement]:
+def judged_again(path: str, rehearse: Optional[Rehearse] = None) -> list[Judgement]:
     """The log's samples judged again by the rules of this version, as the watch received
     them: once an interval of their receive times, with the policy, the measures at the
     check and the job's addresses its start record keeps. What a watch would have said of
-    the same course (the stacks of a hang and the launch's own word are not in the log)."""
+    the same course (the stacks of a hang and the launch's own word are not in the log);
+    with rehearse, what --act would have done at each judgement (nothing run)."""
+    return list(replayed(records(path), path, rehearse))
+
+
+def replayed(recs: Iterable[tuple[int, dict[str, Any]]], path: str,
+             rehearse: Optional[Rehearse] = None) -> Iterator[Judgement]:
+    """judged_again's judgements, one at a time, of the records recs (path names them in
+    errors): a long log, or one made as it is judged, is never held whole."""
     start: Optional[dict[str, Any]] = None
     streams: dict[str, HostStream] = {}
-    out: list[Judgement] = []
-    for n, rec in records(path):
+    act: Optional[Act] = None
+    for n, rec in recs:
         if start is None:
             if rec.get("type") != "start":
                 continue
@@ -199,18 +235,20 @@ def judged_again(path: str) -> list[Judgement]:
             addresses = dict(start.get("addresses") or {})
             state = WatchState.for_policy(policy.interval_s, policy.persist_s)
             next_judge = float(start.get("at") or 0.0) + policy.interval_s
+            if rehearse is not None:
+                act = rehearse(start, policy)
         at = float(rec.get("at") or 0.0)
         # Each interval the watch judged before this record came (to the log's last one:
         # the watch judged until its end).
         while next_judge <= at:
-            out.append(Judgement(next_judge, judge(state, policy, next_judge, at_check,
-                                                   addresses, final=False)))
+            found = judge(state, policy, next_judge, at_check, addresses, final=False)
+            steps = tuple(act(next_judge, found)) if act is not None else ()
+            yield Judgement(next_judge, found, steps)
             next_judge += policy.interval_s
         if rec.get("type") == "sample":
             state.add(_tick(path, streams, rec, n), at)
     if start is None:
         raise InputError(path, "not a watch's log (no start record)")
-    return out
 
 
 T = TypeVar("T")

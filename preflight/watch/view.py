@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TextIO
+from typing import Any, Optional, TextIO
 
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
@@ -35,8 +35,10 @@ def key_of(check: str, hosts: tuple[str, ...], pids: Iterable[int]) -> Key:
     return check, hosts, tuple(sorted(pids))
 
 
-def line(f: Finding, width: int = 0, status: str = "") -> str:
-    text = (f"{time.strftime('%H:%M:%S')}  {status or f.status.value:<8} {f.check:<10} "
+def line(f: Finding, width: int = 0, status: str = "", at: Optional[float] = None) -> str:
+    """The finding's line, stamped with the wall clock's time of day (now, or at)."""
+    text = (f"{time.strftime('%H:%M:%S', time.localtime(at))}  "
+            f"{status or f.status.value:<8} {f.check:<10} "
             f"{hostlist(list(f.hosts)):<{HOSTS_W}} {f.message}")
     return text if width <= 0 or len(text) <= width else text[:width - 3] + "..."
 
@@ -48,17 +50,19 @@ class Live:
         self.out, self.width = out, width
         self.shown: dict[Key, Finding] = {}
 
-    def update(self, findings: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
-        """Prints and returns (the findings new or changed in status, those cleared)."""
+    def update(self, findings: Sequence[Finding], at: Optional[float] = None
+               ) -> tuple[list[Finding], list[Finding]]:
+        """Prints and returns (the findings new or changed in status, those cleared), stamped
+        now, or at (a judgement replayed)."""
         now = {key(f): f for f in findings}
         new = [f for k, f in now.items()
                if k not in self.shown or self.shown[k].status is not f.status]
         cleared = [f for k, f in self.shown.items() if k not in now]
         for f in new:
-            self.out.write(line(f, self.width) + "\n")
+            self.out.write(line(f, self.width, at=at) + "\n")
         for f in cleared:
             if f.status not in (Status.PASS, Status.SKIP):
-                self.out.write(line(f, self.width, "cleared") + "\n")
+                self.out.write(line(f, self.width, "cleared", at) + "\n")
         self.out.flush()
         self.shown = now
         return new, cleared

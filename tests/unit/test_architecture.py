@@ -215,8 +215,11 @@ def test_subpackages_say_what_they_offer_and_load_nothing():
 
 
 def test_preflight_holds_only_entry_modules():
+    # Each composes stages for one command: a check (pipeline, judge), a watch (watching),
+    # a watch's log judged again with --act rehearsed (replaying).
     top = sorted(p.name for p in (ROOT / "preflight").glob("*.py"))
-    assert top == ["__init__.py", "__main__.py", "judge.py", "pipeline.py", "watching.py"]
+    assert top == ["__init__.py", "__main__.py", "judge.py", "pipeline.py", "replaying.py",
+                   "watching.py"]
 
 
 # A check judges facts; it must not be able to open a connection, a process or a file.

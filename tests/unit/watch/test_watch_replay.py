@@ -139,3 +139,56 @@ def test_a_cut_log_ends_with_each_ranks_open_finding_two_of_one_host_included():
         said("finding", 102), said("finding", 103), said("cleared", 102), said("finding", 102),
         said("cleared", 103)])
     assert [e["ranks"][0]["pid"] for e in log.final()] == [102]
+
+
+QUOTA = GOLDEN.parent / "straggler-quota-3.3.1.jsonl"
+
+
+def _watch(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "preflight", "watch", *args],
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_replay_says_what_the_watch_would_have_said_and_what_act_would_have_done(tmp_path):
+    import gzip
+    import time as _time
+    recs = [json.loads(ln) for ln in QUOTA.read_text().splitlines()]
+    planted = recs[0]["planted"]
+    # The whole log: the quota named at the time its samples came, and --act waiting for
+    # the next judgement (the log ends before it); exit 1, as --once's on a finding.
+    packed = tmp_path / "quota.jsonl.gz"
+    with gzip.open(packed, "wt") as fh:
+        fh.write(QUOTA.read_text())
+    for log in (str(QUOTA), str(packed)):
+        p = _watch("--replay", log, cwd=tmp_path)
+        assert p.returncode == 1, p.stderr
+        named = [ln for ln in p.stdout.splitlines() if " fail     straggler" in ln]
+        assert named and "good2 rank 1 (worker) holds its 2 peers back" in named[0]
+        stamp = named[0][:8]
+        assert _time.strftime("%H:%M:%S", _time.localtime(planted)) <= stamp
+        assert "act      wait       not acting on good2 yet" in p.stdout
+        assert "--act would have acted 0 time(s)" in p.stdout
+    # The healthy stretch alone: nothing named, nothing acted on, exit 0.
+    healthy = tmp_path / "healthy.jsonl"
+    healthy.write_text("".join(json.dumps(r) + "\n" for r in recs[1:]
+                               if r.get("at", 0) < planted))
+    p = _watch("--replay", str(healthy), "--act-max", "3", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert " fail " not in p.stdout and "act      " not in p.stdout
+    assert "--act would have acted 0 time(s) (--act-max 3, --act-cooldown 600s)" in p.stdout
+
+
+@pytest.mark.parametrize("other", [["-i", "inv.yaml"], ["--once"], ["--act"],
+                                   ["--plan", "r.json"]])
+def test_replay_watches_no_hosts_and_refuses_what_would(tmp_path, other):
+    p = _watch("--replay", str(QUOTA), *other, cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0, p.stderr
+    assert "--replay judges logs, it watches no hosts" in p.stderr
+
+
+def test_replay_of_what_is_not_a_watch_log_is_one_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type":"start","at":1,"hosts":[]}\nnot json\n')
+    p = _watch("--replay", str(bad), str(tmp_path / "missing.jsonl"), cwd=tmp_path)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0, p.stderr
+    assert "bad.jsonl" in p.stderr

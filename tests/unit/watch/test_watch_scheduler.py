@@ -149,3 +149,8 @@ def test_a_watch_of_a_job_slurm_cancels_says_so_ends_with_it_and_blames_nobody()
     # Nothing was said of its hosts' samplers ending with it, at any judgement.
     assert "could not" not in out.getvalue() and "sampler ended" not in out.getvalue()
     assert "is ending (Slurm's state COMPLETING)" in out.getvalue()
+    # Nobody was blamed at any judgement on the way: each line the watch printed as it went
+    # (a finding as it appeared or changed) fails nothing, and warns only of the job's end.
+    said = [ln.split()[1:3] for ln in out.getvalue().splitlines()]
+    assert said and all(st != "fail" and (st != "warn" or check == "ended")
+                        for st, check in said), out.getvalue()

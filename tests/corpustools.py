@@ -208,5 +208,6 @@ def table(cases: list[Case], scores: list[CaseScore]) -> list[str]:
     if known:
         rows += ["", "Known to be judged wrong today (each case's label says what and why):"]
         rows += [f"- {c.name}: {len(s.false_blames)} false blames, {len(s.wrong_actions)} "
-                 f"wrong actions: {c.entry.known.why}" for c, s in known if c.entry.known]
+                 f"wrong actions" + (f", {len(s.missed())} missed" if s.missed() else "")
+                 + f": {c.entry.known.why}" for c, s in known if c.entry.known]
     return rows

@@ -16,11 +16,28 @@ Shapes (healthy; each is a rhythm of real jobs, never a fault):
   checkpointing  rank 0 saves a checkpoint alone for 25 s every 2 minutes (its peers wait)
   clock-step   one host's clock steps back 20 s at 15 minutes (an NTP step)
   suspended    every rank stopped for a minute at 10 minutes (a Slurm suspend), then resumed
+  long-eval    rank 0 evaluates alone for 45 s every 10 minutes (its peers wait)
+  async-save   rank 0's save thread keeps it busy 30 s every 5 minutes; the job keeps its pace
+  sharded-save every rank writes its shard of a checkpoint for 70 s every 20 minutes (no step)
+  busier-host  the first host's ranks are busier than their peers from their start
+  late-start   the lagging host's first samples reach the watch 18 s late (then 2-3 s)
+  gpus         each rank drives a GPU of its host (H100s at their full clock while busy)
+  power-cap    with gpus: the first host's GPUs at their software power cap from their start,
+               at the clock of their peers (normal under heavy load)
+  ps           an async parameter-server job: the first host runs the server, the others
+               trainers, each stepping at its own pace (its ranks_per_host: per trainer host)
+  ps-throttled with ps: the server on a CPU limit that throttles it in 30 % of its periods
+               from its start
+  ps-saves     with ps: the server saves its tables 30 s every 5 minutes (1 core, not
+               starved): its trainers' queues to it fill and they slow to half their pace
 Faults (labelled with their host and cause):
   quota        a cgroup quota of 0.25 core on one host's ranks (cause cpu)
   noisy        other work takes one host's cores: its ranks wait for a CPU (cause cpu)
   sigstop      one rank stopped (cause stopped)
-  sigkill      one rank killed; gloo aborts its peers a second later (cause exit)"""
+  sigkill      one rank killed; gloo aborts its peers a second later (cause exit)
+  storage      one host's ranks wait on storage (state D): the job crawls (cause storage)
+  frozen       one host's cgroup frozen: its ranks make no progress, nor their peers (cause
+               frozen)"""
 
 from __future__ import annotations
 
@@ -36,9 +53,11 @@ from preflight.model.watch import WatchPolicy
 from preflight.watch.score import Fault, Label
 
 SHAPES = ("evaluating", "busy-links", "slowdowns", "warmup", "skewed", "lagging", "piped",
-          "checkpointing", "clock-step", "suspended")
+          "checkpointing", "clock-step", "suspended", "long-eval", "async-save",
+          "sharded-save", "busier-host", "late-start", "gpus", "power-cap", "ps", "ps-throttled",
+          "ps-saves")
 FAULTS = {"quota": ("cpu",), "noisy": ("cpu",), "sigstop": ("stopped", "hang"),
-          "sigkill": ("exit",)}
+          "sigkill": ("exit",), "storage": ("storage",), "frozen": ("frozen",)}
 T0 = 1_800_000_000.0  # the watch's start, on its clock
 PACE = 10.0  # steps a second at full pace
 KIB = 1024
@@ -87,15 +106,25 @@ def _records(spec: Any, victim: str) -> Iterator[tuple[int, dict[str, Any]]]:
             "--nnodes", str(n_hosts), "--nproc_per_node", str(per), "train.py")
     hosts = []
     for i in range(n_hosts):
-        ranks = [FakeRank(10_000 + i * per + k, i * per + k) for k in range(per)]
+        if "ps" in shape:
+            ranks = [FakeRank(10_000, 0, role="PSERVER")] if i == 0 else [
+                FakeRank(10_000 + i * per + k, (i - 1) * per + k, role="TRAINER")
+                for k in range(per)]
+        else:
+            ranks = [FakeRank(10_000 + i * per + k, i * per + k) for k in range(per)]
         for r in ranks:
             r.quota = 2.0 * per
         hosts.append(FakeHost(_name(i), ranks, launcher=9_000 + i, argv=argv,
                               netns=f"net:[{4026540000 + i}]", t=T0))
+    if "gpus" in shape:
+        for h in hosts:
+            for k, r in enumerate(h.ranks):
+                r.gpus = (k,)
     if "piped" in shape:
         hosts[-1].ranks[-1].piped = True
     skew = {hosts[-1].name: 8.0} if "skewed" in shape else {}
-    lag = {hosts[-2 if n_hosts > 1 else 0].name: 2.0} if "lagging" in shape else {}
+    laggard = hosts[-2 if n_hosts > 1 else 0].name
+    lag = {laggard: 2.0} if "lagging" in shape or "late-start" in shape else {}
     policy = WatchPolicy(interval_s=dt)
     yield 0, {"type": "start", "at": T0, "argv": ["watch", "synthetic", str(spec.seed)],
               "hosts": [h.name for h in hosts], "marker": f"syn{spec.seed}",
@@ -118,15 +147,21 @@ def _records(spec: Any, victim: str) -> Iterator[tuple[int, dict[str, Any]]]:
             skew[hosts[-1].name] = skew.get(hosts[-1].name, 0.0) - 20.0
         for h in hosts:
             h.t = T0 + t + skew.get(h.name, 0.0) - dt if k else T0 + skew.get(h.name, 0.0)
+            if "gpus" in shape:
+                h.gpus = _gpus(h, "power-cap" in shape and h is hosts[0], rnd)
             doc = json.loads(h.line(dt))
-            # Its NIC carries the all-reduce: about 600 Mbit/s each way at full pace.
-            pace = sum(r.steps_per_s for r in h.ranks) / max(1, len(h.ranks)) / PACE
+            # Its NIC carries the all-reduce (a PS server: its trainers' pushes and pulls),
+            # about 600 Mbit/s each way at full pace.
+            stepping = [r for r in h.ranks if r.role != "PSERVER"] or \
+                [r for x in hosts for r in x.ranks if r.role != "PSERVER"]
+            pace = sum(r.steps_per_s for r in stepping) / max(1, len(stepping)) / PACE
             if k:
                 nic[h.name] = [b + pace * 75e6 * dt * rnd.uniform(0.9, 1.1)
                                for b in nic[h.name]]
             doc["host"]["nics"] = {"eth0": [int(nic[h.name][0]), 0, int(nic[h.name][1]), 0]}
+            late = 18.0 if "late-start" in shape and h.name == laggard and t < 15 else 0.0
             at = T0 + t + 0.05 + rnd.random() * 0.3 + lag.get(h.name, 0.0) \
-                + (rnd.random() if h.name in lag else 0.0)
+                + (rnd.random() if h.name in lag else 0.0) + late
             yield n, {"type": "sample", "at": round(at, 3), "host": h.name,
                       "sample": doc}
             n += 1
@@ -139,18 +174,26 @@ def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str
     evaluating = "evaluating" in shape and t % 60 < 4 and t >= 60
     saving = "checkpointing" in shape and t % 120 < 25 and t >= 120
     suspended = "suspended" in shape and 600 <= t < 660
+    evaluating = evaluating or ("long-eval" in shape and t % 600 < 45 and t >= 600)
+    saving_async = "async-save" in shape and t % 300 < 30 and t >= 300
+    sharded = "sharded-save" in shape and t % 1200 < 70 and t >= 1200
     if "warmup" in shape and t < 30:
         pace = 0.0
     if "slowdowns" in shape and t % 900 >= 840:
         pace *= 0.5
     if evaluating:
         pace *= 0.2
-    if saving or suspended:
+    if saving or suspended or sharded or fault == "frozen":
         pace = 0.0
+    if fault == "storage":
+        pace *= 0.3
     if fault == "quota" or fault == "noisy":
         pace *= 0.3
     if fault == "sigstop":
         pace = 0.0
+    if "ps" in shape:
+        _set_ps(hosts, t, shape, pace, rnd)
+        return
     all_ranks = [(h, r) for h in hosts for r in h.ranks]
     for i, (h, r) in enumerate(all_ranks):
         busy = rnd.uniform(0.35, 0.45) * (pace / PACE if pace else 0.05)
@@ -160,6 +203,12 @@ def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str
             busy, wait, r.state = rnd.uniform(0.8, 1.0), 0.1, "R"
         if (evaluating or saving) and i == 0:
             busy, wait, r.state = rnd.uniform(0.9, 1.0), 0.05, "R"
+        if saving_async and i == 0:
+            busy, wait, r.state = busy + rnd.uniform(0.8, 0.9), wait + 0.05, "R"
+        if sharded:
+            busy, wait, r.state = rnd.uniform(0.3, 0.5), 0.02, "D"
+        if "busier-host" in shape and h is hosts[0] and pace:
+            busy = busy * 2.5 + 0.3
         if suspended:
             busy, wait, r.state = 0.0, 0.0, "T"
         if h.name == victim and fault == "quota":
@@ -169,6 +218,10 @@ def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str
             busy, wait, r.state = 0.8, 0.6, "R"
         elif h.name == victim and fault == "sigstop" and r is h.ranks[0]:
             r.state = "T"
+        elif h.name == victim and fault == "storage":
+            busy, wait, r.state = 0.05, 0.0, "D"
+        elif h.name == victim and fault == "frozen":
+            busy, wait, r.state = 0.0, 0.0, "D"
         elif r.quota is not None and r.quota < 1.0:
             r.quota = 2.0 * len(h.ranks)  # the quota was lifted
         r.steps_per_s, r.busy, r.wait = pace, busy, wait
@@ -176,6 +229,40 @@ def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str
         full = "busy-links" in shape and pace > 0.5 * PACE and rnd.random() < 0.9
         r.sendq = {_address(hosts.index(nxt)): rnd.randint(100, 350) * KIB} \
             if full and nxt is not h else {}
+
+
+def _set_ps(hosts: list[FakeHost], t: float, shape: set[str], pace: float,
+            rnd: random.Random) -> None:
+    """An async PS job's interval: each trainer at its own pace, pushing to the server on
+    the first host, which serves them (and saves its tables, with ps-saves)."""
+    saving = "ps-saves" in shape and t % 300 < 30 and t >= 300
+    server = hosts[0].ranks[0]
+    server.steps_per_s, server.busy, server.wait, server.state = 0.0, 0.5, 0.05, "S"
+    server.quota, server.throttled_share = 2.0, 0.0
+    if "ps-throttled" in shape:
+        server.quota, server.throttled_share, server.wait = 1.0, 0.3, 0.2
+    if saving:
+        server.busy, server.state = rnd.uniform(0.95, 1.0), "R"
+    for h in hosts[1:]:
+        for r in h.ranks:
+            own = pace * (0.5 if saving else 1.0) * (1 + rnd.uniform(-0.05, 0.05))
+            r.steps_per_s, r.busy = own, rnd.uniform(0.35, 0.45) * own / PACE
+            r.wait, r.state = r.busy * 0.1, "S"
+            full = saving or ("busy-links" in shape and rnd.random() < 0.9)
+            r.sendq = {_address(0): rnd.randint(100, 350) * KIB} if full else {}
+
+
+def _gpus(h: FakeHost, capped: bool, rnd: random.Random) -> list[dict[str, Any]]:
+    """The host's GPUs as the sampler's NVML part prints them: busy while their rank steps,
+    at 1,980 MHz; capped: held to the software power cap (0x4) at the same clock."""
+    out = []
+    for k, r in enumerate(h.ranks):
+        busy = r.steps_per_s > 0
+        out.append({"i": k, "util": rnd.randint(92, 100) if busy else 0, "mem_util": 40,
+                    "sm": 1980 if busy else 345, "sm_max": 1980,
+                    "reasons": 0x4 if capped and busy else 0 if busy else 0x1,
+                    "temp": 62, "power_w": 700.0 if capped else 520.0, "pids": [r.pid]})
+    return out
 
 
 def _kill(hosts: list[FakeHost], victim: str, first: bool) -> None:

@@ -199,9 +199,8 @@ def table(cases: list[Case], scores: list[CaseScore]) -> list[str]:
                 f"({100 * t.recall:.0f} %) | {spread(t.to_find)} | {spread(t.to_act)} |")
     by_source: dict[str, float] = {}
     for s in scores:
-        if s.healthy:
-            by_source[s.source] = by_source.get(s.source, 0.0) + s.job_s / 3600
-    rows += ["", "Healthy job-hours by source: " + ", ".join(
+        by_source[s.source] = by_source.get(s.source, 0.0) + s.healthy_s / 3600
+    rows += ["", "Healthy job-hours (no fault holding) by source: " + ", ".join(
         f"{k} {v:.2f}" for k, v in sorted(by_source.items())) + "."]
     missed = [f"{s.name}: {f.fault.what}" for s in scores for f in s.missed()]
     rows += ["", "Missed: " + ("; ".join(missed) if missed else "none") + "."]

@@ -11,9 +11,7 @@ from typing import Any, Callable
 from preflight.act import launches
 from preflight.act.recover import ActOptions, Actor
 from preflight.model.findings import Finding
-from preflight.model.watch import ActStep, WatchPolicy
-
-Act = Callable[[float, Sequence[Finding]], Sequence[ActStep]]
+from preflight.model.watch import ActAt, ActStep, WatchPolicy
 
 
 @dataclass(frozen=True)
@@ -24,10 +22,10 @@ class Acting:
     cooldown_s: float = 600.0
 
 
-def rehearsal(acting: Acting) -> Callable[[Mapping[str, Any], WatchPolicy], Act]:
+def rehearsal(acting: Acting) -> Callable[[Mapping[str, Any], WatchPolicy], ActAt]:
     """For a log's start record and policy: what --act would do at each judgement."""
 
-    def made(start: Mapping[str, Any], policy: WatchPolicy) -> Act:
+    def made(start: Mapping[str, Any], policy: WatchPolicy) -> ActAt:
         hosts = tuple(str(h) for h in start.get("hosts") or ())
         launched = launches.Launched(str(start.get("marker") or ""),
                                      str(start.get("plan") or ""), hosts,

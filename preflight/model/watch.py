@@ -3,7 +3,7 @@ and of a host says, and the settings its judgement uses."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
@@ -199,3 +199,7 @@ class ActStep:
     step: str
     text: str
     fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+# What --act would do at a judgement (its time, its findings), rehearsed on a log: its steps.
+ActAt = Callable[[float, Sequence[Finding]], Sequence[ActStep]]

@@ -13,7 +13,7 @@ from typing import Any, Optional, TextIO, TypeVar
 
 from preflight.config.errors import InputError
 from preflight.model.findings import Finding
-from preflight.model.watch import ActStep, RankId, RankSample, WatchPolicy
+from preflight.model.watch import ActAt, ActStep, RankId, RankSample, WatchPolicy
 from preflight.watch.judge import AtCheck, judge
 from preflight.watch.samples import BadSample, HostStream
 from preflight.watch.series import UNITS, Unit, WatchState, progress
@@ -195,10 +195,9 @@ def _add(log: WatchLog, rec: dict[str, Any], n: int, streams: dict[str, HostStre
             log.last.clear()  # the watch went on with the job launched again
 
 
-# What --act would do at a judgement (its time, its findings), rehearsed; made for a log
-# from its start record and its policy (act/rehearse.py's, composed by replaying.py).
-Act = Callable[[float, Sequence[Finding]], Sequence[ActStep]]
-Rehearse = Callable[[Mapping[str, Any], WatchPolicy], Act]
+# --act rehearsed, made for a log from its start record and its policy (act/rehearse.py's,
+# composed by replaying.py).
+Rehearse = Callable[[Mapping[str, Any], WatchPolicy], ActAt]
 
 
 @dataclass(frozen=True)
@@ -223,7 +222,7 @@ def replayed(recs: Iterable[tuple[int, dict[str, Any]]], path: str,
     errors): a long log, or one made as it is judged, is never held whole."""
     start: Optional[dict[str, Any]] = None
     streams: dict[str, HostStream] = {}
-    act: Optional[Act] = None
+    act: Optional[ActAt] = None
     for n, rec in recs:
         if start is None:
             if rec.get("type") != "start":

@@ -75,6 +75,7 @@ class CaseScore:
     judgements: int = 0
     first_at: Optional[float] = None  # its first judgement's time
     job_s: float = 0.0  # the time its judgements covered
+    healthy_s: float = 0.0  # of it, the time no fault held (nor its grace after)
     false_blames: list[Blamed] = field(default_factory=list)
     wrong_actions: list[Blamed] = field(default_factory=list)
     faults: list[FaultScore] = field(default_factory=list)
@@ -108,15 +109,17 @@ def score(name: str, source: str, label: Label, judgements: Iterable[Judgement],
     out = CaseScore(name, source, faults=[FaultScore(f) for f in label.faults])
     late = grace(policy)
     open_: set[tuple[str, str]] = set()  # (check, host) falsely blamed at the last judgement
-    acting: set[str] = set()  # hosts wrongly acted on at the last judgement
+    acting: set[str] = set()  # hosts wrongly acted on at the last judgement (held: once)
     for j in judgements:
         if out.first_at is None:
             out.first_at = j.at
         out.judgements += 1
-        out.job_s = j.at - out.first_at
         live = [s for s in out.faults
                 if s.fault.at <= j.at and (s.fault.until is None
                                            or j.at <= s.fault.until + late)]
+        if not live:
+            out.healthy_s += j.at - out.first_at - out.job_s
+        out.job_s = j.at - out.first_at
         now: set[tuple[str, str]] = set()
         for f in j.findings:
             if not blames(f):
@@ -134,14 +137,17 @@ def score(name: str, source: str, label: Label, judgements: Iterable[Judgement],
         open_ = now
         acted = {str(h) for a in j.acts if a.step == "check"
                  for h in a.fields.get("leave_out") or ()}
+        wrong = set()
         for host in acted:
             mine = [s for s in live if host in s.fault.hosts and s.fault.act]
             for s in mine:
                 if s.acted is None:
                     s.acted = j.at - s.fault.at
-            if not mine and host not in acting:
-                out.wrong_actions.append(Blamed(j.at, "act", host, "left out by --act"))
-        acting = {h for h in acted if not any(h in s.fault.hosts for s in live)}
+            if not mine:
+                wrong.add(host)
+                if host not in acting:
+                    out.wrong_actions.append(Blamed(j.at, "act", host, "left out by --act"))
+        acting = wrong
     return out
 
 
@@ -150,7 +156,7 @@ class Totals:
     cases: int
     healthy_cases: int
     job_hours: float
-    healthy_job_hours: float  # of the healthy cases
+    healthy_job_hours: float  # no fault holding, in every case
     false_blames: int
     wrong_actions: int
     actions_on_healthy: int  # of them, in healthy cases
@@ -168,7 +174,7 @@ def totals(scores: Sequence[CaseScore]) -> Totals:
     faults = [f for s in scores for f in s.faults]
     return Totals(
         len(scores), sum(s.healthy for s in scores), sum(s.job_s for s in scores) / 3600,
-        sum(s.job_s for s in scores if s.healthy) / 3600,
+        sum(s.healthy_s for s in scores) / 3600,
         sum(len(s.false_blames) for s in scores), sum(len(s.wrong_actions) for s in scores),
         sum(len(s.wrong_actions) for s in scores if s.healthy), len(faults),
         sum(f.found is not None for f in faults),

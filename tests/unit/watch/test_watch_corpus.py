@@ -32,7 +32,7 @@ def test_the_corpus_scores_within_its_bar_at_every_judgement(capsys):
     assert t.found >= 0.95 * (t.faults - known), \
         [f"{s.name}: {f.fault.what}" for s in scores for f in s.missed()]
     # Long healthy time: a day of seeded jobs of the captured shapes.
-    synthetic = sum(s.job_s for s in scores if s.healthy and s.source == "synthetic")
+    synthetic = sum(s.healthy_s for s in scores if s.healthy and s.source == "synthetic")
     assert synthetic >= 24 * 3600, synthetic / 3600
     # Every fault a label names is one the corpus planted on a host it names.
     assert all(f.fault.hosts for s in scores for f in s.faults)
@@ -132,6 +132,7 @@ def test_a_fault_is_found_by_its_host_and_cause_and_timed_to_its_finding_and_act
               Judgement(115, [_fail("w2")]), Judgement(120, [_fail("w2")], _acts("w2"))], f)
     [fs] = s.faults
     assert (fs.found, fs.found_by, fs.acted) == (15.0, "straggler fail", 20.0)
+    assert (s.job_s, s.healthy_s) == (25.0, 0.0)  # from its first judgement, at 95 s
     assert s.false_blames == [] and s.wrong_actions == []  # the wrong cause: not found, not false
 
 
@@ -163,3 +164,16 @@ def test_a_finding_cleared_and_said_again_is_two_false_blames_and_actions_count_
     s = _run(js)
     assert len(s.false_blames) == 2 and len(s.wrong_actions) == 2
 
+
+
+def test_healthy_time_is_the_job_time_no_fault_held_nor_its_grace_after():
+    f = Fault("quota", ("w2",), ("cpu",), at=50.0, until=60.0)  # and 15 + 3 x 5 s of grace
+    s = _run([Judgement(float(t), []) for t in range(0, 105, 5)], f)
+    assert (s.job_s, s.healthy_s) == (100.0, 45.0 + 10.0)
+
+
+def test_an_action_on_a_fault_the_label_says_not_to_act_on_is_wrong():
+    phase = Fault("rank 0 saves a checkpoint", ("w1",), ("cpu",), at=0.0, until=60.0,
+                  act=False)
+    s = _run([Judgement(5, [_fail("w1")]), Judgement(10, [_fail("w1")], _acts("w1"))], phase)
+    assert s.false_blames == [] and [b.host for b in s.wrong_actions] == ["w1"]

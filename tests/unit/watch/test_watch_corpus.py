@@ -34,6 +34,9 @@ def test_the_corpus_scores_within_its_bar_at_every_judgement(capsys):
     # Long healthy time: a day of seeded jobs of the captured shapes.
     synthetic = sum(s.healthy_s for s in scores if s.healthy and s.source == "synthetic")
     assert synthetic >= 24 * 3600, synthetic / 3600
+    # ... and two hours of real jobs captured whole, no fault holding.
+    real = sum(s.healthy_s for s in scores if s.source != "synthetic")
+    assert real >= 2 * 3600, real / 3600
     # Every fault a label names is one the corpus planted on a host it names.
     assert all(f.fault.hosts for s in scores for f in s.faults)
 

@@ -17,6 +17,7 @@ from preflight.config import yamlfile
 from preflight.config.errors import InputError
 from preflight.config.typed import decode
 from preflight.model.watch import WatchPolicy
+from preflight.watch.replay import policy_of as replay_policy
 from preflight.watch.replay import records, replayed
 from preflight.watch.score import CaseScore, Label, score
 
@@ -43,7 +44,7 @@ class Known:
 
 @dataclass(frozen=True)
 class Synthetic:
-    """A seeded job of captured shapes (synthjob.Job's fields)."""
+    """A seeded job of captured shapes (what tests/synthjob.py's job() reads)."""
 
     __closed__ = True
     seed: int
@@ -130,10 +131,10 @@ def _sampler_log(path: str, host: str) -> Records:
 
 
 def policy_of(case: Case) -> WatchPolicy:
+    """The settings the case's watch judged with, as its start record says them."""
     for _, rec in case.records():
         if rec.get("type") == "start":
-            return WatchPolicy(**{k: v for k, v in (rec.get("policy") or {}).items()
-                                  if k in vars(WatchPolicy())})
+            return replay_policy(rec, case.path)
     raise InputError(case.path, "not a watch's log (no start record)")
 
 

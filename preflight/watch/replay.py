@@ -228,7 +228,7 @@ def replayed(recs: Iterable[tuple[int, dict[str, Any]]], path: str,
             if rec.get("type") != "start":
                 continue
             start = rec
-            policy = _known(WatchPolicy, start.get("policy") or {}, path, "policy")
+            policy = policy_of(start, path)
             at_check = {str(h): _known(AtCheck, a, path, f"at_check of {h}")
                         for h, a in (start.get("at_check") or {}).items()}
             addresses = dict(start.get("addresses") or {})
@@ -248,6 +248,11 @@ def replayed(recs: Iterable[tuple[int, dict[str, Any]]], path: str,
             state.add(_tick(path, streams, rec, n), at)
     if start is None:
         raise InputError(path, "not a watch's log (no start record)")
+
+
+def policy_of(start: Mapping[str, Any], path: str) -> WatchPolicy:
+    """The settings a log's start record says its watch judged with."""
+    return _known(WatchPolicy, start.get("policy") or {}, path, "policy")
 
 
 T = TypeVar("T")

@@ -30,6 +30,16 @@ Shapes (healthy; each is a rhythm of real jobs, never a fault):
                from its start
   ps-saves     with ps: the server saves its tables 30 s every 5 minutes (1 core, not
                starved): its trainers' queues to it fill and they slow to half their pace
+  rank0-steps  only rank 0's log prints step lines (its peers' logs grow without them)
+  spinning     with gpus: the ranks that wait spin in NCCL (a core each, on a CPU)
+  late-20      the lagging host's samples reach the watch 20 s late, steadily
+  checkpoint-io  with checkpointing: rank 0 saves in D state, writing (0.3 core)
+  gloo-timeout rank 0's checkpoint at 10 minutes lasts 35 s: after 30 s gloo aborts its
+               peers, then rank 0 (the job ends: its own collective timeout)
+  two-jobs     two jobs launched without --master, each on half the hosts; the second ends
+               cleanly at 10 minutes
+  rerun-elsewhere  the job (its --master) ends cleanly at 10 minutes on the first half of
+               the hosts and is launched again, the same command, on the other half at 11
 Faults (labelled with their host and cause):
   quota        a cgroup quota of 0.25 core on one host's ranks (cause cpu)
   noisy        other work takes one host's cores: its ranks wait for a CPU (cause cpu)
@@ -37,7 +47,13 @@ Faults (labelled with their host and cause):
   sigkill      one rank killed; gloo aborts its peers a second later (cause exit)
   storage      one host's ranks wait on storage (state D): the job crawls (cause storage)
   frozen       one host's cgroup frozen: its ranks make no progress, nor their peers (cause
-               frozen)"""
+               frozen)
+  restart      one rank killed, gloo aborts its peers, and the launchers start every rank
+               again in place 15 s later (elastic): the job steps on (cause exit)
+  slowlink     one host's link slowed both ways: the job at 0.4 x, queues to and from it
+               full (cause link)
+  shaped-sender  one host's sending side shaped: the job at 0.5 x, its queue to the next
+               host full, and pairs next to it full for a moment now and then (cause link)"""
 
 from __future__ import annotations
 
@@ -55,9 +71,11 @@ from preflight.watch.score import Fault, Label
 SHAPES = ("evaluating", "busy-links", "slowdowns", "warmup", "skewed", "lagging", "piped",
           "checkpointing", "clock-step", "suspended", "long-eval", "async-save",
           "sharded-save", "busier-host", "late-start", "gpus", "power-cap", "ps", "ps-throttled",
-          "ps-saves")
+          "ps-saves", "rank0-steps", "spinning", "late-20", "checkpoint-io", "gloo-timeout",
+          "two-jobs", "rerun-elsewhere")
 FAULTS = {"quota": ("cpu",), "noisy": ("cpu",), "sigstop": ("stopped", "hang"),
-          "sigkill": ("exit",), "storage": ("storage",), "frozen": ("frozen",)}
+          "sigkill": ("exit",), "storage": ("storage",), "frozen": ("frozen",),
+          "restart": ("exit",), "slowlink": ("link",), "shaped-sender": ("link",)}
 T0 = 1_800_000_000.0  # the watch's start, on its clock
 PACE = 10.0  # steps a second at full pace
 KIB = 1024
@@ -102,29 +120,22 @@ def _records(spec: Any, victim: str) -> Iterator[tuple[int, dict[str, Any]]]:
     shape = set(spec.shape)
     dt = spec.interval_s
     n_hosts, per = spec.hosts, spec.ranks_per_host
-    argv = ("python3", "-m", "paddle.distributed.launch", "--master", f"{_address(0)}:6767",
-            "--nnodes", str(n_hosts), "--nproc_per_node", str(per), "train.py")
-    hosts = []
-    for i in range(n_hosts):
-        if "ps" in shape:
-            ranks = [FakeRank(10_000, 0, role="PSERVER")] if i == 0 else [
-                FakeRank(10_000 + i * per + k, (i - 1) * per + k, role="TRAINER")
-                for k in range(per)]
-        else:
-            ranks = [FakeRank(10_000 + i * per + k, i * per + k) for k in range(per)]
-        for r in ranks:
-            r.quota = 2.0 * per
-        hosts.append(FakeHost(_name(i), ranks, launcher=9_000 + i, argv=argv,
-                              netns=f"net:[{4026540000 + i}]", t=T0))
-    if "gpus" in shape:
-        for h in hosts:
-            for k, r in enumerate(h.ranks):
-                r.gpus = (k,)
-    if "piped" in shape:
-        hosts[-1].ranks[-1].piped = True
+    halves = "two-jobs" in shape or "rerun-elsewhere" in shape  # a job on half the hosts
+    master = () if "two-jobs" in shape else ("--master", f"{_address(0)}:6767")
+    argv = ("python3", "-m", "paddle.distributed.launch", *master,
+            "--nnodes", str(n_hosts // 2 if halves else n_hosts), "--nproc_per_node", str(per),
+            "train.py")
+    hosts = [FakeHost(_name(i), _ranks(i, n_hosts, per, shape, 0), launcher=9_000 + i,
+                      argv=argv, netns=f"net:[{4026540000 + i}]", t=T0)
+             for i in range(n_hosts)]
+    later: dict[str, list[FakeRank]] = {}  # rerun-elsewhere: the second run's ranks
+    if "rerun-elsewhere" in shape:
+        for h in hosts[n_hosts // 2:]:
+            later[h.name], h.ranks, h.launcher = h.ranks, [], None
     skew = {hosts[-1].name: 8.0} if "skewed" in shape else {}
     laggard = hosts[-2 if n_hosts > 1 else 0].name
-    lag = {laggard: 2.0} if "lagging" in shape or "late-start" in shape else {}
+    lag = {laggard: 20.0 if "late-20" in shape else 2.0} \
+        if {"lagging", "late-start", "late-20"} & shape else {}
     policy = WatchPolicy(interval_s=dt)
     yield 0, {"type": "start", "at": T0, "argv": ["watch", "synthetic", str(spec.seed)],
               "hosts": [h.name for h in hosts], "marker": f"syn{spec.seed}",
@@ -136,13 +147,17 @@ def _records(spec: Any, victim: str) -> Iterator[tuple[int, dict[str, Any]]]:
     fault_end = None if spec.fault_s is None else fault_at + spec.fault_s
     n = 1
     nic = {h.name: [0.0, 0.0] for h in hosts}  # bytes received, sent
+    bursts: dict[tuple[str, str], float] = {}  # a pair full for a moment: until when
     for k in range(steps + 1):
         t = k * dt
         faulty = spec.fault is not None and t >= fault_at and (fault_end is None
                                                                 or t < fault_end)
-        _set(hosts, victim, t, dt, shape, spec.fault if faulty else None, rnd)
+        _scene(hosts, t, dt, shape, later)
+        _set(hosts, victim, t, dt, shape, spec.fault if faulty else None, rnd, bursts)
         if spec.fault == "sigkill" and t >= fault_at:
             _kill(hosts, victim, first=t < fault_at + dt)
+        if spec.fault == "restart":
+            _restart(hosts, victim, t - fault_at, dt, shape, per)
         if "clock-step" in shape and t == 900:
             skew[hosts[-1].name] = skew.get(hosts[-1].name, 0.0) - 20.0
         for h in hosts:
@@ -167,12 +182,92 @@ def _records(spec: Any, victim: str) -> Iterator[tuple[int, dict[str, Any]]]:
             n += 1
 
 
+def _ranks(i: int, n_hosts: int, per: int, shape: set[str], gen: int) -> list[FakeRank]:
+    """Host i's ranks (gen: how many times they were started again in place)."""
+    base = 10_000 + 100_000 * gen + i * per
+    if "ps" in shape:
+        ranks = [FakeRank(base, 0, role="PSERVER")] if i == 0 else [
+            FakeRank(base + k, (i - 1) * per + k, role="TRAINER") for k in range(per)]
+    else:
+        first = (i % (n_hosts // 2) if {"two-jobs", "rerun-elsewhere"} & shape else i) * per
+        ranks = [FakeRank(base + k, first + k) for k in range(per)]
+    for k, r in enumerate(ranks):
+        r.quota = 2.0 * per
+        r.gpus = (k,) if "gpus" in shape else ()
+        r.piped = "piped" in shape and i == n_hosts - 1 and k == per - 1
+        r.no_step_lines = "rank0-steps" in shape and r.rank != 0
+    return ranks
+
+
+# A clean end of a rank's log: its last step and the script's own last word.
+FINISHED = ("step 5990 loss 0.052", "training finished")
+# Gloo's collective timeout in a rank that waited 30 s for a peer busy elsewhere (Paddle 3.3.1,
+# ../reference/watch.md), then Paddle's words for the abort that follows.
+GLOO_ENFORCE = ("terminate called after throwing an instance of 'gloo::EnforceNotMet'",
+                "  what():  [enforce fail at /paddle/third_party/gloo/gloo/transport/tcp/"
+                "pair.cc:708] ex_ == nullptr. Timed out waiting 30000ms for recv operation "
+                "to complete", *ABORTED)
+
+
+def _scene(hosts: list[FakeHost], t: float, dt: float, shape: set[str],
+           later: dict[str, list[FakeRank]]) -> None:
+    """Jobs that end and start at their times: two jobs without --master (the second half's
+    ends), a run ended and launched again on the other half, a job its own gloo timeout
+    ends during rank 0's checkpoint."""
+    half = len(hosts) // 2
+    if "two-jobs" in shape:
+        _end(hosts[half:], t, 600, dt, FINISHED)
+    if "rerun-elsewhere" in shape:
+        _end(hosts[:half], t, 600, dt, FINISHED)
+        if t == 660:
+            for i, h in enumerate(hosts[half:], half):
+                h.ranks, h.launcher, h.sent = later.pop(h.name), 9_500 + i, False
+                h.argv = hosts[0].argv
+    if "gloo-timeout" in shape:
+        # Its peers wait 30 s in the collective, then abort; rank 0 finds them gone at its
+        # next one (its save ends at 35 s).
+        if t == 630:
+            for h in hosts:
+                for r in [r for r in h.ranks if r.rank != 0]:
+                    h.ranks.remove(r)
+                    r.tail = GLOO_ENFORCE
+                    h.gone.append(r)
+        _end(hosts, t, 635, dt, ABORTED)
+
+
+def _end(hosts: list[FakeHost], t: float, at: float, dt: float, tail: tuple[str, ...]) -> None:
+    """At `at`, every rank of these hosts ends with this tail; an interval later their
+    launchers exit."""
+    for h in hosts:
+        if t == at:
+            while h.ranks:
+                r = h.ranks.pop()
+                r.tail = tail
+                h.gone.append(r)
+        elif t == at + dt:
+            h.launcher = None
+
+
+def _restart(hosts: list[FakeHost], victim: str, since: float, dt: float, shape: set[str],
+             per: int) -> None:
+    """An elastic restart in place: the victim's rank killed, its peers aborted an interval
+    later, and 15 s after the kill every launcher starts its ranks again."""
+    if since == 0:
+        _kill(hosts, victim, first=True)
+    elif since == dt:
+        _kill(hosts, victim, first=False)
+    elif since == 15:
+        for i, h in enumerate(hosts):
+            h.ranks = _ranks(i, len(hosts), per, shape, 1)
+
+
 def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str],
-         fault: Any, rnd: random.Random) -> None:
+         fault: Any, rnd: random.Random, bursts: dict[tuple[str, str], float]) -> None:
     """Each rank's figures for the interval ending at t."""
     pace = PACE * (1 + rnd.uniform(-0.08, 0.08))
     evaluating = "evaluating" in shape and t % 60 < 4 and t >= 60
     saving = "checkpointing" in shape and t % 120 < 25 and t >= 120
+    saving = saving or ("gloo-timeout" in shape and 600 <= t < 635)
     suspended = "suspended" in shape and 600 <= t < 660
     evaluating = evaluating or ("long-eval" in shape and t % 600 < 45 and t >= 600)
     saving_async = "async-save" in shape and t % 300 < 30 and t >= 300
@@ -189,6 +284,10 @@ def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str
         pace *= 0.3
     if fault == "quota" or fault == "noisy":
         pace *= 0.3
+    if fault == "slowlink":
+        pace *= 0.4
+    if fault == "shaped-sender":
+        pace *= 0.5
     if fault == "sigstop":
         pace = 0.0
     if "ps" in shape:
@@ -203,6 +302,10 @@ def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str
             busy, wait, r.state = rnd.uniform(0.8, 1.0), 0.1, "R"
         if (evaluating or saving) and i == 0:
             busy, wait, r.state = rnd.uniform(0.9, 1.0), 0.05, "R"
+            if saving and "checkpoint-io" in shape:
+                busy, wait, r.state = 0.3, 0.0, "D"  # writing: in the kernel, on storage
+        if "spinning" in shape and not (h.name == victim and fault is not None):
+            busy, wait, r.state = rnd.uniform(0.95, 1.0), 0.05, "R"  # NCCL's waits spin
         if saving_async and i == 0:
             busy, wait, r.state = busy + rnd.uniform(0.8, 0.9), wait + 0.05, "R"
         if sharded:
@@ -227,8 +330,21 @@ def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str
         r.steps_per_s, r.busy, r.wait = pace, busy, wait
         nxt = all_ranks[(i + 1) % len(all_ranks)][0]
         full = "busy-links" in shape and pace > 0.5 * PACE and rnd.random() < 0.9
+        if fault == "slowlink":
+            full = full or victim in (h.name, nxt.name)
+        elif fault == "shaped-sender":
+            full = full or h.name == victim or _burst(bursts, (h.name, nxt.name), t, rnd)
         r.sendq = {_address(hosts.index(nxt)): rnd.randint(100, 350) * KIB} \
             if full and nxt is not h else {}
+
+
+def _burst(bursts: dict[tuple[str, str], float], pair: tuple[str, str], t: float,
+           rnd: random.Random) -> bool:
+    """Whether a pair is full for a moment (10-20 s, begun in 3 % of its samples): the
+    traffic of a slowed job comes in bursts."""
+    if bursts.get(pair, -1.0) <= t and rnd.random() < 0.03:
+        bursts[pair] = t + rnd.uniform(10, 20)
+    return bursts.get(pair, -1.0) > t
 
 
 def _set_ps(hosts: list[FakeHost], t: float, shape: set[str], pace: float,

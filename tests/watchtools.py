@@ -39,6 +39,7 @@ class FakeRank:
     # Its memory cgroup's OOM kills (before, after) as its gone entry says; None: not read.
     oom: Optional[tuple[int, int]] = None
     piped: bool = False  # its stdout is a pipe: no log the sampler can read
+    no_step_lines: bool = False  # its log grows, but prints no step line (only rank 0 does)
     timed: bool = True  # False: a kernel without schedstat (no run and wait times)
     # running totals
     steps: float = 0.0
@@ -63,7 +64,7 @@ class FakeRank:
             "running": 1 if self.state == "R" else 0, "blocked": 0, "wchan": "futex_do_wait",
             "log": {"path": f"/job/log/{'serverlog' if self.role == 'PSERVER' else 'workerlog'}"
                             f".{self.rank}", "size": int(self.steps * 30),
-                    "steps": int(self.steps)},
+                    "steps": 0 if self.no_step_lines else int(self.steps)},
             "hook": [int(self.steps), 0.0] if self.hook else None,
             "cgroup": None if self.quota is None else {
                 "cores": self.quota, "path": "/sys/fs/cgroup/cpu/x", "periods": self.periods,

@@ -1,7 +1,7 @@
 """Benchmark (on demand, not a test): `preflight watch` on a healthy job of the shapes real
 clusters have, for a long stretch, then the same job with faults planted one after another.
 
-    sudo .venv/bin/python bench/bench_watch_shapes.py [--healthy 600] [--faults]
+    sudo .venv/bin/python bench/bench_watch_shapes.py [--healthy 600] [--faults] [--stalls]
         [--out bench/results/watch-shapes-DATE.json]
 
 Three simulated hosts run a data-parallel gloo job (Paddle 3.3.1) that `preflight launch`
@@ -19,7 +19,13 @@ undone before the next: SIGSTOP of its rank 2 (20 s), a 0.05-core CPU quota on i
 (its two ranks' share), its link cut to 2 Mbit/s, and SIGKILL of its rank 2 (the job ends).
 For each, the seconds from planting to the first finding that names the host, what it
 says, and to when `--act` would act: the next judgement naming it again (the watch's
-confirmation, one interval), where it did."""
+confirmation, one interval), where it did.
+
+With --stalls, other faults are planted on the second host the same way: its link slowed to
+30 Mbit/s (a fifth of its peers'), other work spinning on eight cores in its cgroup (a noisy
+neighbour), its log filesystem frozen (a storage stall: its ranks wait in state D on their
+next log line) and its ranks frozen by the cgroup freezer. The two stalls last 22 s: a gloo
+collective waits 30 s at most, and a longer stall ends the job."""
 
 from __future__ import annotations
 
@@ -46,6 +52,10 @@ HOSTS = ["shape1", "shape2", "shape3"]
 SKEWED, FAULTY = "shape3", "shape2"
 SKEW_S = 8
 LINK = "150mbit"  # the all-reduce keeps it full at times: its send queues fill
+# Processes spinning in its cgroup, the noisy neighbour: its ranks share the host's CPU time
+# with them (every host's cgroup weighs the same), and wait for a CPU.
+NOISY = 8
+LOG_FS = "/root/log"  # the launcher's --log_dir on the faulty host (Paddle's default: log)
 
 
 
@@ -104,6 +114,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--healthy", type=float, default=600.0, help="seconds watched healthy")
     ap.add_argument("--faults", action="store_true", help="then plant the faults")
+    ap.add_argument("--stalls", action="store_true", help="then plant the slow link, noisy "
+                    "neighbour, storage stall and frozen cgroup")
     ap.add_argument("--out", default="bench-watch-shapes.json")
     ap.add_argument("--keep-log", help="copy the watch's log here (the testbed goes)")
     args = ap.parse_args()
@@ -126,12 +138,15 @@ def main() -> int:
             print(out + err, file=sys.stderr)
             return 1
         tb.login_env(SKEWED, [f"export LD_PRELOAD={faketime[0]} FAKETIME=+{SKEW_S}s"])
+        if args.stalls:  # its ranks' logs (the launcher's log/, in its home) on a fs of its own
+            tb.scratch_fs(FAULTY, LOG_FS)
         for name in HOSTS:
             tb.throttle(name, LINK)
         launch = cli(tb, "launch", "--plan", report, "--timeout", "7200", "--",
                      os.path.basename(SCRIPT), str(10 ** 7), quiet=True)
         wlog = os.path.join(tb.base, "watch-shapes.jsonl")
-        length = 30 + args.healthy + (450 if args.faults else 0)  # its start, the faults
+        # its start, the faults
+        length = 30 + args.healthy + (450 if args.faults else 0) + (450 if args.stalls else 0)
         watch = cli(tb, "watch", "--plan", report, "--log", wlog, "--for", f"{length:.0f}")
         try:
             time.sleep(20)  # the job starts (Paddle's import on six ranks, two cores)
@@ -160,6 +175,8 @@ def main() -> int:
             print(json.dumps(result["healthy"], indent=2), flush=True)
             if args.faults and launch.poll() is None:
                 result["faults"] = plant_faults(tb, wlog)
+            if args.stalls and launch.poll() is None:
+                result["stalls"] = plant_stalls(tb, wlog)
         finally:
             interrupt((watch, launch))
             tb.unlimit_cpu(FAULTY)
@@ -191,39 +208,46 @@ def busy_by_rank(rs: list[dict[str, Any]]) -> dict[str, float]:
             for pid, v in sorted(seen.items()) if len(v) >= 2 and v[-1][0] > v[0][0]}
 
 
-def plant_faults(tb: testbed.Testbed, wlog: str) -> list[dict[str, Any]]:
-    out = []
-    confirm = 5.0  # --interval's default: --act acts at the next judgement that names it
+class Timing:
+    """The rows a fault planting makes: when each fault was planted and undone (this
+    machine's clock, the watch's log's: the corpus's label), and what the watch said."""
 
-    def timed(fault: str, found: Optional[dict[str, Any]], planted: float) -> None:
-        # planted and undone on this machine's clock, the watch's log's: the corpus's label.
+    def __init__(self, wlog: str) -> None:
+        self.wlog = wlog
+        self.rows: list[dict[str, Any]] = []
+
+    def timed(self, fault: str, found: Optional[dict[str, Any]], planted: float) -> None:
+        confirm = 5.0  # --interval's default: --act acts at the next judgement naming it
         row: dict[str, Any] = {"fault": fault, "planted": round(planted, 3),
                                "undone": round(time.time(), 3)}
         if found is None:
             row["found"] = None
         else:
-            acts = held_until(wlog, found, confirm)
+            acts = held_until(self.wlog, found, confirm)
             row.update(found_s=round(found["at"] - planted, 1), check=found["check"],
                        status=found["status"], hosts=found["hosts"],
                        message=found["message"][:300],
                        act_s=None if acts is None else round(acts - planted, 1))
-        out.append(row)
+        self.rows.append(row)
         print(json.dumps(row), flush=True)
 
+
+def plant_faults(tb: testbed.Testbed, wlog: str) -> list[dict[str, Any]]:
+    out = Timing(wlog)
     pid = rank_pid(wlog, FAULTY, 2, time.monotonic() + 30)
     planted = time.time()
     os.kill(pid, signal.SIGSTOP)
     found = first_naming(wlog, FAULTY, planted, time.monotonic() + 60)
     time.sleep(max(0.0, planted + 20 - time.time()))
     os.kill(pid, signal.SIGCONT)
-    timed("SIGSTOP of rank 2", found, planted)
+    out.timed("SIGSTOP of rank 2", found, planted)
     time.sleep(45)  # the job steps again, the findings clear
     planted = time.time()
     tb.limit_cpu(FAULTY, 0.05)
     found = first_naming(wlog, FAULTY, planted, time.monotonic() + 90)
     time.sleep(20)
     tb.unlimit_cpu(FAULTY)
-    timed("0.05-core CPU quota", found, planted)
+    out.timed("0.05-core CPU quota", found, planted)
     time.sleep(45)
     planted = time.time()
     tb.unthrottle(FAULTY)
@@ -232,15 +256,48 @@ def plant_faults(tb: testbed.Testbed, wlog: str) -> list[dict[str, Any]]:
     time.sleep(20)
     tb.unthrottle(FAULTY)
     tb.throttle(FAULTY, LINK)
-    timed("link cut to 2 Mbit/s", found, planted)
+    out.timed("link cut to 2 Mbit/s", found, planted)
     time.sleep(45)
     pid = rank_pid(wlog, FAULTY, 2, time.monotonic() + 30)
     planted = time.time()
     os.kill(pid, signal.SIGKILL)
     found = first_naming(wlog, FAULTY, planted, time.monotonic() + 60)
     time.sleep(20)
-    timed("SIGKILL of rank 2", found, planted)
-    return out
+    out.timed("SIGKILL of rank 2", found, planted)
+    return out.rows
+
+
+def plant_stalls(tb: testbed.Testbed, wlog: str) -> list[dict[str, Any]]:
+    """The slowed link, the noisy neighbour, the storage stall and the frozen cgroup, each
+    for its time and undone, the job left 45 s to step again after each."""
+    out = Timing(wlog)
+
+    def held(fault: str, seconds: float, undo: Any) -> None:
+        found = first_naming(wlog, FAULTY, planted, time.monotonic() + seconds)
+        time.sleep(max(0.0, planted + seconds - time.time()))
+        undo()
+        out.timed(fault, found, planted)
+        time.sleep(45)
+
+    planted = time.time()
+    tb.unthrottle(FAULTY)
+    tb.throttle(FAULTY, "30mbit")
+    def mend_link() -> None:
+        tb.unthrottle(FAULTY)
+        tb.throttle(FAULTY, LINK)
+
+    held("link slowed to 30 Mbit/s", 40, mend_link)
+    planted = time.time()
+    tb.busy(FAULTY, NOISY)
+    held(f"other work spinning on {NOISY} cores", 40, lambda: tb.idle(FAULTY))
+    planted = time.time()
+    tb.freeze_fs(FAULTY, LOG_FS)
+    held("its log filesystem frozen", 22, lambda: tb.thaw_fs(FAULTY, LOG_FS))
+    pids = [rank_pid(wlog, FAULTY, r, time.monotonic() + 30) for r in (2, 3)]
+    planted = time.time()
+    tb.freeze(FAULTY, pids)
+    held("its ranks frozen (cgroup freezer)", 22, lambda: tb.thaw(FAULTY))
+    return out.rows
 
 
 if __name__ == "__main__":

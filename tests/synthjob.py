@@ -297,19 +297,19 @@ def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str
     for i, (h, r) in enumerate(all_ranks):
         busy = rnd.uniform(0.35, 0.45) * (pace / PACE if pace else 0.05)
         wait = busy * rnd.uniform(0.05, 0.15)
-        r.state, r.throttled_share = "S", 0.0
+        r.state, r.throttled_share, r.write_rate, r.frozen = "S", 0.0, 0.0, False
         if "warmup" in shape and t < 30:
             busy, wait, r.state = rnd.uniform(0.8, 1.0), 0.1, "R"
         if (evaluating or saving) and i == 0:
             busy, wait, r.state = rnd.uniform(0.9, 1.0), 0.05, "R"
-            if saving and "checkpoint-io" in shape:
-                busy, wait, r.state = 0.3, 0.0, "D"  # writing: in the kernel, on storage
+            if saving and "checkpoint-io" in shape:  # writing it: in the kernel, on storage
+                busy, wait, r.state, r.write_rate = 0.3, 0.0, "D", 40e6
         if "spinning" in shape and not (h.name == victim and fault is not None):
             busy, wait, r.state = rnd.uniform(0.95, 1.0), 0.05, "R"  # NCCL's waits spin
         if saving_async and i == 0:
             busy, wait, r.state = busy + rnd.uniform(0.8, 0.9), wait + 0.05, "R"
         if sharded:
-            busy, wait, r.state = rnd.uniform(0.3, 0.5), 0.02, "D"
+            busy, wait, r.state, r.write_rate = rnd.uniform(0.3, 0.5), 0.02, "D", 30e6
         if "busier-host" in shape and h is hosts[0] and pace:
             busy = busy * 2.5 + 0.3
         if suspended:
@@ -323,8 +323,8 @@ def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str
             r.state = "T"
         elif h.name == victim and fault == "storage":
             busy, wait, r.state = 0.05, 0.0, "D"
-        elif h.name == victim and fault == "frozen":
-            busy, wait, r.state = 0.0, 0.0, "D"
+        elif h.name == victim and fault == "frozen":  # cgroup v1's freezer shows them in D
+            busy, wait, r.state, r.frozen = 0.0, 0.0, "D", True
         elif r.quota is not None and r.quota < 1.0:
             r.quota = 2.0 * len(h.ranks)  # the quota was lifted
         r.steps_per_s, r.busy, r.wait = pace, busy, wait

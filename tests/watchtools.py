@@ -40,6 +40,9 @@ class FakeRank:
     oom: Optional[tuple[int, int]] = None
     piped: bool = False  # its stdout is a pipe: no log the sampler can read
     no_step_lines: bool = False  # its log grows, but prints no step line (only rank 0 does)
+    write_rate: float = 0.0  # bytes a second it writes through the storage layer
+    frozen: bool = False  # its cgroup frozen (the sampler's "frozen")
+    io: bool = True  # False: no storage figures (an older sampler, no task I/O accounting)
     timed: bool = True  # False: a kernel without schedstat (no run and wait times)
     # running totals
     steps: float = 0.0
@@ -47,6 +50,7 @@ class FakeRank:
     wait_s: float = 0.0
     periods: int = 0
     throttled: int = 0
+    written: float = 0.0
     sent_who: bool = field(default=False)
 
     def advance(self, dt: float) -> None:
@@ -54,6 +58,7 @@ class FakeRank:
             self.steps += self.steps_per_s * dt
             self.run_s += (self.busy - self.wait) * dt
             self.wait_s += self.wait * dt
+            self.written += self.write_rate * dt
         self.periods += int(10 * dt)
         self.throttled += int(10 * dt * self.throttled_share)
 
@@ -70,6 +75,10 @@ class FakeRank:
                 "cores": self.quota, "path": "/sys/fs/cgroup/cpu/x", "periods": self.periods,
                 "throttled": self.throttled, "throttled_s": self.throttled * 0.05},
             "sendq": dict(self.sendq)}
+        if self.io:
+            out["io"] = [0, int(self.written)]
+        if self.frozen:
+            out["frozen"] = True
         if self.gpus:
             out["gpus"] = list(self.gpus)
         if self.piped:

@@ -32,7 +32,7 @@ from preflight.model.findings import Finding, Status
 from preflight.model.watch import blame_of
 from preflight.report import jsonreport
 
-ACTED_ON = ("stopped", "dead", "hang", "straggler")
+ACTED_ON = ("stopped", "dead", "hang", "straggler", "stalled")
 # Options of check whose values are outputs or the host selection: the re-check sets its own.
 OWN_VALUED = ("--json", "--junit", "--markdown", "--html", "--log", "--limit", "--emit-launch")
 OWN_FLAGS = ("--no-progress", "--no-step-summary")

@@ -154,3 +154,32 @@ def cgroup_v2_quota(pid="self"):
         except (OSError, ValueError):
             pass
     return best
+
+
+def freezer_files(pid="self"):
+    """The files that say whether pid's cgroup is frozen: v1's freezer.state, v2's
+    cgroup.events (each also says so when an ancestor froze it)."""
+    out = []
+    found = cgroup_v1_dir("freezer", pid)
+    if found is not None:
+        out.append(os.path.join(found[0], "freezer.state"))
+    found = cgroup_v2_dir(pid)
+    if found is not None:
+        out.append(os.path.join(found[0], "cgroup.events"))
+    return out
+
+
+def is_frozen(files):
+    """Whether a cgroup is frozen (docker pause, a Kubernetes or Slurm freeze), by its
+    freezer_files: FROZEN or FREEZING (v1), "frozen 1" (v2). Its tasks then make no
+    progress, though they are neither stopped nor waiting on anything of their own."""
+    for path in files:
+        try:
+            text = read(path)
+        except OSError:
+            continue
+        if path.endswith("freezer.state") and text.strip() in ("FROZEN", "FREEZING"):
+            return True
+        if any(line.split() == ["frozen", "1"] for line in text.splitlines()):
+            return True
+    return False

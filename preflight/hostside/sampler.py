@@ -22,6 +22,8 @@ from preflight.hostside.cgroup import cgroup_v1_dir as cgroup_v1_dir  # joined
 from preflight.hostside.cgroup import cgroup_v1_quota as cgroup_v1_quota  # joined
 from preflight.hostside.cgroup import cgroup_v2_dir as cgroup_v2_dir  # joined
 from preflight.hostside.cgroup import cgroup_v2_quota as cgroup_v2_quota  # joined
+from preflight.hostside.cgroup import freezer_files as freezer_files  # joined
+from preflight.hostside.cgroup import is_frozen as is_frozen  # joined
 from preflight.hostside.cgroup import read as read  # joined
 from preflight.hostside.cgroup import section  # joined
 from preflight.hostside.sampler_gpu import gpu_source as gpu_source  # joined
@@ -112,6 +114,16 @@ def sched(pid):
         running += state == "R"
         blocked += state == "D"
     return run / 1e9, wait / 1e9, running, blocked, bool(read_) or has_schedstat(pid)
+
+
+def io_bytes(pid):
+    """[bytes read, bytes written] through the storage layer so far (/proc/PID/io: not its
+    sockets' or pipes'): a rank in D state whose figures grow reads or writes files (a
+    checkpoint, a data loader); one whose figures stand still waits on storage that does
+    not answer."""
+    fields = dict(line.split(": ", 1) for line in read("/proc/%s/io" % pid).splitlines()
+                  if ": " in line)
+    return [int(fields["read_bytes"]), int(fields["write_bytes"])]
 
 
 def has_schedstat(pid):
@@ -290,6 +302,7 @@ class Rank(object):
         # times of those gone since: its workers' CPU counts to it, and stays counted once
         # they exit, so that its totals only grow.
         self.kids = {}  # type: dict
+        self.cgroups_named, self.freezer = None, []  # see frozen()
         self.kids_done = (0.0, 0.0)
 
     def sample(self, pattern, netns_cache):
@@ -317,8 +330,19 @@ class Rank(object):
         if isinstance(self.inner, int):
             out["hook"] = section(hook_steps, self.pid, self.inner, self.hook_dir)
         out["cgroup"] = section(quota_of, self.pid)
+        out["io"] = section(io_bytes, self.pid)
+        if section(self.frozen) is True:
+            out["frozen"] = True
         out["sendq"] = section(tcp_queues, self.pid, netns_cache)
         return out
+
+    def frozen(self):
+        """Whether its cgroup is frozen; where that is read is found again only when
+        /proc/PID/cgroup names other cgroups (the mount table is not read every sample)."""
+        named = read("/proc/%s/cgroup" % self.pid)
+        if named != self.cgroups_named:
+            self.cgroups_named, self.freezer = named, freezer_files(self.pid)
+        return is_frozen(self.freezer)
 
     def kids_times(self):
         """(seconds on a CPU, seconds waiting for one) of its descendants so far, those gone

@@ -64,6 +64,10 @@ class RankSample:
     error: Optional[str] = None  # what could not be read this time
     gpus: tuple[int, ...] = ()  # the GPUs it drives (NVML's indices on its host)
     oom_kills: Optional[int] = None  # the kernel's OOM kills in its memory cgroup so far
+    # Bytes it read and wrote through the storage layer so far (/proc/PID/io); None: not read.
+    io_read: Optional[int] = None
+    io_written: Optional[int] = None
+    frozen: bool = False  # its cgroup is frozen (the freezer: docker pause, a job's freeze)
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,7 @@ class WatchPolicy:
 # its own, a link, a GPU, the whole job stopped; "none": a finding that blames nobody (a
 # pass line, could not check).
 Cause = Literal["stopped", "traced", "exit", "exit-unread", "launch", "lost-host", "hang",
-                "cpu", "pace", "link", "gpu", "job-stopped", "none"]
+                "cpu", "pace", "link", "gpu", "frozen", "storage", "job-stopped", "none"]
 
 
 @dataclass(frozen=True)

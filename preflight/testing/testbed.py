@@ -30,6 +30,7 @@ from preflight.testing.rig.containers import (
 )
 from preflight.testing.rig.faults import Faults
 from preflight.testing.rig.shapes import RealShapes
+from preflight.testing.rig.stalls import Stalls, remove_freezer, thaw_remains
 from preflight.testing.rig.system import (
     CFS_PERIOD_US,
     CGROUP_CPU,
@@ -82,7 +83,10 @@ def remove_remains(testbed_id: str) -> list[str]:
     prefix = f"pf{testbed_id}-"
     listed = run(["ip", "netns", "list"], check=False).stdout
     names = [ln.split()[0] for ln in listed.splitlines() if ln.startswith(prefix)]
+    frozen = thaw_remains(testbed_id)  # a frozen process cannot end
     kill_in_namespaces(names)
+    for path in frozen:
+        remove_freezer(path)
     for ns in names:
         run(["ip", "netns", "del", ns], check=False)
     for top in (CGROUP_CPU, CGROUP_CPUACCT):
@@ -99,7 +103,7 @@ def remove_remains(testbed_id: str) -> list[str]:
     return names
 
 
-class Testbed(ContainerParts, Faults, RealShapes):
+class Testbed(ContainerParts, Faults, RealShapes, Stalls):
     """N simulated hosts; use as a context manager so close() always runs."""
 
     def __init__(self, n_hosts: int, base_dir: Optional[str] = None,
@@ -406,6 +410,7 @@ class Testbed(ContainerParts, Faults, RealShapes):
         if self._closed:
             return
         self._closed = True
+        self._thaw_all()  # a frozen process cannot end, nor one that writes to a frozen fs
         if self.containers:  # also those off the host's network (--network none)
             for name, host in self.hosts.items():
                 if host.sshd is not None and host.sshd.poll() is None:
@@ -440,6 +445,7 @@ class Testbed(ContainerParts, Faults, RealShapes):
                     os.rmdir(path)
                 except OSError:
                     pass
+        self._remove_freezers()
         if self.containers:  # Podman's cgroupfs parents, where this testbed made them
             for path in self._libpod_paths():
                 if path.rstrip("/") not in {p.rstrip("/") for p in self.libpod_cgroups}:

@@ -16,15 +16,18 @@ each yielding to what came before it:
 
   1. ends      stopped, traced, dead ranks and their causes; a whole-job stop
   2. starting  the job's ranks still starting: nothing to pace (watch/starting.py)
-  3. hang      no progress anywhere: no pace to compare, the rules below do not run
-  4. cpu       a PS server holding every trainer; then per role, skipping ranks named so
-               far: slower trainers (PS), busier ranks (the job's shape said, not blamed);
+  3. kernel    ranks frozen, or in D on storage that does not answer, on one host while
+               the others wait: that host; the rules below do not run
+  4. hang      no progress anywhere: no pace to compare, the rules below do not run
+  5. cpu       a PS server holding every trainer; then per role, skipping ranks named so
+               far: slower trainers (PS), busier ranks (the job's shape said, not blamed),
+               once the job slowed a worker short of CPU where its peers are not (spinning);
                PS servers short of CPU, skipping hosts blamed so far
-  5. links     a slow link, skipping pairs with a host blamed so far (a starved rank drains
+  6. links     a slow link, skipping pairs with a host blamed so far (a starved rank drains
                its sockets slowly: its host's doing); the host named stays named while it
                is an end of every full pair
-  6. gpus      slowed GPUs, said on the finding that names their rank, else their own
-  7. progress  progress that could not be read; the pass line where nothing was blamed
+  7. gpus      slowed GPUs, said on the finding that names their rank, else their own
+  8. progress  progress that could not be read; the pass line where nothing was blamed
 """
 
 from __future__ import annotations
@@ -40,10 +43,12 @@ from preflight.watch.rules.cpu import (
     busier_ranks,
     server_holds_trainers,
     slower_trainers,
+    starved_ranks,
     starved_servers,
 )
 from preflight.watch.rules.ends import stopped_or_dead
 from preflight.watch.rules.hang import find_hang
+from preflight.watch.rules.kernel import held_by_kernel
 from preflight.watch.rules.links import slow_link
 from preflight.watch.rules.progress import cpu_untimed, pace_line, progress_unread
 from preflight.watch.rules.shared import AtCheck, blamed, clock_of
@@ -117,6 +122,11 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
     whole = starting(job, state, policy)
     if whole is not None:  # its ranks wait for nodes yet to start: nothing to pace
         return [*out, whole]
+    held = held_by_kernel(job, live, policy, state)
+    if held:
+        # Ranks the kernel holds explain a job that stands still or crawls: no hang is said,
+        # and no pace or CPU rule reads them (asleep, they look like their waiting peers).
+        return [*out, *held]
     out.extend(find_hang(job, live, policy, state))
     if any(f.check == "hang" for f in out):
         return out  # no pace to compare while nothing moves
@@ -136,6 +146,9 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         if (role == "worker" or not found) and len(group) >= 2:
             found += busier_ranks(group, unit, policy, at_check, job,
                                   [blame_of(f).ranks[0] for f in found])
+        if role == "worker" and len(group) >= 2:
+            found += starved_ranks(group, unit, policy, at_check,
+                                   [rid for f in found for rid in blame_of(f).ranks])
         out.extend(found)
     out.extend(starved_servers(timed, unit, policy, at_check, addresses, blamed(out)))
     # A pair with a host already named is that host's doing (a starved rank drains its

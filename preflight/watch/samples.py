@@ -206,6 +206,7 @@ class HostStream:
         cg = _dict(r, "cgroup")
         errors = [str(d["error"]) for d in (r, log, cg, _dict(r, "sendq"))
                   if isinstance(d.get("error"), str)]
+        io = r["io"] if _ints(r.get("io")) and len(r["io"]) == 2 else None
         return self.ids[pid], RankSample(
             t=t, state=str(r.get("state") or "?"), cpu_s=_num(r, "cpu_s") or 0.0,
             run_s=_num(r, "run_s") or 0.0, wait_s=_num(r, "wait_s") or 0.0,
@@ -223,6 +224,8 @@ class HostStream:
             log_tail=tuple(str(x) for x in r["tail"]) if isinstance(r.get("tail"), list)
             else (),
             error="; ".join(errors) or None, oom_kills=_num(r, "oom_kills", int),
+            io_read=io[0] if io else None, io_written=io[1] if io else None,
+            frozen=r.get("frozen") is True,
             gpus=tuple(g for g in r["gpus"] if isinstance(g, int) and not isinstance(g, bool))
             if isinstance(r.get("gpus"), list) else ())
 

@@ -5,6 +5,7 @@ the sampler finds, and what the watch says of a stopped rank."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -351,3 +352,50 @@ def test_a_kernel_without_schedstat_is_said_and_its_zeros_never_taken_for_idle(m
         busy.wait(10)
     # A process gone between the listing and the read says nothing of the kernel.
     assert S.has_schedstat(busy.pid) is True
+
+
+@contextlib.contextmanager
+def frozen(pid: int):
+    """pid frozen in a cgroup of its own on this machine's freezer (cgroup v1's, else
+    cgroup2's cgroup.freeze); thawed and put back after."""
+    v1 = Path("/sys/fs/cgroup/freezer")
+    if v1.is_dir():
+        cg, back = v1 / f"preflight-test-{os.getpid()}", v1
+        cg.mkdir()
+        (cg / "cgroup.procs").write_text(str(pid))
+        (cg / "freezer.state").write_text("FROZEN")
+    else:
+        root = next(Path(ln.split(" - ")[0].split()[4]) for ln in
+                    Path("/proc/self/mountinfo").read_text().splitlines()
+                    if ln.split(" - ")[1].split()[:1] == ["cgroup2"])
+        rel = next(ln[3:] for ln in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+                   if ln.startswith("0::"))
+        back = root / rel.lstrip("/")
+        cg = root / f"preflight-test-{os.getpid()}"
+        cg.mkdir()
+        (cg / "cgroup.procs").write_text(str(pid))
+        (cg / "cgroup.freeze").write_text("1")
+    try:
+        yield
+    finally:
+        (cg / ("freezer.state" if v1.is_dir() else "cgroup.freeze")).write_text(
+            "THAWED" if v1.is_dir() else "0")
+        for task in (cg / "cgroup.procs").read_text().split():
+            (back / "cgroup.procs").write_text(task)
+        cg.rmdir()
+
+
+def test_the_sampler_reads_each_ranks_storage_bytes_and_a_frozen_cgroup(job):
+    if os.geteuid() != 0:
+        pytest.skip("needs root: a freezer cgroup of its own")
+    _, ranks, _ = job
+    with frozen(ranks[1]):
+        time.sleep(0.3)
+        by_pid = {r["pid"]: r for r in sample("tok-watch", 0.2)[-1]["jobs"][0]["ranks"]}
+    for pid in ranks:
+        io = by_pid[pid]["io"]
+        assert isinstance(io, list) and len(io) == 2 and all(x >= 0 for x in io), io
+    assert by_pid[ranks[1]].get("frozen") is True
+    assert "frozen" not in by_pid[ranks[0]]  # said only of a frozen one
+    after = {r["pid"]: r for r in sample("tok-watch", 0.2)[-1]["jobs"][0]["ranks"]}
+    assert "frozen" not in after[ranks[1]]  # thawed: said no more

@@ -19,6 +19,7 @@ from preflight.watch.rules.shared import (
     full_pairs,
     is_saturated,
     is_throttled,
+    job_slowed,
     rank_halves,
     why_short,
 )
@@ -115,6 +116,45 @@ def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
                 f"{own[1]:.2f} cores (on a CPU or waiting for one) while they wait ({ref[1]:.2f}) "
                 f"for {policy.persist_s:g} s" + why_short(r, h[1], at_check),
                 {"busy": own[1], "peers_busy": ref[1]}, blame=Blame("cpu", ranks=(r.rid,))))
+    return out
+
+
+def starved_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
+                  at_check: Mapping[str, AtCheck], named: Sequence[RankId]) -> list[Finding]:
+    """Once the job's pace fell, the collective rank short of CPU where its peers are not:
+    throttled by its quota, or waiting for a CPU at least BUSY_RATIO x theirs and BUSY_MORE
+    above, in both halves of the window. What busier_ranks cannot see where the ranks that
+    wait spin (NCCL's busy waits on GPUs: every rank busy a core, the starved one no busier
+    than its peers). A job at its pace is held by nobody, whatever its ranks wait for."""
+    if not job_slowed(group, unit, policy):
+        return []
+    halves = {r.rid: rank_halves(r, unit, policy) for r in group}
+    spans = {rid: h for rid, h in halves.items() if h is not None}
+    if len(spans) < 2:
+        return []
+    waits = [Pool(h[i].wait_s / h[i].dt for h in spans.values()) for i in (0, 1)]
+    throttled = [Pool(float(is_throttled(h[i])) for h in spans.values()) for i in (0, 1)]
+    out: list[Finding] = []
+    for r in group:
+        h = spans.get(r.rid)
+        if h is None or r.rid in named:
+            continue
+        own = [h[i].wait_s / h[i].dt for i in (0, 1)]
+        usual = [waits[i].median_without(own[i]) or 0.0 for i in (0, 1)]
+        peers_throttled = [throttled[i].median_without(float(is_throttled(h[i]))) or 0.0
+                           for i in (0, 1)]
+        if not all((is_throttled(h[i]) and peers_throttled[i] < 0.5) or (
+                own[i] >= RUNQUEUE_SHARE and own[i] >= BUSY_RATIO * usual[i] + BUSY_MORE)
+                for i in (0, 1)):
+            continue
+        paces = [p for x in group if (p := fallen_pace(x, unit, policy)) is not None]
+        out.append(WatchFinding(
+            "straggler", Status.FAIL, (r.rid.host,),
+            f"{r.rid.name()} is short of CPU while its {len(group) - 1} peers are not, and "
+            f"the job steps at {min(paces):.2f} x its early pace for {policy.persist_s:g} s"
+            + why_short(r, h[1], at_check) + f"; its peers wait for a CPU {usual[1]:.2f} s a "
+            "second", {"wait": own[1], "peers_wait": usual[1]},
+            blame=Blame("cpu", ranks=(r.rid,))))
     return out
 
 

@@ -10,7 +10,7 @@ from typing import Optional
 
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import Blame, WatchFinding, WatchPolicy
-from preflight.watch.rules.shared import AtCheck, clock_of, fallen_pace, full_pairs
+from preflight.watch.rules.shared import AtCheck, clock_of, fallen_pace, full_pairs, job_slowed
 from preflight.watch.series import (
     JobSeries,
     RankSeries,
@@ -19,21 +19,11 @@ from preflight.watch.series import (
 )
 
 
-def _job_slowed(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy) -> bool:
-    """Whether most of the job's stepping ranks (workers, trainers) step below their own
-    early pace through the window. A job that keeps its pace with full send queues uses its
-    network well (a data-parallel all-reduce fills them all the time): that is no link
-    holding it, and neither is a pace that cannot be read."""
-    stepping = [r for r in live if r.rid.role != "server"]
-    fallen = [r for r in stepping if fallen_pace(r, unit, policy) is not None]
-    return bool(stepping) and 2 * len(fallen) > len(stepping)
-
-
 def slow_link(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
               at_check: Mapping[str, AtCheck], state: WatchState,
               addresses: Mapping[str, str], explained: set[str], unit: Unit,
               quiet: Mapping[str, float]) -> list[Finding]:
-    """The host whose link holds the job, once the job's pace fell (_job_slowed): the one in
+    """The host whose link holds the job, once the job's pace fell (job_slowed): the one in
     every pair of hosts between which the sender's TCP send queue stayed full (SENDQ_FULL
     bytes or more in FULL_SHARE of the window's samples). Slow both ways, a host is in the
     pair it sends on and the one it receives on. Named so, it is remembered (job.link_host)
@@ -44,7 +34,10 @@ def slow_link(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
     tell which end (a shaper that queues drops nothing; a slow link both ways loses the
     sender's own ACKs on their way in)."""
     pairs = full_pairs(live, policy.persist_s, addresses, explained)
-    slowed = _job_slowed(live, unit, policy)
+    # A job that keeps its pace with full send queues uses its network well (a data-parallel
+    # all-reduce fills them all the time): that is no link holding it, and neither is a pace
+    # that cannot be read.
+    slowed = job_slowed(live, unit, policy)
     if not slowed or (pairs and job.link_host is not None
                       and not all(job.link_host in p for p in pairs)):
         job.link_host = None  # its pace is back, or a full pair it is no end of

@@ -87,6 +87,14 @@ def fallen_pace(r: RankSeries, unit: Unit, policy: WatchPolicy) -> Optional[floa
     return now[1] / early
 
 
+def job_slowed(ranks: Sequence[RankSeries], unit: Unit, policy: WatchPolicy) -> bool:
+    """Whether most of the job's stepping ranks (workers, trainers) step below their own
+    early pace through the window."""
+    stepping = [r for r in ranks if r.rid.role != "server"]
+    fallen = [r for r in stepping if fallen_pace(r, unit, policy) is not None]
+    return bool(stepping) and 2 * len(fallen) > len(stepping)
+
+
 def rank_halves(r: RankSeries, unit: Unit, policy: WatchPolicy) -> Optional[tuple[Span, Span]]:
     """The rank's change over each half of the persistence window ending at its last
     sample; None until the window is covered."""

@@ -19,8 +19,10 @@ Shapes (healthy; each is a rhythm of real jobs, never a fault):
   long-eval    rank 0 evaluates alone for 45 s every 10 minutes (its peers wait)
   async-save   rank 0's save thread keeps it busy 30 s every 5 minutes; the job keeps its pace
   sharded-save every rank writes its shard of a checkpoint for 70 s every 20 minutes (no step)
+  eval-all     every rank evaluates for 70 s every 20 minutes (on a CPU, no step)
   busier-host  the first host's ranks are busier than their peers from their start
   late-start   the lagging host's first samples reach the watch 18 s late (then 2-3 s)
+  late-victim  late-start, where the lagging host is the fault's
   gpus         each rank drives a GPU of its host (H100s at their full clock while busy)
   power-cap    with gpus: the first host's GPUs at their software power cap from their start,
                at the clock of their peers (normal under heavy load)
@@ -72,7 +74,7 @@ SHAPES = ("evaluating", "busy-links", "slowdowns", "warmup", "skewed", "lagging"
           "checkpointing", "clock-step", "suspended", "long-eval", "async-save",
           "sharded-save", "busier-host", "late-start", "gpus", "power-cap", "ps", "ps-throttled",
           "ps-saves", "rank0-steps", "spinning", "late-20", "checkpoint-io", "gloo-timeout",
-          "two-jobs", "rerun-elsewhere")
+          "two-jobs", "rerun-elsewhere", "eval-all", "late-victim")
 FAULTS = {"quota": ("cpu",), "noisy": ("cpu",), "sigstop": ("stopped", "hang"),
           "sigkill": ("exit",), "storage": ("storage",), "frozen": ("frozen",),
           "restart": ("exit",), "slowlink": ("link",), "shaped-sender": ("link",)}
@@ -133,7 +135,9 @@ def _records(spec: Any, victim: str) -> Iterator[tuple[int, dict[str, Any]]]:
         for h in hosts[n_hosts // 2:]:
             later[h.name], h.ranks, h.launcher = h.ranks, [], None
     skew = {hosts[-1].name: 8.0} if "skewed" in shape else {}
-    laggard = hosts[-2 if n_hosts > 1 else 0].name
+    laggard = victim if "late-victim" in shape else hosts[-2 if n_hosts > 1 else 0].name
+    if "late-victim" in shape:
+        shape.add("late-start")
     lag = {laggard: 20.0 if "late-20" in shape else 2.0} \
         if {"lagging", "late-start", "late-20"} & shape else {}
     policy = WatchPolicy(interval_s=dt)
@@ -272,13 +276,14 @@ def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str
     evaluating = evaluating or ("long-eval" in shape and t % 600 < 45 and t >= 600)
     saving_async = "async-save" in shape and t % 300 < 30 and t >= 300
     sharded = "sharded-save" in shape and t % 1200 < 70 and t >= 1200
+    eval_all = "eval-all" in shape and t % 1200 < 70 and t >= 1200
     if "warmup" in shape and t < 30:
         pace = 0.0
     if "slowdowns" in shape and t % 900 >= 840:
         pace *= 0.5
     if evaluating:
         pace *= 0.2
-    if saving or suspended or sharded or fault == "frozen":
+    if saving or suspended or sharded or eval_all or fault == "frozen":
         pace = 0.0
     if fault == "storage":
         pace *= 0.3
@@ -310,6 +315,8 @@ def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str
             busy, wait, r.state = busy + rnd.uniform(0.8, 0.9), wait + 0.05, "R"
         if sharded:
             busy, wait, r.state, r.write_rate = rnd.uniform(0.3, 0.5), 0.02, "D", 30e6
+        if eval_all:
+            busy, wait, r.state = rnd.uniform(0.9, 1.0), 0.05, "R"
         if "busier-host" in shape and h is hosts[0] and pace:
             busy = busy * 2.5 + 0.3
         if suspended:

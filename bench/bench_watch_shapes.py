@@ -38,6 +38,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, Optional
 
 from rigjob import cli, interrupt  # bench/, beside this file
@@ -272,31 +273,31 @@ def plant_stalls(tb: testbed.Testbed, wlog: str) -> list[dict[str, Any]]:
     for its time and undone, the job left 45 s to step again after each."""
     out = Timing(wlog)
 
-    def held(fault: str, seconds: float, undo: Any) -> None:
+    def held(fault: str, planted: float, seconds: float, undo: Callable[[], None]) -> None:
         found = first_naming(wlog, FAULTY, planted, time.monotonic() + seconds)
         time.sleep(max(0.0, planted + seconds - time.time()))
         undo()
         out.timed(fault, found, planted)
         time.sleep(45)
 
-    planted = time.time()
-    tb.unthrottle(FAULTY)
-    tb.throttle(FAULTY, "30mbit")
     def mend_link() -> None:
         tb.unthrottle(FAULTY)
         tb.throttle(FAULTY, LINK)
 
-    held("link slowed to 30 Mbit/s", 40, mend_link)
+    planted = time.time()
+    tb.unthrottle(FAULTY)
+    tb.throttle(FAULTY, "30mbit")
+    held("link slowed to 30 Mbit/s", planted, 40, mend_link)
     planted = time.time()
     tb.busy(FAULTY, NOISY)
-    held(f"other work spinning on {NOISY} cores", 40, lambda: tb.idle(FAULTY))
+    held(f"other work spinning on {NOISY} cores", planted, 40, lambda: tb.idle(FAULTY))
     planted = time.time()
     tb.freeze_fs(FAULTY, LOG_FS)
-    held("its log filesystem frozen", 22, lambda: tb.thaw_fs(FAULTY, LOG_FS))
+    held("its log filesystem frozen", planted, 22, lambda: tb.thaw_fs(FAULTY, LOG_FS))
     pids = [rank_pid(wlog, FAULTY, r, time.monotonic() + 30) for r in (2, 3)]
     planted = time.time()
     tb.freeze(FAULTY, pids)
-    held("its ranks frozen (cgroup freezer)", 22, lambda: tb.thaw(FAULTY))
+    held("its ranks frozen (cgroup freezer)", planted, 22, lambda: tb.thaw(FAULTY))
     return out.rows
 
 

@@ -123,6 +123,8 @@ class Testbed(ContainerParts, Faults, RealShapes, Stalls):
         self.client_address = f"{self.subnet}.2"
         self.namespaces: list[str] = []
         self.cgroups: list[str] = []
+        self.freezers: list[str] = []
+        self.scratch: list[tuple[str, str]] = []
         self.users: list[str] = []
         self.neigh_before: dict[int, int] = {}  # the ARP limits it raised, as they were
         self.neigh_set: dict[int, int] = {}  # and what it raised them to

@@ -15,24 +15,17 @@ CGROUP_FREEZER = "/sys/fs/cgroup/freezer"
 
 
 class Stalls(BedState):
-    """A Testbed's stalls: the freezer cgroups and scratch filesystems it made."""
-
-    def _stall_state(self) -> tuple[list[str], list[tuple[str, str]]]:
-        if not hasattr(self, "_freezers"):
-            self._freezers: list[str] = []
-            self._scratch: list[tuple[str, str]] = []  # (host, path in its mount namespace)
-        return self._freezers, self._scratch
+    """A Testbed's stalls, recorded in its freezers and scratch."""
 
     def freeze(self, name: str, pids: Sequence[int]) -> str:
         """Freezes these processes of the host (a job's ranks) in a freezer cgroup of their
         own; returns it. thaw() or close() thaws them."""
-        freezers, _ = self._stall_state()
         if not os.path.isdir(CGROUP_FREEZER):
             raise TestbedError("no cgroup v1 freezer here")
         path = os.path.join(CGROUP_FREEZER, f"preflight-{self.id}-{name}-frozen")
-        if path not in freezers:
+        if path not in self.freezers:
             os.mkdir(path)
-            freezers.append(path)
+            self.freezers.append(path)
         for pid in pids:
             _write(os.path.join(path, "cgroup.procs"), str(pid))
         _write(os.path.join(path, "freezer.state"), "FROZEN")
@@ -40,8 +33,7 @@ class Stalls(BedState):
 
     def thaw(self, name: str) -> None:
         """Thaws what freeze() froze on the host."""
-        freezers, _ = self._stall_state()
-        for path in freezers:
+        for path in self.freezers:
             if path.endswith(f"-{name}-frozen"):
                 _write(os.path.join(path, "freezer.state"), "THAWED")
 
@@ -49,17 +41,16 @@ class Stalls(BedState):
         """Mounts a filesystem of its own (ext4 on a loop device) at path (under the host's
         private /root) in the host's mount namespace: what runs there after writes to it,
         and only there. Unmounted with the namespace, when the host's sshd ends."""
-        _, scratch = self._stall_state()
         host = self.hosts[name]
         if host.sshd is None or not path.startswith("/root/"):
             raise TestbedError(f"{path}: a scratch filesystem goes under {name}'s /root")
         os.makedirs(os.path.join(host.dir, "root", path[len("/root/"):]), exist_ok=True)
-        image = os.path.join(host.dir, f"scratch-{len(scratch)}.img")
+        image = os.path.join(host.dir, f"scratch-{len(self.scratch)}.img")
         with open(image, "wb") as fh:
             fh.truncate(mb << 20)
         run(["mkfs.ext4", "-q", image])
         run([*self._in_mounts(name), "mount", "-o", "loop", image, path])
-        scratch.append((name, path))
+        self.scratch.append((name, path))
 
     def freeze_fs(self, name: str, path: str) -> None:
         """Freezes the host's scratch filesystem at path: its writers wait (state D)."""
@@ -76,20 +67,18 @@ class Stalls(BedState):
     def _thaw_all(self) -> None:
         """Thaws every frozen cgroup and filesystem this testbed froze (close() calls it
         first, so that what it ends can end)."""
-        freezers, scratch = self._stall_state()
-        for path in freezers:
+        for path in self.freezers:
             try:
                 _write(os.path.join(path, "freezer.state"), "THAWED")
             except OSError:
                 pass
-        for name, path in scratch:
+        for name, path in self.scratch:
             host = self.hosts.get(name)
             if host is not None and host.sshd is not None and host.sshd.poll() is None:
                 self.thaw_fs(name, path)
 
     def _remove_freezers(self) -> None:
-        freezers, _ = self._stall_state()
-        for path in freezers:
+        for path in self.freezers:
             remove_freezer(path)
 
 

@@ -282,6 +282,8 @@ class BedState:
     rdma: frozenset[str]
     namespaces: list[str]
     cgroups: list[str]
+    freezers: list[str]  # freezer cgroups (rig/stalls.py)
+    scratch: list[tuple[str, str]]  # (host, path in its mount namespace) of its own filesystems
     users: list[str]
     identity: str
     known_hosts: str

@@ -51,7 +51,7 @@ def held_by_kernel(job: JobSeries, live: Sequence[RankSeries], policy: WatchPoli
     for host in sorted({r.rid.host for r in frozen + stalled}):
         mine = [r for r in frozen if r.rid.host == host]
         if mine:
-            since = min(_since(r, lambda s: s.frozen) for r in mine)
+            since = min(_frozen_since(r) for r in mine)
             out.append(WatchFinding(
                 "stalled", Status.FAIL, (host,),
                 f"{_names(mine)} frozen by {'its' if len(mine) == 1 else 'their'} cgroup's "
@@ -60,7 +60,7 @@ def held_by_kernel(job: JobSeries, live: Sequence[RankSeries], policy: WatchPoli
                 {"since": since}, blame=Blame("frozen", ranks=tuple(r.rid for r in mine))))
         mine = [r for r in stalled if r.rid.host == host]
         if mine:
-            since = min(_since(r, lambda s: s.state == "D") for r in mine)
+            since = min(r.state_since[1] for r in mine)  # in D now: since its spell began
             where = sorted({r.latest.wchan for r in mine if r.latest.wchan})
             out.append(WatchFinding(
                 "stalled", Status.FAIL, (host,),
@@ -103,11 +103,11 @@ def _moved(a: RankSample, b: RankSample) -> Optional[int]:
     return (b.io_read or 0) - (a.io_read or 0) + (b.io_written or 0) - (a.io_written or 0)
 
 
-def _since(r: RankSeries, test: Callable[[RankSample], bool]) -> float:
-    """When the rank's current spell began, as far as its samples go back."""
+def _frozen_since(r: RankSeries) -> float:
+    """When the rank's current frozen spell began, as far as its samples go back."""
     since = r.latest.t
     for s in reversed(r.samples):
-        if not test(s):
+        if not s.frozen:
             break
         since = s.t
     return since

@@ -43,6 +43,7 @@ from typing import Any, Optional
 
 from rigjob import cli, interrupt  # bench/, beside this file
 
+from preflight.model.watch import ACT_AFTER_S
 from preflight.testing import testbed
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
@@ -218,7 +219,7 @@ class Timing:
         self.rows: list[dict[str, Any]] = []
 
     def timed(self, fault: str, found: Optional[dict[str, Any]], planted: float) -> None:
-        confirm = 5.0  # --interval's default: --act acts at the next judgement naming it
+        confirm = ACT_AFTER_S  # --act acts once a host is named this long without a break
         row: dict[str, Any] = {"fault": fault, "planted": round(planted, 3),
                                "undone": round(time.time(), 3)}
         if found is None:

@@ -169,6 +169,7 @@ def _records(spec: Any, victim: str) -> Iterator[tuple[int, dict[str, Any]]]:
             if "gpus" in shape:
                 h.gpus = _gpus(h, "power-cap" in shape and h is hosts[0], rnd)
             doc = json.loads(h.line(dt))
+            doc["m"] = round(5_000.0 + t, 3)  # its monotonic clock: no step moves it
             # Its NIC carries the all-reduce (a PS server: its trainers' pushes and pulls),
             # about 600 Mbit/s each way at full pace.
             stepping = [r for r in h.ranks if r.role != "PSERVER"] or \

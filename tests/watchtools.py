@@ -41,6 +41,7 @@ class FakeRank:
     piped: bool = False  # its stdout is a pipe: no log the sampler can read
     no_step_lines: bool = False  # its log grows, but prints no step line (only rank 0 does)
     write_rate: float = 0.0  # bytes a second it writes through the storage layer
+    last: Optional[str] = None  # its log's last line (the sampler sends it when it changes)
     frozen: bool = False  # its cgroup frozen (the sampler's "frozen")
     io: bool = True  # False: no storage figures (an older sampler, no task I/O accounting)
     timed: bool = True  # False: a kernel without schedstat (no run and wait times)
@@ -75,6 +76,8 @@ class FakeRank:
                 "cores": self.quota, "path": "/sys/fs/cgroup/cpu/x", "periods": self.periods,
                 "throttled": self.throttled, "throttled_s": self.throttled * 0.05},
             "sendq": dict(self.sendq)}
+        if self.last is not None and not self.piped:
+            out["log"]["last"] = self.last
         if self.io:
             out["io"] = [0, int(self.written)]
         if self.frozen:
@@ -114,11 +117,16 @@ class FakeHost:
     # Its GPUs as the sampler's NVML part prints them ({"i", "util", "sm", "sm_max",
     # "reasons", "temp", "power_w", "pids"}); none: a host without an NVIDIA driver.
     gpus: list[dict[str, Any]] = field(default_factory=list)
+    # Its monotonic clock, as the sampler says it beside the wall clock ("m"); None: an older
+    # sampler that says only the wall clock.
+    mono: Optional[float] = None
 
     def line(self, dt: float = 5.0) -> str:
         """The next sample, dt seconds after the last."""
         if self.n:
             self.t += dt
+            if self.mono is not None:
+                self.mono += dt
             for r in self.ranks:
                 r.advance(dt)
             self.tcp = (self.tcp[0] + 100 * dt, self.tcp[1] + 100 * dt * self.resent_share)
@@ -137,6 +145,8 @@ class FakeHost:
                "cost_s": 0.01 * (self.n + 1)}
         if self.gpus:
             doc["gpu"] = {"source": "nvml", "gpus": [dict(g) for g in self.gpus]}
+        if self.mono is not None:
+            doc["m"] = round(self.mono, 3)
         self.gone = []
         self.n += 1
         return json.dumps(doc)

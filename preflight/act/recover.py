@@ -29,7 +29,7 @@ from preflight.common.remote import Remote, in_parallel
 from preflight.common.statedir import state_dir
 from preflight.config.errors import InputError
 from preflight.model.findings import Finding, Status
-from preflight.model.watch import blame_of
+from preflight.model.watch import ACT_AFTER_S, blame_of
 from preflight.report import jsonreport
 
 ACTED_ON = ("stopped", "dead", "hang", "straggler", "stalled")
@@ -40,6 +40,13 @@ CHECK_TIMEOUT_S = 1800.0  # a re-check that runs longer is given up (the job sta
 # How long the relaunch has to record its job: at once over SSH; a Slurm batch job once it
 # runs, which may queue first. While its launch runs; said once it takes longer than SAY_S.
 LAUNCH_RECORDED_S, SAY_S = 900.0, 10.0
+
+
+def longest_phase(findings: Sequence[Finding]) -> float:
+    """The longest phase of the job the findings say (the watch's "phase" lines carry how long
+    each has run): an action waits at least as long."""
+    return max((float(f.data.get("phase_s") or 0.0) for f in findings if f.check == "phase"),
+               default=0.0)
 
 
 def _env() -> dict[str, str]:
@@ -140,10 +147,11 @@ class ActOptions:
     cooldown_s: float = 600.0
     accept_new_host_keys: bool = False
     check_timeout_s: float = CHECK_TIMEOUT_S
-    # A host is acted on once the watch has named it for this long more: half the watch's
-    # --interval, so at the second judgement in a row that names it (each of a whole
-    # --persist window). A finding that comes and goes is said, never acted on.
-    confirm_s: float = 0.0
+    # A host is acted on once the watch has named it without a break for this long
+    # (--act-after), and for at least the longest phase the job has shown (a save, an
+    # evaluation): a cause that outlasts the job's phases. A finding that comes and goes
+    # is said, never acted on.
+    act_after_s: float = ACT_AFTER_S
 
 
 # (step, what was done, fields for the log)
@@ -175,6 +183,7 @@ class Actor:
     said: set[str] = field(default_factory=set)
     stopped: bool = False  # this job was stopped here: its launch's failure is ours
     seen: dict[str, float] = field(default_factory=dict)  # host -> first named (clock())
+    longest_phase: float = 0.0  # seconds: the longest phase of the job the watch said
     # The clock the confirmation and the cooldown are counted on: a replay's is the log's.
     clock: Callable[[], float] = time.monotonic
     # A rehearsal (`watch --replay`, the corpus's score): the same decisions, each step said
@@ -186,11 +195,15 @@ class Actor:
         for note in notes:
             self._once("skip", f"not acting: {note}")
         now = self.clock()
+        self.longest_phase = max(self.longest_phase, longest_phase(findings))
+        wait = max(self.opts.act_after_s, self.longest_phase)
         self.seen = {h: self.seen.get(h, now) for h in targets}  # named without a break
-        young = [h for h in targets if now - self.seen[h] < self.opts.confirm_s]
+        young = [h for h in targets if now - self.seen[h] < wait]
         if young:
-            self._once("wait", f"not acting on {', '.join(young)} yet: acted on if the "
-                       "next judgement names it again")
+            why = "--act-after" if wait == self.opts.act_after_s else \
+                "the longest phase this job has shown"
+            self._once("wait", f"not acting on {', '.join(young)} yet: acted on once it is "
+                       f"named without a break for {wait:.0f} s ({why})")
             targets = {h: c for h, c in targets.items() if h not in young}
         if not targets:
             return None

@@ -11,15 +11,16 @@ from typing import Any, Callable
 from preflight.act import launches
 from preflight.act.recover import ActOptions, Actor
 from preflight.model.findings import Finding
-from preflight.model.watch import ActAt, ActStep, WatchPolicy
+from preflight.model.watch import ACT_AFTER_S, ActAt, ActStep, WatchPolicy
 
 
 @dataclass(frozen=True)
 class Acting:
-    """--act's settings for a rehearsal: its cap and its cooldown."""
+    """--act's settings for a rehearsal: its cap, its cooldown, how long it confirms."""
 
     max_acts: int = 1
     cooldown_s: float = 600.0
+    act_after_s: float = ACT_AFTER_S
 
 
 def rehearsal(acting: Acting) -> Callable[[Mapping[str, Any], WatchPolicy], ActAt]:
@@ -32,9 +33,9 @@ def rehearsal(acting: Acting) -> Callable[[Mapping[str, Any], WatchPolicy], ActA
                                      float(start.get("at") or 0.0))
         steps: list[ActStep] = []
         clock = [0.0]
-        # As `watch --act` confirms: at the second judgement in a row that names a host.
+        # As `watch --act` confirms: once a host is named without a break for --act-after.
         actor = Actor(ActOptions(launched.plan, launched, acting.max_acts, acting.cooldown_s,
-                                 confirm_s=policy.interval_s / 2),
+                                 act_after_s=acting.act_after_s),
                       {}, lambda step, text, fields: steps.append(
                           ActStep(step, text, dict(fields))),
                       clock=lambda: clock[0], rehearse=True)

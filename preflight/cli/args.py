@@ -16,6 +16,7 @@ from preflight.model.baseline import DEFAULT_MAX_AGE_S, DEFAULT_TOLERANCE
 from preflight.model.container import RUNTIMES
 from preflight.model.findings import FAIL_ON
 from preflight.model.host import Via
+from preflight.model.watch import ACT_AFTER_S, PHASE_MAX_S
 from preflight.network.allreduce_cmd import DEFAULT_SIZES_MIB
 from preflight.report.terminal import COLOR_CHOICES
 from preflight.transport.slurm.health import DEFAULT_DEADLINE_S as DEFAULT_HEALTH_S
@@ -409,6 +410,13 @@ def _watch_parser(sub: Any) -> None:
     w.add_argument("--hang-after", type=duration, default=60.0, metavar="DURATION",
                    help="no progress on any rank for this long (and 5 x the longest quiet "
                    "spell before) is a hang (default 60s)")
+    w.add_argument("--phase-max", type=duration, default=PHASE_MAX_S, metavar="DURATION",
+                   help="a phase of the job's own (a rank saving or evaluating while its "
+                   "peers wait, every rank saving) running longer than this is a warning "
+                   "(default 10m); never acted on")
+    w.add_argument("--phase-pattern", metavar="REGEX", type=regex,
+                   help="what the log line of a phase looks like, quoted when a rank is in "
+                   "one (default: checkpoint, save, eval, validation, test or infer)")
     w.add_argument("--step-pattern", metavar="REGEX", type=regex,
                    help="what a step line of the ranks' logs looks like (default: step, "
                    "iter or batch followed by a number)")
@@ -448,4 +456,8 @@ def _watch_parser(sub: Any) -> None:
                    help="act at most N times in one watch (default 1)")
     a.add_argument("--act-cooldown", type=duration, default=600.0, metavar="DURATION",
                    help="the least time between two actions (default 10m)")
+    a.add_argument("--act-after", type=duration, default=ACT_AFTER_S, metavar="DURATION",
+                   help="act on a host once the watch has named it without a break for this "
+                   "long, and at least as long as the longest phase (save, evaluation) the "
+                   "job has shown (default 2m)")
 

@@ -347,7 +347,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         args.argv, args.transport, args.inventory, args.inventory_format, args.ssh_config,
         args.connect_timeout or DEFAULT_CONNECT_TIMEOUT, args.connect_timeout is not None,
         args.accept_new_host_keys,
-        WatchPolicy(args.interval, args.margin, args.persist, args.hang_after),
+        WatchPolicy(args.interval, args.margin, args.persist, args.hang_after,
+                    args.phase_max, args.phase_pattern),
         args.step_pattern, args.plan, args.marker or "", args.jobid, args.any_job,
         args.duration or None, args.once, args.metrics_port, args.metrics_address,
         args.metrics_textfile, _act_options(args) if args.act else None, args.log,
@@ -366,7 +367,8 @@ def _watch_replay(args: argparse.Namespace) -> int:
     if given:
         raise UsageError(f"watch: --replay judges logs, it watches no hosts: {given[0]} "
                          "does not go with it (the log's own settings are used)")
-    return replaying.replay_logs(args.replay, Acting(args.act_max, args.act_cooldown),
+    return replaying.replay_logs(args.replay, Acting(args.act_max, args.act_cooldown,
+                                                     args.act_after),
                                  sys.stdout, terminal.width_of(sys.stdout))
 
 
@@ -399,7 +401,7 @@ def _act_options(args: argparse.Namespace) -> ActOptions:
                          "this machine with its script (launch the job with preflight launch "
                          "--plan, then watch it)")
     return ActOptions(args.plan, launched, args.act_max, args.act_cooldown,
-                      args.accept_new_host_keys, confirm_s=args.interval / 2)
+                      args.accept_new_host_keys, act_after_s=args.act_after)
 
 
 COMMANDS = {"check": cmd_check, "audit": cmd_audit, "baseline": cmd_baseline,

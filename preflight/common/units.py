@@ -17,6 +17,11 @@ def gbytes(bytes_per_s: float) -> str:
     return f"{bytes_per_s / 1e9:.3g} GB/s"
 
 
+def mbytes(bytes_per_s: float) -> str:
+    """Returns '41.9 MB/s' for bytes per second (a rank's writes to storage)."""
+    return f"{bytes_per_s / 1e6:.3g} MB/s"
+
+
 def hosts_text(hosts: Sequence[str], limit: int = 6) -> str:
     """Returns 'a, b, c' or 'a, b, c, ... (+5 more)' for long lists."""
     if len(hosts) <= limit:

@@ -608,8 +608,10 @@ def loop(sampler, gpus, interval, end, netns):
     n = 0
     while True:
         began = time.monotonic()
-        sample = {"v": SCHEMA, "n": n, "t": round(time.time(), 3), "host": section(host_part),
-                  "netns": netns}
+        # "m": the monotonic clock beside the wall clock, which an NTP step or a date set by
+        # hand moves: the watch keeps each host's samples on a steady time with it.
+        sample = {"v": SCHEMA, "n": n, "t": round(time.time(), 3),
+                  "m": round(time.monotonic(), 3), "host": section(host_part), "netns": netns}
         sample.update(section(sampler.tick))
         if gpus is not None:
             sample["gpu"] = gpu_part(gpus, sampler, sample.get("jobs") or ())

@@ -148,6 +148,13 @@ class LaunchFailure:
     at: float  # time.time() when the launch saw it
 
 
+# --act-after: a host named without a break for this long is acted on. Long enough to outlast
+# the phases of a job the watch does not tell (ByteRobust acts on alerts repeated within
+# 5 min; NVRx after 2 repeats; Ray's NCCL callback after about 10 min).
+ACT_AFTER_S = 120.0
+PHASE_MAX_S = 600.0  # --phase-max: a phase of the job's own running longer is a warning
+
+
 @dataclass(frozen=True)
 class WatchPolicy:
     """When a rank is named: slower than its peers' median by margin, for persist_s; a job
@@ -157,6 +164,9 @@ class WatchPolicy:
     margin: float = 0.25
     persist_s: float = 15.0
     hang_s: float = 60.0
+    # A phase of the job's own (rules/phases.py) running longer than this is a warning.
+    phase_max_s: float = PHASE_MAX_S
+    phase_pattern: Optional[str] = None  # what a phase's log line says (default: PHASE_WORDS)
 
 
 # What a watch finding holds responsible, by the kind of its cause: a rank stopped, held by a
@@ -165,7 +175,7 @@ class WatchPolicy:
 # its own, a link, a GPU, the whole job stopped; "none": a finding that blames nobody (a
 # pass line, could not check).
 Cause = Literal["stopped", "traced", "exit", "exit-unread", "launch", "lost-host", "hang",
-                "cpu", "pace", "link", "gpu", "frozen", "storage", "job-stopped", "none"]
+                "cpu", "pace", "link", "gpu", "frozen", "storage", "job-stopped", "phase", "none"]
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,10 @@ def findings(ranks: Sequence[RankSeries], unit: Unit, state: WatchState,
     for rid, gpus in sorted(by_rank.items(), key=lambda x: (x[0].host, x[0].rank or 0)):
         said = "; ".join(s.said() for s in gpus)
         at = next((k for k, f in enumerate(out) if rid in blame_of(f).ranks), None)
+        if at is not None and out[at].check == "phase":
+            # Busy alone with its GPU slowed: the GPU holds it, not a phase of the job.
+            del out[at]
+            at = None
         if at is not None:
             out[at] = replace(out[at], message=f"{out[at].message}; {said}")
             continue

@@ -19,15 +19,18 @@ each yielding to what came before it:
   3. kernel    ranks frozen, or in D on storage that does not answer, on one host while
                the others wait: that host; the rules below do not run
   4. hang      no progress anywhere: no pace to compare, the rules below do not run
+               (every rank writing files is a save of the job's own: a phase)
   5. cpu       a PS server holding every trainer; then per role, skipping ranks named so
-               far: slower trainers (PS), busier ranks (the job's shape said, not blamed),
+               far: slower trainers (PS), busier ranks (the job's shape said, not blamed;
+               with nothing on their host holding them, a phase of the job's own),
                once the job slowed a worker short of CPU where its peers are not (spinning);
                PS servers short of CPU, skipping hosts blamed so far
   6. links     a slow link, skipping pairs with a host blamed so far (a starved rank drains
                its sockets slowly: its host's doing); the host named stays named while it
                is an end of every full pair
   7. gpus      slowed GPUs, said on the finding that names their rank, else their own
-  8. progress  progress that could not be read; the pass line where nothing was blamed
+  8. phases    each phase against the rank's earlier ones: long ones warned (rules/phases.py)
+  9. progress  progress that could not be read; the pass line where nothing was blamed
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import RankId, WatchFinding, WatchPolicy, blame_of
 from preflight.watch import gpus
+from preflight.watch.rules import phases
 from preflight.watch.rules.cpu import (
     busier_ranks,
     server_holds_trainers,
@@ -127,9 +131,9 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         # Ranks the kernel holds explain a job that stands still or crawls: no hang is said,
         # and no pace or CPU rule reads them (asleep, they look like their waiting peers).
         return [*out, *held]
-    out.extend(find_hang(job, live, policy, state))
-    if any(f.check == "hang" for f in out):
-        return out  # no pace to compare while nothing moves
+    hung = find_hang(job, live, policy, state)
+    if hung:  # a hang, or every rank saving with no step
+        return out + hung  # no pace to compare while nothing moves
     unit = job.unit()
     # The CPU rules read the ranks whose CPU times the kernel keeps; the others are said.
     timed = [r for r in live if r.latest.timed]
@@ -156,10 +160,12 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
     out.extend(slow_link(job, live, policy, at_check, state, addresses, blamed(out), unit,
                           quiet))
     out = gpus.findings(live, unit, state, policy, out)
+    out = phases.follow(job, out, state, policy)
     out.extend(gpus.unreadable(job.hosts(), live, state))
     out.extend(progress_unread(live))
     out.extend(cpu_untimed(live))
     if all(f.status is Status.PASS for f in out):  # nothing but the job's shape said
-        out.append(pace_line(job, live, unit, policy))
+        out.append(pace_line(job, live, unit, policy,
+                             phased=any(f.check == "phase" for f in out)))
     return out
 

@@ -87,7 +87,7 @@ class _Host:
         self.bad = 0  # lines that did not read as samples, skipped
         self.bad_last = ""  # why the last of them did not
         self.failures = 0  # its samplers that ended in error in a row
-        self.retry_at: Optional[float] = None  # when to start it again (monotonic)
+        self.retry_at: Optional[float] = None  # when to start it again (the watch's clock)
         self.interval_s = 5.0  # the watch's, as its backoff is counted in them
 
     def failed(self, why: str, now: float, interval_s: float) -> None:
@@ -150,13 +150,22 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
                     pythons.get(name, "python3"), sampler))
             except Exception as e:  # a channel refused: this host cannot be watched
                 lost[name] = f"could not start its sampler: {type(e).__name__}: {e}"[:300]
-        start = time.monotonic()
+        # The watch's own time: the wall clock at its start, counted on since by the
+        # monotonic clock (a step of this machine's clock moves nothing). Samples are placed
+        # on it as they arrive and every time a message says is read off it: a time of day,
+        # as the results log's are.
+        wall0 = time.time() - time.monotonic()
+
+        def clock() -> float:
+            return time.monotonic() + wall0
+
+        start = clock()
         cpu0 = sum(os.times()[:2])
         end = None if length is None else start + length
         next_judge = start + policy.interval_s
         poll = min(1.0, max(POLL_S, policy.interval_s / 5))  # a line a host an interval
-        while end is None or time.monotonic() < end:
-            now = time.monotonic()
+        while end is None or clock() < end:
+            now = clock()
             judging = now >= next_judge
             for h in hosts.values():
                 h.reconnect(now)
@@ -187,7 +196,7 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
                     break  # its samplers ended with it: there is nothing left to watch
             time.sleep(poll)
         if relaunched is None and not (ended is not None and ended.final):
-            findings = _findings(state, policy, opts, lost, hosts, time.monotonic(), start,
+            findings = _findings(state, policy, opts, lost, hosts, clock(), start,
                                  final=True)
         cpu = sum(os.times()[:2]) - cpu0
     except KeyboardInterrupt:

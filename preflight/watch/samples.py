@@ -138,6 +138,10 @@ class HostStream:
         self.host = host
         self.ids: dict[int, RankId] = {}
         self.launchers: dict[int, Launcher] = {}
+        # The host's wall clock and monotonic clock at its first sample that said both: its
+        # samples' times are the one plus what the other counted since (steady()).
+        self.base: Optional[tuple[float, float]] = None
+        self.stepped = 0.0  # how far its wall clock has been stepped since then (seconds)
 
     def feed(self, line: str) -> Tick:
         """The line's Tick; BadSample where it does not read as one, and then nothing of it
@@ -158,9 +162,25 @@ class HostStream:
             raise BadSample(f"a field that does not read ({type(e).__name__}: {e}): "
                             f"{line[:120]!r}") from None
 
+    def steady(self, doc: Mapping[str, Any]) -> float:
+        """The sample's time on the host's clock, kept steady: where the sampler says its
+        monotonic clock too ("m"), the wall clock at the first such sample plus the monotonic
+        time since. A wall clock stepped since (an NTP step, a date set by hand, a VM
+        resumed) then moves no span of the host's figures: a step back of 20 s would make a
+        5 s interval -15 s long, and its ranks' CPU seconds a rate of cores they never had."""
+        t: float = _num(doc, "t") or 0.0
+        m: Optional[float] = _num(doc, "m")
+        if m is None:
+            return t  # an older sampler: its wall clock as it is
+        if self.base is None or m < self.base[1]:  # the first, or the host booted since
+            self.base = (t, m)
+        steady = self.base[0] + (m - self.base[1])
+        self.stepped = t - steady
+        return steady
+
     def _tick(self, doc: Mapping[str, Any]) -> Tick:
         host = _dict(doc, "host")
-        t = _num(doc, "t") or 0.0
+        t = self.steady(doc)
         new: list[Launcher] = []
         running: list[int] = []
         ranks: list[tuple[RankId, RankSample]] = []

@@ -19,6 +19,9 @@ Unit = Literal["hook", "steps", "bytes"]
 UNIT_WORDS = {"hook": "steps", "steps": "step lines", "bytes": "log bytes"}
 UNITS: tuple[Unit, ...] = ("hook", "steps", "bytes")
 OFFSET_TICKS = 3  # a host's clock offset is measured over its first samples
+# A rank that shows no step to count (no hook, no step lines) is taken as warm this many
+# early windows after its first sample.
+WARMUP_AT_MOST = 2
 
 
 def progress(s: RankSample, unit: Unit) -> Optional[int]:
@@ -61,6 +64,14 @@ class RankSeries:
         self.early: Optional[tuple[Span, Span]] = None
         self.first_step: Optional[Span] = None
         self._marks: list[RankSample] = []
+        # When its warm-up ended: the first sample at which it stepped (its step hook or its
+        # step lines grew), or WARMUP_AT_MOST early windows after its first sample where it
+        # shows no steps to count (a PS server, which never steps: its first sample). Its
+        # early figures are learned from there: a job watched from its launch spends its
+        # first seconds importing, not stepping, and its figures then are no pace or shape
+        # of the job.
+        self.warm: Optional[float] = None
+        self._first_from: Optional[RankSample] = None
         # halves() of the samples as they are: every rule of a judgement reads them.
         self._halves: tuple[tuple[object, ...], Optional[tuple[Span, Span]]] = ((), None)
 
@@ -68,6 +79,16 @@ class RankSeries:
         prev = self.samples[-1] if self.samples else None
         if self.first_t is None:
             self.first_t = s.t
+        if self.warm is None:
+            if _stepped(prev, s) and prev is not None:
+                # It stepped in the interval before s: its early figures start at prev, its
+                # first interval at s (the one before holds the end of its start too).
+                self.warm = prev.t
+                self._learn(prev)
+                self._first_from = s
+            elif (self.rid.role == "server"  # a PS server never steps: as from its start
+                  or s.t - self.first_t >= WARMUP_AT_MOST * self.early_after_s):
+                self.warm = s.t
         for unit in UNITS:
             now, before = progress(s, unit), None if prev is None else progress(prev, unit)
             if now is not None and before is not None and now > before:
@@ -78,6 +99,15 @@ class RankSeries:
                 self.last_growth[unit] = s.t
             elif now is not None and unit not in self.last_growth:
                 self.last_growth[unit] = s.t  # seen, not yet grown: quiet from here
+        if s.state != self.state_since[0]:
+            self.state_since = (s.state, s.t)
+        if self.warm is not None:
+            self._learn(s)
+        self.samples.append(s)
+
+    def _learn(self, s: RankSample) -> None:
+        """Its early figures, from its samples once warm: its pace over its first window, and
+        its busy shares over that window's halves and its first interval."""
         for unit in UNITS:
             count = progress(s, unit)
             if count is None:
@@ -85,12 +115,11 @@ class RankSeries:
             t0, c0 = self.first.setdefault(unit, (s.t, count))
             if unit not in self.early_rate and s.t - t0 >= self.early_after_s:
                 self.early_rate[unit] = (count - c0) / (s.t - t0)
-        if s.state != self.state_since[0]:
-            self.state_since = (s.state, s.t)
         if self.early is None:
             marks = self._marks
-            if self.first_step is None and marks:
-                self.first_step = _between(marks[0], s, "bytes")
+            start = self._first_from or (marks[0] if marks else None)
+            if self.first_step is None and start is not None and start is not s:
+                self.first_step = _between(start, s, "bytes")
             if not marks or s.t - marks[0].t >= self.early_after_s * len(marks) / 2:
                 marks.append(s)
             if len(marks) == 3:
@@ -99,7 +128,6 @@ class RankSeries:
                 if a is not None and b is not None and a.dt > 0 and b.dt > 0:
                     self.early = (a, b)
                 self._marks = []
-        self.samples.append(s)
 
     @property
     def latest(self) -> RankSample:
@@ -147,6 +175,15 @@ class RankSeries:
         return _between(a, b, unit)
 
 
+def _stepped(a: Optional[RankSample], b: RankSample) -> bool:
+    """Whether the rank stepped between its samples a and b: its step hook or its step lines
+    grew."""
+    if a is None:
+        return False
+    return any(x is not None and y is not None and y > x
+               for x, y in ((a.hook_steps, b.hook_steps), (a.log_steps, b.log_steps)))
+
+
 def _between(a: Optional[RankSample], b: Optional[RankSample], unit: Unit) -> Optional[Span]:
     """The change from sample a to a later b; None unless they are two samples."""
     if a is None or b is None or a is b:
@@ -179,6 +216,10 @@ class JobSeries:
         # host -> the longest silence seen of it as its peers died for a lost peer: the cause
         # still once it answers again (its own ranks' ends then say they lost a peer too).
         self.lost_hosts: dict[str, float] = {}
+        # rank -> its phase open now [since, last judged in it] (controller's clock), and the
+        # phases it ended [(since, how long)] (rules/phases.py).
+        self.phases: dict[RankId, list[float]] = {}
+        self.phase_spells: dict[RankId, list[tuple[float, float]]] = {}
 
     def unit(self) -> Unit:
         latest = [r.latest for r in self.ranks.values() if r.samples]

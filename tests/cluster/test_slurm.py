@@ -560,8 +560,8 @@ def test_act_on_a_job_launched_through_slurm_drains_its_node_and_submits_the_new
         watch = subprocess.Popen(rig.slurm.cmd([
             sys.executable, "-m", "preflight", "watch", "--plan", report, "--transport",
             "slurm", "--log", wlog, "--interval", "2", "--persist", "10", "--for", "240",
-            "--act"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-            cwd=rig.tb.base, preexec_fn=interruptible)
+            "--act", "--act-after", "10s"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=env, cwd=rig.tb.base, preexec_fn=interruptible)
         time.sleep(8)
         rig.tb.limit_cpu(slow, 0.1)
         planted = time.monotonic()
@@ -588,7 +588,8 @@ def test_act_on_a_job_launched_through_slurm_drains_its_node_and_submits_the_new
     assert drained.startswith("drain"), drained
     rs = records(wlog)
     everything = [r for r in rs if r["type"] == "act"]
-    # Named once, it is acted on only once the next judgement names it again.
+    # Named, it is acted on only once named without a break for --act-after (10 s here: the
+    # default 2 minutes is judged in the unit tests and the corpus).
     assert everything[0]["step"] == "wait" and slow in everything[0]["text"], everything[0]
     acts = [r for r in everything if r["step"] != "wait"]
     steps = [r["step"] for r in acts]

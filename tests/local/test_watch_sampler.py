@@ -128,6 +128,10 @@ def test_the_sampler_finds_the_job_its_ranks_their_logs_and_the_hook(job):
         assert r1["log"]["size"] > r0["log"]["size"]
     hooks = [r["hook"] for r in last["jobs"][0]["ranks"] if r["hook"] is not None]
     assert len(hooks) == 1 and hooks[0][0] > 0  # rank 0 calls step(); rank 1 does not
+    # Its monotonic clock beside the wall clock: the watch's steady time for this host.
+    assert all(isinstance(x["m"], float) for x in lines)
+    assert [x["m"] for x in lines] == sorted(x["m"] for x in lines)
+    assert abs((last["m"] - first["m"]) - (last["t"] - first["t"])) < 0.5
 
 
 def test_a_launcher_that_a_running_process_execs_into_is_found(tmp_path: Path):
@@ -217,6 +221,14 @@ def test_watch_once_on_this_machine_passes_a_running_job_and_names_a_stopped_ran
     assert stopped.returncode == 1, stopped.stdout + stopped.stderr
     lines = [ln for ln in stopped.stdout.splitlines() if " fail " in f" {ln} "]
     assert len(lines) == 1 and "stopped" in lines[0] and "rank 1 (worker) is stopped" in lines[0]
+    # The time it says it was stopped since is a time of day on this machine's wall clock
+    # (not its monotonic clock's seconds since boot), a few seconds before the watch said it.
+    since = re.search(r"since (\d\d):(\d\d):(\d\d)", lines[0])
+    assert since, lines[0]
+    said = time.localtime()
+    ago = ((said.tm_hour - int(since[1])) * 3600 + (said.tm_min - int(since[2])) * 60
+           + said.tm_sec - int(since[3])) % 86400
+    assert ago < 120, (lines[0], time.strftime("%H:%M:%S", said))
 
 
 def test_watch_says_in_one_line_what_it_cannot_open(tmp_path):

@@ -1,6 +1,8 @@
-"""Stragglers by CPU and pace: in a collective job the rank busy while its peers wait
-(unless it is the job's shape: so from its start); in a PS job the trainer slower than its
-peers, the server that holds every trainer, the server short of CPU."""
+"""Stragglers by CPU and pace: in a collective job the rank busy while its peers wait where
+something on its host holds it (unless it is the job's shape: so from its first steps; with
+nothing on its host holding it, a phase of the job's own: rules/phases.py); in a PS job the
+trainer slower than its peers, the server that holds every trainer, the server short of
+CPU."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Optional
 
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import Blame, RankId, WatchFinding, WatchPolicy
+from preflight.watch.rules.phases import phase_line
 from preflight.watch.rules.shared import (
     BUSY_MORE,
     BUSY_RATIO,
@@ -75,7 +78,9 @@ def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
                  at_check: Mapping[str, AtCheck], job: JobSeries, named: Sequence[RankId],
                  ) -> list[Finding]:
     """The rank that keeps busy while its peers wait: its busy share at least BUSY_RATIO x
-    theirs and BUSY_MORE above, in both halves of the window."""
+    theirs and BUSY_MORE above, in both halves of the window. Said as the job's shape where
+    it was so from its first steps; as a phase where nothing on its host holds it (no quota
+    throttling it, no wait for a CPU); else a straggler, with what holds it."""
     halves = {r.rid: rank_halves(r, unit, policy) for r in group}
     busy = {rid: (h[0].busy_s / h[0].dt, h[1].busy_s / h[1].dt)
             for rid, h in halves.items() if h is not None}
@@ -109,6 +114,11 @@ def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
                     f"{peers_was[1]:.2f}): the job's shape (a rank that also evaluates, logs "
                     "or checkpoints), not a straggler; named once it gets busier than that, "
                     "throttled or short of a CPU"))
+                continue
+            if not is_saturated(h[1]):
+                # Nothing on its host holds it: the job's own work (an evaluation, a save),
+                # a phase, not a fault to act on (rules/phases.py).
+                out.append(phase_line(r, h, own[1], ref[1], len(group) - 1, policy))
                 continue
             out.append(WatchFinding(
                 "straggler", Status.FAIL, (r.rid.host,),

@@ -58,7 +58,7 @@ def cpu_untimed(live: Sequence[RankSeries]) -> list[Finding]:
 
 
 def pace_line(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
-              policy: WatchPolicy) -> Finding:
+              policy: WatchPolicy, phased: bool = False) -> Finding:
     rates = []
     for r in live:
         span = r.span(r.latest.t - policy.persist_s, r.latest.t, unit)
@@ -71,7 +71,8 @@ def pace_line(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
                     "server short of CPU")
     else:
         early = [r.early_rate[unit] for r in live if r.early_rate.get(unit)]
-        compared = "none busy while its peers wait for it" + (
+        compared = ("none busy while its peers wait for it but in a phase of the job's own"
+                    if phased else "none busy while its peers wait for it") + (
             f"; the job at {median(rates) / median(early):.2f} x its early pace"
             if rates and early else "")
     if not rates:

@@ -5,7 +5,6 @@ and the cap and the cooldown between actions."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any, cast
 
 import pytest
@@ -127,8 +126,8 @@ def test_acting_stops_the_job_everywhere_and_is_capped(old_report):
         drained.append(why)
         return ["h2 drained"]
 
-    actor = recover.Actor(recover.ActOptions(old_report, launched, max_acts=1), remotes,
-                          lambda step, text, fields: said.append((step, text)),
+    actor = recover.Actor(recover.ActOptions(old_report, launched, max_acts=1, act_after_s=0.0),
+                          remotes, lambda step, text, fields: said.append((step, text)),
                           drain)
     f = WatchFinding("stopped", Status.FAIL, ("h2",), "rank 1 is stopped",
                      blame=Blame("stopped", ranks=(rid("h2"),)))
@@ -153,7 +152,7 @@ def test_the_cap_holds_over_the_job_launched_again(old_report):
                      blame=Blame("exit", ranks=(rid("h1"),)))
     for token in ("abc123", "def456"):  # the first launch, then the one act launched
         launched = launches.Launched(token, old_report, ("h1",), 1.0, ("train.py",))
-        actor = recover.Actor(recover.ActOptions(old_report, launched, max_acts=1,
+        actor = recover.Actor(recover.ActOptions(old_report, launched, max_acts=1, act_after_s=0.0,
                                                  cooldown_s=0),
                               {"h1": cast(Any, StopRemote(1))},
                               lambda s, t, f: said.append((s, t)), None, acted)
@@ -165,7 +164,8 @@ def test_the_cap_holds_over_the_job_launched_again(old_report):
 def test_a_second_action_waits_for_the_cooldown(old_report):
     said = []
     launched = launches.Launched("abc123", old_report, ("h1",), 1.0, ("train.py",))
-    actor = recover.Actor(recover.ActOptions(old_report, launched, max_acts=3, cooldown_s=600),
+    actor = recover.Actor(recover.ActOptions(old_report, launched, max_acts=3, cooldown_s=600,
+                                             act_after_s=0.0),
                           {"h1": cast(Any, StopRemote(1))},
                           lambda s, t, f: said.append((s, t)))
     f = WatchFinding("dead", Status.FAIL, ("h1",), "rank 0 exited",
@@ -209,21 +209,49 @@ def test_a_launch_record_keeps_the_first_host_whose_launcher_failed(tmp_path, mo
     assert launches.by_token("nosuch") is None
 
 
-def test_a_host_is_acted_on_only_once_two_judgements_in_a_row_name_it(old_report):
+def test_a_host_is_acted_on_only_once_named_without_a_break_for_act_after(old_report):
     said: list[tuple[str, str]] = []
+    clock = [0.0]
     launched = launches.Launched("abc123", old_report, ("h1", "h2"), 1.0, ("train.py",))
-    actor = recover.Actor(recover.ActOptions(old_report, launched, confirm_s=0.3),
+    actor = recover.Actor(recover.ActOptions(old_report, launched),  # the default: 2 minutes
                           {"h1": cast(Any, StopRemote(1)), "h2": cast(Any, StopRemote(1))},
-                          lambda s, t, f: said.append((s, t)))
+                          lambda s, t, f: said.append((s, t)), clock=lambda: clock[0])
     f = WatchFinding("straggler", Status.FAIL, ("h2",), "rank 1 holds its peers",
                      blame=Blame("cpu", ranks=(rid("h2", 1),)))
-    actor([f])
-    assert said == [("wait", "not acting on h2 yet: acted on if the next judgement names it "
-                     "again")]
-    actor([])  # a judgement that no longer names it: the window starts again
-    actor([f])
+    for t in range(0, 120, 5):  # named at every judgement for 115 s
+        clock[0] = float(t)
+        actor([f])
+    assert said == [("wait", "not acting on h2 yet: acted on once it is named without a "
+                     "break for 120 s (--act-after)")]
+    clock[0] = 125.0
+    actor([])  # a judgement that no longer names it: the wait starts again
+    for t in range(130, 250, 5):
+        clock[0] = float(t)
+        actor([f])
     assert [s for s, _ in said] == ["wait"]
-    time.sleep(0.35)
+    clock[0] = 250.0
+    actor([f])
+    assert [s for s, _ in said][1:3] == ["drain", "stop"]
+
+
+def test_an_action_waits_at_least_as_long_as_the_longest_phase_the_job_showed(old_report):
+    said: list[tuple[str, str]] = []
+    clock = [0.0]
+    launched = launches.Launched("abc123", old_report, ("h1", "h2"), 1.0, ("train.py",))
+    actor = recover.Actor(recover.ActOptions(old_report, launched, act_after_s=30.0),
+                          {"h1": cast(Any, StopRemote(1)), "h2": cast(Any, StopRemote(1))},
+                          lambda s, t, f: said.append((s, t)), clock=lambda: clock[0])
+    phase = WatchFinding("phase", Status.PASS, ("h1",), "h1 rank 0 saves", {"phase_s": 90.0},
+                         blame=Blame("phase", ranks=(rid("h1", 0),)))
+    actor([phase])  # a 90 s save said earlier
+    f = WatchFinding("straggler", Status.FAIL, ("h2",), "rank 1 holds its peers",
+                     blame=Blame("cpu", ranks=(rid("h2", 1),)))
+    for t in range(100, 190, 5):  # named for 85 s: past --act-after, not past the save
+        clock[0] = float(t)
+        actor([f])
+    assert said == [("wait", "not acting on h2 yet: acted on once it is named without a "
+                     "break for 90 s (the longest phase this job has shown)")]
+    clock[0] = 190.0
     actor([f])
     assert [s for s, _ in said][1:3] == ["drain", "stop"]
 
@@ -231,7 +259,7 @@ def test_a_host_is_acted_on_only_once_two_judgements_in_a_row_name_it(old_report
 def test_several_hosts_named_at_once_are_said_and_none_is_left_out(old_report):
     said: list[tuple[str, str]] = []
     launched = launches.Launched("abc123", old_report, ("h1", "h2"), 1.0, ("train.py",))
-    actor = recover.Actor(recover.ActOptions(old_report, launched),
+    actor = recover.Actor(recover.ActOptions(old_report, launched, act_after_s=0.0),
                           {"h1": cast(Any, StopRemote(1)), "h2": cast(Any, StopRemote(1))},
                           lambda s, t, f: said.append((s, t)))
     both = [WatchFinding("stopped", Status.FAIL, (h,), f"{h} rank is stopped",

@@ -68,18 +68,19 @@ def test_one_false_blame_at_one_judgement_in_the_middle_fails_the_score(monkeypa
     _planting(monkeypatch, "syn0002", (300.0,))
     s = scored(case)
     assert [(b.check, b.host) for b in s.false_blames] == [("straggler", "syn0002")]
-    assert s.wrong_actions == []  # named once: --act waits for the next judgement
+    assert s.wrong_actions == []  # named once: --act waits for it to hold --act-after
     [said] = problems(case, s)
     assert said.startswith("probe: 1 false blames (bar 0): straggler syn0002 at +")
 
 
-def test_a_false_blame_held_two_judgements_is_an_action_on_a_healthy_job(monkeypatch):
+def test_a_false_blame_held_for_act_after_is_an_action_on_a_healthy_job(monkeypatch):
     case = _healthy_case()
-    _planting(monkeypatch, "syn0002", (300.0, 305.0))
+    # Named at every judgement from 300 s for 2 minutes (the default --act-after).
+    _planting(monkeypatch, "syn0002", tuple(float(t) for t in range(300, 425, 5)))
     s = scored(case)
     assert len(s.false_blames) == 1  # one finding, held: counted once
     assert [(b.host, round(b.at - 1_800_000_000.0)) for b in s.wrong_actions] == \
-        [("syn0002", 305)]
+        [("syn0002", 420)]
     assert any("1 wrong actions (bar 0)" in p for p in problems(case, s))
 
 
@@ -91,7 +92,7 @@ def test_a_known_case_mended_asks_for_its_known_counts_to_be_lowered():
     assert "0 false blames, fewer than its known 2: mended? lower known.false_blames" in said
 
 
-def test_act_rehearsed_acts_at_the_second_judgement_naming_the_host_and_says_each_step():
+def test_act_rehearsed_acts_once_the_host_is_named_for_act_after_and_says_each_step():
     case = _case(Entry("quota", "synthetic", synthetic=Synthetic(
         seed=9, hours=0.2, hosts=3, ranks_per_host=1, fault="quota", fault_at_s=300)),
         "x.yaml")
@@ -100,7 +101,7 @@ def test_act_rehearsed_acts_at_the_second_judgement_naming_the_host_and_says_eac
     first = acting[0]
     assert first[1].step == "wait" and "not acting on syn0002 yet" in first[1].text
     said = [(t, a.step, a.text.split(":")[0]) for t, a in acting[1:4]]
-    t = first[0] + 5  # the next judgement
+    t = first[0] + 120  # named at every judgement for --act-after's default
     assert said == [(t, "drain", "would drain syn0002 (where Slurm answers for it)"),
                     (t, "stop", "would stop the job on syn0001, syn0002, syn0003"),
                     (t, "check", "would check again without syn0002, and launch the job on GO")]

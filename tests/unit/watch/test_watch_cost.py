@@ -21,7 +21,8 @@ Named = list[tuple[str, tuple[str, ...]]]
 def judgement_cpu(hosts: int, per_host: int = 8, repeat: int = 3) -> tuple[float, Named]:
     """The CPU of one judgement (the least of `repeat`, each after a new sample from every
     host) of a job of hosts x per_host ranks, one rank of the middle host kept busy while its
-    peers wait; and what the last judgement named."""
+    peers wait (waiting for a CPU: other work on its host); and what the last judgement
+    named."""
     fleet = [FakeHost(f"n{i:04d}", [FakeRank(1000 + j, i * per_host + j) for j in range(per_host)],
                       netns=f"net:[{4026532000 + i}]") for i in range(hosts)]
     state = WatchState(keep=12)
@@ -33,6 +34,7 @@ def judgement_cpu(hosts: int, per_host: int = 8, repeat: int = 3) -> tuple[float
                 for r in h.ranks:
                     r.busy = 0.16
             fleet[hosts // 2].ranks[0].busy = 0.9
+            fleet[hosts // 2].ranks[0].wait = 0.5
         for h in fleet:
             state.add(streams[h.name].feed(h.line(POLICY.interval_s)), received=float(i))
         if i >= 9:

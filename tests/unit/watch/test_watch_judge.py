@@ -129,7 +129,7 @@ def test_a_busier_rank_is_named_only_once_it_persists_through_the_window(since, 
         if t == since:
             for h in hosts:
                 h.ranks[0].busy = 0.16
-            hosts[0].ranks[0].busy = 0.9
+            hosts[0].ranks[0].busy, hosts[0].ranks[0].wait = 0.9, 0.5  # other work there
 
     findings, _ = watched(hosts, 40, change=late)
     assert named(findings) == ([("straggler", Status.FAIL, ("node01",))] if is_named else [])
@@ -1126,7 +1126,7 @@ def test_a_rank_busier_from_the_start_is_the_jobs_shape_not_a_straggler():
     assert any(f.check == "progress" and f.status is Status.PASS for f in findings)
 
 
-@pytest.mark.parametrize("fault", ["busier", "waits", "throttled"])
+@pytest.mark.parametrize("fault", ["waits", "throttled"])
 def test_a_rank_busier_from_the_start_is_named_once_it_changes(fault):
     hosts = cluster()
     r0 = hosts[0].ranks[0]
@@ -1136,9 +1136,7 @@ def test_a_rank_busier_from_the_start_is_named_once_it_changes(fault):
         if t == 30:  # its peers begin to wait for it
             for h in hosts[1:]:
                 h.ranks[0].busy = 0.16
-            if fault == "busier":
-                r0.busy = 1.4
-            elif fault == "waits":  # other work on its host: it waits for a CPU
+            if fault == "waits":  # other work on its host: it waits for a CPU
                 r0.busy, r0.wait = 1.0, 0.5
             else:  # a quota set since
                 r0.quota, r0.throttled_share = 0.5, 0.9
@@ -1146,6 +1144,26 @@ def test_a_rank_busier_from_the_start_is_named_once_it_changes(fault):
     findings, _ = watched(hosts, 60, change=change)
     assert named(findings) == [("straggler", Status.FAIL, ("node01",))]
     assert not [f for f in findings if f.check == "shape"]
+
+
+def test_a_rank_busier_from_the_start_getting_busier_still_with_no_cause_is_a_phase():
+    # Busier than from its start, with nothing on its host holding it: more of the job's own
+    # work (a longer evaluation), said as a phase, not the job's shape and not a straggler.
+    hosts = cluster()
+    r0 = hosts[0].ranks[0]
+    r0.busy, r0.quota = 0.9, 2.0
+
+    def change(t):
+        if t == 30:
+            for h in hosts[1:]:
+                h.ranks[0].busy = 0.16
+            r0.busy = 1.4
+
+    every: list[Any] = []
+    findings, _ = watched(hosts, 60, change=change, every=every)
+    nobody_named(every)
+    assert [(f.check, f.hosts) for f in findings if f.check in ("phase", "shape")] == \
+        [("phase", ("node01",))]
 
 
 def test_a_fault_planted_inside_the_first_window_is_no_shape():
@@ -1157,7 +1175,7 @@ def test_a_fault_planted_inside_the_first_window_is_no_shape():
         if t == 10:
             for h in hosts:
                 h.ranks[0].busy = 0.16
-            hosts[1].ranks[0].busy = 0.9
+            hosts[1].ranks[0].busy, hosts[1].ranks[0].wait = 0.9, 0.5
 
     findings, _ = watched(hosts, 40, change=early)
     assert named(findings) == [("straggler", Status.FAIL, ("node02",))]

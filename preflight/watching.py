@@ -72,7 +72,9 @@ def run(req: WatchRequest, err: TextIO = sys.stderr) -> WatchResult:
         raise UsageError(f"watch: --log {path}: {e.strerror or e}") from None
     plan, token, jobid = req.plan, req.marker, req.jobid
     if plan and not token and not req.any_job:
-        launched = launches.newest(plan)
+        # The newest launch of the plan whose job runs, else the newest at all (a job gone:
+        # the watch says it waits for one). --act's own (commands) waits for a running one.
+        launched = launches.running(plan) or launches.newest(plan)
         token = launched.token if launched else ""
         jobid = jobid or (launched.jobid if launched else None)
     end = None if not req.duration_s or req.once else time.monotonic() + req.duration_s

@@ -15,6 +15,8 @@ from preflight.common.statedir import state_dir
 from preflight.model.watch import LaunchFailure
 
 KEEP = 50  # records kept; older ones are removed as new ones come
+# How long `watch --act` waits for the record of a launch started just before it.
+LAUNCH_WAIT_S = 30.0
 
 
 def directory() -> str:
@@ -36,6 +38,16 @@ class Launched:
     transport: str = "ssh"
     jobid: Optional[str] = None  # the Slurm batch job it runs as (--transport slurm)
     failed: Optional[LaunchFailure] = None  # the first host whose launcher failed
+    # The `preflight launch` process that runs the job (it lives as long as the job does)
+    # and its start time (/proc: a pid used again since is another process); None: a record
+    # of an earlier version, taken as running.
+    pid: Optional[int] = None
+    pid_start: Optional[int] = None
+
+    def runs(self) -> bool:
+        """Whether its launch still runs on this machine (so its job does)."""
+        return self.pid is None or (self.pid_start is not None
+                                    and _started(self.pid) == self.pid_start)
 
 
 def record(token: str, plan: str, hosts: Sequence[str], script: Sequence[str] = (),
@@ -50,7 +62,8 @@ def record(token: str, plan: str, hosts: Sequence[str], script: Sequence[str] = 
         with open(path, "w", encoding="utf-8") as fh:
             json.dump({"token": token, "plan": os.path.abspath(plan), "hosts": list(hosts),
                        "started": time.time(), "script": list(script), "chdir": chdir,
-                       "timeout": timeout, "transport": transport, "jobid": jobid}, fh)
+                       "timeout": timeout, "transport": transport, "jobid": jobid,
+                       "pid": os.getpid(), "pid_start": _started(os.getpid())}, fh)
         for old in sorted(_records(d), key=os.path.getmtime)[:-KEEP]:
             os.unlink(old)
     except OSError:
@@ -95,7 +108,8 @@ def _read(path: str) -> Optional[Launched]:
             float(doc.get("started", 0)), tuple(str(a) for a in doc.get("script") or ()),
             None if doc.get("chdir") is None else str(doc["chdir"]),
             None if timeout is None else float(timeout), str(doc.get("transport") or "ssh"),
-            None if doc.get("jobid") is None else str(doc["jobid"]), _failure(doc.get("failed")))
+            None if doc.get("jobid") is None else str(doc["jobid"]), _failure(doc.get("failed")),
+            _int(doc.get("pid")), _int(doc.get("pid_start")))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -105,6 +119,37 @@ def newest(plan: str) -> Optional[Launched]:
     want = os.path.abspath(plan)
     found = [x for x in map(_read, _records(directory())) if x is not None and x.plan == want]
     return max(found, key=lambda x: x.started) if found else None
+
+
+def running(plan: str, wait_s: float = 0.0, poll_s: float = 0.5) -> Optional[Launched]:
+    """The newest launch of the report at plan whose job still runs; waiting up to wait_s
+    for one (`preflight launch ... &` then at once `preflight watch`: the launch writes its
+    record once its launchers start). None where none runs by then."""
+    want = os.path.abspath(plan)
+    end = time.monotonic() + wait_s
+    while True:
+        found = [x for x in map(_read, _records(directory()))
+                 if x is not None and x.plan == want and x.runs()]
+        if found:
+            return max(found, key=lambda x: x.started)
+        if time.monotonic() >= end:
+            return None
+        time.sleep(poll_s)
+
+
+def _started(pid: int) -> Optional[int]:
+    """The process's start time (clock ticks after boot, /proc/PID/stat); None where it is
+    gone or cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+        return int(text[text.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _int(v: object) -> Optional[int]:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def by_token(token: str) -> Optional[Launched]:

@@ -393,13 +393,26 @@ def _act_options(args: argparse.Namespace) -> ActOptions:
     if args.any_job:
         raise UsageError("watch: --act acts on the job preflight launch started, not on "
                          "--any-job")
-    launched = launches.newest(args.plan)
-    if args.marker and (launched is None or launched.token != args.marker):
+    if args.marker:
         launched = launches.by_token(args.marker)
+    else:
+        # The newest launch of the plan whose job runs: started just before (`preflight
+        # launch ... &`), its record comes once its launchers start; an earlier launch of
+        # the same report whose job has ended is never the one to act on.
+        launched = launches.running(args.plan, launches.LAUNCH_WAIT_S)
+        if launched is None:
+            gone = launches.newest(args.plan)
+            if gone is not None:
+                raise UsageError(
+                    f"watch: --act: the newest preflight launch of {args.plan} (marker "
+                    f"{gone.token}, started "
+                    f"{time.strftime('%H:%M:%S', time.localtime(gone.started))}) no longer "
+                    f"runs, and no other started within {launches.LAUNCH_WAIT_S:g} s: "
+                    "launch the job with preflight launch --plan, then watch it")
     if launched is None or not launched.script:
         raise UsageError(f"watch: --act: no preflight launch of {args.plan} is recorded on "
                          "this machine with its script (launch the job with preflight launch "
-                         "--plan, then watch it)")
+                         f"--plan, then watch it; waited {launches.LAUNCH_WAIT_S:g} s for one)")
     return ActOptions(args.plan, launched, args.act_max, args.act_cooldown,
                       args.accept_new_host_keys, act_after_s=args.act_after)
 

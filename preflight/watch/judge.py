@@ -14,7 +14,9 @@ stopped or dead rank at once.
 The rules live in watch/rules/, one module per cause family; _job applies them in this order,
 each yielding to what came before it:
 
-  1. ends      stopped, traced, dead ranks and their causes; a whole-job stop
+  1. ends      the job suspended as a whole (every rank stopped together: nobody blamed,
+               the rules below do not run); stopped, traced, dead ranks and their causes;
+               a whole-job stop
   2. starting  the job's ranks still starting: nothing to pace (watch/starting.py)
   3. kernel    ranks frozen, or in D on storage that does not answer, on one host while
                the others wait: that host; the rules below do not run
@@ -123,6 +125,8 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
                                      f"{len(job.ranks)} ranks of {job.key} ended by "
                                      f"{clock_of(end)}, none of them in error")]
     out = stopped_or_dead(job, present, live, policy, state, quiet, addresses)
+    if any(f.check == "suspended" for f in out):
+        return out  # the job stands still as a whole, by someone's hand: nothing to pace
     whole = starting(job, state, policy)
     if whole is not None:  # its ranks wait for nodes yet to start: nothing to pace
         return [*out, whole]

@@ -84,6 +84,20 @@ class Node:
         return None
 
 
+def said(p: subprocess.CompletedProcess[bytes]) -> str:
+    """What a Slurm client that failed said, in one line: its last line (a client without a
+    controller prints several errors, and its last says what it gave up on), without its own
+    name before it; its exit status where it said nothing."""
+    lines = [ln.strip() for ln in p.stderr.decode(errors="replace").splitlines() if ln.strip()]
+    if not lines:
+        return f"exit {p.returncode}"
+    last = lines[-1]
+    name = os.path.basename(str(p.args[0])) if isinstance(p.args, (list, tuple)) else ""
+    if name and last.startswith(name + ": "):
+        last = last[len(name) + 2:]
+    return last[:300]
+
+
 def _run(argv: Sequence[str], timeout: float, stdin: Optional[bytes] = None
          ) -> subprocess.CompletedProcess[bytes]:
     try:
@@ -99,7 +113,7 @@ def nodes(names: Sequence[str], timeout: float = 15.0) -> dict[str, Node]:
     left out of the answer (the caller says so)."""
     p = _run(["sinfo", "-h", "-N", "-n", ",".join(names), "-o", "%N|%o|%T|%E"], timeout)
     if p.returncode != 0:
-        raise SlurmError(f"sinfo: {p.stderr.decode(errors='replace').strip()[:300]}")
+        raise SlurmError(f"sinfo: {said(p)}")
     out: dict[str, Node] = {}
     for line in p.stdout.decode(errors="replace").splitlines():
         parts = line.split("|", 3)
@@ -114,7 +128,7 @@ def job_of_name(name: str, running: bool = False, timeout: float = 15.0) -> Opti
     state = ["-t", "R"] if running else []
     p = _run(["squeue", "-h", "-n", name, *state, "-o", "%i"], timeout)
     if p.returncode != 0:
-        raise SlurmError(f"squeue: {p.stderr.decode(errors='replace').strip()[:300]}")
+        raise SlurmError(f"squeue: {said(p)}")
     ids = p.stdout.decode(errors="replace").split()
     return ids[0] if ids else None
 

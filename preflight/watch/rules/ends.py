@@ -30,11 +30,32 @@ STOPPED = ("T",)  # SIGSTOP, a suspended shell: nothing moves it on but a SIGCON
 TRACED = "t"
 
 
+def suspended(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
+              state: WatchState) -> Optional[Finding]:
+    """Every rank of the job stopped (state T), within two intervals of each other: the job
+    suspended as a whole (a scheduler's suspend, `scontrol suspend`; a SIGSTOP to all of it),
+    no rank holding the others. Said once, blaming nobody, never acted on."""
+    if len(live) < 2 or not all(r.latest.state in STOPPED for r in live):
+        return None
+    since = [state.at(r.rid.host, r.state_since[1]) for r in live]
+    if max(since) - min(since) > STOP_WINDOW_INTERVALS * policy.interval_s:
+        return None  # stopped one after another: each is its own (the first holds the rest)
+    return WatchFinding(
+        "suspended", Status.WARN, tuple(job.hosts()),
+        f"the job {job.key} is suspended as a whole: its {len(live)} ranks stopped (state T) "
+        f"together at {clock_of(min(since))} (a scheduler's suspend, or a SIGSTOP to all of "
+        "it): no rank holds the others, nobody is blamed, nothing is acted on; it steps again "
+        "once resumed", {"since": min(since)}, blame=Blame("job-stopped", job=job.key))
+
+
 def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
                     live: Sequence[RankSeries], policy: WatchPolicy,
                     state: WatchState, quiet: Mapping[str, float],
                     addresses: Mapping[str, str]) -> list[Finding]:
     failure = state.launch_failure
+    whole = suspended(job, live, policy, state)
+    if whole is not None:
+        return [whole]
     out: list[Finding] = []
     others = len(live) - 1
     exits: list[Exit] = []

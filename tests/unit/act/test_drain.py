@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from preflight.report.jsonreport import typed
@@ -10,6 +11,7 @@ from preflight.transport.slurm.drain import (
     REASON_MAX,
     checks_of,
     drain_actions,
+    drain_now,
     drained_for,
     failed_nodes,
     passed_nodes,
@@ -122,3 +124,20 @@ def test_srun_output_is_told_apart_per_task_and_long_lines_survive():
     assert decode_task(tasks[1][1:]) == (payload.rstrip("\n") + "\n", 0)
     assert decode_task(tasks[0][1:]) == ("", 3)
     assert decode_task(["abc"]) [1] is None  # no exit line: the step was cut off
+
+
+def test_a_drain_that_cannot_ask_slurm_says_so_in_one_line_of_its_own(tmp_path, monkeypatch):
+    # A Slurm client with no controller to ask prints an error a line, five of them here.
+    sinfo = tmp_path / "sinfo"
+    sinfo.write_text("#!/bin/sh\n"
+                     "echo 'sinfo: error: resolve_ctls_from_dns_srv: res_nsearch error: "
+                     "Unknown host' >&2\n"
+                     "echo 'sinfo: error: fetch_config: DNS SRV lookup failed' >&2\n"
+                     "echo 'sinfo: error: _establish_config_source: failed to fetch config' >&2\n"
+                     "echo 'sinfo: error: one more' >&2\n"
+                     "echo 'sinfo: fatal: Could not establish a configuration source' >&2\n"
+                     "exit 1\n")
+    sinfo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    said = drain_now({"n2": "cpu-cores: watch: n2 rank 1 holds its peers back"})
+    assert said == ["not drained: sinfo: fatal: Could not establish a configuration source"]

@@ -4,13 +4,19 @@ and the cap and the cooldown between actions."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import subprocess
+import threading
 from typing import Any, cast
 
 import pytest
 
 from preflight.act import launches, recover
+from preflight.cli import commands
 from preflight.common.remote import Done
+from preflight.config.errors import UsageError
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import Blame, RankId, WatchFinding
 
@@ -189,7 +195,9 @@ def test_a_launch_record_keeps_how_it_ran_and_its_slurm_job(tmp_path, monkeypatc
     by_ssh = launches.by_token("aa11")
     assert by_ssh is not None
     assert by_ssh == launches.Launched("aa11", plan, ("h1", "h2"), by_ssh.started,
-                                       ("train.py", "7"), "/work", 600.0, "ssh", None)
+                                       ("train.py", "7"), "/work", 600.0, "ssh", None,
+                                       pid=os.getpid(), pid_start=by_ssh.pid_start)
+    assert by_ssh.runs()  # this process launched it, and runs
     (tmp_path / "preflight" / "launches" / "cc33.json").write_text('{"token": "cc33", "pl')
     assert launches.by_token("cc33") is None  # half written: no record
 
@@ -284,3 +292,56 @@ def test_a_rank_that_died_of_its_own_codes_error_leaves_no_host_out(error, acted
     if not acted:
         assert notes == [f"h2: its rank ended with an error of the job's own code ({error}): "
                          "a fix of the script, not of the host: nothing left out"]
+
+
+def test_the_running_launch_of_a_plan_is_its_newest_whose_job_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    plan = str(tmp_path / "r.json")
+    launches.record("aa11", plan, ["h1"], ["train.py"])  # this process: it runs
+    done = subprocess.Popen(["true"])
+    done.wait()
+    # A later launch of the same report whose launch process has ended (its job with it).
+    path = launches.record("bb22", plan, ["h1"], ["train.py"])
+    assert path is not None
+    with open(path) as fh:
+        doc = json.load(fh)
+    doc.update(pid=done.pid, started=doc["started"] + 5)
+    with open(path, "w") as fh:
+        json.dump(doc, fh)
+    newest = launches.newest(plan)
+    assert newest is not None and newest.token == "bb22" and not newest.runs()
+    running = launches.running(plan)
+    assert running is not None and running.token == "aa11" and running.runs()
+
+
+def test_a_launch_started_just_before_the_watch_is_waited_for_bounded(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    plan = str(tmp_path / "r.json")
+    assert launches.running(plan, wait_s=0.3, poll_s=0.05) is None  # none: given up, bounded
+    later = threading.Timer(0.3, launches.record, ("cc33", plan, ["h1"], ["train.py"]))
+    later.start()
+    try:
+        found = launches.running(plan, wait_s=10.0, poll_s=0.05)
+    finally:
+        later.join()
+    assert found is not None and found.token == "cc33"
+
+
+def test_act_refuses_in_one_line_a_plan_whose_newest_launch_has_ended(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setattr(launches, "LAUNCH_WAIT_S", 0.2)
+    plan = str(tmp_path / "r.json")
+    path = launches.record("dd44", plan, ["h1"], ["train.py"])
+    assert path is not None
+    with open(path) as fh:
+        doc = json.load(fh)
+    doc["pid_start"] = -1  # its pid now belongs to another process
+    with open(path, "w") as fh:
+        json.dump(doc, fh)
+    args = argparse.Namespace(plan=plan, any_job=False, marker=None, act_max=1,
+                              act_cooldown=600.0, accept_new_host_keys=False, act_after=120.0)
+    with pytest.raises(UsageError) as e:
+        commands._act_options(args)
+    said = str(e.value)
+    assert "\n" not in said and "the newest preflight launch of" in said, said
+    assert "(marker dd44, started " in said and "no longer runs" in said, said

@@ -116,8 +116,7 @@ def _read(path: str) -> Optional[Launched]:
 
 def newest(plan: str) -> Optional[Launched]:
     """The newest launch of the report at plan; None when it was never launched here."""
-    want = os.path.abspath(plan)
-    found = [x for x in map(_read, _records(directory())) if x is not None and x.plan == want]
+    found = _of(plan)
     return max(found, key=lambda x: x.started) if found else None
 
 
@@ -125,16 +124,20 @@ def running(plan: str, wait_s: float = 0.0, poll_s: float = 0.5) -> Optional[Lau
     """The newest launch of the report at plan whose job still runs; waiting up to wait_s
     for one (`preflight launch ... &` then at once `preflight watch`: the launch writes its
     record once its launchers start). None where none runs by then."""
-    want = os.path.abspath(plan)
     end = time.monotonic() + wait_s
     while True:
-        found = [x for x in map(_read, _records(directory()))
-                 if x is not None and x.plan == want and x.runs()]
+        found = [x for x in _of(plan) if x.runs()]
         if found:
             return max(found, key=lambda x: x.started)
         if time.monotonic() >= end:
             return None
         time.sleep(poll_s)
+
+
+def _of(plan: str) -> list[Launched]:
+    """Every launch recorded of the report at plan."""
+    want = os.path.abspath(plan)
+    return [x for x in map(_read, _records(directory())) if x is not None and x.plan == want]
 
 
 def _started(pid: int) -> Optional[int]:

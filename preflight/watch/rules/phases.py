@@ -19,7 +19,7 @@ from typing import Optional
 
 from preflight.common.units import mbytes
 from preflight.model.findings import Finding, Status
-from preflight.model.watch import Blame, WatchFinding, WatchPolicy, blame_of
+from preflight.model.watch import Blame, RankId, WatchFinding, WatchPolicy, blame_of
 from preflight.watch.rules.shared import BUSY_MORE, BUSY_RATIO, is_saturated
 from preflight.watch.series import JobSeries, Pool, RankSeries, Span, WatchState, median
 
@@ -93,7 +93,7 @@ def follow(job: JobSeries, found: list[Finding], state: WatchState,
     """The judgement's findings with each rank's phase said against its earlier ones: how long
     it has run, its earlier spells and their cadence; a warning where it runs far longer than
     they did, or past --phase-max. Spells that ended are kept on the job."""
-    now: dict[object, float] = {}
+    phased: set[RankId] = set()  # the ranks in a phase at this judgement
     out: list[Finding] = []
     for f in found:
         rids = blame_of(f).ranks
@@ -103,12 +103,12 @@ def follow(job: JobSeries, found: list[Finding], state: WatchState,
         rid = rids[0]
         r = job.ranks[rid]
         t = state.at(rid.host, r.latest.t)
-        now[rid] = t
+        phased.add(rid)
         spell = job.phases.setdefault(rid, [t - policy.persist_s, t])
         spell[1] = t
         out.append(_against_earlier(f, spell[1] - spell[0], job.phase_spells.get(rid, []),
                                     policy))
-    for rid in [rid for rid in job.phases if rid not in now]:
+    for rid in [rid for rid in job.phases if rid not in phased]:
         start, last = job.phases.pop(rid)
         job.phase_spells.setdefault(rid, []).append((start, last - start))
     return out

@@ -6,6 +6,7 @@ the sampler finds, and what the watch says of a stopped rank."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -392,9 +393,27 @@ def frozen(pid: int):
     finally:
         (cg / ("freezer.state" if v1.is_dir() else "cgroup.freeze")).write_text(
             "THAWED" if v1.is_dir() else "0")
+        _emptied(cg, back)
+
+
+def _emptied(cg: Path, back: Path, wait_s: float = 10.0) -> None:
+    """cg's tasks put back and cg removed. The kernel lets go of a cgroup a moment after its
+    last task leaves it (a thawing task moves late, a child forked meanwhile lands in it), so
+    removal is tried again, bounded, and a cgroup still busy at the end fails the test."""
+    end = time.monotonic() + wait_s
+    while True:
         for task in (cg / "cgroup.procs").read_text().split():
-            (back / "cgroup.procs").write_text(task)
-        cg.rmdir()
+            try:
+                (back / "cgroup.procs").write_text(task)
+            except ProcessLookupError:
+                pass  # it ended meanwhile
+        try:
+            cg.rmdir()
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY or time.monotonic() > end:
+                raise
+        time.sleep(0.05)
 
 
 def test_the_sampler_reads_each_ranks_storage_bytes_and_a_frozen_cgroup(job):

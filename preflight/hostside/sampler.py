@@ -95,25 +95,43 @@ def children(pid):
     return out
 
 
-def sched(pid):
-    """(seconds on a CPU, seconds runnable but waiting for one, threads running, threads in
-    uninterruptible sleep, whether the kernel keeps these times) summed over the process's
-    threads."""
-    run = wait = 0
-    running = blocked = read_ = 0
-    for tid in os.listdir("/proc/%s/task" % pid)[:MAX_TASKS]:
-        try:
-            fields = read("/proc/%s/task/%s/schedstat" % (pid, tid)).split()
-            run += int(fields[0])
-            wait += int(fields[1])
-            read_ += 1
-            state = read("/proc/%s/task/%s/stat" % (pid, tid))
-            state = state[state.rindex(")") + 2]
-        except (OSError, ValueError, IndexError):
-            continue
-        running += state == "R"
-        blocked += state == "D"
-    return run / 1e9, wait / 1e9, running, blocked, bool(read_) or has_schedstat(pid)
+class ThreadTimes(object):
+    """A process's scheduler times summed over its threads, those that exited since included:
+    a thread's times leave /proc with it (a gloo or loader thread that ends, a rank tearing
+    down), and a sum over the threads left would fall, read as negative time."""
+
+    def __init__(self):
+        self.seen = {}  # type: dict  # tid -> (ns on a CPU, ns waiting for one) as last read
+        self.done = (0, 0)  # ... of those gone since
+
+    def read(self, pid):
+        """(seconds on a CPU, seconds runnable but waiting for one, threads running, threads
+        in uninterruptible sleep, whether the kernel keeps these times)."""
+        now = {}
+        running = blocked = read_ = 0
+        tids = sorted(os.listdir("/proc/%s/task" % pid), key=int)[:MAX_TASKS]
+        for tid in tids:
+            try:
+                fields = read("/proc/%s/task/%s/schedstat" % (pid, tid)).split()
+                now[tid] = (int(fields[0]), int(fields[1]))
+                read_ += 1
+                state = read("/proc/%s/task/%s/stat" % (pid, tid))
+                state = state[state.rindex(")") + 2]
+            except (OSError, ValueError, IndexError):
+                if tid in self.seen and tid not in now:  # still listed: kept as last read
+                    now[tid] = self.seen[tid]
+                continue
+            running += state == "R"
+            blocked += state == "D"
+        run_done, wait_done = self.done
+        for tid, (run, wait) in self.seen.items():
+            was = now.get(tid)
+            if was is None or was[0] < run or was[1] < wait:  # gone (its id maybe reused)
+                run_done, wait_done = run_done + run, wait_done + wait
+        self.seen, self.done = now, (run_done, wait_done)
+        run = run_done + sum(v[0] for v in now.values())
+        wait = wait_done + sum(v[1] for v in now.values())
+        return run / 1e9, wait / 1e9, running, blocked, bool(read_) or has_schedstat(pid)
 
 
 def io_bytes(pid):
@@ -301,7 +319,8 @@ class Rank(object):
         # Its descendants' scheduler times as last read, by (pid, start ticks), and the
         # times of those gone since: its workers' CPU counts to it, and stays counted once
         # they exit, so that its totals only grow.
-        self.kids = {}  # type: dict
+        self.kids = {}  # type: dict  # (pid, start) -> (its ThreadTimes, run, wait)
+        self.times = ThreadTimes()  # its own threads'
         self.cgroups_named, self.freezer = None, []  # see frozen()
         self.kids_done = (0.0, 0.0)
 
@@ -313,7 +332,7 @@ class Rank(object):
         if state == "Z":  # exited, not yet reaped: what it said last tells how it ended
             out["tail"] = section(log_tail, self.log_path, self.launcher)
             return out
-        run_s, wait_s, running, blocked, timed = sched(self.pid)
+        run_s, wait_s, running, blocked, timed = self.times.read(self.pid)
         kids = self.kids_times()
         if kids is not None:  # a DataLoader's workers waiting for a CPU hold the rank back
             run_s, wait_s = run_s + kids[0], wait_s + kids[1]
@@ -355,21 +374,22 @@ class Rank(object):
                 continue
             for c in children(p)[:MAX_KIDS]:
                 try:
-                    start = stat_fields(c)[3]
-                    run, wait = sched(c)[:2]
+                    key = (c, stat_fields(c)[3])
+                    times = self.kids[key][0] if key in self.kids else ThreadTimes()
+                    run, wait = times.read(c)[:2]
                 except (OSError, ValueError, IndexError):
                     continue  # gone between the two reads
-                now[(c, start)] = (run, wait)
+                now[key] = (times, run, wait)
                 todo.append((c, d + 1))
         run_done, wait_done = self.kids_done
-        for key, (run, wait) in self.kids.items():
+        for key, (_, run, wait) in self.kids.items():
             if key not in now:  # exited: what it had counts still
                 run_done, wait_done = run_done + run, wait_done + wait
         self.kids, self.kids_done = now, (run_done, wait_done)
         if not now and not run_done and not wait_done:
             return None
-        return (run_done + sum(v[0] for v in now.values()),
-                wait_done + sum(v[1] for v in now.values()))
+        return (run_done + sum(v[1] for v in now.values()),
+                wait_done + sum(v[2] for v in now.values()))
 
     def ooms(self):
         """Its memory cgroup's OOM kills now (an {"error"} where they cannot be read)."""

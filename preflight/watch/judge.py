@@ -52,7 +52,7 @@ from preflight.watch.rules.cpu import (
     starved_ranks,
     starved_servers,
 )
-from preflight.watch.rules.ends import stopped_or_dead
+from preflight.watch.rules.ends import ending, stopped_or_dead
 from preflight.watch.rules.hang import find_hang
 from preflight.watch.rules.kernel import held_by_kernel
 from preflight.watch.rules.links import slow_link
@@ -138,6 +138,9 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
     hung = find_hang(job, live, policy, state)
     if hung:  # a hang, or every rank saving with no step
         return out + hung  # no pace to compare while nothing moves
+    finishing = ending(job, present, live, out, state)
+    if finishing is not None:  # ranks leave one by one: those left are no stragglers
+        return [*out, finishing]
     unit = job.unit()
     # The CPU rules read the ranks whose CPU times the kernel keeps; the others are said.
     timed = [r for r in live if r.latest.timed]

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -345,7 +346,7 @@ def test_a_kernel_without_schedstat_is_said_and_its_zeros_never_taken_for_idle(m
     try:
         time.sleep(0.3)
         rank = S.Rank(busy.pid, {"PADDLE_TRAINER_ID": "0"}, os.getpid())
-        run_s, _, _, _, timed = S.sched(busy.pid)
+        run_s, _, _, _, timed = S.ThreadTimes().read(busy.pid)
         assert timed and run_s > 0
         assert "sched" not in rank.sample(re.compile("step"), {})
         real = S.read
@@ -356,7 +357,8 @@ def test_a_kernel_without_schedstat_is_said_and_its_zeros_never_taken_for_idle(m
             return real(path, *a)
 
         monkeypatch.setattr(S, "read", no_schedstat)
-        assert S.sched(busy.pid)[4] is False
+        assert S.ThreadTimes().read(busy.pid)[4] is False
+        rank = S.Rank(busy.pid, {"PADDLE_TRAINER_ID": "0"}, os.getpid())  # read there first
         part = rank.sample(re.compile("step"), {})
         assert part["sched"] is False and part["run_s"] == 0
         assert part["cpu_s"] > 0  # its CPU time is still read, from its stat
@@ -365,6 +367,39 @@ def test_a_kernel_without_schedstat_is_said_and_its_zeros_never_taken_for_idle(m
         busy.wait(10)
     # A process gone between the listing and the read says nothing of the kernel.
     assert S.has_schedstat(busy.pid) is True
+
+
+def test_a_ranks_cpu_time_stays_counted_once_a_thread_of_it_ends():
+    """A thread's scheduler times leave /proc with it: summed over the threads left, a rank's
+    total would fall (read as negative busy time beside its peers). Its total never falls."""
+    from preflight.hostside import sampler as S
+
+    times = S.ThreadTimes()
+    pid = os.getpid()
+    ran, stop = threading.Event(), threading.Event()
+    deadline = time.monotonic() + 10
+
+    def busy() -> None:  # 0.2 s on a CPU (however long that takes here), then it waits
+        while time.thread_time() < 0.2 and time.monotonic() < deadline:
+            pass
+        ran.set()
+        stop.wait(10)
+
+    def threads_now() -> float:
+        return sum(int(Path(f"/proc/{pid}/task/{t}/schedstat").read_text().split()[0])
+                   for t in os.listdir(f"/proc/{pid}/task")) / 1e9
+
+    spin = threading.Thread(target=busy)
+    spin.start()
+    assert ran.wait(10)
+    during, left_now = times.read(pid)[0], threads_now()
+    stop.set()
+    spin.join(10)
+    after, left_after = times.read(pid)[0], threads_now()
+    # The spinning thread's time left /proc with it; what was read of it is counted still
+    # (what it ran after the last read is not known: no more than an interval's).
+    assert left_after < left_now - 0.15, (left_now, left_after)
+    assert after >= during, (during, after)
 
 
 @contextlib.contextmanager

@@ -1,7 +1,8 @@
 """How ranks end: stopped (SIGSTOP) or traced at once; dead where a rank exits in error or
 while its peers run on; the cause of a chain of deaths named once, its victims folded under
 it (the rank that failed first, the host gone quiet that its peers lost); a job stopped as a
-whole blames nobody. Exits on different hosts are ordered on the controller's clock."""
+whole blames nobody; a job whose ranks leave one by one as they finish is ending, and those
+left are not compared. Exits on different hosts are ordered on the controller's clock."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Optional
 from preflight.common.paddlelog import CRASHED, ERROR_LINE, GLOO_PEER, LOST_PEER, TERMED
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import Blame, LaunchFailure, RankId, WatchFinding, WatchPolicy
+from preflight.watch.rules.phases import WRITE_BPS, write_rate
 from preflight.watch.rules.shared import clock_of
 from preflight.watch.series import (
     JobSeries,
@@ -147,6 +149,29 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
                                 f"{clock_of(failure.at)}: {LAUNCH_STOPPED}",
                                 blame=Blame("launch", job=job.key)))
     return out
+
+
+def ending(job: JobSeries, present: Sequence[RankSeries], live: Sequence[RankSeries],
+           found: Sequence[Finding], state: WatchState) -> Optional[Finding]:
+    """Some of the job's ranks ended, none in error and nobody named for it, while the rest
+    still run: the job is ending (ranks leave one by one as they finish, a rank 0 saving last).
+    Those left are not compared: their pace and CPU while they finish, with peers already
+    gone, are no straggler's. A hang among them is still said (find_hang judges first)."""
+    ended = [r.rid for r in present if r.latest.state == "Z"] + list(job.gone)
+    if not ended or not live or any(f.status is not Status.PASS for f in found):
+        return None
+    tails = [r.latest.log_tail for r in present if r.latest.state == "Z"] + \
+        [tail for _, tail in job.gone.values()]
+    if any(error_line_of(t) is not None for t in tails):
+        return None  # an end in error is the ends rules' to judge
+    since = min([state.at(rid.host, t) for rid, (t, _) in job.gone.items()] +
+                [state.at(r.rid.host, r.state_since[1]) for r in present
+                 if r.latest.state == "Z"])
+    return WatchFinding(
+        "ending", Status.PASS, tuple(job.hosts()),
+        f"{len(ended)} of {len(job.ranks)} ranks of {job.key} ended since {clock_of(since)}, "
+        f"none in error; the {len(live)} left are finishing: their pace and CPU are not "
+        "compared while the job ends")
 
 
 @dataclass(frozen=True)
@@ -347,12 +372,20 @@ def _died(e: Exit, live: Sequence[RankSeries], policy: WatchPolicy, unit: Unit,
     stepped = [r for r in peers if state.at(r.rid.host, r.latest.t) - t >= soon
                and unit in r.last_growth
                and state.at(r.rid.host, r.last_growth[unit]) > t + policy.interval_s]
-    after = stepped or [r for r in peers if state.at(r.rid.host, r.latest.t) - t >= late]
+    # A peer that writes files since (a rank 0 saving the final model as the others leave)
+    # is finishing, not blocked on it.
+    after = stepped or [r for r in peers if state.at(r.rid.host, r.latest.t) - t >= late
+                        and (write_rate(r, _on_host_of(r, t, state)) or 0.0) < WRITE_BPS]
     if after:
         return (f"while its job runs on ({len(after)} ranks "
                 f"{'step on' if stepped else f'run {late:g} s'} after it); "
                 f"its log ends: {last or '(empty)'}")
     return ""
+
+
+def _on_host_of(r: RankSeries, at: float, state: WatchState) -> float:
+    """A time on the controller's clock, on r's host's clock."""
+    return r.latest.t - (state.at(r.rid.host, r.latest.t) - at)
 
 
 def _signal(why: str) -> str:

@@ -51,7 +51,7 @@ def every_rank_writes(job: JobSeries, live: Sequence[RankSeries], policy: WatchP
     """With no step for quiet_s on any rank (a hang's shape), every rank writing files through
     the window: a save on every rank (a sharded checkpoint), not a hang; past --phase-max a
     warning (never acted on)."""
-    rates = [_write_rate(r, r.latest.t - policy.persist_s) for r in live]
+    rates = [write_rate(r, r.latest.t - policy.persist_s) for r in live]
     if not rates or any(w is None or w < WRITE_BPS for w in rates):
         return None
     total = sum(w for w in rates if w is not None)
@@ -140,7 +140,7 @@ def _against_earlier(f: Finding, length: float, earlier: Sequence[tuple[float, f
 def _told(r: RankSeries, since: float, policy: WatchPolicy) -> str:
     """What says which phase it is: the bytes it writes, its log's last line."""
     said = ""
-    rate = _write_rate(r, since)
+    rate = write_rate(r, since)
     if rate is not None and rate >= WRITE_BPS:
         said += f"; it writes {mbytes(rate)} to files: a save"
     line = next((s.log_last for s in reversed(r.samples) if s.log_last), None)
@@ -149,7 +149,7 @@ def _told(r: RankSeries, since: float, policy: WatchPolicy) -> str:
     return said
 
 
-def _write_rate(r: RankSeries, since: float) -> Optional[float]:
+def write_rate(r: RankSeries, since: float) -> Optional[float]:
     """Bytes a second it wrote to storage since then; None where it was not read."""
     inside = [s for s in r.samples if s.t >= since and s.io_written is not None]
     if len(inside) < 2 or inside[-1].t <= inside[0].t:

@@ -93,8 +93,9 @@ print("done", flush=True)
 TRAIN_WATCH = data_parallel()
 TRAIN_SHAPES_PATH = "/root/train_shapes.py"
 # TRAIN_WATCH in the shapes of real jobs, started with two ranks a host: global rank 5 sends
-# its output to a log shipper through a pipe (no log file), rank 0 also evaluates every 20
-# steps (its peers wait for it at the next step).
+# its output to a log shipper through a pipe (no log file), rank 0 also computes the step's
+# metrics on a held-out batch each step (busier than its peers by design: the job's shape)
+# and evaluates every 20 steps (its peers wait for it at the next step).
 TRAIN_SHAPES = data_parallel(
     after_init="""\
 if rank == 5:  # its output to a log shipper through a pipe, as many job systems do
@@ -103,6 +104,10 @@ if rank == 5:  # its output to a log shipper through a pipe, as many job systems
     os.dup2(shipper.stdin.fileno(), 2)
 """,
     each_step="""\
+    if rank == 0:  # rank 0's metrics, each step
+        with paddle.no_grad():
+            for _ in range(8):
+                net(paddle.randn([1024, 64]))
     if rank == 0 and step % 20 == 0:  # rank 0 evaluates: its peers wait at the next step
         with paddle.no_grad():
             for _ in range(8):

@@ -18,6 +18,7 @@ from preflight.act.rehearse import Acting
 from preflight.cli.args import build_parser
 from preflight.collect.fanout import CollectOptions
 from preflight.common import profile
+from preflight.common.secrets import scrub
 from preflight.common.units import rate
 from preflight.config import container
 from preflight.config.document import Fields
@@ -123,6 +124,7 @@ def _show(report: Report, args: argparse.Namespace) -> None:
     """The terminal view of a report: the verdict line alone with -q, every finding in full
     with -v, cut to the terminal's width (the text file or pipe it goes to: 120 columns)."""
     out = human_stream(args)
+    report = scrub(report)  # its secrets hidden, as in every report file
     color = terminal.use_color(args.color, out)
     width = terminal.width_of(out)
     if args.quiet:

@@ -13,6 +13,7 @@ from preflight.collect.smi import parse_smi_csv
 from preflight.common.gpumode import fabric, mode
 from preflight.common.literal import one_of
 from preflight.common.remote import MAX_OUTPUT
+from preflight.common.secrets import HOST_HIDDEN, hide_variable
 from preflight.model import facts as F
 from preflight.model.facts import GPU_SOURCES
 
@@ -252,7 +253,9 @@ def env(d: dict[str, Any]) -> F.EnvFacts:
     for k, v in sorted(raw.items()):
         if not isinstance(v, str):
             raise Malformed(f"vars.{k[:64]}: expected a string")
-        pairs.append((k[:256], v[:MAX_STR]))
+        # Its secrets hidden (common/secrets.py; the host side hid what it knew already).
+        pairs.append((k[:256], v[:MAX_STR] if v == HOST_HIDDEN else
+                      hide_variable(k, v[:MAX_STR])))
     return F.EnvFacts(vars=tuple(pairs))
 
 

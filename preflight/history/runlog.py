@@ -20,6 +20,7 @@ from typing import Any, Optional, TypeVar
 
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
 from preflight.common.plain import jsonable
+from preflight.common.secrets import scrub
 from preflight.common.statedir import stamped, state_dir
 from preflight.config.errors import InputError
 from preflight.config.typed import Mismatch, convert
@@ -88,7 +89,8 @@ class RunLog:
         self.lock = threading.Lock()
 
     def write(self, record: dict[str, Any]) -> None:
-        data = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
+        # Its secrets hidden (common/secrets.py), as in every report: results logs get shared.
+        data = (json.dumps(scrub(record), separators=(",", ":"), default=str) + "\n").encode()
         with self.lock:
             if self.fd < 0:
                 return

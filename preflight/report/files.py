@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from preflight.common.secrets import scrub
 from preflight.model.report import Report
 from preflight.report import html, jsonreport, junit, markdown
 
@@ -32,6 +33,9 @@ class ReportFiles:
 def write(files: ReportFiles, report: Report, doc: Optional[dict[str, Any]] = None) -> None:
     """Writes the report files asked for (each atomically) and the GitHub step summary. doc:
     the JSON document report was read from, whose keys the types do not know are kept."""
+    # Every format is written from the report with its secrets hidden (common/secrets.py):
+    # reports get shared.
+    report, doc = scrub(report), None if doc is None else scrub(doc)
     fail_on = report.fail_on or "fail"
     if files.json:
         jsonreport.write_atomic(files.json, jsonreport.encode(report, doc))

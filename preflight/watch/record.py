@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Optional, TextIO
 
+from preflight.common.secrets import scrub
 from preflight.common.statedir import stamped, state_dir
 from preflight.model.findings import Finding
 from preflight.model.watch import blame_of
@@ -85,8 +86,10 @@ class Record:
             self._wrote = True
 
     def event(self, kind: str, **fields: Any) -> None:
-        self._write(json.dumps({"type": kind, "at": round(time.time(), 3), **fields},
-                               default=str))
+        """A record of the watch's own (its start, a finding, an act): its secrets hidden
+        (a sample's were hidden as it was read: samples.HostStream)."""
+        self._write(json.dumps({"type": kind, "at": round(time.time(), 3),
+                                **scrub(fields)}, default=str))
 
     def sample(self, host: str, line: str, tick: Optional[Tick] = None) -> None:
         """The sampler's line as it came (it parsed as JSON: it is written as is), unless

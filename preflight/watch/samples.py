@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from preflight.common.paddlelog import redact
+from preflight.common.secrets import scrub
 from preflight.model.watch import GpuSample, HostSample, RankId, RankSample, Role
 
 SCHEMA = 1
@@ -81,35 +81,12 @@ def identity(host: str, pid: int, launcher: int, who: Mapping[str, str],
     return RankId(host, role, rank, pid, launcher)
 
 
-def _redacted(doc: dict[str, Any]) -> bool:
-    """Hides, in place, the secrets of what a sample quotes of a job (its launchers' command
-    lines, its ranks' log lines); whether any was there."""
-    changed = False
-
-    def hide(holder: Any, key: Any) -> None:
-        nonlocal changed
-        v = holder[key]
-        if isinstance(v, str) and redact(v) != v:
-            holder[key], changed = redact(v), True
-
-    def each(holder: Any, key: str) -> None:
-        items = holder.get(key) if isinstance(holder, dict) else None
-        for i in range(len(items) if isinstance(items, list) else 0):
-            hide(items, i)
-
-    for job in doc.get("jobs") or ():
-        if not isinstance(job, dict):
-            continue
-        each(job, "argv")
-        for r in job.get("ranks") or ():
-            if isinstance(r, dict):
-                each(r, "tail")
-                log = r.get("log")
-                if isinstance(log, dict) and "last" in log:
-                    hide(log, "last")
-    for g in doc.get("gone") or ():
-        each(g, "tail")
-    return changed
+def _redacted(doc: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The sample with every secret in it hidden (common/secrets.py: what it quotes of a job,
+    its launchers' command lines, its ranks' log lines and variables, wherever they stand);
+    None where it held none."""
+    clean = scrub(doc)
+    return None if clean == doc else clean
 
 
 def _dict(d: Mapping[str, Any], key: str) -> dict[str, Any]:
@@ -154,8 +131,9 @@ class HostStream:
             raise BadSample(f"not a sample of schema {SCHEMA}: {line[:120]!r}")
         ids, launchers = dict(self.ids), dict(self.launchers)
         try:
-            if _redacted(doc):
-                line = json.dumps(doc, separators=(",", ":"))
+            clean = _redacted(doc)
+            if clean is not None:
+                doc, line = clean, json.dumps(clean, separators=(",", ":"))
             return replace(self._tick(doc), line=line)
         except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
             self.ids, self.launchers = ids, launchers

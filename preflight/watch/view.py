@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional, TextIO
 
+from preflight.common.secrets import hide
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import blame_of
@@ -36,10 +37,11 @@ def key_of(check: str, hosts: tuple[str, ...], pids: Iterable[int]) -> Key:
 
 
 def line(f: Finding, width: int = 0, status: str = "", at: Optional[float] = None) -> str:
-    """The finding's line, stamped with the wall clock's time of day (now, or at)."""
+    """The finding's line, stamped with the wall clock's time of day (now, or at), its
+    secrets hidden (common/secrets.py)."""
     text = (f"{time.strftime('%H:%M:%S', time.localtime(at))}  "
             f"{status or f.status.value:<8} {f.check:<10} "
-            f"{hostlist(list(f.hosts)):<{HOSTS_W}} {f.message}")
+            f"{hostlist(list(f.hosts)):<{HOSTS_W}} {hide(f.message)}")
     return text if width <= 0 or len(text) <= width else text[:width - 3] + "..."
 
 

@@ -378,28 +378,34 @@ def test_a_ranks_cpu_time_stays_counted_once_a_thread_of_it_ends():
     pid = os.getpid()
     ran, stop = threading.Event(), threading.Event()
     deadline = time.monotonic() + 10
+    tid: list[int] = []
 
     def busy() -> None:  # 0.2 s on a CPU (however long that takes here), then it waits
+        tid.append(threading.get_native_id())
         while time.thread_time() < 0.2 and time.monotonic() < deadline:
             pass
         ran.set()
         stop.wait(10)
 
-    def threads_now() -> float:
+    def run_s(*tids: object) -> float:
         return sum(int(Path(f"/proc/{pid}/task/{t}/schedstat").read_text().split()[0])
-                   for t in os.listdir(f"/proc/{pid}/task")) / 1e9
+                   for t in tids) / 1e9
 
     spin = threading.Thread(target=busy)
     spin.start()
     assert ran.wait(10)
-    during, left_now = times.read(pid)[0], threads_now()
+    during, its_run = times.read(pid)[0], run_s(tid[0])
     stop.set()
     spin.join(10)
-    after, left_after = times.read(pid)[0], threads_now()
-    # The spinning thread's time left /proc with it; what was read of it is counted still
-    # (what it ran after the last read is not known: no more than an interval's).
-    assert left_after < left_now - 0.15, (left_now, left_after)
+    while str(tid[0]) in os.listdir(f"/proc/{pid}/task") and time.monotonic() < deadline:
+        time.sleep(0.01)  # join returns a moment before the kernel lets the thread go
+    after = times.read(pid)[0]
+    threads_left = run_s(*os.listdir(f"/proc/{pid}/task"))
+    assert str(tid[0]) not in os.listdir(f"/proc/{pid}/task") and its_run >= 0.2
+    # Its time left /proc with it; what was read of it is counted still (what it ran after
+    # the last read is not known: no more than an interval's), and the total never falls.
     assert after >= during, (during, after)
+    assert after - threads_left >= its_run - 0.05, (after, threads_left, its_run)
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from preflight.common.grouping import what_of
+from preflight.common.secrets import hide
 from preflight.model.findings import BLOCKING, Status
 from preflight.model.report import Report
 from preflight.transport.slurm.steps import PREFLIGHT_REASON, Node, SlurmError, nodes
@@ -99,7 +100,8 @@ def _drained(node: Node) -> bool:
 
 def drain_actions(failed: Mapping[str, str], states: Mapping[str, Node]) -> list[Action]:
     out = []
-    for name, why in failed.items():
+    for name, said in failed.items():
+        why = hide(said)  # a node's reason is shown to every user of the cluster (sinfo -R)
         node = states.get(name)
         if node is None:
             out.append(Action(name, None, "not a Slurm node: left alone"))
@@ -155,7 +157,8 @@ def unasked(report: Report, resume: bool) -> list[Action]:
                        "passes (resumed only where preflight drained it)")
                 for name in passed_nodes(report)]
     return [Action(name, ("scontrol", "update", f"nodename={name}", "state=drain",
-                          f"reason={why}"), why) for name, why in failed_nodes(report).items()]
+                          f"reason={hide(why)}"), hide(why))
+            for name, why in failed_nodes(report).items()]
 
 
 def apply(actions: Sequence[Action], timeout: float = 30.0) -> None:

@@ -6,39 +6,20 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import replace
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support import REFUSED, G, cluster, paddle, report_doc, same, slow_host, survey
+from reportdocs import full_doc, paths
+from support import cluster, report_doc, same
 
 from preflight import judge as J
 from preflight.config.errors import InputError
 from preflight.history import diff
 from preflight.model.facts import SectionError, SystemFacts
-from preflight.model.measure import AllReduce, NetworkTests, SizeResult
 from preflight.model.report import Report
-from preflight.placement.planner import plan as make_plan
 from preflight.report import html, jsonreport, junit, markdown, terminal
-
-HOSTS = ["node01", "node02", "node03", "node04"]
-
-
-def full_doc() -> dict[str, Any]:
-    """A report with every part: hosts (one unreachable), findings, links, an all-reduce
-    and a plan that leaves hosts out."""
-    sizes = tuple(SizeResult(m << 20, m * 0.004, 4) for m in (1, 8))
-    net = NetworkTests("ring", tuple(HOSTS), tuple(survey(HOSTS, slow_host("node03", 0.1 * G,
-                                                                             10 * G))),
-                       AllReduce("gloo", ("node01", "node02"), 2, sizes,
-                                 dropped=("32 MiB",), progress={"node01": "done"}))
-    c = replace(cluster(node01={}, node02={}, node03={"paddle": paddle("2.6.2")},
-                        node04=REFUSED), network=net)
-    findings = J.run_checks(c)
-    plan = make_plan(c, findings, {h: f"10.0.0.{i}" for i, h in enumerate(HOSTS, 1)})
-    return report_doc(c, J.judge(c, findings, plan), plan, started_at=1.0, duration_s=2.0)
 
 
 def read_back(tmp_path, doc: Any) -> Report:
@@ -92,19 +73,8 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 10 ** 12) |
                     st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
 
 
-def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [path]
-    if isinstance(value, dict):
-        for k, v in value.items():
-            out += _paths(v, (*path, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value[:3]):
-            out += _paths(v, (*path, i))
-    return out
-
-
 FULL = full_doc()
-PATHS = [p for p in _paths(FULL) if p]
+PATHS = [p for p in paths(FULL) if p]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -58,7 +58,7 @@ from preflight.watch.rules.kernel import held_by_kernel
 from preflight.watch.rules.links import slow_link
 from preflight.watch.rules.progress import cpu_untimed, pace_line, progress_unread
 from preflight.watch.rules.shared import AtCheck, blamed, clock_of
-from preflight.watch.series import JobSeries, WatchState
+from preflight.watch.series import JobSeries, RankSeries, WatchState
 from preflight.watch.starting import starting
 
 __all__ = ["STALE_FLOOR_S", "STALE_INTERVALS", "AtCheck", "judge", "stale_after"]
@@ -148,7 +148,9 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
     named: set[RankId] = {rid for f in out for rid in blame_of(f).ranks}
     for role in ("worker", "trainer", "server"):
         group = [r for r in live if r.rid.role == role and r.rid not in named]
-        if len(group) < 2:
+        if len(group) < 2 or not all(_warmed(r, policy) for r in group):
+            # Fewer than two to compare, or the job still warming up: its ranks importing
+            # and building together share the host's CPUs, and who waits then is no fault.
             continue
         # The ranks of a collective job step together: a pace apart is only where each
         # steps on its own (PS trainers).
@@ -175,4 +177,10 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         out.append(pace_line(job, live, unit, policy,
                              phased=any(f.check == "phase" for f in out)))
     return out
+
+
+def _warmed(r: RankSeries, policy: WatchPolicy) -> bool:
+    """Whether the rank's whole window lies after its warm-up (its first step, or its warm-up
+    given up on: series.RankSeries.warm)."""
+    return r.warm is not None and r.latest.t - policy.persist_s >= r.warm
 

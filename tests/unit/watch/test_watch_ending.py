@@ -1,7 +1,8 @@
-"""A job's end: its ranks leave one by one as they finish, a rank 0 last (saving the final
-model, tearing down with its CPU shared with its own threads' ends). Those left while the
-others are gone are finishing, not stragglers, and the ones that left first are not dead for
-it; a rank that ends while its peers step on is still named."""
+"""A job's start and end. At its start every rank imports and builds at once, sharing its
+host's CPUs: no one is compared until warmed up. At its end its ranks leave one by one as they
+finish, a rank 0 last (saving the final model, tearing down busy). Those left while the others
+are gone are finishing, not stragglers, and the ones that left first are not dead for it; a
+rank that ends while its peers step on is still named."""
 
 from __future__ import annotations
 
@@ -89,3 +90,19 @@ def test_a_rank_that_ends_in_error_while_the_job_ends_is_no_ending():
     assert not any(f.check == "ending" for judged in every for f in judged)
     dead = [f for judged in every for f in judged if f.check == "dead"]
     assert dead and dead[0].hosts == ("node03",), dead[:1]
+
+
+def test_ranks_warming_up_together_short_of_cpu_name_nobody():
+    """Launched together, every rank imports and builds before its first step: the host's
+    CPUs are shared by all of them, rank 0 busiest and waiting most. No one is named for it."""
+    hosts = cluster(4, steps_per_s=0.0, busy=0.4, wait=0.25)
+    hosts[0].ranks[0].busy, hosts[0].ranks[0].wait = 1.1, 0.6
+    every: list[list[Finding]] = []
+
+    def change(t):
+        if t == 25:  # warmed up: each steps, at its own design's figures
+            for h in hosts:
+                h.ranks[0].steps_per_s, h.ranks[0].busy, h.ranks[0].wait = 10.0, 0.4, 0.02
+
+    watched(hosts, 60, change=change, every=every)
+    nobody_named(every)

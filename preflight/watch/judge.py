@@ -183,4 +183,3 @@ def _warmed(r: RankSeries, policy: WatchPolicy) -> bool:
     """Whether the rank's whole window lies after its warm-up (its first step, or its warm-up
     given up on: series.RankSeries.warm)."""
     return r.warm is not None and r.latest.t - policy.persist_s >= r.warm
-

@@ -156,9 +156,9 @@ def unasked(report: Report, resume: bool) -> list[Action]:
         return [Action(name, ("scontrol", "update", f"nodename={name}", "state=resume"),
                        "passes (resumed only where preflight drained it)")
                 for name in passed_nodes(report)]
+    hidden = {name: hide(why) for name, why in failed_nodes(report).items()}
     return [Action(name, ("scontrol", "update", f"nodename={name}", "state=drain",
-                          f"reason={hide(why)}"), hide(why))
-            for name, why in failed_nodes(report).items()]
+                          f"reason={why}"), why) for name, why in hidden.items()]
 
 
 def apply(actions: Sequence[Action], timeout: float = 30.0) -> None:

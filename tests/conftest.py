@@ -156,9 +156,10 @@ def _interrupt(signum: int, frame: object) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _no_terminal_size() -> Iterator[None]:
-    # preflight fits its lines to $COLUMNS where its output is a pipe (120 without); the
-    # tests read whole lines. pytest-xdist's workers inherit a COLUMNS of 80 from somewhere
-    # in pytest, and a developer's shell may export its own.
+    # preflight keeps its lines whole where its output is a pipe, whatever COLUMNS says; a
+    # terminal's lines it fits to COLUMNS. pytest-xdist's workers inherit a COLUMNS of 80
+    # from somewhere in pytest, and a developer's shell may export its own: the tests that
+    # read lines should not depend on either.
     saved = {k: os.environ.pop(k) for k in ("COLUMNS", "LINES") if k in os.environ}
     yield
     os.environ.update(saved)
@@ -183,19 +184,57 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     (the OOM killer, a full table), memory and disk. A signal from outside the test leaves
     no other trace, and CI shows only the failure's text."""
     report = yield
-    if report.skipped and os.environ.get("CI") and not hasattr(report, "wasxfail") \
-            and not item.get_closest_marker("gpu"):
-        # In CI only the GPU tests may skip: a test that skips there (a missing namespace,
-        # Slurm, image or tool) has proven nothing, and passes silently in the count.
-        why = str(report.longrepr[2] if isinstance(report.longrepr, tuple)
-                  else report.longrepr).removeprefix("Skipped: ")
-        report.outcome = "failed"
-        report.longrepr = f"skipped in CI, where only the GPU tests may skip: {why}"
+    if os.environ.get("CI"):
+        unproven = _unproven(report, gpu=item.get_closest_marker("gpu") is not None)
+        if unproven:
+            report.outcome = "failed"
+            report.longrepr = unproven
     if report.failed and call.when == "call" and item.get_closest_marker("cluster"):
         report.sections.append(("machine state when it failed", _machine_state()))
         logs = _sshd_logs(item)
         if logs:
             report.sections.append(("what the simulated hosts' sshd logged", logs))
+    return report
+
+
+# The one reason a test may skip in CI: CI has no GPU. A GPU test that skips for any other
+# reason there (a missing library, a broken build) has proven nothing either.
+NO_GPU = "no NVIDIA GPU on this machine"
+
+
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    return str(report.longrepr[2] if isinstance(report.longrepr, tuple)
+               else report.longrepr).removeprefix("Skipped: ")
+
+
+def _unproven(report: pytest.TestReport | pytest.CollectReport, gpu: bool) -> str:
+    """Why a report proved nothing in CI ("" when it did): a skip (a missing namespace,
+    Slurm, image or tool), which passes silently in the count, other than a GPU test's for
+    want of a GPU; an expected failure, failed or passed, whose assertion nobody reads."""
+    if hasattr(report, "wasxfail"):
+        return f"marked xfail, which CI does not allow: {report.wasxfail or 'no reason given'}"
+    if not report.skipped:
+        return ""
+    why = _skip_reason(report)
+    if gpu and why == NO_GPU:
+        return ""
+    return f"skipped in CI, where only the GPU tests may skip, for want of a GPU: {why}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector
+                               ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """A module that skips itself whole (pytest.skip(allow_module_level=True), a failed
+    importorskip) is held to the rule of its tests: in CI it fails unless it is a GPU test
+    module without a GPU."""
+    report = yield
+    if os.environ.get("CI") and isinstance(collector, pytest.Module):
+        # A module that skipped cannot be imported again to read its marks: tests/gpu is the
+        # GPU tests' folder.
+        unproven = _unproven(report, gpu="gpu" in collector.path.parts[-2:-1])
+        if unproven:
+            report.outcome = "failed"
+            report.longrepr = unproven
     return report
 
 

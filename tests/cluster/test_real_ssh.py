@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,7 +18,6 @@ import pytest
 from conftest import SHARED_CPU
 from jobscripts import PS_FLEET
 
-import preflight
 from preflight.testing import testbed
 from preflight.transport.ssh import knownhosts
 
@@ -96,13 +94,7 @@ class RealCluster:
     def __init__(self, tb: testbed.Testbed, user: str, ca: str) -> None:
         self.tb, self.user, self.ca = tb, user, ca
         self.home = tb.home(user)
-        # The code under test, as installed for this process (checks/ and inventory/ mapped
-        # in), copied where the user can read it: the checkout may be under /root.
-        self.code = os.path.join(self.home, "code")
-        shutil.copytree(os.path.dirname(preflight.__file__),
-                        os.path.join(self.code, "preflight"),
-                        ignore=shutil.ignore_patterns("__pycache__"))
-        testbed.run(["chmod", "-R", "a+rX", self.code])
+        self.python, self.code = tb.code_for(user)
 
     def path(self, name: str) -> str:
         return os.path.join(self.home, name)
@@ -123,7 +115,7 @@ class RealCluster:
     def preflight(self, *args: str, timeout: float = 240) -> Run:
         report = self.path(f"report-{time.monotonic_ns()}.json")
         json_args = ["--json", report] if args[0] == "check" else []
-        p = self.run(CONTROLLER, "-m", "preflight", *args, *json_args, timeout=timeout)
+        p = self.run(self.python, "-m", "preflight", *args, *json_args, timeout=timeout)
         doc = {}
         if os.path.exists(report):
             with open(report) as fh:

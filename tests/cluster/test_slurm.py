@@ -420,10 +420,11 @@ def test_drain_without_operator_rights_is_refused_in_one_line(rig):
         json.dump(doc, fh)
     os.chmod(report, 0o644)
     user = rig.tb.add_user()
-    argv = [sys.executable, "-m", "preflight", "drain", report, "--apply"]
+    python, code = rig.tb.code_for(user)
+    argv = [python, "-m", "preflight", "drain", report, "--apply"]
     p = subprocess.run(rig.tb.client_cmd(argv, user=user), capture_output=True, text=True,
-                       timeout=60, env=dict(rig.slurm.env, PYTHONSAFEPATH="1"),
-                       cwd=rig.tb.base)
+                       timeout=60, env=dict(rig.slurm.env, PYTHONSAFEPATH="1",
+                                            PYTHONPATH=code), cwd=rig.tb.base)
     assert p.returncode == 2, p.stdout + p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("preflight: error: drain: scontrol "

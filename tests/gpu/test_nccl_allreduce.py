@@ -10,6 +10,7 @@ import shutil
 import subprocess
 
 import pytest
+from conftest import NO_GPU
 
 from preflight.network.allreduce import run_allreduce
 from preflight.network.allreduce_cmd import AllReduceOptions
@@ -38,7 +39,7 @@ def paddle_has_cuda() -> bool:
 def test_nccl_allreduce_on_local_gpus():
     n = gpu_count()
     if n == 0:
-        pytest.skip("no NVIDIA GPU on this machine")
+        pytest.skip(NO_GPU)
     if not paddle_has_cuda():
         pytest.skip(f"{PYTHON} has no GPU build of Paddle (set PREFLIGHT_GPU_PYTHON)")
     member = Member("local", LocalRemote("local"), PYTHON, "127.0.0.1", nproc=n)

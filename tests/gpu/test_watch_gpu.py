@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import pytest
+from conftest import NO_GPU
 
 from preflight.hostside import sampler_gpu as G
 
@@ -32,7 +33,7 @@ BURN = ("import torch, time\n"
 def smi() -> str:
     path = shutil.which("nvidia-smi")
     if path is None or not G.has_driver():
-        pytest.skip("no NVIDIA GPU on this machine")
+        pytest.skip(NO_GPU)
     return path
 
 

@@ -11,7 +11,7 @@ import signal
 from collections.abc import Sequence
 from typing import Optional
 
-from preflight.testing.rig.system import BedState, netns_inode, pids_in_netns, run
+from preflight.testing.rig.system import TESTENV, BedState, netns_inode, pids_in_netns, run
 
 
 class RealShapes(BedState):
@@ -32,6 +32,20 @@ class RealShapes(BedState):
         shutil.copy(self.identity + ".pub", os.path.join(ssh_dir, "authorized_keys"))
         run(["chown", "-R", f"{name}:{name}", ssh_dir])
         return name
+
+    def code_for(self, user: str) -> tuple[str, str]:
+        """The code under test, as installed for this process (checks/ and inventory/ mapped
+        in), copied where the user can read it, and the test environment's controller python
+        that runs it (PYTHONPATH=the copy): the checkout and its venv may lie under a
+        directory only root can enter (root's home, 0700, where root clones by default)."""
+        import preflight
+
+        code = os.path.join(self.home(user), "code")
+        if not os.path.isdir(code):
+            shutil.copytree(os.path.dirname(preflight.__file__), os.path.join(code, "preflight"),
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            run(["chmod", "-R", "a+rX", code])
+        return os.path.join(TESTENV, "controller", "bin", "python"), code
 
     def home(self, user: str) -> str:
         import pwd

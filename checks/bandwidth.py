@@ -18,7 +18,7 @@ from preflight.checks.cpu_cores import short_of_cpu
 from preflight.common import localise
 from preflight.common.units import hosts_text, rate
 from preflight.model.cluster import Cluster
-from preflight.model.findings import Finding, Status
+from preflight.model.findings import EXPLAINED_BY, Finding, Status
 from preflight.model.measure import NIC_OVERRUN, NIC_PHYSICAL, RETEST, LinkRun, NetworkTests
 from preflight.model.policy import Limits
 
@@ -248,7 +248,7 @@ def _slow_host(host: str, directions: tuple[str, ...], survey: Sequence[LinkRun]
             f"{host}: slow host, explained by its CPU ({cpu}): iperf3 and the job's "
             f"communication are CPU-bound there; {seen}; {again}: fix its CPU first "
             "(cpu-cores), not its NIC"),
-            {**data, "explained_by": explained(host, f"its links are slow: {what} with every "
+            {**data, EXPLAINED_BY: explained(host, f"its links are slow: {what} with every "
                                                      f"peer; {yard}")})
     return Finding(NAME, status, (host,), f"{host}: slow host: {seen}; {again}: check its "
                    "NIC, cable, link speed (ethtool) and driver", data)
@@ -284,7 +284,7 @@ def _slow_path(sender: str, receiver: str, survey: Sequence[LinkRun],
         return Finding(NAME, status, (sender, receiver), (
             f"{pair}: slow path, explained by {starved}'s CPU ({short[starved]}): "
             f"{seen}; retest {rate(again.bps)}: fix its CPU first (cpu-cores), not the "
-            "path"), {**data, "explained_by": explained(
+            "path"), {**data, EXPLAINED_BY: explained(
                 starved, f"the path {pair} is slow: retest {rate(again.bps)}; {yard}")})
     return Finding(NAME, status, (sender, receiver), f"{pair}: slow path, {seen}; retest "
                    f"{rate(again.bps)}: check the switch ports, cabling and routes between "
@@ -344,7 +344,7 @@ def _loss(survey: Sequence[LinkRun], loc: localise.Localisation | None, limits: 
                                    "typical_loss_pct": typical,
                                    "cpu": short[starved] if starved else None}
         if starved:
-            data["explained_by"] = explained(starved, f"{r.sender} -> {r.receiver} loses "
+            data[EXPLAINED_BY] = explained(starved, f"{r.sender} -> {r.receiver} loses "
                                                       f"{loss:.2g}% of segments at {rate(r.bps)}")
         yield Finding(NAME, Status.WARN, (r.sender, r.receiver), (
             f"{r.sender} -> {r.receiver}: {loss:.2g}% of segments retransmitted "

@@ -21,7 +21,7 @@ from preflight.model.facts import (
     SectionError,
     ShmFacts,
 )
-from preflight.model.findings import Finding, Status
+from preflight.model.findings import Explanation, Finding, Status
 
 T = TypeVar("T")
 MIB = 1 << 20
@@ -185,7 +185,7 @@ def mib_floor(check: str, mib: dict[str, int], warn: int, fail: int,
 
 
 def explained_by_cpu(host: str, evidence: str) -> dict[str, str]:
-    """What a finding's data carries (its "explained_by") when cpu-cores' finding on host
+    """What a finding's data carries under EXPLAINED_BY when cpu-cores' finding on host
     explains it: the judge folds it into that finding as evidence, so that one fault is one
     finding with one status (evidence: what this finding saw, said without the host)."""
-    return {"check": "cpu-cores", "host": host, "evidence": evidence}
+    return Explanation("cpu-cores", host, evidence).as_data()

@@ -14,7 +14,7 @@ from preflight.checks.neighbours import too_small
 from preflight.common.units import hosts_text, port_ranges
 from preflight.model.cluster import Cluster
 from preflight.model.facts import PortsFacts
-from preflight.model.findings import Finding, Status
+from preflight.model.findings import EXPLAINED_BY, Explanation, Finding, Status
 from preflight.model.measure import PortReach
 from preflight.model.policy import DEFAULT_PORTS
 
@@ -135,9 +135,9 @@ def _explained(data: dict[str, object], ends: Sequence[str], full: set[str],
     host = next((h for h in ends if h in full), None)
     if host is None:
         return data
-    return {**data, "explained_by": {
-        "check": "neighbours", "host": host,
-        "evidence": f"the job's ports did not answer between {hosts_text(list(ends))}"}}
+    return {**data, EXPLAINED_BY: Explanation(
+        "neighbours", host,
+        f"the job's ports did not answer between {hosts_text(list(ends))}").as_data()}
 
 
 def _role(reach: Sequence[PortReach], host: str) -> str:

@@ -11,7 +11,7 @@ from preflight.checks.cpu_cores import short_of_cpu
 from preflight.common import localise
 from preflight.common.units import rate
 from preflight.model.cluster import Cluster
-from preflight.model.findings import Finding, Status
+from preflight.model.findings import EXPLAINED_BY, Finding, Status
 from preflight.model.measure import FanIn
 
 NAME = "ps-fanin"
@@ -68,7 +68,7 @@ def check(cluster: Cluster) -> Iterator[Finding]:
         data: dict[str, object] = {"total_bps": total, "reference_bps": ref,
                                    "senders": {s: r.received_bps for s, r in fan.runs.items()}}
         if host in short:
-            data["explained_by"] = explained_by_cpu(
+            data[EXPLAINED_BY] = explained_by_cpu(
                 host, f"as a PS server its {len(fan.runs)} trainer host(s) at once deliver "
                       f"{rate(total)} in all vs {rate(ref)} a healthy link carries")
         yield Finding(NAME, status, (host,), _message(fan, total, ref, short, slow_link), data)

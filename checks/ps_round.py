@@ -12,7 +12,7 @@ from preflight.common.paddlelog import GLOO_PEER
 from preflight.common.ps_failure import ran_out_of_time
 from preflight.common.units import hosts_text
 from preflight.model.cluster import Cluster
-from preflight.model.findings import Finding, Status
+from preflight.model.findings import EXPLAINED_BY, Finding, Status
 from preflight.model.measure import PsRound, PsServer, PsTrainer
 
 NAME = "ps-round"
@@ -164,7 +164,7 @@ def _trainer(ps: PsRound, t: PsTrainer, median: float, short: Mapping[str, str])
     peers = hosts_text(sorted({x.host for x in ps.trainers if x.host != t.host}))
     data: dict[str, object] = {"steps_per_s": t.steps_per_s, "median_steps_per_s": median}
     if t.host in short:
-        data["explained_by"] = explained_by_cpu(
+        data[EXPLAINED_BY] = explained_by_cpu(
             t.host, f"its trainer {t.index} of the PS round steps at {t.steps_per_s:.3g}/s vs "
                     f"{median:.3g} median")
     return Finding(NAME, Status.WARN, (t.host,),

@@ -14,6 +14,7 @@ from preflight.model.cluster import Cluster
 from preflight.model.findings import (
     BLOCKING,
     NEEDS_FIX,
+    Explanation,
     FailOn,
     Finding,
     Judgement,
@@ -50,22 +51,22 @@ WORSE = (Status.PASS, Status.WARN, Status.FAIL)
 
 
 def fold_explained(findings: Sequence[Finding]) -> list[Finding]:
-    """Folds each finding that another explains (its data's "explained_by": a check and a
-    host, e.g. a slow link that the host's starved CPU explains) into that finding as its
-    evidence: one fault is one finding, named by its cause, with the worse of the two
-    statuses. A symptom whose cause found nothing (or was waived) stands as it is."""
+    """Folds each finding that another explains (its Explanation: a check and a host, e.g.
+    a slow link that the host's starved CPU explains) into that finding as its evidence: one
+    fault is one finding, named by its cause, with the worse of the two statuses. A symptom
+    whose cause found nothing (or was waived) stands as it is."""
     causes: dict[tuple[str, str], int] = {}
     for i, f in enumerate(findings):
-        if f.status in (Status.WARN, Status.FAIL) and not f.data.get("explained_by"):
+        if f.status in (Status.WARN, Status.FAIL) and Explanation.of(f.data) is None:
             for h in f.hosts:  # a shared cause (one table of several hosts) names each
                 causes.setdefault((f.check, h), i)
     out: list[Optional[Finding]] = list(findings)
     said: set[tuple[int, str]] = set()  # (cause, symptom's check): its words said once
     for i, f in enumerate(findings):
-        by = f.data.get("explained_by")
-        if not isinstance(by, dict) or f.status not in (Status.WARN, Status.FAIL):
+        by = Explanation.of(f.data)
+        if by is None or f.status not in (Status.WARN, Status.FAIL):
             continue
-        at = causes.get((str(by.get("check")), str(by.get("host"))))
+        at = causes.get((by.check, by.host))
         cause = out[at] if at is not None else None
         if cause is None or at is None:
             continue
@@ -74,7 +75,7 @@ def fold_explained(findings: Sequence[Finding]) -> list[Finding]:
             "check": f.check, "status": f.status.value, "hosts": list(f.hosts),
             "message": f.message}]
         message = cause.message if (at, f.check) in said else \
-            f"{cause.message}; it explains what {f.check} saw: {by.get('evidence')}"
+            f"{cause.message}; it explains what {f.check} saw: {by.evidence}"
         said.add((at, f.check))
         out[at] = replace(cause, status=status, message=message,
                           data={**cause.data, "evidence": evidence})

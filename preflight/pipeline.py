@@ -29,11 +29,9 @@ from preflight.network.orchestrate import (
     NetworkOptions,
     resolve_ip,
     run_allreduce_stage,
-    run_fanin_stage,
     run_link_tests,
-    run_ps_stage,
-    run_reach_stage,
 )
+from preflight.network.plan_stages import run_fanin_stage, run_ps_stage, run_reach_stage
 from preflight.placement.planner import plan as make_plan
 from preflight.report import build, terminal
 from preflight.report.jsonreport import STDOUT

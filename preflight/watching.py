@@ -18,13 +18,11 @@ from preflight.common.units import hostlist
 from preflight.config.errors import UsageError
 from preflight.model.host import Via
 from preflight.model.report import Report
-from preflight.model.watch import SCHEDULER_RUNNING, LaunchFailure, SchedulerEnd, WatchPolicy
+from preflight.model.watch import LaunchFailure, SchedulerEnd, WatchPolicy
 from preflight.report import jsonreport, terminal
 from preflight.transport import table
 from preflight.transport.base import HostQuery
 from preflight.transport.slurm import drain
-from preflight.transport.slurm import steps as slurm
-from preflight.transport.slurm.transport import SlurmTransport
 from preflight.watch import record
 from preflight.watch.judge import AtCheck
 from preflight.watch.metrics import MetricsError
@@ -117,8 +115,8 @@ def _watch_once(req: WatchRequest, plan: Optional[str], token: str, jobid: Optio
             fmt = source.fmt if fmt == "auto" else fmt
     fmt = table.inventory_format(via, inventory, fmt)
     transport = table.new(via, inventory, fmt)
-    if isinstance(transport, SlurmTransport) and jobid:
-        transport.job = slurm.Allocation(jobid)
+    if jobid:
+        transport.follow(jobid)
     try:
         hosts = transport.hosts(HostQuery(inventory, fmt, ssh_config,
                                           cli_timeout=req.cli_timeout))
@@ -145,17 +143,11 @@ def _watch_once(req: WatchRequest, plan: Optional[str], token: str, jobid: Optio
             return launched.failed if launched else None
 
         def scheduler_end() -> Optional[SchedulerEnd]:
-            # The Slurm job the samplers run in (--jobid, the launch's, or the allocation the
-            # watch runs inside); not one preflight holds for itself: its end is the watch's.
-            alloc = transport.job if isinstance(transport, SlurmTransport) else None
-            if alloc is None or alloc.own or (actor is not None and actor.stopped):
-                return None  # no scheduler's job, or the watch stopped it itself (--act)
-            try:
-                state, reason = slurm.job_state(alloc.job_id)
-            except slurm.SlurmError:
-                return None  # Slurm not answering is no end: the samplers say the rest
-            return None if state in SCHEDULER_RUNNING else \
-                SchedulerEnd(alloc.job_id, state, reason)
+            # The scheduler's job the samplers run in (--jobid, the launch's, or the
+            # allocation the watch runs inside): its end is the watch's.
+            if actor is not None and actor.stopped:
+                return None  # the watch stopped it itself (--act)
+            return transport.job_end()
 
         policy = req.policy
         opts = WatchOptions(policy, SamplerOptions(

@@ -14,7 +14,7 @@ import os
 import time
 from typing import Optional
 
-from preflight.hostside.probe import cpu_list
+from preflight.hostside.probe_cpu import cpu_list
 from preflight.testing.rig.system import CGROUP_CPUSET as CPUSET
 from preflight.testing.rig.system import own_cpuset
 

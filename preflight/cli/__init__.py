@@ -1,8 +1,9 @@
 """The command line: arguments -> a subcommand -> its exit code; and the one map from an
 error to an exit code (2 bad input, 3 internal error, 130 interrupted).
 
-- args: the parser, its subcommands and the types of their values
-- commands: each subcommand, from its flags to typed options, a run and its exit code
+- args: the parser and its subcommands; values: the types of their values
+- commands: each subcommand, from its flags to typed options, a run and its exit code;
+  watchcmd: the watch's, and the report of a watch's log
 """
 
 from __future__ import annotations

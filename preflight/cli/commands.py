@@ -1,5 +1,5 @@
 """The subcommands: each turns its flags into typed options, runs, prints, and returns its exit
-code. The only module that reads argparse's Namespace."""
+code. With watchcmd (the watch's), the only modules that read argparse's Namespace."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ import time
 from dataclasses import replace
 from typing import Any, Optional, TextIO
 
-from preflight import judge, pipeline, replaying, watching
-from preflight.act import launches
+from preflight import judge, pipeline
 from preflight.act.launch import LaunchOptions, load_plan
-from preflight.act.recover import ActOptions
-from preflight.act.rehearse import Acting
-from preflight.cli.args import build_parser
+from preflight.cli.args import DEFAULT_CONNECT_TIMEOUT, build_parser
+from preflight.cli.watchcmd import cmd_watch, watch_report
 from preflight.collect.fanout import CollectOptions
 from preflight.common import profile
 from preflight.common.secrets import scrub
@@ -29,7 +27,6 @@ from preflight.model.baseline import Audit
 from preflight.model.findings import Verdict
 from preflight.model.host import Via
 from preflight.model.report import Report
-from preflight.model.watch import WatchPolicy
 from preflight.network.allreduce_cmd import AllReduceOptions
 from preflight.network.iperf import IperfOptions
 from preflight.network.orchestrate import NetworkOptions
@@ -41,9 +38,8 @@ from preflight.transport import table
 from preflight.transport.base import HostQuery
 from preflight.transport.slurm import drain, health
 from preflight.transport.slurm import steps as slurm
-from preflight.watch import page, replay, view
+from preflight.watch import replay
 
-DEFAULT_CONNECT_TIMEOUT = 10.0
 EXIT_GO, EXIT_NO_GO, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
@@ -122,7 +118,7 @@ def human_stream(args: argparse.Namespace) -> TextIO:
 
 def _show(report: Report, args: argparse.Namespace) -> None:
     """The terminal view of a report: the verdict line alone with -q, every finding in full
-    with -v, cut to the terminal's width (the text file or pipe it goes to: 120 columns)."""
+    with -v, cut to a terminal's width (whole in a file or a pipe)."""
     out = human_stream(args)
     report = scrub(report)  # its secrets hidden, as in every report file
     color = terminal.use_color(args.color, out)
@@ -199,7 +195,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     if replay.is_watch_log(args.report):
-        return _watch_report(args)
+        return watch_report(args)
     doc: Optional[dict[str, Any]] = None  # a saved report's: keys a later release added
     if runlog.is_log(args.report):
         report = _judge_log(args.report)
@@ -212,27 +208,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     files.write(wanted, report, doc)
     _show(report, args)
     return EXIT_GO if report.verdict is Verdict.GO else EXIT_NO_GO
-
-
-def _watch_report(args: argparse.Namespace) -> int:
-    """A watch's log: its course on the terminal, --html its ranks over time; exit 0 when it
-    ended with nothing holding the job, 1 otherwise."""
-    other = [f for f in ("json", "junit", "markdown") if getattr(args, f, None)]
-    if other:
-        raise UsageError(f"report: {args.report} is a watch's log: it renders to the terminal "
-                         f"and --html, not --{other[0]}")
-    log = replay.read(args.report)
-    if args.html:
-        try:
-            jsonreport.write_text_atomic(args.html, page.page(log))
-        except OSError as e:
-            raise UsageError(f"report: --html {args.html}: {e.strerror or e}") from None
-    width = terminal.width_of(sys.stdout)
-    for line in page.text(log):
-        print(line if width <= 0 or len(line) <= width else line[:width - 3] + "...")
-    # A log cut by a kill ends with what was still open then: a failure said and never
-    # cleared holds the job as much as one in a last judgement.
-    return 0 if all(e.get("status") == "pass" for e in log.final()) else 1
 
 
 def _judge_log(path: str) -> Report:
@@ -337,86 +312,6 @@ def cmd_launch(args: argparse.Namespace) -> int:
         return transport.launch(nodes, source, query, opts)
     finally:
         transport.close()
-
-
-def cmd_watch(args: argparse.Namespace) -> int:
-    """Exit 0 when the job runs with no finding, 1 when something holds it (or it could not
-    be watched), 130 when interrupted."""
-    if args.replay:
-        return _watch_replay(args)
-    _watch_settings(args)
-    result = watching.run(watching.WatchRequest(
-        args.argv, args.transport, args.inventory, args.inventory_format, args.ssh_config,
-        args.connect_timeout or DEFAULT_CONNECT_TIMEOUT, args.connect_timeout is not None,
-        args.accept_new_host_keys,
-        WatchPolicy(args.interval, args.margin, args.persist, args.hang_after,
-                    args.phase_max, args.phase_pattern),
-        args.step_pattern, args.plan, args.marker or "", args.jobid, args.any_job,
-        args.duration or None, args.once, args.metrics_port, args.metrics_address,
-        args.metrics_textfile, _act_options(args) if args.act else None, args.log,
-        int(args.log_max_mb * (1 << 20))))
-    if args.once:
-        width = terminal.width_of(sys.stdout)
-        for f in result.findings:
-            print(view.line(f, width))
-    return result.code
-
-
-def _watch_replay(args: argparse.Namespace) -> int:
-    """--replay: the logs judged again, with what --act would have done (nothing run)."""
-    given = [o for o, v in (("--plan", args.plan), ("-i", args.inventory),
-                            ("--once", args.once), ("--act", args.act)) if v]
-    if given:
-        raise UsageError(f"watch: --replay judges logs, it watches no hosts: {given[0]} "
-                         "does not go with it (the log's own settings are used)")
-    return replaying.replay_logs(args.replay, Acting(args.act_max, args.act_cooldown,
-                                                     args.act_after),
-                                 sys.stdout, terminal.width_of(sys.stdout))
-
-
-def _watch_settings(args: argparse.Namespace) -> None:
-    """Refuses settings under which the watch could not judge what it says it judges."""
-    if args.persist < 2 * args.interval:
-        raise UsageError(f"watch: --persist {args.persist:g}s is shorter than two samples "
-                         f"(2 x --interval {args.interval:g}s): nothing could be seen to "
-                         f"persist; give --persist {2 * args.interval:g}s or more, or a "
-                         "shorter --interval")
-    if args.margin <= 0:
-        raise UsageError("watch: --margin 0 would name a rank a hair slower than its peers' "
-                         "median: give a fraction above 0 and below 1 (0.25: slower than "
-                         "0.75 x the median)")
-
-
-def _act_options(args: argparse.Namespace) -> ActOptions:
-    """--act's options: the plan's launch to act on, as it was launched."""
-    if not args.plan:
-        raise UsageError("watch: --act needs --plan REPORT, the report the job was launched "
-                         "from: it is checked again without the host named, and launched again")
-    if args.any_job:
-        raise UsageError("watch: --act acts on the job preflight launch started, not on "
-                         "--any-job")
-    if args.marker:
-        launched = launches.by_token(args.marker)
-    else:
-        # The newest launch of the plan whose job runs: started just before (`preflight
-        # launch ... &`), its record comes once its launchers start; an earlier launch of
-        # the same report whose job has ended is never the one to act on.
-        launched = launches.running(args.plan, launches.LAUNCH_WAIT_S)
-        if launched is None:
-            gone = launches.newest(args.plan)
-            if gone is not None:
-                raise UsageError(
-                    f"watch: --act: the newest preflight launch of {args.plan} (marker "
-                    f"{gone.token}, started "
-                    f"{time.strftime('%H:%M:%S', time.localtime(gone.started))}) no longer "
-                    f"runs, and no other started within {launches.LAUNCH_WAIT_S:g} s: "
-                    "launch the job with preflight launch --plan, then watch it")
-    if launched is None or not launched.script:
-        raise UsageError(f"watch: --act: no preflight launch of {args.plan} is recorded on "
-                         "this machine with its script (launch the job with preflight launch "
-                         f"--plan, then watch it; waited {launches.LAUNCH_WAIT_S:g} s for one)")
-    return ActOptions(args.plan, launched, args.act_max, args.act_cooldown,
-                      args.accept_new_host_keys, act_after_s=args.act_after)
 
 
 COMMANDS = {"check": cmd_check, "audit": cmd_audit, "baseline": cmd_baseline,

@@ -5,5 +5,6 @@
 - fanout: the probe on every host, bounded in concurrency and time -> HostOutcomes
 - container: the probe's argument for a host whose job runs in a container
 (the probe itself, and how it travels, is hostside's)
-- parse, smi: the probe's output (untrusted) -> HostFacts
+- parse (with parse_net, parse_gpu and their typed readers, fields), smi: the probe's
+  output (untrusted) -> HostFacts
 """

@@ -1,93 +1,31 @@
-"""Turns the probe's JSON output (untrusted) into HostFacts, with size and type limits."""
+"""Turns the probe's JSON output (untrusted) into HostFacts, with size and type limits: the
+document, and the host's system, CPU, memory, files, environment, container and clock
+sections; the network's in parse_net, the GPUs' and Paddle's in parse_gpu, all read through
+the typed readers of fields."""
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import math
 from collections.abc import Callable
-from dataclasses import replace
-from typing import Any, Optional, TypeVar, Union
+from typing import Any, Optional, Union
 
-from preflight.collect.smi import parse_smi_csv
-from preflight.common.gpumode import fabric, mode
-from preflight.common.literal import one_of
+from preflight.collect.fields import MAX_ITEMS as MAX_ITEMS
+from preflight.collect.fields import MAX_STR as MAX_STR
+from preflight.collect.fields import Malformed as Malformed
+from preflight.collect.fields import b, f, i, items, obj, req, s, strings
+from preflight.collect.parse_gpu import gpu as gpu
+from preflight.collect.parse_gpu import paddle as paddle
+from preflight.collect.parse_net import network as network
+from preflight.collect.parse_net import ports as ports
 from preflight.common.remote import MAX_OUTPUT
 from preflight.common.secrets import HOST_HIDDEN, hide_variable
 from preflight.model import facts as F
-from preflight.model.facts import GPU_SOURCES
 
 SCHEMA = 1
-MAX_STR = 4096
-MAX_ITEMS = 1024
-
-T = TypeVar("T")
 
 
 class ProbeOutputError(Exception):
     """The probe's output as a whole is unusable (not JSON, wrong schema, too large)."""
-
-
-class Malformed(Exception):
-    """One field of one section has the wrong type or shape."""
-
-
-def _get(d: dict[str, Any], key: str) -> Any:
-    return d.get(key)
-
-
-def s(d: dict[str, Any], key: str, required: bool = True) -> Optional[str]:
-    v = _get(d, key)
-    if v is None and not required:
-        return None
-    if not isinstance(v, str):
-        raise Malformed(f"{key}: expected a string, got {type(v).__name__}")
-    return v[:MAX_STR]
-
-
-def i(d: dict[str, Any], key: str, required: bool = True) -> Optional[int]:
-    v = _get(d, key)
-    if v is None and not required:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise Malformed(f"{key}: expected an integer, got {type(v).__name__}")
-    return v
-
-
-def f(d: dict[str, Any], key: str, required: bool = True) -> Optional[float]:
-    v = _get(d, key)
-    if v is None and not required:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise Malformed(f"{key}: expected a number, got {v!r:.40}")
-    return float(v)
-
-
-def b(d: dict[str, Any], key: str) -> Optional[bool]:
-    v = _get(d, key)
-    if v is not None and not isinstance(v, bool):
-        raise Malformed(f"{key}: expected true/false, got {type(v).__name__}")
-    return v
-
-
-def obj(v: Any, what: str) -> dict[str, Any]:
-    if not isinstance(v, dict):
-        raise Malformed(f"{what}: expected an object, got {type(v).__name__}")
-    return v
-
-
-def items(v: Any, what: str) -> list[Any]:
-    if not isinstance(v, list):
-        raise Malformed(f"{what}: expected a list, got {type(v).__name__}")
-    if len(v) > MAX_ITEMS:
-        raise Malformed(f"{what}: {len(v)} items, more than the limit of {MAX_ITEMS}")
-    return v
-
-
-def req(v: Optional[T]) -> T:
-    """Narrows a value that a required=True accessor already guaranteed."""
-    assert v is not None
-    return v
 
 
 def system(d: dict[str, Any]) -> F.SystemFacts:
@@ -154,73 +92,6 @@ def limits(d: dict[str, Any]) -> F.LimitsFacts:
     return F.LimitsFacts(nofile=lim("nofile"), memlock=lim("memlock"))
 
 
-def network(d: dict[str, Any]) -> F.NetworkFacts:
-    out = []
-    for n, raw in enumerate(items(d.get("interfaces"), "interfaces")):
-        x = obj(raw, f"interfaces[{n}]")
-        addrs = tuple(a[:MAX_STR] for a in items(x.get("addresses", []), "addresses")
-                      if isinstance(a, str))
-        out.append(F.Interface(name=req(s(x, "name")), mtu=i(x, "mtu", False),
-                               state=s(x, "state", False), speed_mbps=i(x, "speed_mbps", False),
-                               addresses=addrs))
-    route = d.get("default_route")
-    ib = d.get("infiniband")
-    return F.NetworkFacts(
-        interfaces=tuple(out),
-        default_route=route[:64] if isinstance(route, str) else None,
-        infiniband=tuple(x[:64] for x in items(ib, "infiniband") if isinstance(x, str))
-        if isinstance(ib, list) else (),
-        reached_at=_ip(d.get("reached_at")), ib_ports=_ib_ports(d.get("ib_ports")),
-        **_neighbours(d.get("neighbours")))
-
-
-def _neighbours(v: Any) -> dict[str, Any]:
-    """The neighbour tables, or why they were not read (a section error; an older probe's
-    absence says so too)."""
-    if v is None:
-        return {"neighbours": None, "neighbours_error": "not reported by the probe"}
-    if isinstance(v, dict) and "error" in v:
-        return {"neighbours": None, "neighbours_error": str(v["error"])[:MAX_STR]}
-    out = []
-    try:  # a malformed table is this part's error, not the whole network section's
-        for n, raw in enumerate(items(v, "neighbours")):
-            x = obj(raw, f"neighbours[{n}]")
-            out.append(F.NeighbourTable(req(s(x, "family"))[:8], req(i(x, "thresh1")),
-                                        req(i(x, "thresh2")), req(i(x, "thresh3")),
-                                        i(x, "entries", False), i(x, "table_id", False),
-                                        i(x, "table_fulls", False)))
-    except Malformed as e:
-        return {"neighbours": None, "neighbours_error": f"malformed: {e}"}
-    return {"neighbours": tuple(out), "neighbours_error": None}
-
-
-def _ib_ports(v: Any) -> tuple[F.IbPort, ...]:
-    """A section error or an older probe's absence: no ports known."""
-    if not isinstance(v, list):
-        return ()
-    out = []
-    for n, raw in enumerate(items(v, "ib_ports")):
-        x = obj(raw, f"ib_ports[{n}]")
-        rate = s(x, "rate", False)
-        try:  # "200 Gb/sec (4X HDR)"
-            gbps: Optional[float] = float(rate.split()[0]) if rate else None
-        except ValueError:
-            gbps = None
-        out.append(F.IbPort(req(s(x, "device"))[:64], i(x, "port", False) or 0,
-                            s(x, "state", False), gbps, s(x, "link_layer", False)))
-    return tuple(out)
-
-
-def _ip(v: Any) -> Optional[str]:
-    """An IP address as the probe reported it, or None (anything else is ignored)."""
-    if not isinstance(v, str):
-        return None
-    try:
-        return str(ipaddress.ip_address(v.split("%")[0]))
-    except ValueError:
-        return None
-
-
 def files(d: dict[str, Any]) -> F.FilesFacts:
     raw = obj(d.get("files"), "files")
     if len(raw) > MAX_ITEMS:
@@ -234,15 +105,6 @@ def files(d: dict[str, Any]) -> F.FilesFacts:
             out.append(F.FileFact(path=path[:MAX_STR], sha256=s(x, "sha256"),
                                   size=i(x, "size", False)))
     return F.FilesFacts(files=tuple(out))
-
-
-def ports(d: dict[str, Any]) -> F.PortsFacts:
-    raw = d.get("tcp")
-    if not isinstance(raw, list) or len(raw) > 65536:
-        raise Malformed("tcp: expected a list of at most 65536 ports")
-    if not all(isinstance(p, int) and 0 <= p < 65536 for p in raw):
-        raise Malformed("tcp: every port must be an integer 0-65535")
-    return F.PortsFacts(tcp=tuple(sorted(set(raw))))
 
 
 def env(d: dict[str, Any]) -> F.EnvFacts:
@@ -259,130 +121,6 @@ def env(d: dict[str, Any]) -> F.EnvFacts:
     return F.EnvFacts(vars=tuple(pairs))
 
 
-def _xid(d: dict[str, Any]) -> tuple[Optional[tuple[tuple[str, int, str], ...]],
-                                     Optional[str]]:
-    x = d.get("xid")
-    if not isinstance(x, dict):
-        return None, None
-    if "error" in x:
-        return None, s(x, "error", False)
-    out = []
-    for n, raw in enumerate(items(x.get("events", []), "xid.events")):
-        if not (isinstance(raw, list) and len(raw) == 3 and isinstance(raw[1], int)):
-            raise Malformed(f"xid.events[{n}]: expected [pci, code, text]")
-        out.append((str(raw[0])[:64], raw[1], str(raw[2])[:MAX_STR]))
-    return tuple(out), None
-
-
-def gpu(d: dict[str, Any]) -> F.GpuFacts:
-    facts = _gpu(d)
-    xid, why = _xid(d)
-    return replace(facts, xid=xid, xid_error=why)
-
-
-def _gpu(d: dict[str, Any]) -> F.GpuFacts:
-    source = s(d, "source")
-    if source == "nvidia-smi":
-        return parse_smi_csv(req(s(d, "csv_fields")), d.get("csv", "")[:65536]
-                             if isinstance(d.get("csv"), str) else "",
-                             d["apps"][:65536] if isinstance(d.get("apps"), str) else None)
-    if source not in ("nvml", "none"):
-        raise Malformed(f"source: unknown GPU source {source!r:.40}")
-    known = one_of(source, GPU_SOURCES)
-    devices = []
-    for n, raw in enumerate(items(d.get("devices", []), "devices")):
-        x = obj(raw, f"devices[{n}]")
-        if "error" in x:  # one GPU NVML could not read: its finding, the others still read
-            devices.append(F.GpuDevice(index=req(i(x, "index")), name="unreadable",
-                                       memory_total_mib=None, compute_capability=None,
-                                       error=req(s(x, "error"))))
-            continue
-        devices.append(F.GpuDevice(
-            index=req(i(x, "index")), name=req(s(x, "name")),
-            memory_total_mib=i(x, "memory_total_mib", False),
-            compute_capability=s(x, "compute_capability", False),
-            uuid=s(x, "uuid", False) or "", vbios=s(x, "vbios", False),
-            ecc_mode=mode(x.get("ecc_mode")), mig_mode=mode(x.get("mig_mode")),
-            persistence_mode=mode(x.get("persistence_mode")),
-            power_limit_w=f(x, "power_limit_w", False),
-            pcie_width=i(x, "pcie_width", False), pcie_width_max=i(x, "pcie_width_max", False),
-            nvlink_up=i(x, "nvlink_up", False),
-            **_fabric(x.get("fabric")),
-            ecc_uncorrected_volatile=i(x, "ecc_uncorrected_volatile", False),
-            retired_pages_pending=_flag(x.get("retired_pages_pending")),
-            remapped_rows_pending=b(x, "remapped_rows_pending"),
-            remapped_rows_failure=b(x, "remapped_rows_failure"),
-            clock_event_reasons=i(x, "clock_event_reasons", False),
-            processes=i(x, "processes", False)))
-    return F.GpuFacts(source=known, driver=s(d, "driver", False),
-                      cuda_driver=s(d, "cuda_driver", False), devices=tuple(devices))
-
-
-def _fabric(v: Any) -> dict[str, Any]:
-    """NVML's [state, status, health mask] as the fabric's words (model/gpumode.py)."""
-    if v is None:
-        return {}
-    if not (isinstance(v, list) and len(v) == 3
-            and all(isinstance(n, int) and not isinstance(n, bool) for n in v)):
-        raise Malformed("fabric: expected [state, status, health mask]")
-    state, problems = fabric(*v)
-    return {"fabric_state": state, "fabric_problems": problems}
-
-
-def _flag(v: Any) -> Optional[bool]:
-    """NVML returns feature states as ints (1 = enabled / pending)."""
-    if v is None:
-        return None
-    if isinstance(v, (bool, int)):
-        return bool(v)
-    raise Malformed(f"expected a flag, got {type(v).__name__}")
-
-
-def _text_or_none(v: Any) -> Optional[str]:
-    """Paddle reports 'False' / '0' / None for fields a CPU build lacks: keep them as text."""
-    if v is None:
-        return None
-    return str(v)[:256]
-
-
-def paddle(d: dict[str, Any]) -> F.PaddleFacts:
-    archs = d.get("cuda_archs")
-    return F.PaddleFacts(
-        interpreter=req(s(d, "interpreter")), available=bool(b(d, "available")),
-        reason=s(d, "reason", False), python=s(d, "python", False),
-        version=s(d, "version", False), commit=s(d, "commit", False),
-        cuda=_text_or_none(d.get("cuda")), cudnn=_text_or_none(d.get("cudnn")),
-        nccl=_text_or_none(d.get("nccl")),
-        cuda_archs=tuple(int(a) for a in items(archs, "cuda_archs") if isinstance(a, int))
-        if archs is not None else None,
-        compiled_with_cuda=b(d, "compiled_with_cuda"),
-        compiled_with_distribute=b(d, "compiled_with_distribute"),
-        ps_core=b(d, "ps_core"), nccl_runtime=_text_or_none(d.get("nccl_runtime")),
-        cudnn_runtime=_text_or_none(d.get("cudnn_runtime")),
-        gpu_visible=i(d, "gpu_visible", False), gpu_error=s(d, "gpu_error", False),
-        gpu_ops=_gpu_ops(d.get("gpu_ops")), import_s=f(d, "import_s", False),
-        protobuf=s(d, "protobuf", False))
-
-
-def _gpu_ops(v: Any) -> Optional[tuple[tuple[int, Optional[str]], ...]]:
-    if v is None:
-        return None
-    out = []
-    for n, raw in enumerate(items(v, "gpu_ops")):
-        x = obj(raw, f"gpu_ops[{n}]")
-        out.append((req(i(x, "index")), s(x, "error", False)))
-    return tuple(out)
-
-
-def _strings(v: Any, what: str) -> tuple[str, ...]:
-    if v is None:
-        return ()
-    raw = items(v, what)
-    if len(raw) > MAX_ITEMS or not all(isinstance(x, str) for x in raw):
-        raise Malformed(f"{what}: expected at most {MAX_ITEMS} strings")
-    return tuple(x[:MAX_STR] for x in raw)
-
-
 def container(d: dict[str, Any]) -> F.ContainerFacts:
     """The job's container: what the probe found and what its process runs with."""
     raw_intent = d.get("intent")
@@ -392,11 +130,11 @@ def container(d: dict[str, Any]) -> F.ContainerFacts:
         intent = F.ContainerIntent(
             network_mode=s(x, "network_mode", False), ipc_mode=s(x, "ipc_mode", False),
             shm_size_bytes=i(x, "shm_size_bytes", False),
-            devices=_strings(x.get("devices"), "intent.devices"),
-            gpu_requests=_strings(x.get("gpu_requests"), "intent.gpu_requests"))
+            devices=strings(x.get("devices"), "intent.devices"),
+            gpu_requests=strings(x.get("gpu_requests"), "intent.gpu_requests"))
     gpu_env = []
     for pair in items(d.get("gpu_env") or [], "gpu_env"):
-        kv = _strings(pair, "gpu_env")
+        kv = strings(pair, "gpu_env")
         if len(kv) != 2:
             raise Malformed("gpu_env: expected [name, value] pairs")
         gpu_env.append((kv[0][:256], kv[1]))
@@ -412,8 +150,8 @@ def container(d: dict[str, Any]) -> F.ContainerFacts:
         shm=shm(obj(d["shm"], "shm")) if isinstance(d.get("shm"), dict)
         and "error" not in d["shm"] else None,
         limits=limits(obj(d["limits"], "limits")) if d.get("limits") else None,
-        infiniband=_strings(d.get("infiniband"), "infiniband"),
-        nvidia=_strings(d.get("nvidia"), "nvidia"), gpu_env=tuple(gpu_env), intent=intent)
+        infiniband=strings(d.get("infiniband"), "infiniband"),
+        nvidia=strings(d.get("nvidia"), "nvidia"), gpu_env=tuple(gpu_env), intent=intent)
 
 
 def clock(d: dict[str, Any], received_at: float, sent_at: float = 0.0,

@@ -1,19 +1,9 @@
-# preflight's readers of /proc and of cgroups, shared by the shipped probe and the watch's
-# sampler: standard library only, Python 3.6 syntax, joined into each text (hostside/ship.py)
-# like gpu.py.
+# preflight's readers of cgroups (v1 and v2: where a process's cgroup is, its CPU quota, its
+# memory limit's files, its freezer), shared by the shipped probe and the watch's sampler:
+# standard library only, Python 3.6 syntax, joined into each text (hostside/ship.py).
 import os
 
-
-def read(path, limit=65536):
-    with open(path, "rb") as f:
-        return f.read(limit).decode("utf-8", "replace")
-
-
-def section(fn, *args):
-    try:
-        return fn(*args)
-    except Exception as e:  # one broken area must not hide the others
-        return {"error": "%s: %s" % (type(e).__name__, str(e)[:500])}
+from preflight.hostside.procfs import read as read  # joined
 
 
 def cgroup_v1_dir(controller, pid="self"):

@@ -29,7 +29,7 @@ SMI_START_S = 20.0  # for nvidia-smi to answer its first query
 MAX_PIDS = 64  # processes listed a GPU
 
 
-def gpu_source(interval_s, always=False):
+def gpu_reader(interval_s, always=False):
     """The host's GPU reader: NvmlGpus, else SmiGpus; None on a host without an NVIDIA
     driver (unless always); a dict {"error": why} where neither can be read."""
     if not always and not has_driver():

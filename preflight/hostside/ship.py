@@ -15,15 +15,19 @@ This module itself is not shipped."""
 
 from __future__ import annotations
 
+import ast
 import base64
 import functools
 import importlib.util
 import marshal
+import re
 import zlib
 from importlib import resources
 
 JOINED = "# joined"  # ends the lines of a part that only the package form needs
 MAIN_GUARD = 'if __name__ == "__main__":'
+# `from preflight.hostside.PART import NAME [as NAME], ...  # joined`: a part this one needs.
+JOINED_IMPORT = re.compile(r"^from preflight\.hostside\.(\w+) import (.+?)\s*# joined$")
 
 
 def part(name: str) -> str:
@@ -34,6 +38,84 @@ def part(name: str) -> str:
 def without_joined_lines(source: str) -> str:
     return "".join(line for line in source.splitlines(keepends=True)
                    if not line.rstrip().endswith(JOINED))
+
+
+def joined_imports(source: str) -> list[tuple[str, list[str]]]:
+    """(part, names) of each line of source marked "# joined", in order."""
+    out = []
+    for line in source.splitlines():
+        m = JOINED_IMPORT.match(line.strip())
+        if m:
+            names = []
+            for item in m.group(2).split(","):
+                name, _, alias = (x.strip() for x in item.partition(" as "))
+                if alias and alias != name:
+                    # Joined, the part's name is the one defined: an alias would name nothing.
+                    raise RuntimeError(f"hostside: {line.strip()}: a joined name keeps its name")
+                names.append(name)
+            out.append((m.group(1), names))
+    return out
+
+
+def parts_of(name: str) -> list[str]:
+    """The parts program name joins, those each needs before it, name last: read off the
+    lines marked "# joined" of each, so that a part's needs are said once, where it imports
+    them. ship's own are the sources passed on as text, not a part."""
+    order: list[str] = []
+
+    def visit(p: str, path: tuple[str, ...]) -> None:
+        if p in order:
+            return
+        if p in path:
+            raise RuntimeError(f"hostside/{p}.py: parts join in a cycle: {' -> '.join(path)}")
+        for dep, _ in joined_imports(part(p)):
+            if dep != "ship":
+                visit(dep, (*path, p))
+        order.append(p)
+    visit(name, ())
+    return order
+
+
+def defined_names(source: str) -> set[str]:
+    """The names a part defines at its top level (functions, classes, assignments)."""
+    out: set[str] = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign):
+            out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            out.add(node.target.id)
+    return out
+
+
+def join(name: str) -> str:
+    """Program name as one text: the sources passed on as text (what its parts import from
+    ship), then every part it joins, each without its joined lines, theirs first, then its
+    own body and entry point. Two parts that define one name would silently take each
+    other's in one text: refused."""
+    parts = parts_of(name)
+    passed: list[str] = []
+    where: dict[str, str] = {}
+    for p in parts:
+        for dep, names in joined_imports(part(p)):
+            if dep == "ship":
+                passed += [n for n in names if n not in passed]
+        for n in defined_names(without_joined_lines(part(p))):
+            if n in where:
+                raise RuntimeError(f"hostside: {n} is defined in both {where[n]}.py and "
+                                   f"{p}.py, which {name} joins into one text")
+            where[n] = p
+    for p in parts:
+        for dep, names in joined_imports(part(p)):
+            missing = [n for n in names if dep != "ship" and where.get(n) != dep]
+            if missing:
+                raise RuntimeError(f"hostside/{p}.py imports {missing[0]} from {dep}.py, "
+                                   "which does not define it: joined, it would be undefined")
+    body, entry = _entry(name)
+    head = "".join(f"{n} = {globals()[n]!r}\n" for n in passed)
+    joined = "\n\n".join(without_joined_lines(part(p)) for p in parts[:-1])
+    return f"{head}\n\n{joined}\n\n{body}{entry}"
 
 
 def _entry(name: str) -> tuple[str, str]:
@@ -51,21 +133,14 @@ PADDLE_CHILD = part("paddle_child")
 
 @functools.lru_cache(maxsize=1)
 def probe() -> str:
-    """The probe: probe.py without its joined lines, then, before its entry point, the
-    sources it passes on, nvml's functions and the container, GPU and cgroup parts."""
-    body, entry = _entry("probe")
-    return (f"{body}NVML_SRC = {NVML_SRC!r}\nPADDLE_CHILD = {PADDLE_CHILD!r}\n\n\n{NVML_SRC}\n\n"
-            f"{without_joined_lines(part('container'))}\n\n{part('gpu')}\n\n{part('cgroup')}"
-            f"\n\n{entry}")
+    """The probe: probe.py and the parts it joins (its fact families and what they share)."""
+    return join("probe")
 
 
 @functools.lru_cache(maxsize=1)
 def sampler() -> str:
-    """The watch's sampler: the cgroup and GPU parts, the live GPU reader, then
-    sampler.py."""
-    body, entry = _entry("sampler")
-    return (f"{part('cgroup')}\n\n{part('gpu')}\n\n{without_joined_lines(part('sampler_gpu'))}"
-            f"\n\n{body}{entry}")
+    """The watch's sampler: sampler.py and the parts it joins."""
+    return join("sampler")
 
 
 def script(name: str) -> str:

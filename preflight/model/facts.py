@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal, Optional, Union, get_args
+from typing import Optional, Union
+
+from preflight.model.gpufacts import GPU_SOURCES as GPU_SOURCES
+from preflight.model.gpufacts import GpuDevice as GpuDevice
+from preflight.model.gpufacts import GpuFacts as GpuFacts
+from preflight.model.gpufacts import GpuSource as GpuSource
+from preflight.model.gpufacts import PaddleFacts as PaddleFacts
+from preflight.model.netfacts import IbPort as IbPort
+from preflight.model.netfacts import Interface as Interface
+from preflight.model.netfacts import NeighbourTable as NeighbourTable
+from preflight.model.netfacts import NetworkFacts as NetworkFacts
 
 
 @dataclass(frozen=True)
@@ -108,78 +118,6 @@ class LimitsFacts:
 
 
 @dataclass(frozen=True)
-class Interface:
-    name: str
-    mtu: Optional[int]
-    state: Optional[str]
-    speed_mbps: Optional[int]
-    addresses: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class IbPort:
-    """One RDMA port as /sys/class/infiniband shows it."""
-
-    device: str
-    port: int
-    state: Optional[str]  # ACTIVE, DOWN, INIT, ARMED, ...
-    rate_gbps: Optional[float]
-    link_layer: Optional[str] = None  # InfiniBand, or Ethernet (RoCE)
-
-
-@dataclass(frozen=True)
-class NeighbourTable:
-    """One of the kernel's neighbour tables (ARP for IPv4, ND for IPv6): its limits, its
-    entries when probed, the times it was found full since boot, and its id (a random seed
-    per table: hosts that report one id share one kernel, and so one table and one limit)."""
-
-    family: str  # ipv4, ipv6
-    thresh1: int
-    thresh2: int
-    thresh3: int  # the most entries the table holds: past it new neighbours fail
-    entries: Optional[int] = None
-    table_id: Optional[int] = None
-    table_fulls: Optional[int] = None
-
-
-@dataclass(frozen=True)
-class NetworkFacts:
-    interfaces: tuple[Interface, ...]
-    default_route: Optional[str] = None  # interface of the default route
-    infiniband: tuple[str, ...] = ()  # RDMA devices in /sys/class/infiniband
-    reached_at: Optional[str] = None  # the IP SSH reached the host at (SSH_CONNECTION)
-    ib_ports: tuple[IbPort, ...] = ()
-    # The neighbour tables; None: not read (the probe's reason in neighbours_error)
-    neighbours: Optional[tuple[NeighbourTable, ...]] = None
-    neighbours_error: Optional[str] = None
-
-    def neighbour_table(self, family: str) -> Optional[NeighbourTable]:
-        return next((t for t in self.neighbours or () if t.family == family), None)
-
-    def active_ib_ports(self) -> list[IbPort]:
-        """The RDMA ports in the ACTIVE state: those NCCL can use."""
-        return [p for p in self.ib_ports if (p.state or "").upper() == "ACTIVE"]
-
-    def interface_with(self, address: str) -> Optional[Interface]:
-        """Returns the interface that holds address (an inventory IP), if any."""
-        for i in self.interfaces:
-            if any(a.split("/")[0] == address for a in i.addresses):
-                return i
-        return None
-
-    def interface(self, name: Optional[str]) -> Optional[Interface]:
-        return next((i for i in self.interfaces if i.name == name), None)
-
-    def job_interface(self, address: str) -> Optional[Interface]:
-        """Returns the interface the job's traffic uses: the one holding the inventory address
-        (what peers connect to), or the address SSH reached it at (a DNS name); for a NAT
-        address, which no interface holds, the default route's, the best guess."""
-        return (self.interface_with(address)
-                or (self.interface_with(self.reached_at) if self.reached_at else None)
-                or self.interface(self.default_route))
-
-
-@dataclass(frozen=True)
 class FileFact:
     path: str
     sha256: Optional[str] = None
@@ -202,51 +140,6 @@ class EnvFacts:
     vars: tuple[tuple[str, str], ...]  # sorted (name, value); secret-looking values redacted
 
 
-@dataclass(frozen=True)
-class GpuDevice:
-    index: int
-    name: str
-    memory_total_mib: Optional[int]
-    compute_capability: Optional[str]
-    uuid: str = ""
-    vbios: Optional[str] = None
-    ecc_mode: Optional[str] = None
-    mig_mode: Optional[str] = None
-    persistence_mode: Optional[str] = None
-    power_limit_w: Optional[float] = None
-    pcie_width: Optional[int] = None
-    pcie_width_max: Optional[int] = None
-    nvlink_up: Optional[int] = None  # NVLink links in the up state
-    # NVSwitch fabric (model/gpumode.py): "completed", "in progress", "not started"; None
-    # where the GPU has none or the source cannot tell (nvidia-smi, older drivers).
-    fabric_state: Optional[str] = None
-    fabric_problems: tuple[str, ...] = ()
-    # Health (None: not reported, e.g. by nvidia-smi, or not supported by the GPU)
-    ecc_uncorrected_volatile: Optional[int] = None
-    retired_pages_pending: Optional[bool] = None
-    remapped_rows_pending: Optional[bool] = None
-    remapped_rows_failure: Optional[bool] = None
-    clock_event_reasons: Optional[int] = None  # NVML bitmask
-    processes: Optional[int] = None  # compute processes already running on the GPU
-    error: Optional[str] = None  # NVML could not read this GPU (GPU_IS_LOST after an Xid 79)
-
-
-GpuSource = Literal["nvml", "nvidia-smi", "none"]  # where the GPU facts came from
-GPU_SOURCES: tuple[GpuSource, ...] = get_args(GpuSource)
-
-
-@dataclass(frozen=True)
-class GpuFacts:
-    source: GpuSource
-    driver: Optional[str] = None
-    cuda_driver: Optional[str] = None
-    devices: tuple[GpuDevice, ...] = ()
-    # Xid events of the kernel log since boot: (PCI address, code, text); None when the log
-    # was not read (xid_error says why: dmesg_restrict for users other than root).
-    xid: Optional[tuple[tuple[str, int, str], ...]] = None
-    xid_error: Optional[str] = None
-
-
 # The probe's answer in place of the Paddle section under --no-paddle (probe_script.py writes
 # the same words): the user did not ask, so the Paddle checks are "not requested".
 PADDLE_NOT_REQUESTED = "not collected (preflight ran with --no-paddle)"
@@ -255,33 +148,6 @@ PADDLE_NOT_REQUESTED = "not collected (preflight ran with --no-paddle)"
 def not_requested(section: object) -> bool:
     """Whether a section is missing because the user chose not to collect it."""
     return isinstance(section, SectionError) and section.message == PADDLE_NOT_REQUESTED
-
-
-@dataclass(frozen=True)
-class PaddleFacts:
-    interpreter: str
-    available: bool
-    reason: Optional[str] = None  # why Paddle is not importable
-    python: Optional[str] = None  # the training environment's Python version
-    version: Optional[str] = None
-    commit: Optional[str] = None
-    cuda: Optional[str] = None
-    cudnn: Optional[str] = None
-    nccl: Optional[str] = None
-    cuda_archs: Optional[tuple[int, ...]] = None
-    compiled_with_cuda: Optional[bool] = None
-    compiled_with_distribute: Optional[bool] = None
-    ps_core: Optional[bool] = None
-    # As loaded at run time (codes like 22103 and 90501), beside the build-time nccl/cudnn.
-    nccl_runtime: Optional[str] = None
-    cudnn_runtime: Optional[str] = None
-    # GPU builds: the GPUs Paddle sees, and what a tiny op on each gave ((index, error or
-    # None), ...); None where not tried (CPU builds, older probes).
-    gpu_visible: Optional[int] = None
-    gpu_ops: Optional[tuple[tuple[int, Optional[str]], ...]] = None
-    gpu_error: Optional[str] = None  # why Paddle could not count its GPUs
-    import_s: Optional[float] = None  # how long `import paddle` took in the probe
-    protobuf: Optional[str] = None  # the protobuf version Paddle loaded
 
 
 @dataclass(frozen=True)

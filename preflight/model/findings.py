@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Optional, get_args
 
 # --fail-on: what stops the job (warn: warnings too).
 FailOn = Literal["fail", "warn"]
@@ -41,6 +41,37 @@ class Finding:
     # What to do about it: its check's fix (docs/checks.md), on a finding that asks for one
     # (a warning, a failure, a host or fact that could not be checked); "" on the others.
     fix: str = ""
+
+
+EXPLAINED_BY = "explained_by"  # the key of a finding's data that says which finding explains it
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Which finding explains this one: its cause's check and host (a starved CPU explains a
+    host's slow links; a neighbour table too small explains ports that time out), and what
+    this finding saw, said without the host. The judge folds the finding into its cause's as
+    evidence (judge.fold_explained): one fault is one finding, named by its cause. A finding
+    carries it in its data under EXPLAINED_BY, as the reports do."""
+
+    check: str
+    host: str
+    evidence: str
+
+    def as_data(self) -> dict[str, str]:
+        return {"check": self.check, "host": self.host, "evidence": self.evidence}
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> Optional[Explanation]:
+        """The explanation a finding's data carries; None where it carries none, or one
+        without a check and a host (a report written by hand), which explains nothing."""
+        by = data.get(EXPLAINED_BY)
+        if not isinstance(by, Mapping):
+            return None
+        check, host = by.get("check"), by.get("host")
+        if not isinstance(check, str) or not isinstance(host, str) or not check or not host:
+            return None
+        return cls(check, host, str(by.get("evidence") or ""))
 
 
 # The statuses whose findings carry their check's fix.

@@ -7,4 +7,5 @@ Measures only; the checks judge.
 - budget: the all-reduce's sizes and iterations that fit its time budget (pure)
 - allreduce: the all-reduce through Paddle's own launcher (its script is hostside's)
 - orchestrate: survey and retests of suspects; then the all-reduce over the hosts kept
+- plan_stages: on the plan so far, a PS plan's fan-in and round, and the port reach
 """

@@ -14,6 +14,7 @@ from preflight.inventory.resolve import ContainerLayers
 from preflight.model.host import Host, HostOutcome, ThisMachine, Via
 from preflight.model.plan import Node, Plan
 from preflight.model.report import ReachNotes
+from preflight.model.watch import SchedulerEnd
 from preflight.placement import launcher
 
 # Called as each host's outcome arrives: (outcome, hosts done, hosts in all).
@@ -76,6 +77,19 @@ class Transport(Protocol):
         """Makes the hosts ready to run commands on, in parallel and bounded (no probe);
         returns {host: why not} for those it could not reach; remotes() hands out the
         others."""
+        ...
+
+    def follow(self, jobid: str) -> None:
+        """Runs the commands to come inside the scheduler's job jobid (a watch of the job it
+        runs: its samplers are that job's steps). A transport without a scheduler runs them
+        on the hosts as they are."""
+        ...
+
+    def job_end(self) -> Optional[SchedulerEnd]:
+        """The end of the scheduler's job the commands run in, as the scheduler says it.
+        None while it runs, where no such job is followed (no scheduler; one this run holds
+        for itself, whose end is the run's own) or the scheduler does not answer: no end
+        is ever read from silence."""
         ...
 
     def close(self) -> None:

@@ -7,12 +7,14 @@ only when asked (act).
 This package's own namespace holds one thing more: the step hook a training script may call
 once a step, `from preflight.watch import step`, which makes progress exact where the logs
 are silent. It is defined here, with the standard library only, so that the import loads
-nothing else of preflight."""
+nothing else of preflight but the hook's file contract (hostside/stephook.py), which the
+sampler that reads the file is joined with."""
 
 import atexit
 import os
-import tempfile
 import time
+
+from preflight.hostside import stephook
 
 
 class _Hook:
@@ -27,7 +29,7 @@ _EVERY_S = 0.2  # at most five writes a second, whatever the step rate
 
 def step(n: int = 1) -> None:
     """Counts n steps of this process for `preflight watch` (a file of a few bytes in
-    /dev/shm, or the temp directory, named for the pid; removed at exit)."""
+    /dev/shm, or the temp directory, named for the pid; removed at exit: stephook.py)."""
     _Hook.count += n
     now = time.time()
     if now - _Hook.written < _EVERY_S:
@@ -36,15 +38,13 @@ def step(n: int = 1) -> None:
     try:
         if _Hook.pid != os.getpid():  # first call, or a forked child: a file of its own
             _Hook.fd, _Hook.pid = _open(), os.getpid()
-        os.pwrite(_Hook.fd, b"%-20d %-20.3f\n" % (_Hook.count, now), 0)
+        os.pwrite(_Hook.fd, stephook.hook_line(_Hook.count, now), 0)
     except OSError:
         _Hook.written = now + 60.0  # a full or read-only disk: try again in a minute
 
 
 def _open() -> int:
-    base = os.environ.get("PREFLIGHT_WATCH_DIR") or (
-        "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir())
-    path = os.path.join(base, f"preflight-watch.{os.getpid()}")
+    path = stephook.hook_path(os.environ, os.getpid())
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     atexit.register(_remove, path)
     return fd

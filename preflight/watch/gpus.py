@@ -32,7 +32,8 @@ from preflight.model.watch import (
     WatchPolicy,
     blame_of,
 )
-from preflight.watch.series import Pool, RankSeries, Unit, WatchState
+from preflight.watch.medians import Pool
+from preflight.watch.series import RankSeries, Unit, WatchState
 
 BUSY_UTIL = 50  # % a GPU must be busy for its clock to be compared (idle GPUs clock down)
 HUNG_UTIL = 90  # % of a GPU in a hang that runs a kernel that does not end

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from preflight.hostside.probe import cpu_list, memory_limit, process_cgroup
+from preflight.hostside.probe_cpu import cpu_list, memory_limit, process_cgroup
 
 V1 = "/sys/fs/cgroup"
 ROOT = os.geteuid() == 0 and all(

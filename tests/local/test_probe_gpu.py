@@ -142,17 +142,18 @@ def fake_nvml(monkeypatch, scenario: str):
 def test_a_driver_whose_nvml_cannot_start_is_a_finding_not_no_gpu(monkeypatch, scenario, error):
     from preflight.collect.parse import parse_probe_output
     from preflight.hostside import probe as probe_script
+    from preflight.hostside import probe_gpu
     # A host with the driver's device node, NVML failing and no nvidia-smi on the PATH.
     monkeypatch.setattr(os.path, "exists", lambda p: p == "/dev/nvidiactl")
-    monkeypatch.setattr(probe_script, "which", lambda name: None)
+    monkeypatch.setattr(probe_gpu, "which", lambda name: None)
     pynvml = fake_nvml(monkeypatch, scenario)
     with pytest.raises(RuntimeError) as e:
-        probe_script.gpu_source(pynvml, None)
+        probe_gpu.gpu_inventory(pynvml, None)
     assert str(e.value) == ("NVIDIA driver present but no usable NVML or nvidia-smi (NVML: "
                             f"{error})")
     # As the probe reports it: the GPU section is missing with that reason, and every GPU
     # check says it could not check, never a pass on "no GPU".
-    section = probe_script.section(probe_script.gpu_facts, pynvml, None)
+    section = probe_script.section(probe_gpu.gpu_facts, pynvml, None)
     doc = {"schema": 1, "gpu": section}
     g = parse_probe_output(probe_script.to_json(doc)).gpu
     assert isinstance(g, SectionError) and error in g.message
@@ -186,7 +187,7 @@ def test_one_gpu_state_reads_the_same_through_nvml_and_nvidia_smi():
     # The stand-in's GPU0 as NVML gives it, and as nvidia-smi prints the same state.
     from preflight.checks import gpu_homogeneous
     from preflight.collect.smi import parse_smi_csv
-    from preflight.hostside.probe import SMI_FIELDS
+    from preflight.hostside.probe_gpu import SMI_FIELDS
     nvml = probe_gpus()
     assert isinstance(nvml, GpuFacts)
     row = ("0, NVIDIA H100 80GB HBM3, GPU-00000000-aaaa-bbbb-cccc-dddddddddddd, 81559, 9.0, "
@@ -248,7 +249,7 @@ def test_paddle_that_sees_no_gpu_on_a_gpu_host_fails():
 
 
 def test_the_probe_reads_infiniband_ports_as_sysfs_shows_them(tmp_path):
-    from preflight.hostside import probe as probe_script
+    from preflight.hostside import probe_net as probe_script
     for dev, port, state, rate, layer in (
             ("mlx5_0", "1", "4: ACTIVE", "200 Gb/sec (4X HDR)", "InfiniBand"),
             ("mlx5_1", "1", "1: DOWN", "10 Gb/sec (4X SDR)", "InfiniBand"),
@@ -271,7 +272,7 @@ def test_the_probe_reads_infiniband_ports_as_sysfs_shows_them(tmp_path):
 
 def test_xid_lines_of_the_kernel_log_are_read_and_parsed():
     from preflight.collect.parse import gpu as parse_gpu
-    from preflight.hostside import probe as probe_script
+    from preflight.hostside import probe_gpu as probe_script
     log = ("[  12.3] nvidia: module loaded\n"
            "[ 812.0] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen "
            "off the bus.\n"

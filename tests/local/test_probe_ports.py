@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from preflight.hostside import probe as probe
+from preflight.hostside import probe_net as probe
 
 
 def _from_files() -> set[int]:

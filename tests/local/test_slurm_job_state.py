@@ -50,3 +50,25 @@ def test_a_squeue_that_fails_otherwise_is_an_error_not_an_end(squeue):
     squeue("", "slurm_load_jobs error: Unable to contact slurm controller", 1)
     with pytest.raises(steps.SlurmError, match="Unable to contact slurm controller"):
         steps.job_state("42")
+
+
+def test_the_slurm_transport_says_the_end_of_the_job_it_follows_and_no_other(squeue):
+    from preflight.model.watch import SchedulerEnd
+    from preflight.transport.local.transport import LocalTransport
+    from preflight.transport.slurm.transport import SlurmTransport
+    from preflight.transport.ssh.transport import SshTransport
+    t = SlurmTransport()
+    squeue("CANCELLED|None\n")
+    assert t.job_end() is None  # no job followed: nothing to say
+    t.follow("42")
+    assert t.job_end() == SchedulerEnd("42", "CANCELLED", "")
+    squeue("RUNNING|None\n")
+    assert t.job_end() is None
+    squeue("", "slurm_load_jobs error: Unable to contact slurm controller", 1)
+    assert t.job_end() is None  # Slurm not answering is no end
+    t.job = steps.Allocation("43", own=True)  # the run's own allocation: its end is the run's
+    squeue("CANCELLED|None\n")
+    assert t.job_end() is None
+    for other in (SshTransport(), LocalTransport()):  # no scheduler: never an end
+        other.follow("42")
+        assert other.job_end() is None

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from preflight.hostside import sampler
+from preflight.hostside import sampler_rank
 from preflight.model.watch import WatchPolicy
 from preflight.testing import standin
 from preflight.watch import sampler_text
@@ -144,7 +144,7 @@ def test_the_count_is_read_from_either_file_as_the_kernel_writes_it(tmp_path: Pa
         Path("/sys/fs/cgroup/memory/memory.oom_control").read_text()
         if Path("/sys/fs/cgroup/memory/memory.oom_control").exists()
         else "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n")
-    assert sampler.oom_kills(str(tmp_path / "memory.events")) == 1
-    assert isinstance(sampler.oom_kills(str(tmp_path / "memory.oom_control")), int)
+    assert sampler_rank.oom_kills(str(tmp_path / "memory.events")) == 1
+    assert isinstance(sampler_rank.oom_kills(str(tmp_path / "memory.oom_control")), int)
     (tmp_path / "empty").write_text("low 0\nhigh 0\n")
-    assert sampler.oom_kills(str(tmp_path / "empty")) is None
+    assert sampler_rank.oom_kills(str(tmp_path / "empty")) is None

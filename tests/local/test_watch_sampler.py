@@ -340,7 +340,8 @@ def test_a_ranks_workers_cpu_counts_to_it_and_stays_counted_once_they_exit(job):
 def test_a_kernel_without_schedstat_is_said_and_its_zeros_never_taken_for_idle(monkeypatch):
     """This kernel keeps schedstat; one built without CONFIG_SCHED_INFO has no such file:
     its reads fail as they would there."""
-    from preflight.hostside import sampler as S
+    from preflight.hostside import procfs
+    from preflight.hostside import sampler_rank as S
 
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
@@ -349,14 +350,14 @@ def test_a_kernel_without_schedstat_is_said_and_its_zeros_never_taken_for_idle(m
         run_s, _, _, _, timed = S.ThreadTimes().read(busy.pid)
         assert timed and run_s > 0
         assert "sched" not in rank.sample(re.compile("step"), {})
-        real = S.read
+        real = procfs.read
 
         def no_schedstat(path, *a):
             if path.endswith("/schedstat"):
                 raise FileNotFoundError(2, "No such file or directory", path)
             return real(path, *a)
 
-        monkeypatch.setattr(S, "read", no_schedstat)
+        monkeypatch.setattr(procfs, "read", no_schedstat)
         assert S.ThreadTimes().read(busy.pid)[4] is False
         rank = S.Rank(busy.pid, {"PADDLE_TRAINER_ID": "0"}, os.getpid())  # read there first
         part = rank.sample(re.compile("step"), {})
@@ -372,7 +373,7 @@ def test_a_kernel_without_schedstat_is_said_and_its_zeros_never_taken_for_idle(m
 def test_a_ranks_cpu_time_stays_counted_once_a_thread_of_it_ends():
     """A thread's scheduler times leave /proc with it: summed over the threads left, a rank's
     total would fall (read as negative busy time beside its peers). Its total never falls."""
-    from preflight.hostside import sampler as S
+    from preflight.hostside import sampler_rank as S
 
     times = S.ThreadTimes()
     pid = os.getpid()

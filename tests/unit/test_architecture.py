@@ -115,9 +115,12 @@ ALLOWED = {
     "preflight.network": (*BELOW, "preflight.network", "preflight.hostside"),
     "preflight.placement": (*BELOW, "preflight.placement"),
     # Baselines and results logs are documents read back: through config's one reader, and
-    # what the probe printed through collect's one parser (with nvidia-smi's).
+    # what the probe printed through collect's one parser (its sections' parsers, their
+    # typed readers and nvidia-smi's).
     "preflight.history": (*BELOW, "preflight.history", "preflight.config",
-                          "preflight.collect.parse", "preflight.collect.smi"),
+                          "preflight.collect.parse", "preflight.collect.parse_net",
+                          "preflight.collect.parse_gpu", "preflight.collect.fields",
+                          "preflight.collect.smi"),
     # `preflight launch` reads the report (config's reader) and runs the plan through the
     # Remote a transport hands out; its job is stopped as every Paddle job preflight starts
     # (network/paddle_job.py sends every process signal).
@@ -208,10 +211,14 @@ def test_subpackages_say_what_they_offer_and_load_nothing():
     # A stage's __init__ is its table of contents: importing one of its modules must not
     # drag in the others (checks/, inventory/ and cli/ are entry points and may).
     entry = {"preflight", "preflight.checks", "preflight.inventory", "preflight.cli"}
+    # The watch's holds the step hook a training script imports, and its file's contract,
+    # written once for the hook and the sampler that reads the file (standard library only).
+    own = {"preflight.watch": {"preflight.hostside.stephook"}}
     for name, path in MODULES.items():
         if path.name == "__init__.py" and name not in entry:
             assert ast.get_docstring(ast.parse(path.read_text())), f"{name}: no docstring"
-            assert not edges(name), f"{name}/__init__ imports {sorted(edges(name))}"
+            extra = edges(name) - own.get(name, set())
+            assert not extra, f"{name}/__init__ imports {sorted(extra)}"
 
 
 def test_preflight_holds_only_entry_modules():
@@ -279,7 +286,7 @@ def test_the_watch_sampler_is_stdlib_only_and_python36_syntax():
     stdlib_only(shipped, {"pynvml"})
     ns: dict[str, object] = {"__name__": "not-main"}
     exec(compile(shipped, "preflight-sampler", "exec"), ns)  # defines, runs nothing
-    assert callable(ns["main"]) and callable(ns["cgroup_v1_quota"]) and callable(ns["gpu_source"])
+    assert callable(ns["main"]) and callable(ns["cgroup_v1_quota"]) and callable(ns["gpu_reader"])
 
 
 @pytest.mark.parametrize("name", ["allreduce", "ps_round"])
@@ -351,3 +358,61 @@ def test_a_transport_is_one_folder_and_one_line_of_the_table():
                    and any(e.startswith(("preflight.transport.ssh", "preflight.transport.slurm",
                                          "preflight.transport.local")) for e in edges(m)))
     assert not users, f"{users} reach a transport's folder directly, not through the table"
+
+
+def _fake_parts(monkeypatch, sources: dict[str, str]) -> None:
+    monkeypatch.setattr(ship, "part", lambda name: sources[name])
+
+
+MAIN = 'def main():\n    return helper()\n\n\nif __name__ == "__main__":\n    main()\n'
+
+
+def test_a_program_joins_the_parts_its_joined_lines_import_theirs_first(monkeypatch):
+    _fake_parts(monkeypatch, {
+        "prog": "from preflight.hostside.mid import helper  # joined\n" + MAIN,
+        "mid": "from preflight.hostside.base import read  # joined\n\n\n"
+               "def helper():\n    return read()\n",
+        "base": "def read():\n    return 42\n"})
+    assert ship.parts_of("prog") == ["base", "mid", "prog"]
+    text = ship.join("prog")
+    assert "# joined" not in text
+    ns: dict[str, object] = {"__name__": "not-main"}
+    exec(compile(text, "prog", "exec"), ns)
+    assert ns["main"]() == 42  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("sources, said", [
+    ({"prog": "from preflight.hostside.a import helper  # joined\n"
+              "from preflight.hostside.b import other  # joined\n" + MAIN,
+      "a": "def helper():\n    pass\n", "b": "def other():\n    pass\n\n\ndef helper():\n"
+                                              "    pass\n"},
+     "helper is defined in both a.py and b.py"),
+    ({"prog": "from preflight.hostside.a import helper  # joined\n" + MAIN,
+      "a": "def other():\n    pass\n"},
+     "imports helper from a.py, which does not define it"),
+    ({"prog": "from preflight.hostside.a import other as helper  # joined\n" + MAIN,
+      "a": "def other():\n    pass\n"},
+     "a joined name keeps its name"),
+    ({"prog": "from preflight.hostside.a import helper  # joined\n" + MAIN,
+      "a": "from preflight.hostside.prog import main  # joined\n\n\ndef helper():\n    pass\n"},
+     "parts join in a cycle"),
+])
+def test_a_join_that_would_break_the_one_text_is_refused(monkeypatch, sources, said):
+    # In the one text every part shares one namespace: a name defined twice, imported from
+    # a part that lacks it, or renamed by an alias would fail on the host, not here.
+    _fake_parts(monkeypatch, sources)
+    with pytest.raises(RuntimeError, match=said):
+        ship.join("prog")
+
+
+MAX_LINES = 400
+
+
+def test_no_module_is_over_400_lines():
+    # A module past this holds more than one thing: split it where its parts part (the
+    # probe's fact families, the parsers of them, a stage's steps).
+    long = {name: n for name, path in MODULES.items()
+            if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert long == {}, long
+    assert any(name.startswith("preflight.checks.") for name in MODULES)  # every tree read
+    assert any(name.startswith("preflight.inventory.") for name in MODULES)

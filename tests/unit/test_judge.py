@@ -160,3 +160,19 @@ def test_several_symptoms_of_one_cause_are_said_once_and_all_kept_as_evidence():
     [f] = fold_explained([cause, *symptoms])
     assert f.message == "n3: 0.25 effective cores; it explains what bandwidth saw: n3 -> n1 loses"
     assert [e["message"] for e in f.data["evidence"]] == ["n3 -> n1: loss", "n3 -> n2: loss"]
+
+
+def test_an_explanation_without_a_check_and_a_host_explains_nothing():
+    # A report edited by hand, or written by another tool: what it says of its cause is read
+    # as a type, and a cause it does not name folds nothing away.
+    from preflight.judge import fold_explained
+    from preflight.model.findings import EXPLAINED_BY, Explanation
+    cause = Finding("cpu-cores", Status.FAIL, ("n3",), "n3: 0.25 effective cores")
+    typed = Explanation("cpu-cores", "n3", "n3 -> n1 loses")
+    assert Explanation.of({EXPLAINED_BY: typed.as_data()}) == typed
+    for by in ({"check": "cpu-cores"}, {"host": "n3", "evidence": "x"}, "cpu-cores on n3",
+               {"check": "cpu-cores", "host": 3}, {"check": "", "host": "n3"}):
+        symptom = Finding("bandwidth", Status.WARN, ("n3", "n1"), "n3 -> n1: loss",
+                          {EXPLAINED_BY: by})
+        assert Explanation.of(symptom.data) is None, by
+        assert fold_explained([cause, symptom]) == [cause, symptom], by

@@ -16,6 +16,7 @@ from preflight.config.errors import UsageError
 from preflight.model.host import Host, HostOutcome, Via
 from preflight.model.plan import Node, Plan
 from preflight.model.report import ReachNotes
+from preflight.model.watch import SchedulerEnd
 from preflight.transport.base import HostQuery, OnResult, host_scripts
 from preflight.transport.local.run import LocalJob, LocalRemote, local_host
 
@@ -61,6 +62,12 @@ class LocalTransport:
               accept_new_host_keys: bool) -> dict[str, str]:
         self.answered = [h.name for h in hosts]
         return {}
+
+    def follow(self, jobid: str) -> None:
+        pass  # no scheduler: the commands run on the hosts as they are
+
+    def job_end(self) -> Optional[SchedulerEnd]:
+        return None
 
     def close(self) -> None:
         pass

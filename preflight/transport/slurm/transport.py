@@ -25,6 +25,7 @@ from preflight.config.errors import UsageError
 from preflight.model.host import Host, HostFailure, HostOutcome, SlurmNode, Stage, Via
 from preflight.model.plan import Node, Plan
 from preflight.model.report import ReachNotes
+from preflight.model.watch import SCHEDULER_RUNNING, SchedulerEnd
 from preflight.placement import launcher, sbatch
 from preflight.transport.base import HostQuery, OnResult, inventory_hosts
 from preflight.transport.slurm import steps as slurm
@@ -201,6 +202,19 @@ class SlurmTransport:
         launcher.emit(plan, directory, batch=True)
         return (f"launch scripts: {len(plan.nodes)} hosts in {directory} (and {sbatch.NAME}: "
                 "sbatch it with the training script)")
+
+    def follow(self, jobid: str) -> None:
+        self.job = slurm.Allocation(jobid)
+
+    def job_end(self) -> Optional[SchedulerEnd]:
+        if self.job is None or self.job.own:
+            return None
+        try:
+            state, reason = slurm.job_state(self.job.job_id)
+        except slurm.SlurmError:
+            return None  # Slurm not answering is no end: the samplers say the rest
+        return None if state in SCHEDULER_RUNNING else \
+            SchedulerEnd(self.job.job_id, state, reason)
 
     def close(self) -> None:
         self.over_ssh.close()

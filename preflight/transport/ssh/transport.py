@@ -17,6 +17,7 @@ from preflight.config.errors import UsageError
 from preflight.model.host import Host, HostOutcome, Stage, Via
 from preflight.model.plan import Node, Plan
 from preflight.model.report import ReachNotes
+from preflight.model.watch import SchedulerEnd
 from preflight.transport.base import HostQuery, OnResult, host_scripts, inventory_hosts
 from preflight.transport.ssh import connect as ssh
 from preflight.transport.ssh.channel import SshRemote
@@ -105,6 +106,12 @@ class SshTransport:
 
     def emit(self, plan: Plan, directory: str) -> str:
         return host_scripts(plan, directory)
+
+    def follow(self, jobid: str) -> None:
+        pass  # no scheduler: the commands run on the hosts as they are
+
+    def job_end(self) -> Optional[SchedulerEnd]:
+        return None
 
     def close(self) -> None:
         for conn in self.connections.values():

@@ -12,6 +12,7 @@ from typing import Optional
 
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import Blame, RankId, WatchFinding, WatchPolicy
+from preflight.watch.medians import Pool, median
 from preflight.watch.rules.phases import phase_line
 from preflight.watch.rules.shared import (
     BUSY_MORE,
@@ -29,11 +30,9 @@ from preflight.watch.rules.shared import (
 from preflight.watch.series import (
     UNIT_WORDS,
     JobSeries,
-    Pool,
     RankSeries,
     Span,
     Unit,
-    median,
 )
 
 MIN_COUNT = 8  # steps (or lines) a half-window of a typical rank must count to judge paces

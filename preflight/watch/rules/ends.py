@@ -9,12 +9,20 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Optional
 
-from preflight.common.paddlelog import CRASHED, ERROR_LINE, GLOO_PEER, LOST_PEER, TERMED
+from preflight.common.paddlelog import GLOO_PEER, LOST_PEER, TERMED
 from preflight.model.findings import Finding, Status
-from preflight.model.watch import Blame, LaunchFailure, RankId, WatchFinding, WatchPolicy
+from preflight.model.watch import Blame, LaunchFailure, WatchFinding, WatchPolicy
+from preflight.watch.rules.exits import (
+    LAUNCH_STOPPED,
+    STOP_WINDOW_INTERVALS,
+    Exit,
+    error_line_of,
+    exit_causes,
+    tail_text,
+    whole_stop,
+)
 from preflight.watch.rules.phases import WRITE_BPS, write_rate
 from preflight.watch.rules.shared import clock_of
 from preflight.watch.series import (
@@ -85,7 +93,7 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
                    _unread(job.ranks.get(rid)))
               for rid, (t, tail) in job.gone.items()]
     exits.sort(key=lambda e: e.at)
-    if failure is None and not live and _whole_stop(exits, policy):
+    if failure is None and not live and whole_stop(exits, policy):
         span = exits[-1].at - exits[0].at
         return out + [WatchFinding(
             "ended", Status.WARN, tuple(job.hosts()),
@@ -95,7 +103,7 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
             blame=Blame("job-stopped", job=job.key))]
     now = max((state.at(r.rid.host, r.latest.t) for r in present), default=0.0)
     if failure is None and live and any(
-            TERMED.search(_tail_text(e)) and now - e.at < STOP_WINDOW_INTERVALS
+            TERMED.search(tail_text(e)) and now - e.at < STOP_WINDOW_INTERVALS
             * policy.interval_s for e in exits):
         # A rank stopped by a signal while its peers run: a stop of the whole job (a Ctrl-C,
         # scancel) ends every rank within seconds; until then no end is judged, neither a
@@ -105,7 +113,7 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
     out += [_cause_finding(e, after, failure) for e in causes]
     explained = {e.rid for e in causes} | {e.rid for e in after}
     lost = [e for e in exits if e.rid not in explained and e.error is not None
-            and LOST_PEER.search(_tail_text(e))]
+            and LOST_PEER.search(tail_text(e))]
     # The hosts gone quiet now, and those that went quiet as their peers died and answer
     # again (a link mended, a host back): their own ranks' ends, read once they answer, say
     # they lost their peers too, and that is no evidence against the peers. One whose ranks
@@ -174,87 +182,6 @@ def ending(job: JobSeries, present: Sequence[RankSeries], live: Sequence[RankSer
         "compared while the job ends")
 
 
-@dataclass(frozen=True)
-class Exit:
-    t: float  # on its host's clock
-    rid: RankId
-    tail: Sequence[str]
-    oom: Optional[tuple[int, int]] = None  # its memory cgroup's OOM kills rose: before, after
-    at: float = 0.0  # t on the controller's clock: what orders exits on different hosts
-    # Where its output went, when the watch could not read it (a pipe, a terminal): what it
-    # said as it ended is not known, so its silence is no evidence of a kill.
-    unread: Optional[str] = None
-
-    @property
-    def error(self) -> Optional[str]:
-        return error_line_of(self.tail)
-
-
-def error_line_of(tail: Sequence[str]) -> Optional[str]:
-    """The line of a log's tail that says what went wrong: its last error line where it has
-    one ("RuntimeError: ...", Paddle's "FatalError: `Process abort signal` ..."), else its
-    last line of a crash ("Segmentation fault", "terminate called ...")."""
-    if not any(CRASHED.search(ln) for ln in tail):
-        return None
-    return next((ln.strip() for ln in reversed(tail) if ERROR_LINE.match(ln)),
-                None) or next(ln for ln in reversed(tail) if CRASHED.search(ln))
-
-
-# A stop of the whole job (a Ctrl-C, scancel) ends every rank so (paddlelog's TERMED) within
-# this many intervals.
-STOP_WINDOW_INTERVALS = 2
-CAUSE_LAG_INTERVALS = 1.5  # how much later than its victims' ends a cause's end may be seen
-
-
-# What `preflight launch` does once a host's launcher fails.
-LAUNCH_STOPPED = "preflight launch stopped the job on every host"
-
-
-def exit_causes(exits: Sequence[Exit], policy: WatchPolicy) -> tuple[list[Exit], list[Exit]]:
-    """The ranks whose end ended their peers, and the peers' failures they caused. A rank's
-    peers fail for its loss (gloo aborts, a connection closes, the launch stops them with a
-    TERM), each with an error of its own that names the symptom: the cause is the rank that
-    failed otherwise no later than a sample after the first of them. Its own error says why;
-    a rank the OOM killer takes (SIGKILL) says nothing, where Paddle writes an error for
-    every signal a rank can catch. Named once, on its host; ([], []) where nothing folds."""
-    lost = [e for e in exits if e.error is not None and LOST_PEER.search(_tail_text(e))]
-    if not lost:
-        return [], []
-    # Its peers fail within seconds of it (gloo at once; the launch's TERM once the host's
-    # launcher has noticed): an end a persistence window before theirs is not theirs. Seen
-    # as late as a sample after theirs (its host's sampler samples on its own beat), and a
-    # little more (the error of the clock offset: a sample's time in flight).
-    start = lost[0].at - policy.persist_s
-    window = lost[0].at + CAUSE_LAG_INTERVALS * policy.interval_s
-    own = [e for e in exits if e.error is not None and e not in lost and start <= e.at <= window]
-    # A rank that ended without a word is the cause, rather than one whose words are not
-    # known (its output unread: gloo may have aborted it too).
-    silent = [e for e in exits if e.error is None and start <= e.at <= window]
-    causes = own or [e for e in silent if e.unread is None] or silent
-    if not causes:
-        return [], []
-    since = causes[0].at - policy.interval_s
-    # The ranks whose words are not known that ended with its victims: victims too, as far as
-    # anything tells (the error said is a victim's whose words are known).
-    unknown = [e for e in silent if e.unread is not None and e not in causes]
-    return causes, [e for e in lost + unknown if e.at >= since]
-
-
-def _whole_stop(exits: Sequence[Exit], policy: WatchPolicy) -> bool:
-    """Whether the job's ranks (all ended) were stopped together: every one by a signal to
-    stop that it caught (TERM, INT) or silently (KILLed after), within a few intervals, at
-    least one saying so, none with an error of its own or the OOM killer's."""
-    if not exits or exits[-1].at - exits[0].at > STOP_WINDOW_INTERVALS * policy.interval_s:
-        return False
-    termed = [bool(TERMED.search(_tail_text(e))) for e in exits]
-    return any(termed) and all(t or (e.error is None and e.oom is None)
-                               for t, e in zip(termed, exits))
-
-
-def _tail_text(e: Exit) -> str:
-    return "\n".join(e.tail)
-
-
 def _oom_rise(r: RankSeries) -> Optional[tuple[int, int]]:
     """Its memory cgroup's OOM kills, before and after, where they rose over its samples."""
     counts = [s.oom_kills for s in r.samples if s.oom_kills is not None]
@@ -315,7 +242,7 @@ def _quiet_cause(silent: Mapping[str, float], lost: Sequence[Exit],
     only hosts that answer (the peer lost is elsewhere). silent holds the hosts quiet now
     (quiet) and those that went quiet as their peers died and answer again."""
     named = {addresses.get(m[1].rsplit(":", 1)[0], "?") for e in lost
-             for m in GLOO_PEER.finditer(_tail_text(e))}
+             for m in GLOO_PEER.finditer(tail_text(e))}
     hosts = sorted(h for h in silent if h in named)
     if not hosts and named - {"?"}:
         return None

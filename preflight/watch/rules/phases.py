@@ -20,8 +20,9 @@ from typing import Optional
 from preflight.common.units import mbytes
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import Blame, RankId, WatchFinding, WatchPolicy, blame_of
+from preflight.watch.medians import Pool, median
 from preflight.watch.rules.shared import BUSY_MORE, BUSY_RATIO, is_saturated
-from preflight.watch.series import JobSeries, Pool, RankSeries, Span, WatchState, median
+from preflight.watch.series import JobSeries, RankSeries, Span, WatchState
 
 # Bytes a second a rank writes through the storage layer that say it saves (a checkpoint,
 # its logs at most a few KB/s).

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import WatchFinding, WatchPolicy
+from preflight.watch.medians import median
 from preflight.watch.series import (
     UNIT_WORDS,
     JobSeries,
     RankSeries,
     Unit,
-    median,
 )
 
 

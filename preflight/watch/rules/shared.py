@@ -12,11 +12,11 @@ from typing import Optional
 
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import WatchPolicy
+from preflight.watch.medians import median
 from preflight.watch.series import (
     RankSeries,
     Span,
     Unit,
-    median,
 )
 
 # Busy share (cores on a CPU or waiting for one) that sets a rank apart from its peers:

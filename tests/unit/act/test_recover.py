@@ -14,7 +14,7 @@ from typing import Any, cast
 import pytest
 
 from preflight.act import launches, recover
-from preflight.cli import commands
+from preflight.cli import watchcmd
 from preflight.common.remote import Done
 from preflight.config.errors import UsageError
 from preflight.model.findings import Finding, Status
@@ -341,7 +341,7 @@ def test_act_refuses_in_one_line_a_plan_whose_newest_launch_has_ended(tmp_path, 
     args = argparse.Namespace(plan=plan, any_job=False, marker=None, act_max=1,
                               act_cooldown=600.0, accept_new_host_keys=False, act_after=120.0)
     with pytest.raises(UsageError) as e:
-        commands._act_options(args)
+        watchcmd.act_options(args)
     said = str(e.value)
     assert "\n" not in said and "the newest preflight launch of" in said, said
     assert "(marker dd44, started " in said and "no longer runs" in said, said

@@ -16,7 +16,7 @@ from preflight.common.remote import Done
 from preflight.model.watch import RankId, WatchPolicy
 from preflight.network import allreduce_log
 from preflight.network.paddle_job import LOG
-from preflight.watch.rules.ends import Exit, error_line_of, exit_causes
+from preflight.watch.rules.exits import Exit, error_line_of, exit_causes
 
 TAILS = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "paddle-tails"
 VERSIONS = ("2.6.2", "3.3.1")

@@ -65,7 +65,13 @@ def _names_the_transport(side: ast.AST) -> bool:
 
 def _compares_a_transport(node: ast.AST) -> bool:
     """A comparison that asks which transport it is: `args.transport == "slurm"`,
-    `host.via is Via.SSH`."""
+    `host.via is Via.SSH`, `isinstance(transport, SlurmTransport)`."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+            node.func.id == "isinstance" and len(node.args) == 2:
+        kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+        return any(isinstance(k, (ast.Name, ast.Attribute)) and
+                   (k.id if isinstance(k, ast.Name) else k.attr).endswith("Transport")
+                   for k in kinds)
     if not isinstance(node, ast.Compare):
         return False
     sides = [node.left, *node.comparators]
@@ -97,3 +103,7 @@ def test_the_branch_finder_finds_a_branch():
     assert not _compares_a_transport(ast.parse('fmt == "slurm"', mode="eval").body)
     assert not _compares_a_transport(ast.parse("transport is not None", mode="eval").body)
     assert not _compares_a_transport(ast.parse('stage == "slurm"', mode="eval").body)
+    assert _compares_a_transport(ast.parse("isinstance(t, SlurmTransport)", mode="eval").body)
+    assert _compares_a_transport(ast.parse("isinstance(t, (int, slurm.SlurmTransport))",
+                                           mode="eval").body)
+    assert not _compares_a_transport(ast.parse("isinstance(t, Host)", mode="eval").body)

@@ -12,8 +12,9 @@ from watchtools import POLICY, FakeHost, FakeRank
 
 from preflight.model.findings import Status
 from preflight.watch.judge import judge
+from preflight.watch.medians import Pool, median
 from preflight.watch.samples import HostStream
-from preflight.watch.series import Pool, WatchState, median
+from preflight.watch.series import WatchState
 
 Named = list[tuple[str, tuple[str, ...]]]
 

@@ -50,6 +50,10 @@ LOST_PEER = re.compile(r"Process abort signal|Termination signal|Connection (clo
                        r"TIMEOUT self_rank = \d+ pair_rank = \d+", re.I)
 # gloo's timeout names the peer it waited on (its address).
 GLOO_PEER = re.compile(r"TIMEOUT\b.*peer_str = \[([^\]]+)\]")
+# A collective that gave up waiting, with its timeout: gloo's EnforceNotMet in Paddle's
+# process group ("... pair.cc:708] ex_ == nullptr. Timed out waiting 30000ms for recv
+# operation to complete"; 30 s in Paddle 2.6.2 and 3.3.1).
+COLLECTIVE_TIMEOUT = re.compile(r"Timed out waiting (\d+) ?ms for (?:recv|send)")
 
 # ---------------------------------------------------------------- a signal's banner
 # Paddle's own banner as a fatal signal ends a rank (FatalError, TimeInfo, SignalInfo): that

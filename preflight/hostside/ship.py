@@ -21,6 +21,7 @@ import functools
 import importlib.util
 import marshal
 import re
+import threading
 import zlib
 from importlib import resources
 
@@ -131,16 +132,24 @@ NVML_SRC = part("nvml")
 PADDLE_CHILD = part("paddle_child")
 
 
+# One join at a time: the hosts' threads ask for a program's text at once on first use, and
+# CPython's ast.parse is not safe in threads at once (python/cpython#106905: a spurious
+# "SystemError: AST constructor recursion depth mismatch", seen in a check's upload).
+_JOINING = threading.Lock()
+
+
 @functools.lru_cache(maxsize=1)
 def probe() -> str:
     """The probe: probe.py and the parts it joins (its fact families and what they share)."""
-    return join("probe")
+    with _JOINING:
+        return join("probe")
 
 
 @functools.lru_cache(maxsize=1)
 def sampler() -> str:
     """The watch's sampler: sampler.py and the parts it joins."""
-    return join("sampler")
+    with _JOINING:
+        return join("sampler")
 
 
 def script(name: str) -> str:

@@ -1,8 +1,10 @@
 """What the ranks' GPUs say in a watch: pure functions from the hosts' GPU samples.
 
-A GPU slowed through the persistence window (a hardware slowdown or a software cap among its
-clock event reasons, or its SM clock well below the clocks of the job's other GPUs while it
-is busy) is named on the rank that drives it. GPU figures corroborate; the job's progress is
+A GPU slowed through the persistence window (a hardware slowdown among its clock event
+reasons, or its SM clock well below the clocks of the job's other GPUs while it is busy, or a
+software cap where no other GPU of the job runs free of one) is named on the rank that drives
+it: a software cap at the clock of peers that run free (a GPU at its power limit under heavy
+load) is no slowdown. GPU figures corroborate; the job's progress is
 the verdict: in a collective job, where the job's pace fell below (1 - margin) x its pace
 at the start, the slowed GPU's rank is the straggler (every rank waits for it in the next
 collective); otherwise it is a warning (the job may have run at that GPU's pace from the
@@ -38,6 +40,9 @@ from preflight.watch.series import RankSeries, Unit, WatchState
 BUSY_UTIL = 50  # % a GPU must be busy for its clock to be compared (idle GPUs clock down)
 HUNG_UTIL = 90  # % of a GPU in a hang that runs a kernel that does not end
 IDLE_UTIL = 5
+# A capped GPU within this share of its free peers' clock runs at their clock: the cap holds
+# it as the driver holds any GPU at its power limit, and it slows nobody.
+CAP_AT_PEERS = 0.95
 
 
 @dataclass(frozen=True)
@@ -87,26 +92,35 @@ def slowed(ranks: Sequence[RankSeries], state: WatchState, policy: WatchPolicy
     out = []
     busy = {key: g.sm_mhz for key, g in latest.items() if g.sm_mhz and (g.util or 0) >= BUSY_UTIL}
     clocks = Pool(busy.values())
+    capped = {key for key in busy if slowdowns(latest[key].reasons)}
     for (host, i), r in sorted(drives.items()):
         own = busy.get((host, i))
         ref = clocks.median_without(*(() if own is None else (own,)))
+        # Its peers run free of any cap: a cap of its own at their clock is how the driver
+        # holds a GPU under heavy load (H100s and H200s at their power limit), not a slowdown.
+        peers_free = any(k not in capped for k in busy if k != (host, i))
         seen = [g for g in (_gpu(s, i) for s in window(state, host, r.latest.t, policy))
                 if g is not None and g.error is None]
-        if len(seen) >= 2 and all(_slow(g, ref, policy.margin) for g in seen):
+        if len(seen) >= 2 and all(_slow(g, ref, policy.margin, peers_free) for g in seen):
             g = seen[-1]
             out.append(Slowed(r.rid, i, g.sm_mhz, g.sm_max_mhz, tuple(slowdowns(g.reasons)),
                               ref))
     return out
 
 
-def _slow(g: GpuSample, peers_mhz: Optional[float], margin: float) -> bool:
-    """A hardware slowdown; or, while busy, a software cap or a clock below its peers'."""
+def _slow(g: GpuSample, peers_mhz: Optional[float], margin: float,
+          peers_free: bool = False) -> bool:
+    """A hardware slowdown; or, while busy, a clock below its peers' by the margin, or a
+    software cap that holds it below its peers' clock, or where its peers are capped too or
+    there are none to compare (a software cap at the clock of peers that run free of one is
+    the driver's way under load, no slowdown)."""
     said = slowdowns(g.reasons)
     if any(w.startswith("hardware") for w in said):
         return True
     behind = bool(peers_mhz and g.sm_mhz and g.sm_mhz < (1 - margin) * peers_mhz)
+    lower = bool(peers_mhz and g.sm_mhz and g.sm_mhz < CAP_AT_PEERS * peers_mhz)
     # A software cap holds an idle GPU too, and an idle GPU clocks down: only while busy.
-    return (g.util or 0) >= BUSY_UTIL and (bool(said) or behind)
+    return (g.util or 0) >= BUSY_UTIL and (behind or (bool(said) and (lower or not peers_free)))
 
 
 def findings(ranks: Sequence[RankSeries], unit: Unit, state: WatchState,

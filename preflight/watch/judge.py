@@ -173,6 +173,14 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
     out.extend(gpus.unreadable(job.hosts(), live, state))
     out.extend(progress_unread(live))
     out.extend(cpu_untimed(live))
+    if job.restarts:  # said, never blamed: the job recovered by itself
+        at, ended = job.restarts[-1]
+        out.append(WatchFinding(
+            "restarted", Status.PASS, tuple(job.hosts()),
+            f"{job.key} started its ranks again in place at {clock_of(at)} after {ended} "
+            f"of them ended (an elastic restart"
+            + (f"; {len(job.restarts)} so far" if len(job.restarts) > 1 else "")
+            + "): the ends before it are its earlier attempt's"))
     if all(f.status is Status.PASS for f in out):  # nothing but the job's shape said
         out.append(pace_line(job, live, unit, policy,
                              phased=any(f.check == "phase" for f in out)))

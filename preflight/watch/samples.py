@@ -49,12 +49,19 @@ class Tick:
     running: tuple[int, ...] = ()  # the pids of every launcher the sample saw
 
 
-def job_key(argv: tuple[str, ...]) -> str:
-    for flag in ("--master", "--servers", "--job_id"):
+def job_key(argv: tuple[str, ...], host: str = "", pid: int = 0) -> str:
+    """What every launcher of one job shares: its --master (its rendezvous), else its
+    --servers (a PS job), else its --ips (a legacy collective job). A launcher with none of
+    them runs a job of one node, its own (a master is what joins nodes into one job): two
+    such jobs, or several on one host, are kept apart by their launchers, whatever --job_id
+    they share (Paddle's default for every job)."""
+    for flag in ("--master", "--servers", "--ips"):
         value = _flag(argv, flag)
         if value:
             return f"{flag[2:]} {value}"
-    return "job_id default"
+    job_id = _flag(argv, "--job_id")
+    named = f" (job_id {job_id})" if job_id and job_id != "default" else ""
+    return f"launcher {host}:{pid}{named}"
 
 
 def _flag(argv: tuple[str, ...], flag: str) -> Optional[str]:
@@ -170,7 +177,8 @@ class HostStream:
             running.append(lpid)
             if lpid not in self.launchers and isinstance(job.get("argv"), list):
                 argv = tuple(str(a) for a in job["argv"])
-                self.launchers[lpid] = Launcher(self.host, lpid, job_key(argv), argv,
+                self.launchers[lpid] = Launcher(self.host, lpid, job_key(argv, self.host, lpid),
+                                                argv,
                                                 str(job.get("log_dir") or "log"),
                                                 _text(job, "netns"))
                 new.append(self.launchers[lpid])

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal, NamedTuple, Optional
 
 from preflight.model.watch import HostSample, LaunchFailure, RankId, RankSample
+from preflight.watch.attempts import launchers_gone, restarted
 from preflight.watch.samples import Launcher, Tick
 
 # How a job's progress is counted: the step hook where its ranks call it, else the step
@@ -219,6 +220,10 @@ class JobSeries:
         # phases it ended [(since, how long)] (rules/phases.py).
         self.phases: dict[RankId, list[float]] = {}
         self.phase_spells: dict[RankId, list[tuple[float, float]]] = {}
+        # Its launchers started its ranks again in place (an elastic restart): when (on the
+        # controller's clock) and how many ranks had ended before. The ends before a restart
+        # are the earlier attempt's, kept apart: no death is read from them once it stepped on.
+        self.restarts: list[tuple[float, int]] = []
 
     def unit(self) -> Unit:
         latest = [r.latest for r in self.ranks.values() if r.samples]
@@ -288,6 +293,7 @@ class WatchState:
         self.jobs: dict[str, JobSeries] = {}
         self.hosts: dict[str, deque[HostSample]] = {}
         self.launcher_job: dict[tuple[str, int], str] = {}
+        self.running: dict[str, set[int]] = {}  # host -> the launchers its last sample saw
         self.last_tick: dict[str, float] = {}  # host -> the controller's time of its last
         self.own_netns: dict[str, str] = {}  # host -> its sampler's network namespace
         self.stacks: dict[RankId, str] = {}  # a hung job's ranks: their innermost frames
@@ -314,6 +320,7 @@ class WatchState:
             self.offset[tick.host] = max(seen, self.offset.get(tick.host, seen))
             self._offset_n[tick.host] = n + 1
         self.hosts.setdefault(tick.host, deque(maxlen=self.keep)).append(tick.sample)
+        self.running[tick.host] = set(tick.running)
         if tick.netns and tick.host not in self.own_netns:
             self.own_netns[tick.host] = tick.netns
             self._drop_foreign()
@@ -322,11 +329,13 @@ class WatchState:
                 self.foreign.add((la.host, la.pid))
                 continue
             old = self.jobs.get(la.job)
-            if old is not None and any(h == la.host and pid not in tick.running
-                                       for h, pid in old.launchers):
+            if old is not None and (any(h == la.host and pid not in tick.running
+                                        for h, pid in old.launchers)
+                                    or launchers_gone(old, self.running)):
                 # The job launched again (the same --master): a new launcher where its
-                # launcher there has gone. Its earlier run ended, and is judged as such: its
-                # ranks' clean exits are not deaths beside the new run's ranks.
+                # launcher there has gone, or anywhere once every launcher it had has gone
+                # (run again on other hosts). Its earlier run ended, and is judged as such:
+                # its ranks' clean exits are not deaths beside the new run's ranks.
                 self._retire(old)
             job = self.jobs.setdefault(la.job, JobSeries(la.job, tick.sample.t))
             job.launchers[(la.host, la.pid)] = la
@@ -338,6 +347,7 @@ class WatchState:
             job = self.jobs[key]
             series = job.ranks.get(rid)
             if series is None:
+                restarted(job, rid, self.at(tick.host, tick.sample.t))
                 series = job.ranks[rid] = RankSeries(rid, self.keep)
                 series.early_after_s = self.early_after_s
             series.add(s)

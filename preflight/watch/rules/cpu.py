@@ -234,8 +234,9 @@ def _saturated_by_design(r: RankSeries, h: tuple[Span, Span]) -> bool:
 def starved_servers(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
                     at_check: Mapping[str, AtCheck], addresses: Mapping[str, str],
                     explained: set[str]) -> list[Finding]:
-    """A PS server short of CPU through both halves of the window: its quota throttles it,
-    or it waits for a CPU far longer than the job's other ranks do. In async PS its trainers
+    """A PS server short of CPU through both halves of the window (its quota throttles it,
+    or it waits for a CPU far longer than the job's other ranks do), and more so than from
+    its start. In async PS its trainers
     step on at their own pace while it falls behind (seen with Paddle 2.6.2: 45 steps a
     second before and after a 0.05-core quota on the server, throttled in 95-100 % of its
     periods): it warns, the trainers' updates reaching it late. Where their send queues to
@@ -260,6 +261,11 @@ def starved_servers(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
             usual = math.inf
         if not all(is_throttled(span) or span.wait_s / span.dt >= max(
                 RUNQUEUE_SHARE, BUSY_RATIO * usual + BUSY_MORE) for span in h):
+            continue
+        # Judged against its own start: a server on a CPU limit, or on cores it shares, as
+        # much from its first window on is the job's shape (its trainers' pace was learned
+        # with it so); until that window is known, it is not judged.
+        if r.early is None or _saturated_by_design(r, h):
             continue
         host = r.rid.host
         full = {p: q for p, q in pairs.items() if p[1] == host}

@@ -11,7 +11,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
-from preflight.common.paddlelog import GLOO_PEER, LOST_PEER, TERMED
+from preflight.common.paddlelog import COLLECTIVE_TIMEOUT, GLOO_PEER, LOST_PEER, TERMED
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import Blame, LaunchFailure, WatchFinding, WatchPolicy
 from preflight.watch.rules.exits import (
@@ -110,6 +110,9 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
         # cause nor a death (a rank KILLed after its TERM looks like one that died first).
         return out
     causes, after = exit_causes(exits, policy)
+    timed_out = None if causes or failure is not None else own_timeout(job, exits, policy)
+    if timed_out is not None:
+        return out + [timed_out]
     out += [_cause_finding(e, after, failure) for e in causes]
     explained = {e.rid for e in causes} | {e.rid for e in after}
     lost = [e for e in exits if e.rid not in explained and e.error is not None
@@ -157,6 +160,41 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
                                 f"{clock_of(failure.at)}: {LAUNCH_STOPPED}",
                                 blame=Blame("launch", job=job.key)))
     return out
+
+
+def own_timeout(job: JobSeries, exits: Sequence[Exit], policy: WatchPolicy
+                ) -> Optional[Finding]:
+    """The job ended by its own collective timeout during a phase: its ranks aborted when a
+    collective waited past its timeout (gloo's 30 s) for a rank busy in a phase of the job's
+    own (a checkpoint, an evaluation) that began at least that long before, and none failed
+    on its own. Said with the rank, what it was in and for how long, and the timeout: no host
+    is to blame; the phase outran what the job's collectives wait."""
+    waited = [int(m.group(1)) / 1000.0 for e in exits
+              if (m := COLLECTIVE_TIMEOUT.search(tail_text(e)))]
+    if not waited or any(e.error is not None and not LOST_PEER.search(tail_text(e))
+                         for e in exits):
+        return None
+    timeout, first = max(waited), exits[0].at
+    spells = [(rid, since, end) for rid, (since, end) in job.phases.items()] + [
+        (rid, since, since + length) for rid, runs in job.phase_spells.items()
+        for since, length in runs]
+    # A phase open as the first rank ended (give or take a judgement), begun before the
+    # collective that waited for it started to wait.
+    inside = [(rid, since, end) for rid, since, end in spells
+              if since <= first - timeout + policy.interval_s
+              and end >= first - policy.persist_s - policy.interval_s]
+    if not inside:
+        return None
+    rid, since, end = max(inside, key=lambda x: x[2] - x[1])
+    return WatchFinding(
+        "ended", Status.WARN, tuple(job.hosts()),
+        f"the job {job.key} ended by its own collective timeout: its ranks aborted when a "
+        f"collective waited {timeout:g} s (gloo's timeout) for {rid.name()}, in a phase of "
+        f"the job's own since {clock_of(since)} ({max(end, first) - since:.0f} s by the first "
+        "end): no host to blame; a phase longer than the collective timeout ends the job "
+        "(save asynchronously, or on every rank, or raise the timeout)",
+        {"timeout_s": timeout, "phase_s": max(end, first) - since},
+        blame=Blame("job-stopped", job=job.key))
 
 
 def ending(job: JobSeries, present: Sequence[RankSeries], live: Sequence[RankSeries],

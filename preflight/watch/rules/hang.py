@@ -10,7 +10,7 @@ from preflight.model.findings import Finding, Status
 from preflight.model.watch import Blame, RankId, WatchFinding, WatchPolicy
 from preflight.watch import gpus
 from preflight.watch.rules.ends import STOPPED, TRACED
-from preflight.watch.rules.phases import busy_alone, every_rank_writes
+from preflight.watch.rules.phases import busy_alone, every_rank_computes, every_rank_writes
 from preflight.watch.series import (
     UNIT_WORDS,
     JobSeries,
@@ -31,9 +31,10 @@ def find_hang(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
     before = max(r.longest_quiet.get(unit, 0.0) for r in live)
     if quiet < max(policy.hang_s, 5 * before):
         return []
-    saving = every_rank_writes(job, live, policy, quiet)
-    if saving is not None:
-        return [saving]
+    phase = every_rank_writes(job, live, policy, quiet) or \
+        every_rank_computes(job, live, policy, quiet)
+    if phase is not None:
+        return [phase]
     if busy_alone(live, policy, quiet):
         return []  # a rank's phase while the others wait: said by the CPU rules
     stopped = [r for r in live if r.latest.state in STOPPED]

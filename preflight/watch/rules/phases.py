@@ -1,6 +1,7 @@
 """Phases of the job's own: a rank busy while its peers wait with nothing on its host holding
-it (no CPU quota throttling it, no wait for a CPU), and every rank writing files with no step.
-Rank 0 evaluating, saving a checkpoint or logging; a sharded save on every rank. Each is said
+it (no CPU quota throttling it, no wait for a CPU), every rank writing files with no step, and
+every rank of a job without GPUs computing with no step. Rank 0 evaluating, saving a
+checkpoint or logging; a sharded save on every rank; an evaluation on every rank. Each is said
 as a pass line with what tells it (the bytes it writes, its log's last line, its earlier
 spells and their cadence), never as a straggler or a hang, and never acted on: an action
 needs a cause that outlasts the job's phases and lives on the host it acts on.
@@ -30,6 +31,9 @@ WRITE_BPS = 1 << 20
 # A phase this many times longer than the rank's longest earlier one, and this long at
 # least, no longer looks like the job's own rhythm.
 LONG_RATIO, LONG_FLOOR_S = 3.0, 120.0
+# Cores on a CPU (not waiting for one) each rank of a job with no step keeps through the
+# window for the job to be computing on every rank (an evaluation), not hung.
+COMPUTING = 0.5
 # What a phase's log line says where the user gave no --phase-pattern.
 PHASE_WORDS = (r"checkpoint|ckpt|\bsav(e|ed|es|ing)\b|\beval|validat|\btest(ing)?\b|"
                r"\binfer")
@@ -64,6 +68,34 @@ def every_rank_writes(job: JobSeries, live: Sequence[RankSeries], policy: WatchP
         "hang" + (f"; past --phase-max {policy.phase_max_s:g} s: a save that does not end "
                   "(a filesystem that slowed, a loop writing logs); not acted on"
                   if long else ""),
+        {"quiet_s": quiet_s, "phase_s": quiet_s}, blame=Blame("phase"))
+
+
+def every_rank_computes(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
+                        quiet_s: float) -> Optional[Finding]:
+    """With no step for quiet_s on any rank (a hang's shape), every rank of a job without
+    GPUs busy computing through the window (COMPUTING cores or more, nothing on its host
+    holding it): an evaluation or a long step of the job's own on every rank, not a hang:
+    ranks hung in a collective sleep (gloo waits in the kernel). Not where a rank drives a
+    GPU: NCCL's waits spin, and a job hung in NCCL keeps every rank busy too. Past
+    --phase-max a warning (never acted on)."""
+    if len(live) < 2 or any(r.latest.gpus for r in live):
+        return None
+    shares = []
+    for r in live:
+        span = r.span(r.latest.t - policy.persist_s, r.latest.t, "bytes")
+        if span is None or span.dt <= 0 or is_saturated(span) or \
+                (span.busy_s - span.wait_s) / span.dt < COMPUTING:
+            return None
+        shares.append(span.busy_s / span.dt)
+    long = quiet_s > policy.phase_max_s
+    return WatchFinding(
+        "phase", Status.WARN if long else Status.PASS, tuple(job.hosts()),
+        f"every one of {len(live)} ranks computes (busy {min(shares):.2f}-{max(shares):.2f} "
+        f"cores, nothing on its host holding it) with no step for {quiet_s:.0f} s: an "
+        "evaluation or a long step of the job's own on every rank, not a hang (ranks hung in "
+        "a collective sleep)" + (f"; past --phase-max {policy.phase_max_s:g} s: work that "
+                                 "does not end (a loop); not acted on" if long else ""),
         {"quiet_s": quiet_s, "phase_s": quiet_s}, blame=Blame("phase"))
 
 

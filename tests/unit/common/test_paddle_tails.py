@@ -95,3 +95,13 @@ def test_broken_tails_read_without_a_crash_and_without_an_invented_cause(tail):
     assert error is None or error.startswith("Traceback")
     assert not L.LOST_PEER.search("\n".join(tail))
     assert not any(L.APPLICATION_ERROR.match(ln) for ln in tail)
+
+
+def test_a_collective_timeout_is_read_with_its_timeout():
+    # Paddle 3.3.1's gloo process group, a rank whose peer was busy 35 s in a checkpoint.
+    from preflight.common.paddlelog import COLLECTIVE_TIMEOUT
+    line = ("  what():  [enforce fail at /paddle/third_party/gloo/gloo/transport/tcp/pair.cc:708]"
+            " ex_ == nullptr. Timed out waiting 30000ms for recv operation to complete")
+    m = COLLECTIVE_TIMEOUT.search(line)
+    assert m is not None and m.group(1) == "30000"
+    assert COLLECTIVE_TIMEOUT.search("Timed out waiting for the lock") is None

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pathlib
 from dataclasses import replace
+from typing import Any
 
 import pytest
-from watchtools import POLICY, cluster, gpu_cluster, named, quota_starved, watched
+from watchtools import POLICY, cluster, gpu_cluster, named, nobody_named, quota_starved, watched
 
 from preflight.model.findings import Status
 from preflight.watch.gpus import slowed_now
@@ -234,3 +235,27 @@ def test_a_real_h200_reads_as_its_rank_driving_it_at_full_clock_and_nothing_is_n
     findings = judge(state, policy, 2.0 * (len(ticks) - 1), {}, {})
     assert named(findings, "gpu") == [] and named(findings, "straggler") == [], \
         [f.message for f in findings]
+
+
+def test_a_gpu_at_its_power_cap_at_its_free_peers_clock_is_named_by_nobody():
+    # H100s and H200s under heavy load sit at their power limit: NVML says "software power
+    # cap" while the clock is their peers'. One host's GPUs so, from the start, and the job
+    # slowing for every rank (an evaluation): no judgement names that host.
+    hosts = gpu_cluster()
+    hosts[2].gpus[0].update(reasons=0x4, power_w=700.0)
+
+    def evaluate(t):
+        if t == 40:
+            for h in hosts:
+                h.ranks[0].steps_per_s = 4.0
+    judgements: list[Any] = []
+    watched(hosts, 120, change=evaluate, every=judgements)
+    nobody_named(judgements)
+
+
+def test_a_software_cap_that_holds_a_gpu_below_its_free_peers_clock_is_named():
+    hosts = gpu_cluster()
+    hosts[2].gpus[0].update(sm=1800, reasons=0x4)  # 9 % below its peers: within the margin
+    findings, _ = watched(hosts, 40)
+    assert named(findings) == [("gpu", Status.WARN, ("node03",))]
+    assert "its GPU 0 runs at 1800 of 1980 MHz (software power cap)" in findings[0].message

@@ -1033,6 +1033,29 @@ def test_a_starved_server_is_named_alone_and_its_trainers_full_queues_are_not_th
                         "it late")
 
 
+@pytest.mark.parametrize("later", [False, True], ids=["as-from-its-start", "starved-since"])
+def test_a_server_on_a_cpu_limit_from_its_start_is_the_jobs_shape_until_it_is_starved_more(
+        later):
+    # ps1 throttled by its limit in 30 % of its periods from its first sample (its trainers'
+    # pace learned with it so): nobody named at any judgement. A quota cut mid-run that
+    # throttles it in every period is still named.
+    hosts = ps_job(trainers=2, servers=1)
+    s = hosts[2].ranks[0]
+    s.quota, s.throttled_share, s.busy, s.wait = 0.5, 0.3, 0.5, 0.1
+
+    def starve(t):
+        if later and t == 60:
+            s.quota, s.throttled_share, s.busy, s.wait = 0.05, 1.0, 1.5, 1.4
+    judgements: list[Any] = []
+    findings, _ = watched(hosts, 100, change=starve, every=judgements,
+                          at_check={h.name: AtCheck(cores=2.0) for h in hosts})
+    if later:
+        assert named(findings) == [("straggler", Status.WARN, ("ps1",))]
+        nobody_named(judgements[:int(60 / POLICY.interval_s)])
+    else:
+        nobody_named(judgements)
+
+
 def test_full_queues_to_a_server_with_cpu_to_spare_are_the_links():
     hosts = ps_job(trainers=2, servers=1)
     addresses = {"10.0.0.1": "node01", "10.0.0.2": "node02", "10.0.0.8": "ps1"}

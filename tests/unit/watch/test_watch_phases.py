@@ -149,6 +149,39 @@ def test_every_rank_writing_with_no_step_is_a_save_not_a_hang_then_a_warning():
     assert _acted(every, policy) == []
 
 
+def test_every_rank_evaluating_past_the_hang_bar_is_a_phase_not_a_hang():
+    # A CPU job whose every rank evaluates for 2 minutes: each computes a core, no step
+    # anywhere. Ranks hung in a collective sleep; these work.
+    hosts = cluster()
+
+    def evaluate(t):
+        for h in hosts:
+            r = h.ranks[0]
+            r.steps_per_s, r.busy, r.wait, r.state = (
+                (0.0, 0.95, 0.03, "R") if 30 <= t < 150 else (10.0, 0.4, 0.05, "S"))
+
+    every: list[Any] = []
+    watched(hosts, 200, change=evaluate, every=every)
+    nobody_named(every)
+    said = [f for found in every for f in found if f.check == "phase"]
+    assert said and said[0].message.startswith("every one of 4 ranks computes (busy "), said
+    assert "not a hang" in said[0].message
+
+
+def test_every_gpu_rank_busy_with_no_step_is_still_a_hang():
+    # NCCL's waits spin: in a job hung in a collective every GPU rank keeps a core busy.
+    hosts = gpu_cluster()
+
+    def hung(t):
+        if t >= 30:
+            for h in hosts:
+                r = h.ranks[0]
+                r.steps_per_s, r.busy, r.wait, r.state = 0.0, 0.98, 0.02, "R"
+
+    findings, _ = watched(hosts, 120, change=hung)
+    assert [f.check for f in findings if f.status is Status.FAIL] == ["hang"]
+
+
 def test_every_rank_asleep_with_no_step_is_still_a_hang():
     hosts = cluster()
 
@@ -216,3 +249,55 @@ def test_an_older_samplers_stepped_clock_is_never_a_straggler():
     every: list[Any] = []
     watched(hosts, 120, change=step, every=every)
     nobody_named(every)
+
+
+def test_a_job_its_own_collective_timeout_ends_during_a_phase_blames_no_host():
+    # Rank 0 saves for 35 s from 60 s; gloo's collective waits 30 s for it and aborts its
+    # peers at 95 s, then rank 0 finds them gone as its save ends (Paddle 3.3.1's words).
+    from synthjob import GLOO_ENFORCE
+    from watchtools import ABORTED
+    hosts = cluster(3)
+    save = saving(hosts, 600, 60, since=60)
+
+    def change(t):
+        if t < 95:  # then rank 0 stays as it was: saving
+            save(t)
+        if t == 95:
+            for h in hosts[1:]:
+                r = h.ranks.pop()
+                r.tail, h.gone = GLOO_ENFORCE, [r]
+        if t == 100:
+            r = hosts[0].ranks.pop()
+            r.tail, hosts[0].gone = ABORTED, [r]
+
+    every: list[Any] = []
+    found, _ = watched(hosts, 130, change=change, every=every)
+    nobody_named(every)
+    assert not [f for fs in every for f in fs if f.check == "dead"]
+    [said] = [f for f in found if f.check == "ended"]
+    assert said.status is Status.WARN and said.hosts == ("node01", "node02", "node03")
+    assert said.message.startswith("the job master 10.0.0.1:6767 ended by its own collective "
+                                   "timeout: its ranks aborted when a collective waited 30 s "
+                                   "(gloo's timeout) for node01 rank 0 (worker), in a phase of "
+                                   "the job's own since "), said.message
+    assert "no host to blame" in said.message
+
+
+def test_a_collective_timeout_with_no_phase_open_is_still_a_death():
+    # The same timeout where no rank was in a phase: a peer that died or hung is the cause,
+    # and the ends rules name it as before.
+    from synthjob import GLOO_ENFORCE
+    hosts = cluster(3)
+
+    def change(t):
+        if t == 60:  # node03's rank killed without a word
+            r = hosts[2].ranks.pop()
+            r.tail, hosts[2].gone = (), [r]
+        if t == 65:
+            for h in hosts[:2]:
+                r = h.ranks.pop()
+                r.tail, h.gone = GLOO_ENFORCE, [r]
+
+    found, _ = watched(hosts, 100, change=change)
+    assert not [f for f in found if "collective timeout" in f.message]
+    assert [f.hosts for f in found if f.check == "dead"] == [("node03",)]

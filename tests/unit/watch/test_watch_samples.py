@@ -32,11 +32,23 @@ def test_a_rank_is_known_by_paddles_variables(who, log, role, rank):
      "master 1.2.3.4:6767"),
     (("python", "-m", "paddle.distributed.launch", "--servers=a:1,b:2", "t.py"),
      "servers a:1,b:2"),
-    (("python", "-m", "paddle.distributed.launch", "--job_id", "j7", "t.py"), "job_id j7"),
-    (("python", "-m", "paddle.distributed.launch", "t.py"), "job_id default"),
+    (("python", "-m", "paddle.distributed.launch", "--ips=10.0.0.1,10.0.0.2", "t.py"),
+     "ips 10.0.0.1,10.0.0.2"),
+    # No master: a job of one node, its launcher's own, whatever --job_id it carries.
+    (("python", "-m", "paddle.distributed.launch", "--job_id", "j7", "t.py"),
+     "launcher n1:42 (job_id j7)"),
+    (("python", "-m", "paddle.distributed.launch", "t.py"), "launcher n1:42"),
+    (("python", "-m", "paddle.distributed.launch", "--job_id=default", "t.py"),
+     "launcher n1:42"),
 ])
 def test_the_launchers_of_one_job_share_its_key(argv, key):
-    assert job_key(argv) == key
+    assert job_key(argv, "n1", 42) == key
+
+
+def test_two_launchers_without_a_master_are_two_jobs_on_one_host_or_two():
+    argv = ("python", "-m", "paddle.distributed.launch", "--nproc_per_node", "2", "t.py")
+    keys = {job_key(argv, "n1", 42), job_key(argv, "n1", 43), job_key(argv, "n2", 42)}
+    assert len(keys) == 3
 
 
 def test_who_and_the_launcher_are_said_once_and_kept():

@@ -132,24 +132,31 @@ NVML_SRC = part("nvml")
 PADDLE_CHILD = part("paddle_child")
 
 
-# One join at a time: the hosts' threads ask for a program's text at once on first use, and
-# CPython's ast.parse is not safe in threads at once (python/cpython#106905: a spurious
-# "SystemError: AST constructor recursion depth mismatch", seen in a check's upload).
+# One join at a time, and each program joined once: the hosts' threads ask for a program's
+# text at once on first use. CPython's ast.parse is not safe in threads at once
+# (python/cpython#106905: a spurious "SystemError: AST constructor recursion depth mismatch",
+# seen in a check's upload), and a join per thread, one after another, held 32 hosts' probes
+# back by seconds each (their clocks could not be judged).
 _JOINING = threading.Lock()
+_JOINED: dict[str, str] = {}
 
 
-@functools.lru_cache(maxsize=1)
+def _program(name: str) -> str:
+    with _JOINING:
+        text = _JOINED.get(name)
+        if text is None:
+            text = _JOINED[name] = join(name)
+        return text
+
+
 def probe() -> str:
     """The probe: probe.py and the parts it joins (its fact families and what they share)."""
-    with _JOINING:
-        return join("probe")
+    return _program("probe")
 
 
-@functools.lru_cache(maxsize=1)
 def sampler() -> str:
     """The watch's sampler: sampler.py and the parts it joins."""
-    with _JOINING:
-        return join("sampler")
+    return _program("sampler")
 
 
 def script(name: str) -> str:
@@ -175,15 +182,23 @@ STDIN_BOOTSTRAP = (
     '"exec"))')
 
 
-@functools.lru_cache(maxsize=2)
+_PACKING = threading.Lock()
+_PACKED: dict[str, bytes] = {}
+
+
 def stdin_payload(text: str) -> bytes:
     """What travels on stdin for STDIN_BOOTSTRAP: this interpreter's bytecode magic, the text
     compiled here (marshal), then its source. A host whose Python has the same magic runs the
     bytecode, sparing the compile that was over a quarter of the probe's CPU (4.5 ms of 16
-    per host, measured); any other compiles the source."""
-    source = text.encode()
-    code = marshal.dumps(compile(source, "preflight-probe", "exec", dont_inherit=True))
-    return pack(importlib.util.MAGIC_NUMBER, code, source)
+    per host, measured); any other compiles the source. Compiled once, whatever number of
+    hosts' threads ask at once."""
+    with _PACKING:
+        payload = _PACKED.get(text)
+        if payload is None:
+            source = text.encode()
+            code = marshal.dumps(compile(source, "preflight-probe", "exec", dont_inherit=True))
+            payload = _PACKED[text] = pack(importlib.util.MAGIC_NUMBER, code, source)
+        return payload
 
 
 def pack(magic: bytes, code: bytes, source: bytes) -> bytes:

@@ -416,3 +416,31 @@ def test_no_module_is_over_400_lines():
     assert long == {}, long
     assert any(name.startswith("preflight.checks.") for name in MODULES)  # every tree read
     assert any(name.startswith("preflight.inventory.") for name in MODULES)
+
+
+def test_many_hosts_asking_for_the_probe_at_once_join_and_compile_it_once(monkeypatch):
+    # A fan-out's threads ask for the probe's text and payload together on first use: each
+    # joined and compiled once (a join per thread, one after another, held 32 hosts back by
+    # seconds each), never two parses at once (CPython's ast.parse is not thread-safe).
+    import threading
+    real_join = ship.join
+    joins: list[str] = []
+
+    def counted(name: str) -> str:
+        joins.append(name)
+        return real_join(name)
+    monkeypatch.setattr(ship, "join", counted)
+    monkeypatch.setattr(ship, "_JOINED", {})
+    monkeypatch.setattr(ship, "_PACKED", {})
+    start = threading.Barrier(16)
+    got: list[bytes] = []
+
+    def host() -> None:
+        start.wait(10)
+        got.append(ship.stdin_payload(ship.probe()))
+    threads = [threading.Thread(target=host) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert joins == ["probe"] and len(got) == 16 and len(set(got)) == 1

@@ -24,6 +24,8 @@ from preflight.hostside.procfs import CLK_TCK as CLK_TCK  # joined
 from preflight.hostside.procfs import children as children  # joined
 from preflight.hostside.procfs import cmdline as cmdline  # joined
 from preflight.hostside.procfs import environ as environ  # joined
+from preflight.hostside.procfs import meminfo as meminfo  # joined
+from preflight.hostside.procfs import pressure_some_avg10 as pressure_some_avg10  # joined
 from preflight.hostside.procfs import read as read  # joined
 from preflight.hostside.procfs import section as section  # joined
 from preflight.hostside.procfs import stat_fields  # joined
@@ -58,17 +60,18 @@ def host_part():
     except (OSError, ValueError):
         pass
     for kind in ("cpu", "memory"):
-        try:  # "some avg10=...": the share of the last 10 s some task stalled on it
-            line = read("/proc/pressure/%s" % kind).splitlines()[0]
-            out["psi_" + kind] = float(line.split()[1].split("=")[1])
-        except (OSError, ValueError, IndexError):
-            pass
+        try:  # the share of the last 10 s some task stalled on it
+            some = pressure_some_avg10("/proc/pressure/%s" % kind)
+        except (OSError, ValueError):
+            continue
+        if some is not None:
+            out["psi_" + kind] = some
     try:
-        for line in read("/proc/meminfo").splitlines():
-            if line.startswith("MemAvailable:"):
-                out["mem_avail"] = int(line.split()[1]) * 1024
+        avail = meminfo().get("MemAvailable")
     except (OSError, ValueError):
-        pass
+        avail = None
+    if avail is not None:
+        out["mem_avail"] = avail
     nics = {}
     try:
         for line in read("/proc/net/dev").splitlines()[2:]:

@@ -29,7 +29,8 @@ CHILD = "--child"
 
 def child(inventory: str) -> int:
     """Runs one collection and prints its figures as JSON (runs in the client namespace)."""
-    from preflight.collect.fanout import CollectOptions, collect
+    from preflight.collect.fanout import PROBE
+    from preflight.common.hostjob import CollectOptions, fan_out
     from preflight.inventory import load
     from preflight.transport.ssh.job import SshJob
 
@@ -38,7 +39,7 @@ def child(inventory: str) -> int:
     opts = CollectOptions(forks=len(hosts), paddle=False, keep_connections=True)
     connections: dict[str, Any] = {}
     t0 = time.perf_counter()
-    outcomes = collect(hosts, opts, SshJob, connections=connections)
+    outcomes = fan_out(hosts, opts, SshJob, PROBE, connections=connections)
     wall = time.perf_counter() - t0
     after = _state()
     for conn in connections.values():

@@ -11,9 +11,11 @@ from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from preflight.checks import ALL_CHECKS, CheckSpec, allreduce, ps_fanin, ps_round
-from preflight.collect.fanout import CollectOptions
+from preflight.collect.fanout import PROBE
+from preflight.common.hostjob import CollectOptions
 from preflight.config.errors import UsageError
 from preflight.history import runlog
+from preflight.inventory.query import HostQuery, hosts_of, lists_hosts
 from preflight.judge import judge, run_checks
 from preflight.model.baseline import Audit
 from preflight.model.cluster import Cluster
@@ -36,7 +38,7 @@ from preflight.placement.planner import plan as make_plan
 from preflight.report import build, terminal
 from preflight.report.jsonreport import STDOUT
 from preflight.transport import table
-from preflight.transport.base import HostQuery, Transport
+from preflight.transport.base import Transport
 
 
 @dataclass(frozen=True)
@@ -119,7 +121,7 @@ def _inventory_path(opts: CheckOptions) -> Optional[str]:
 
 def transport_of(opts: CheckOptions) -> type[Transport]:
     """The transport the run's options choose (the table decides)."""
-    return table.pick(opts.transport, opts.inventory, opts.inventory_format)
+    return table.pick(opts.transport, lists_hosts(opts.inventory, opts.inventory_format))
 
 
 def is_local(opts: CheckOptions) -> bool:
@@ -142,7 +144,7 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
     """Runs one check; returns everything it learned. Each host's answer and each
     measurement goes to the results log as it arrives."""
     transport = transport_of(opts)()
-    hosts = transport.hosts(host_query(opts))
+    hosts = hosts_of(host_query(opts), transport.via, transport.alone)
     check_outputs(opts.outputs)
     # The active tests need peers: a local audit of one machine has none.
     active = opts.network is not None and len(hosts) > 1
@@ -160,7 +162,7 @@ def run(opts: CheckOptions, command: str, audit: Optional[Audit] = None,
         progress(outcome, done, total)
 
     try:
-        outcomes = transport.collect(hosts, collect_opts, answered)
+        outcomes = transport.collect(hosts, collect_opts, PROBE, answered)
         remotes = transport.remotes()
         collect_interrupted = any(o.failure and o.failure.stage is Stage.INTERRUPTED
                                   for o in outcomes)

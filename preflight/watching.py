@@ -16,12 +16,12 @@ from preflight.act.launch import load_plan
 from preflight.act.recover import Acted, ActOptions, Actor
 from preflight.common.units import hostlist
 from preflight.config.errors import UsageError
+from preflight.inventory.query import HostQuery, hosts_of, lists_hosts
 from preflight.model.host import Via
 from preflight.model.report import Report
 from preflight.model.watch import LaunchFailure, SchedulerEnd, WatchPolicy
 from preflight.report import jsonreport, terminal
 from preflight.transport import table
-from preflight.transport.base import HostQuery
 from preflight.transport.slurm import drain
 from preflight.watch import record
 from preflight.watch.judge import AtCheck
@@ -114,12 +114,12 @@ def _watch_once(req: WatchRequest, plan: Optional[str], token: str, jobid: Optio
             inventory, ssh_config = source.inventory, ssh_config or source.ssh_config
             fmt = source.fmt if fmt == "auto" else fmt
     fmt = table.inventory_format(via, inventory, fmt)
-    transport = table.new(via, inventory, fmt)
+    transport = table.new(via, lists_hosts(inventory, fmt))
     if jobid:
         transport.follow(jobid)
     try:
-        hosts = transport.hosts(HostQuery(inventory, fmt, ssh_config,
-                                          cli_timeout=req.cli_timeout))
+        hosts = hosts_of(HostQuery(inventory, fmt, ssh_config, cli_timeout=req.cli_timeout),
+                         transport.via, transport.alone)
         if names is not None:
             known = {h.name for h in hosts}
             missing = [n for n in names if n not in known]

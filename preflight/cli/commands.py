@@ -10,12 +10,12 @@ import time
 from dataclasses import replace
 from typing import Any, Optional, TextIO
 
-from preflight import judge, pipeline
+from preflight import judge, launching, pipeline
 from preflight.act.launch import LaunchOptions, load_plan
 from preflight.cli.args import DEFAULT_CONNECT_TIMEOUT, build_parser
 from preflight.cli.watchcmd import cmd_watch, watch_report
-from preflight.collect.fanout import CollectOptions
 from preflight.common import profile
+from preflight.common.hostjob import CollectOptions
 from preflight.common.secrets import scrub
 from preflight.common.units import rate
 from preflight.config import container
@@ -23,6 +23,7 @@ from preflight.config.document import Fields
 from preflight.config.errors import InputError, UsageError
 from preflight.config.policy import build as build_policy
 from preflight.history import baseline, diff, runlog
+from preflight.inventory.query import HostQuery, lists_hosts
 from preflight.model.baseline import Audit
 from preflight.model.findings import Verdict
 from preflight.model.host import Via
@@ -32,10 +33,10 @@ from preflight.network.iperf import IperfOptions
 from preflight.network.orchestrate import NetworkOptions
 from preflight.network.ps_round import PsRoundOptions
 from preflight.pipeline import CheckOptions, CheckRun
+from preflight.placement.launcher import emit_files
 from preflight.report import files, jsonreport, terminal
 from preflight.report.jsonreport import STDOUT
 from preflight.transport import table
-from preflight.transport.base import HostQuery
 from preflight.transport.slurm import drain, health
 from preflight.transport.slurm import steps as slurm
 from preflight.watch import replay
@@ -135,7 +136,7 @@ def cmd_check(args: argparse.Namespace, audit: Optional[Audit] = None) -> int:
     files.write(report_files(args), run.report)
     _show(run.report, args)
     if args.emit_launch and run.plan.nodes:
-        wrote = pipeline.transport_of(opts)().emit(run.plan, args.emit_launch)
+        wrote = emit_files(run.plan, args.emit_launch, pipeline.transport_of(opts).batch)
         if not args.quiet:
             print(wrote, file=human_stream(args))
     code = _exit_code(run)
@@ -307,9 +308,9 @@ def cmd_launch(args: argparse.Namespace) -> int:
     opts = LaunchOptions(tuple(script), args.chdir, args.timeout,
                          args.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
                          args.accept_new_host_keys, args.plan, via.value)
-    transport = table.new(via, inventory, fmt)
+    transport = table.new(via, lists_hosts(inventory, fmt))
     try:
-        return transport.launch(nodes, source, query, opts)
+        return launching.launch(transport, nodes, source, query, opts)
     finally:
         transport.close()
 

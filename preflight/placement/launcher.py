@@ -134,3 +134,11 @@ def emit(plan: Plan, directory: str, batch: bool = False) -> list[str]:
         os.replace(tmp, path)
         written.append(path)
     return written
+
+
+def emit_files(plan: Plan, directory: str, batch: bool = False) -> str:
+    """Writes the plan's launch files (emit); returns the line that says what, and how the
+    batch script is run where there is one."""
+    emit(plan, directory, batch)
+    line = f"launch scripts: {len(plan.nodes)} hosts in {directory}"
+    return f"{line} (and {sbatch.NAME}: sbatch it with the training script)" if batch else line

@@ -1,39 +1,44 @@
-"""The Transport protocol, and what every transport is given to find its hosts."""
+"""The Transport protocol: one way of reaching hosts, running commands on them and shipping
+what runs there. It knows no stage: the composers (pipeline.py, watching.py, launching.py)
+hand it what to run (the collect stage's probe, a plan's batch script) and use what it hands
+out (Remotes) with the stages. What differs between transports is said by their capabilities
+(alone, batch), never asked of their class."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar, Optional, Protocol, runtime_checkable
 
-from preflight.act.launch import LaunchOptions, Source
-from preflight.collect.fanout import CollectOptions
+from preflight.common.hostjob import CollectOptions, OnResult, ProbeCall
 from preflight.common.remote import Remote
-from preflight.inventory import load
-from preflight.inventory.resolve import ContainerLayers
-from preflight.model.host import Host, HostOutcome, ThisMachine, Via
-from preflight.model.plan import Node, Plan
+from preflight.model.host import Host, HostOutcome, Via
 from preflight.model.report import ReachNotes
 from preflight.model.watch import SchedulerEnd
-from preflight.placement import launcher
-
-# Called as each host's outcome arrives: (outcome, hosts done, hosts in all).
-OnResult = Callable[[HostOutcome, int, int], None]
 
 
 @dataclass(frozen=True)
-class HostQuery:
-    """Where the hosts of a run are listed, and how their entries are read."""
+class BatchJob:
+    """One batch script to run as a scheduler's job (a plan run as one job)."""
 
-    inventory: Optional[str] = None  # a file, a hostlist, or None
-    fmt: str = "auto"  # inventory.FORMATS
-    ssh_config: Optional[str] = None  # -F: the OpenSSH config (None: the usual ones)
-    limit: Optional[str] = None  # --limit PATTERN
-    # --python: the training interpreter of the hosts whose inventory entry names none, and
-    # of this machine audited alone (None: python3 there)
-    python: Optional[str] = None
-    cli_timeout: bool = False  # --connect-timeout given: it beats the config's ConnectTimeout
-    containers: ContainerLayers = (None, None)  # the policy's and the command line's
+    text: str  # the batch script
+    args: tuple[str, ...]  # what follows it on the command line (the training script's)
+    name: str  # the job's name: unique, it finds the job once it runs
+    env: Mapping[str, str] = field(default_factory=dict)  # exported to the job's processes
+    chdir: Optional[str] = None
+    timeout: Optional[float] = None  # the job's time limit; None: the scheduler's
+    on_running: Optional[Callable[[str], None]] = None  # told the job's id once it runs
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """How a batch job ended: its exit (None: it never ran, or ran past its limit)."""
+
+    exit: Optional[int]
+    job_id: str
+    error: str  # why it failed, in the scheduler's words ("" when it did not)
+    output: str = ""  # where the job's output is
+    timed_out: bool = False
 
 
 @runtime_checkable
@@ -41,35 +46,26 @@ class Transport(Protocol):
     """One way of reaching hosts, for one run (it holds what it opens until close)."""
 
     via: ClassVar[Via]
-    # Audits this machine alone: no peers, so no active tests and no plan of a cluster.
+    # Audits this machine alone: no inventory, no peers, so no active tests and no plan.
     alone: ClassVar[bool]
+    # Runs a plan as one scheduler batch job (submit), not a launcher started on each host.
+    batch: ClassVar[bool]
     # The inventory format when none is given (Slurm: the allocation's nodelist).
     default_format: ClassVar[Optional[str]]
 
-    def hosts(self, query: HostQuery) -> list[Host]:
-        """The hosts to check, as this transport reaches them."""
-        ...
-
-    def collect(self, hosts: Sequence[Host], opts: CollectOptions,
+    def collect(self, hosts: Sequence[Host], opts: CollectOptions, call: ProbeCall,
                 on_result: Optional[OnResult] = None) -> list[HostOutcome]:
-        """One outcome per host, in order, each bounded by opts.deadline."""
+        """Runs call on every host: one outcome per host, in order, each bounded by
+        opts.deadline."""
         ...
 
     def remotes(self) -> dict[str, Remote]:
-        """{host: Remote} for the hosts collect() kept (opts.keep_connections)."""
+        """{host: Remote} for the hosts collect() kept (opts.keep_connections) or reach()
+        reached."""
         ...
 
     def notes(self) -> ReachNotes:
         """What the report records of how this run reached its hosts."""
-        ...
-
-    def launch(self, nodes: Sequence[Node], source: Source, query: HostQuery,
-               opts: LaunchOptions) -> int:
-        """Runs a report's plan on its hosts; returns the exit code."""
-        ...
-
-    def emit(self, plan: Plan, directory: str) -> str:
-        """Writes the plan's launch files into directory; returns a line saying what."""
         ...
 
     def reach(self, hosts: Sequence[Host], connect_timeout: float,
@@ -77,6 +73,11 @@ class Transport(Protocol):
         """Makes the hosts ready to run commands on, in parallel and bounded (no probe);
         returns {host: why not} for those it could not reach; remotes() hands out the
         others."""
+        ...
+
+    def submit(self, job: BatchJob) -> Submitted:
+        """Runs a batch script as one scheduler job and waits for its end (a transport
+        whose `batch` is true; the others refuse)."""
         ...
 
     def follow(self, jobid: str) -> None:
@@ -97,25 +98,6 @@ class Transport(Protocol):
         ...
 
 
-def host_scripts(plan: Plan, directory: str) -> str:
-    """Writes <host>.sh and <host>.env for every plan host (what a transport that starts
-    each host's launcher itself emits); returns the line saying so."""
-    launcher.emit(plan, directory)
-    return f"launch scripts: {len(plan.nodes)} hosts in {directory}"
-
-
-def inventory_hosts(query: HostQuery) -> list[Host]:
-    """The inventory's hosts as SSH reaches them (the OpenSSH config applied, --limit), with
-    the config's ConnectTimeout dropped when --connect-timeout was given."""
-    hosts = load(query.inventory, query.fmt, query.ssh_config, query.limit, query.containers,
-                 query.python)
-    return cli_timeout_wins(hosts) if query.cli_timeout else hosts
-
-
-def cli_timeout_wins(hosts: Sequence[Host]) -> list[Host]:
-    """The hosts with their config's ConnectTimeout dropped, their hops' too: a
-    --connect-timeout given on the command line wins over the OpenSSH config."""
-    def dropped(h: Host) -> Host:
-        return h.with_ssh(replace(h.ssh, connect_timeout=None,
-                                  jump=tuple(dropped(j) for j in h.ssh.jump)))
-    return [h if isinstance(h.target, ThisMachine) else dropped(h) for h in hosts]
+def no_batch(via: Via) -> Submitted:
+    """A transport without a scheduler's batch jobs, asked for one."""
+    return Submitted(None, "", f"--transport {via.value} runs no batch job")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-from preflight.inventory import SELF_LISTED
 from preflight.model.host import Via
 from preflight.transport.base import Transport
 from preflight.transport.local.transport import LocalTransport
@@ -25,13 +24,14 @@ def inventory_format(via: Via, inventory: Optional[str], fmt: str) -> str:
     return default if default and not inventory else fmt
 
 
-def pick(via: Via, inventory: Optional[str], fmt: str) -> type[Transport]:
-    """The transport of a run: the one named, except that SSH with no hosts to reach (no
-    inventory, and no format that lists hosts by itself) audits this machine alone."""
-    if via is Via.SSH and not inventory and fmt not in SELF_LISTED:
+def pick(via: Via, listed: bool) -> type[Transport]:
+    """The transport of a run: the one named, except that SSH with no hosts to reach
+    (listed: an inventory, or a format that lists hosts by itself) audits this machine
+    alone."""
+    if via is Via.SSH and not listed:
         return LocalTransport
     return TRANSPORTS[via]
 
 
-def new(via: Via, inventory: Optional[str], fmt: str) -> Transport:
-    return pick(via, inventory, fmt)()
+def new(via: Via, listed: bool) -> Transport:
+    return pick(via, listed)()

@@ -5,12 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from preflight.collect.fanout import CollectOptions, fds_needed
+from preflight.common.hostjob import CollectOptions, fds_needed
 
 
 def test_fd_limit_is_raised_for_large_fan_outs():
     # A child process, so that this test's own limit is left alone.
-    code = ("import resource; from preflight.collect.fanout import raise_fd_limit;"
+    code = ("import resource; from preflight.common.hostjob import raise_fd_limit;"
             "resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096));"
             "print(raise_fd_limit(100), raise_fd_limit(3000), raise_fd_limit(9000),"
             "resource.getrlimit(resource.RLIMIT_NOFILE))")

@@ -12,7 +12,8 @@ import pytest
 from probetools import probe_cmd, shipped_ns
 from support import HOSTILE
 
-from preflight.collect.fanout import CollectOptions, probe_args, probe_payload, remote_command
+from preflight.collect.fanout import probe_args, probe_payload, remote_command
+from preflight.common.hostjob import CollectOptions
 from preflight.model.host import Host
 
 

@@ -127,14 +127,12 @@ ALLOWED = {
     "preflight.act": (*BELOW, "preflight.act", "preflight.config",
                       "preflight.report.jsonreport", "preflight.network.paddle_job",
                       "preflight.hostside"),
-    # A transport reaches hosts its way and composes that with collect (the probe, shipped
-    # by hostside), the inventory (its hosts), the plan's launch files and `preflight
-    # launch` (and the stop of its job, network/paddle_job.py's); Slurm's acts on a verdict
-    # too (drain, resume, health: the report through config's reader).
-    "preflight.transport": (*BELOW, "preflight.transport", "preflight.collect",
-                            "preflight.hostside", "preflight.inventory", "preflight.config",
-                            "preflight.act", "preflight.network.paddle_job",
-                            "preflight.placement", "preflight.report.jsonreport"),
+    # A transport reaches hosts, runs commands there and ships what it is handed (the
+    # probe is the collect stage's, given to it as a common.hostjob.ProbeCall; a plan's
+    # batch script is placement's, given as a BatchJob): it loads no stage. The composers
+    # (pipeline, watching, launching) put it together with the stages. Its one word of
+    # configuration is the one-line UsageError.
+    "preflight.transport": (*BELOW, "preflight.transport", "preflight.config.errors"),
     # The verdict runs the checks.
     "preflight.judge": (*BELOW, "preflight.checks", "preflight.judge"),
     # The watch ships its sampler and runs it through the Remote a transport hands out; its
@@ -222,11 +220,12 @@ def test_subpackages_say_what_they_offer_and_load_nothing():
 
 
 def test_preflight_holds_only_entry_modules():
-    # Each composes stages for one command: a check (pipeline, judge), a watch (watching),
-    # a watch's log judged again with --act rehearsed (replaying).
+    # Each composes stages (and the transport) for one command: a check (pipeline, judge),
+    # a launch (launching), a watch (watching), a watch's log judged again with --act
+    # rehearsed (replaying).
     top = sorted(p.name for p in (ROOT / "preflight").glob("*.py"))
-    assert top == ["__init__.py", "__main__.py", "judge.py", "pipeline.py", "replaying.py",
-                   "watching.py"]
+    assert top == ["__init__.py", "__main__.py", "judge.py", "launching.py", "pipeline.py",
+                   "replaying.py", "watching.py"]
 
 
 # A check judges facts; it must not be able to open a connection, a process or a file.

@@ -28,12 +28,14 @@ def test_the_python_flag_reaches_the_hosts_of_a_host_list(tmp_path, monkeypatch)
     # -i 'gpu[01-02]' --python PY: conda and venv users' training Python, on every host.
     from preflight.cli.args import build_parser
     from preflight.cli.commands import check_options
+    from preflight.inventory.query import hosts_of
     from preflight.pipeline import host_query, transport_of
 
     monkeypatch.chdir(tmp_path)
     args = build_parser().parse_args(["check", "-i", "gpu[01-02]", "-F", "none", "--python",
                                       "/opt/conda/bin/python"])
     opts = check_options(args)
-    hosts = transport_of(opts)().hosts(host_query(opts))
+    transport = transport_of(opts)
+    hosts = hosts_of(host_query(opts), transport.via, transport.alone)
     assert [(h.name, h.python) for h in hosts] == [("gpu01", "/opt/conda/bin/python"),
                                                     ("gpu02", "/opt/conda/bin/python")]

@@ -4,15 +4,14 @@ commands an SSH host would, without SSH), and Slurm's, whose steps are local sru
 
 from __future__ import annotations
 
-import os
 import subprocess
 import threading
 import time
 from typing import Any, Optional
 
-from preflight.collect.fanout import PROBE_MARGIN_S, Job, probe_argv, probe_payload
+from preflight.common.hostjob import Job
 from preflight.common.remote import MAX_OUTPUT, POLL_S, Done, Started
-from preflight.model.host import Host, HostOutcome, Stage, ThisMachine
+from preflight.model.host import HostOutcome, Stage
 
 CLOSE_S = 3.0  # what a process stopped with TERM gets before KILL
 
@@ -90,12 +89,6 @@ class LocalRemote:
             proc.close()
 
 
-def local_host(python: str = "python3") -> Host:
-    """Returns the Host that stands for this machine in a local audit."""
-    return Host(name=os.uname().nodename, address="localhost", python=python,
-                target=ThisMachine())
-
-
 class LocalJob(Job):
     """The probe on this machine: the same command and payload as over SSH, in a
     subprocess (no shell, no SSH)."""
@@ -103,14 +96,14 @@ class LocalJob(Job):
     proc: Optional[subprocess.Popen[bytes]] = None
 
     def _collect(self) -> HostOutcome:
-        self.budget = max(1.0, self.remaining() - PROBE_MARGIN_S)
+        budget = self.probe_budget()
         self.stage = Stage.PROBE
         self.sent_at = time.time()
-        self.proc = subprocess.Popen(probe_argv(self.host, self.opts, self.budget),
+        self.proc = subprocess.Popen(self.call.argv(self.host, self.opts, budget),
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE)
         try:
-            out, err = self.proc.communicate(probe_payload(),
+            out, err = self.proc.communicate(self.call.payload(),
                                              timeout=max(0.1, self.remaining()))
         except subprocess.TimeoutExpired:
             self.proc.kill()

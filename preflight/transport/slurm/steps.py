@@ -19,11 +19,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
-from preflight.collect.fanout import CollectOptions, probe_payload, probe_script
-from preflight.collect.parse import ProbeOutputError, parse_probe_output
+from preflight.common.hostjob import PROBE_MARGIN_S, Answer, CollectOptions, ProbeCall
 from preflight.common.remote import Done, Started, in_parallel
 from preflight.model.container import ContainerSpec
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
@@ -268,17 +267,17 @@ def stream_step(argv: Sequence[str], payload: bytes, timeout: float,
             ended)
 
 
-def probe_step(hosts: Sequence[Host], job: Allocation, opts: CollectOptions
+def probe_step(hosts: Sequence[Host], job: Allocation, opts: CollectOptions, call: ProbeCall
                ) -> list[HostOutcome]:
-    """Runs the probe on every host (Slurm node) in one step; one outcome per host."""
+    """Runs call on every host (Slurm node) in one step; one outcome per host."""
     started = time.monotonic()
-    budget = max(1.0, opts.deadline - 3.0)
+    budget = max(1.0, opts.deadline - PROBE_MARGIN_S)
     first = hosts[0]
     script = TASK_SCRIPT.format(node=NODE_MARK, exit=EXIT_MARK,
-                                probe=probe_script(first, opts, budget))
+                                probe=call.script(first, opts, budget))
     argv = job.srun([h.name for h in hosts], "sh", "-c", script, label=True)
     sent = time.time()
-    stdout, stderr, arrived = stream_step(argv, probe_payload(), opts.deadline + IMMEDIATE_S)
+    stdout, stderr, arrived = stream_step(argv, call.payload(), opts.deadline + IMMEDIATE_S)
     if arrived is None:
         stderr += f"\nno answer within the {opts.deadline:.0f} s deadline"
     received = time.time()
@@ -307,22 +306,19 @@ def probe_step(hosts: Sequence[Host], job: Allocation, opts: CollectOptions
             outcomes.append(HostOutcome(h, failure=HostFailure(
                 Stage.PROBE, f"{why}: {tail or 'no output'}"), elapsed_s=elapsed))
             continue
-        try:
-            # Each task's own arrival: a fast node's answer does not wait for the slowest
-            # node's (its clock would look behind by the difference).
-            got = (arrived or {}).get(t, received)
-            facts = parse_probe_output(text, received_at=got, sent_at=sent)
-        except ProbeOutputError as e:
-            outcomes.append(HostOutcome(h, failure=HostFailure(
-                Stage.PROBE, f"{e}" + (f": {tail}" if tail else "")), elapsed_s=elapsed))
-            continue
-        outcomes.append(HostOutcome(h, facts=facts, elapsed_s=elapsed, received_at=got,
-                                    sent_at=sent, probe_output=text))
+        # Each task's own arrival: a fast node's answer does not wait for the slowest
+        # node's (its clock would look behind by the difference).
+        got = (arrived or {}).get(t, received)
+        outcome = call.read(h, Answer(text, sent, got, elapsed))
+        if outcome.failure is not None and tail:  # what the node said of it, beside it
+            outcome = replace(outcome, failure=replace(
+                outcome.failure, reason=f"{outcome.failure.reason}: {tail}"))
+        outcomes.append(outcome)
     return outcomes
 
 
-def collect(hosts: Sequence[Host], opts: CollectOptions, job: Optional[Allocation],
-            states: Mapping[str, Node]) -> list[HostOutcome]:
+def collect(hosts: Sequence[Host], opts: CollectOptions, call: ProbeCall,
+            job: Optional[Allocation], states: Mapping[str, Node]) -> list[HostOutcome]:
     """Outcomes of every host, in order: the nodes Slurm says cannot run a step are
     findings with its reason; the rest are probed in one step per interpreter (job is None
     only when no node can run one)."""
@@ -338,14 +334,14 @@ def collect(hosts: Sequence[Host], opts: CollectOptions, job: Optional[Allocatio
             runnable.setdefault((h.probe_python, h.python, h.container), []).append(h)
     for group in runnable.values():
         assert job is not None, "a node that can run a step, and no job to run it in"
-        for o in probe_step(group, job, opts):
+        for o in probe_step(group, job, opts, call):
             done[o.host.name] = o
         # A step that cannot start on one node (its slurmd gone) is ended on all of them:
         # the others get a step of their own, so only the node at fault is its finding.
         again = [h for h in group if not done[h.name].ok] if len(group) > 1 else []
         if again:
             def alone(h: Host) -> None:
-                done[h.name] = probe_step([h], job, opts)[0]
+                done[h.name] = probe_step([h], job, opts, call)[0]
             in_parallel([functools.partial(alone, h) for h in again],
                         opts.deadline + IMMEDIATE_S + 5, "srun-probe")
     return [done[h.name] for h in hosts]

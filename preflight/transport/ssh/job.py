@@ -7,7 +7,7 @@ import logging
 import time
 from typing import Any
 
-from preflight.collect.fanout import PROBE_MARGIN_S, Job, probe_payload, remote_command
+from preflight.common.hostjob import Job
 from preflight.common.remote import MAX_OUTPUT, Done
 from preflight.model.host import HostFailure, HostOutcome, Stage
 from preflight.transport.ssh import connect as ssh
@@ -28,11 +28,11 @@ class SshJob(Job):
         try:
             self.conn.open()
             self.stage = Stage.UPLOAD  # the probe travels on the command's stdin
-            self.budget = max(1.0, self.remaining() - PROBE_MARGIN_S)
+            budget = self.probe_budget()
             self.sent_at = time.time()
             done = run_with_input(self.conn.client.get_transport(),
-                                  remote_command(self.host, self.opts, self.budget),
-                                  probe_payload(), timeout=max(0.1, self.remaining()),
+                                  self.call.command(self.host, self.opts, budget),
+                                  self.call.payload(), timeout=max(0.1, self.remaining()),
                                   on_sent=self._probing)
             outcome = self._finish_done(done)
             if outcome.ok and self.opts.keep_connections:

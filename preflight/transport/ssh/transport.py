@@ -1,24 +1,18 @@
 """SSH (the default): the probe over one Fabric connection per host, kept open for the active
-tests, and `preflight launch` over new connections."""
+tests; `preflight launch` and `watch` over connections opened by reach()."""
 
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar, Optional
 
-from preflight.act.launch import EXIT_FAILED, LaunchOptions, Source
-from preflight.act.launch import run as run_plan
-from preflight.collect import fanout
-from preflight.collect.fanout import CollectOptions
+from preflight.common.hostjob import CollectOptions, OnResult, ProbeCall, fan_out
 from preflight.common.remote import Remote, in_parallel
-from preflight.config.errors import UsageError
 from preflight.model.host import Host, HostOutcome, Stage, Via
-from preflight.model.plan import Node, Plan
 from preflight.model.report import ReachNotes
 from preflight.model.watch import SchedulerEnd
-from preflight.transport.base import HostQuery, OnResult, host_scripts, inventory_hosts
+from preflight.transport.base import BatchJob, Submitted, no_batch
 from preflight.transport.ssh import connect as ssh
 from preflight.transport.ssh.channel import SshRemote
 from preflight.transport.ssh.job import SshJob
@@ -40,21 +34,19 @@ def _idle_poll(conn: Any, seconds: float) -> None:
 class SshTransport:
     via: ClassVar[Via] = Via.SSH
     alone: ClassVar[bool] = False
+    batch: ClassVar[bool] = False
     default_format: ClassVar[Optional[str]] = None
 
     def __init__(self) -> None:
         self.connections: dict[str, Any] = {}
         self.open_timeout = CollectOptions.connect_timeout
 
-    def hosts(self, query: HostQuery) -> list[Host]:
-        return inventory_hosts(query)
-
-    def collect(self, hosts: Sequence[Host], opts: CollectOptions,
+    def collect(self, hosts: Sequence[Host], opts: CollectOptions, call: ProbeCall,
                 on_result: Optional[OnResult] = None) -> list[HostOutcome]:
         self.open_timeout = opts.connect_timeout
         ssh.quiet_paramiko()
-        return fanout.collect(hosts, opts, SshJob, on_result=on_result,
-                              connections=self.connections)
+        return fan_out(hosts, opts, SshJob, call, on_result=on_result,
+                       connections=self.connections)
 
     def remotes(self) -> dict[str, Remote]:
         return {name: SshRemote(name, conn, self.open_timeout)
@@ -62,22 +54,6 @@ class SshTransport:
 
     def notes(self) -> ReachNotes:
         return ReachNotes()
-
-    def launch(self, nodes: Sequence[Node], source: Source, query: HostQuery,
-               opts: LaunchOptions) -> int:
-        hosts = {h.name: h for h in self.hosts(query)}
-        missing = [n.host for n in nodes if n.host not in hosts]
-        if missing:
-            raise UsageError(f"--plan {source.path}: host {missing[0]} is not in "
-                             f"{query.inventory}")
-        failed = self.reach([hosts[n.host] for n in nodes], opts.connect_timeout,
-                            opts.accept_new_host_keys)
-        if failed:
-            for host, why in failed.items():
-                print(f"preflight launch: {host}: {why}", file=sys.stderr)
-            print("preflight launch: nothing started", file=sys.stderr)
-            return EXIT_FAILED
-        return run_plan(nodes, self.remotes(), opts)
 
     def reach(self, hosts: Sequence[Host], connect_timeout: float,
               accept_new_host_keys: bool) -> dict[str, str]:
@@ -104,8 +80,8 @@ class SshTransport:
                 failed[h.name] = f"no connection within {limit:.0f} s"
         return failed
 
-    def emit(self, plan: Plan, directory: str) -> str:
-        return host_scripts(plan, directory)
+    def submit(self, job: BatchJob) -> Submitted:
+        return no_batch(self.via)
 
     def follow(self, jobid: str) -> None:
         pass  # no scheduler: the commands run on the hosts as they are

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from preflight.collect.fanout import CollectOptions, remote_command
+from preflight.collect.fanout import remote_command
+from preflight.common.hostjob import CollectOptions
 from preflight.model.host import Host
 
 

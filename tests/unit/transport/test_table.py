@@ -8,9 +8,10 @@ import pathlib
 import pytest
 
 from preflight.config.errors import UsageError
+from preflight.inventory.query import HostQuery, hosts_of, lists_hosts
 from preflight.model.host import Via
 from preflight.transport import table
-from preflight.transport.base import HostQuery, Transport
+from preflight.transport.base import Transport
 from preflight.transport.local.transport import LocalTransport
 from preflight.transport.slurm.transport import SlurmTransport
 from preflight.transport.ssh.transport import SshTransport
@@ -34,7 +35,7 @@ def test_every_way_of_reaching_a_host_has_one_transport_that_says_so():
     (Via.LOCAL, None, "auto", LocalTransport),
 ], ids=["ssh", "no-inventory", "allocation-over-ssh", "slurm", "slurm-nodelist", "local"])
 def test_the_transport_of_a_run(via, inventory, fmt, expected):
-    assert table.pick(via, inventory, fmt) is expected
+    assert table.pick(via, lists_hosts(inventory, fmt)) is expected
 
 
 def test_slurm_reads_the_allocation_when_no_inventory_is_given():
@@ -45,11 +46,12 @@ def test_slurm_reads_the_allocation_when_no_inventory_is_given():
 
 def test_local_refuses_an_inventory_in_one_line():
     with pytest.raises(UsageError, match="this machine alone.*hosts.yaml"):
-        LocalTransport().hosts(HostQuery("hosts.yaml"))
+        hosts_of(HostQuery("hosts.yaml"), Via.LOCAL, LocalTransport.alone)
 
 
 def test_local_finds_this_machine_with_the_interpreter_given():
-    [me] = LocalTransport().hosts(HostQuery(python="/opt/paddle/bin/python"))
+    [me] = hosts_of(HostQuery(python="/opt/paddle/bin/python"), Via.LOCAL,
+                    LocalTransport.alone)
     assert me.via is Via.LOCAL and me.python == "/opt/paddle/bin/python"
 
 

@@ -102,3 +102,17 @@ def test_an_unread_table_could_not_be_checked_and_an_older_record_is_n_a():
     by = {f.hosts[0]: f for f in neighbours.check(c)}
     assert by["a"].status is Status.COULD_NOT_CHECK and "netlink error -13" in by["a"].message
     assert by["b"].status is Status.SKIP
+
+
+def test_each_host_counts_the_other_hosts_on_its_own_subnet_or_all_where_it_is_unknown():
+    eth = lambda *a: F.Interface("eth0", 1500, "up", 10000, tuple(a))  # noqa: E731
+    ifaces = {"a1": eth("10.0.0.1/24"), "a2": eth("10.0.0.2/24"), "a3": eth("10.0.0.3/24"),
+              "b1": eth("10.0.1.1/24"), "b2": eth("10.0.1.2/24"),
+              "both": eth("10.0.0.9/24", "10.0.1.9/24"), "none": None}
+    addresses = {"a1": "10.0.0.1", "a2": "10.0.0.2", "a3": "10.0.0.3", "b1": "10.0.1.1",
+                 "b2": "10.0.1.2", "both": "10.0.0.9", "none": "n7.example"}
+    peers = neighbours.peers_on_subnet(ifaces, addresses)
+    # Its subnet's others, and the host named but not resolved (its address unknown); a
+    # host on two subnets is reached at its inventory address (10.0.0.9: not b's subnet).
+    assert peers == {"a1": 3 + 1, "a2": 4, "a3": 4, "b1": 1 + 1, "b2": 2,
+                     "both": 5 + 1, "none": 6}

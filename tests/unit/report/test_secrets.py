@@ -17,6 +17,7 @@ from watchtools import cluster as watch_cluster
 
 from preflight.cli import main
 from preflight.collect.parse import env
+from preflight.common import secrets
 from preflight.common.secrets import HIDDEN, hide, hide_lines, scrub
 from preflight.config.errors import InputError
 from preflight.hostside.container import SECRET_MARKERS, training_env
@@ -69,6 +70,42 @@ def test_every_shape_of_secret_is_hidden_and_what_held_it_kept(text, secret):
 @pytest.mark.parametrize("text", ORDINARY)
 def test_ordinary_lines_are_kept_whole(text):
     assert hide(text) == text
+
+
+def _every_pattern(text: str) -> str:
+    """hide() without the test that lets most text through untouched."""
+    for pattern, to in secrets._PATTERNS:
+        text = pattern.sub(to, text)
+    return text
+
+
+# Pieces texts are made of: the secret shapes, names and schemes in any case, and plain words.
+_PIECES = st.sampled_from([t for t, _ in SECRETS] + ORDINARY + [
+    "DB_PASS", "x-key", "session_id", "Cookie", "privateKey", "Bearer", "digest", "token",
+    "tokens", "=", ": ", " ", "'", '"', "--", "https://u:p@h", "abc123XYZ", "value", "AKIA",
+    "ghs_", "sk-", "eyJ", "-----BEGIN EC PRIVATE KEY-----", "-----END EC PRIVATE KEY-----"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.tuples(_PIECES, st.booleans()), max_size=8))
+def test_a_text_let_through_untouched_holds_nothing_any_pattern_hides(parts):
+    """The quick test that spares most text the patterns never lets a secret through: any
+    text one of them would change, or a secret name, is one it stops."""
+    text = "".join(p.upper() if up else p for p, up in parts)
+    if not secrets.may_hold_secret(text):
+        assert _every_pattern(text) == text
+        assert not secrets.NAME.search(text), text
+    assert hide(text) == _every_pattern(text)
+
+
+def test_the_quick_test_stops_every_shape_and_lets_ordinary_lines_through():
+    assert all(secrets.may_hold_secret(t) for t, _ in SECRETS)
+    assert all(secrets.may_hold_secret(t.lower()) and secrets.may_hold_secret(t.upper())
+               for t, _ in SECRETS)
+    # What a job's lines hold is let through untouched (what makes it quick), but for the
+    # words a secret is named by (then the patterns read it, and keep it whole).
+    stopped = [t for t in ORDINARY if secrets.may_hold_secret(t)]
+    assert stopped == ["max_tokens=512 tokens_per_s=1834.2", "http://10.0.0.5:8080/metrics"]
 
 
 def test_a_private_key_across_a_logs_lines_is_hidden_line_by_line():

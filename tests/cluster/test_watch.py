@@ -34,7 +34,7 @@ pytestmark = pytest.mark.cluster
 HOSTS = ["good1", "good2", "good3"]
 SKEW_S = 8  # a host's clock ahead of the others' (no NTP, a VM resumed)
 SHAPES_SCRIPT = TRAIN_SHAPES_PATH
-SHAPES_STEPS = 200  # a run of the shaped job: its pace is judged over several windows
+SHAPES_STEPS = 150  # a run of the shaped job (about 60 s): its pace judged over many windows
 # The shaped job's links: its all-reduce keeps them full (a network-bound job, as real
 # data-parallel jobs often are).
 SHAPED_LINK = "40mbit"

@@ -15,7 +15,7 @@ from preflight.model.host import Host, HostFailure, HostOutcome, Stage, Via
 from preflight.model.report import ReachNotes
 from preflight.model.watch import SCHEDULER_RUNNING, SchedulerEnd
 from preflight.transport.base import BatchJob, Submitted
-from preflight.transport.slurm import batch
+from preflight.transport.slurm import batch as batch_job
 from preflight.transport.slurm import steps as slurm
 from preflight.transport.ssh.transport import SshTransport
 
@@ -94,7 +94,7 @@ class SlurmTransport:
 
     def submit(self, job: BatchJob) -> Submitted:
         """The plan as one Slurm batch job (sbatch --wait); see batch.py."""
-        return batch.submit(job)
+        return batch_job.submit(job)
 
     def reach(self, hosts: Sequence[Host], connect_timeout: float,
               accept_new_host_keys: bool) -> dict[str, str]:

@@ -212,10 +212,14 @@ def sigkilled(hosts, victim="node03", at=30, oom=None):
 
 
 def watched(hosts: list[FakeHost], seconds: float, policy: WatchPolicy = POLICY,
-            change=None, at_check=None, state=None, addresses=None, every=None):
+            change=None, at_check=None, state=None, addresses=None, every=None,
+            real_clock: bool = False):
     """Feeds every host's samples for `seconds` (change(t) may plant a fault as the watch
     goes); returns the findings at the end, and the state. every: a list that gets each
-    judgement's findings as the watch made them, once an interval (the last is returned)."""
+    judgement's findings as the watch made them, once an interval (the last is returned).
+    The watch's clock counts one a judgement, or with real_clock the interval's seconds (what
+    the job's time is counted in)."""
+    tick = policy.interval_s if real_clock else 1.0
     state = state or WatchState(keep=12)
     streams = getattr(state, "_streams", None) or {h.name: HostStream(h.name) for h in hosts}
     state._streams = streams
@@ -224,11 +228,11 @@ def watched(hosts: list[FakeHost], seconds: float, policy: WatchPolicy = POLICY,
         if change is not None:
             change(i * policy.interval_s)
         for h in hosts:
-            state.add(streams[h.name].feed(h.line(policy.interval_s)), received=float(i))
+            state.add(streams[h.name].feed(h.line(policy.interval_s)), received=i * tick)
         if every is not None and i < steps:
-            every.append(judge(state, policy, float(i), at_check or {}, addresses or {},
+            every.append(judge(state, policy, i * tick, at_check or {}, addresses or {},
                                final=False))
-    found = judge(state, policy, float(steps), at_check or {}, addresses or {})
+    found = judge(state, policy, steps * tick, at_check or {}, addresses or {})
     if every is not None:
         every.append(found)
     return found, state

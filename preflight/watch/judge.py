@@ -38,12 +38,13 @@ each yielding to what came before it:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Optional
 
 from preflight.common.units import hostlist
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import RankId, WatchFinding, WatchPolicy, blame_of
-from preflight.watch import gpus
+from preflight.watch import gpus, timeshare
 from preflight.watch.rules import phases
 from preflight.watch.rules.cpu import (
     busier_ranks,
@@ -92,7 +93,8 @@ def judge(state: WatchState, policy: WatchPolicy, now: float,
                            "its connection is stuck)"
                            + (f": could not judge {', '.join(ranks)}" if ranks else "")))
     for job in state.jobs.values():
-        out.extend(_job(job, policy, at_check, state, addresses or {}, stale))
+        found = _job(job, policy, at_check, state, addresses or {}, stale)
+        out.extend(_timed(job, found, now, any(h in stale for h in job.hosts()), policy))
     if not state.jobs and state.last_tick:
         # While watching, a job may be yet to start; at the end there was none to watch.
         out.append(Finding("watch", Status.COULD_NOT_CHECK if final else Status.SKIP,
@@ -185,6 +187,23 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         out.append(pace_line(job, live, unit, policy,
                              phased=any(f.check == "phase" for f in out)))
     return out
+
+
+def _timed(job: JobSeries, found: list[Finding], now: float, quiet: bool,
+           policy: WatchPolicy) -> list[Finding]:
+    """The job's findings with the time since the last judgement counted by what they say
+    (watch/timeshare.py), and its pass line saying what the job's time went to."""
+    kind, back = timeshare.kind_of(found, quiet, policy.persist_s)
+    job.ledger.add(kind, now, back)
+    first = job.ledger.first()
+    if first is None:
+        return found
+    said = timeshare.summary(job.ledger, now, clock_of(first))
+    return [replace(f, message=f"{f.message}; its time {said}",
+                    data={**f.data, "time_s": {k: round(v, 1) for k, v in
+                                               job.ledger.seconds().items()}})
+            if said and f.check == "progress" and f.status is Status.PASS else f
+            for f in found]
 
 
 def _warmed(r: RankSeries, policy: WatchPolicy) -> bool:

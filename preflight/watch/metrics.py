@@ -1,9 +1,10 @@
 """The watch's figures as OpenMetrics, with prometheus_client: per rank (its pace, busy and
 waiting cores, throttling, whether it is stopped), per host (load, the age of its last
 sample), per GPU (utilisation, SM clock, temperature, power, whether a slowdown holds it) and
-the findings, served over HTTP (Prometheus scrapes the controller) or written to
-node-exporter's textfile directory. Each scrape or write is a snapshot of the last
-judgement: ranks that are gone leave no stale series behind."""
+what each job's time went to (watch/timeshare.py: seconds by kind, since the watch first
+judged it and over the last window) and the findings, served over HTTP (Prometheus scrapes
+the controller) or written to node-exporter's textfile directory. Each scrape or write is a
+snapshot of the last judgement: ranks that are gone leave no stale series behind."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, Optional
 
 from preflight.model.findings import Finding
 from preflight.model.watch import GpuSample
+from preflight.watch import timeshare
 from preflight.watch.gpus import host_gpus, slowed_now
 from preflight.watch.series import WatchState
 
@@ -79,6 +81,8 @@ class _Snapshot:
         self.hosts: list[tuple[str, Optional[float], float]] = []  # host, load1, age
         self.gpus: list[tuple[str, GpuSample]] = []
         self.findings: Sequence[Finding] = ()
+        # job -> (seconds by kind since its first judgement, over the last window)
+        self.times: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
@@ -107,6 +111,20 @@ class _Snapshot:
                 if v is not None:
                     g.add_metric([host, str(gpu.index)], v)
             yield g
+        total = GaugeMetricFamily(
+            "preflight_watch_job_time_seconds", "seconds of the job's time by what it went to "
+            "(stepping, checkpoints, evaluations, phases, straggler, stalled, hung, stopped, "
+            "suspended, starting, unjudged), since the watch first judged it",
+            labels=["job", "kind"])
+        window = GaugeMetricFamily(
+            "preflight_watch_job_window_time_seconds", "the same over the last "
+            f"{timeshare.WINDOW_S:g} s", labels=["job", "kind"])
+        for job, (since, last) in sorted(self.times.items()):
+            for kind in timeshare.KINDS:
+                total.add_metric([job, kind], since.get(kind, 0.0))
+                window.add_metric([job, kind], last.get(kind, 0.0))
+        yield total
+        yield window
         counts: dict[tuple[str, str, str], int] = {}
         for finding in self.findings:
             for h in finding.hosts:
@@ -146,6 +164,9 @@ class Metrics:
                                for h, s in sorted(state.hosts.items())]
         self.snapshot.gpus = host_gpus(state)
         self.snapshot.findings = tuple(findings)
+        self.snapshot.times = {
+            key: (job.ledger.seconds(), job.ledger.seconds(now - timeshare.WINDOW_S))
+            for key, job in state.jobs.items() if job.ledger.spells}
 
     def serve(self, address: str, port: int) -> Any:
         """Serves /metrics on address:port from a daemon thread; returns the server (its

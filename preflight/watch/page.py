@@ -1,6 +1,7 @@
 """A watch's log shown again: its course as terminal lines (what was found, cleared and done,
 when), and a self-contained HTML page with each job's ranks over time (progress a second and
-busy cores, one line a rank, the findings marked where they came)."""
+busy cores, one line a rank, the findings marked where they came) and a timeline of what its
+time went to (stepping, checkpoints, evaluations, a straggler, a hang: timeshare.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,13 @@ from typing import Any
 from preflight.common.units import hostlist
 from preflight.watch.replay import RankCourse, WatchLog
 from preflight.watch.series import UNIT_WORDS, Unit
+from preflight.watch.timeshare import KINDS, WORDS, Ledger, Spell, summary
 
 W, H, PAD = 760, 180, 44  # a chart's size and its left margin, in pixels
+# A colour for each kind of a job's time, in KINDS' order: stepping green, phases blue,
+# what holds the job warm to red, the rest grey.
+TIME_COLOURS = ("#2ca02c", "#1f77b4", "#17becf", "#9edae5", "#ff7f0e", "#e377c2", "#d62728",
+                "#8c564b", "#9467bd", "#bcbd22", "#c7c7c7")
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")
 
@@ -53,11 +59,45 @@ def text(log: WatchLog) -> list[str]:
         unit = log.unit(courses)
         out.append(f"job {key}: {len(courses)} ranks on "
                    f"{hostlist(sorted({c.rid.host for c in courses}))}, counted in "
-                   f"{UNIT_WORDS[unit]}")
+                   f"{UNIT_WORDS[unit]}" + _time_said(log.times.get(key, [])))
     out += [_event_line(e) for e in log.events]
     out += [f"last: {e.get('status', '')} {e.get('check', '')}: {e.get('message', '')}"
             for e in log.last]
     return out
+
+
+def _time_said(spells: Sequence[Spell]) -> str:
+    """"; its time since 19:02:05 (24 min): 71 % stepping, ..." where the log kept it."""
+    if not spells:
+        return ""
+    said = summary(Ledger(list(spells)), max(s.end for s in spells), _clock(spells[0].start))
+    return f"; its time {said}" if said else ""
+
+
+def _timeline(spells: Sequence[Spell]) -> str:
+    """A strip of the job's time, a box a spell coloured by its kind, and its legend."""
+    if not spells:
+        return "<p>what its time went to was not kept (a log of an earlier version)</p>"
+    t0, t1 = spells[0].start, max(s.end for s in spells)
+    span = max(t1 - t0, 1e-9)
+
+    def x(t: float) -> float:
+        return PAD + (t - t0) / span * (W - PAD - 10)
+
+    parts = [f'<svg width="{W}" height="46" role="img">']
+    for s in spells:
+        colour = TIME_COLOURS[KINDS.index(s.kind)]
+        tip = html.escape(f"{WORDS[s.kind]}: {_clock(s.start)} to {_clock(s.end)} "
+                          f"({s.end - s.start:.0f} s)")
+        wide = max(x(s.end) - x(s.start), 0.5)
+        parts.append(f'<rect x="{x(s.start):.1f}" y="4" width="{wide:.1f}" height="22" '
+                     f'fill="{colour}"><title>{tip}</title></rect>')
+    parts += [f'<text x="{PAD}" y="42" font-size="11">{_clock(t0)}</text>',
+              f'<text x="{W - 60}" y="42" font-size="11">{_clock(t1)}</text>', "</svg>"]
+    kinds = [k for k in KINDS if any(s.kind == k for s in spells)]
+    legend = "".join(f'<span style="color:{TIME_COLOURS[KINDS.index(k)]}">&#9632; '
+                     f"{html.escape(WORDS[k])}</span> " for k in kinds)
+    return "".join(parts) + f"<p>{legend}</p>"
 
 
 def _chart(courses: Sequence[RankCourse], unit: Unit, what: str, t0: float, t1: float,
@@ -115,7 +155,10 @@ def page(log: WatchLog) -> str:
                     f"<h3>progress ({html.escape(UNIT_WORDS[unit])} a second)</h3>"
                     + _chart(courses, unit, "rate", t0, t1, marks)
                     + "<h3>busy cores (on a CPU or waiting for one)</h3>"
-                    + _chart(courses, unit, "busy", t0, t1, marks))
+                    + _chart(courses, unit, "busy", t0, t1, marks)
+                    + "<h3>what its time went to</h3><p>"
+                    + html.escape(_time_said(log.times.get(key, [])).removeprefix("; "))
+                    + "</p>" + _timeline(log.times.get(key, [])))
     rows = "".join(f"<tr><td>{html.escape(line[:8])}</td><td>{html.escape(line[10:])}</td></tr>"
                    for line in map(_event_line, log.events))
     body.append("<h2>what the watch found and did</h2>"

@@ -17,6 +17,7 @@ from preflight.model.watch import ActAt, ActStep, RankId, RankSample, WatchPolic
 from preflight.watch.judge import AtCheck, judge
 from preflight.watch.samples import BadSample, HostStream
 from preflight.watch.series import UNITS, Unit, WatchState, progress
+from preflight.watch.timeshare import KINDS, Spell
 from preflight.watch.view import Key, record_key
 
 
@@ -77,6 +78,8 @@ class WatchLog:
     # The log's thinning (record.py): (when, one sample in `every` kept a host; 0: only those
     # that must be), as it changed.
     thinned: list[tuple[float, int]] = field(default_factory=list)
+    # job -> what its time went to, spell by spell, as the watch counted it (timeshare.py)
+    times: dict[str, list[Spell]] = field(default_factory=dict)
 
     def final(self) -> list[dict[str, Any]]:
         """The findings the watch ended with: its last ones; where it was killed before it
@@ -185,6 +188,11 @@ def _add(log: WatchLog, rec: dict[str, Any], n: int, streams: dict[str, HostStre
                 log.ranks.setdefault(rid, RankCourse(rid, job)).samples.append(s)
     elif kind in ("finding", "cleared", "act"):
         log.events.append(rec)
+    elif kind == "time":
+        spent = str(rec.get("spent"))
+        if spent in KINDS:  # a kind of a later version's: not this one's to show
+            log.times.setdefault(str(rec.get("job")), []).append(
+                Spell(spent, float(rec.get("start") or 0.0), float(rec.get("end") or 0.0)))
     elif kind == "thinned":
         log.thinned.append((float(rec.get("at") or 0.0), int(rec.get("every") or 0)))
     elif kind == "last":

@@ -14,7 +14,7 @@ from typing import Optional, TextIO
 from preflight.common.remote import Remote, Started, in_parallel
 from preflight.model.findings import BLOCKING, Finding, Status
 from preflight.model.watch import LaunchFailure, RankId, SchedulerEnd, WatchPolicy, blame_of
-from preflight.watch import sampler_text, scheduler, stacks
+from preflight.watch import sampler_text, scheduler, stacks, timeshare
 from preflight.watch.judge import AtCheck, judge, stale_after
 from preflight.watch.metrics import Metrics
 from preflight.watch.record import Record
@@ -126,7 +126,7 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
     state = WatchState.for_policy(policy.interval_s, policy.persist_s)
     lost = {h: f"could not be reached: {why}" for h, why in (unreached or {}).items()}
     hosts: dict[str, _Host] = {}
-    live = Live(out, width)
+    live = Live(out, width, timeshare.WINDOW_S)
     length = opts.length()
     sampler = opts.sampler
     # The samplers end by themselves soon after the watch: a bounded one's with it, an
@@ -182,6 +182,7 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
                 if record is not None:
                     record.findings("finding", new)
                     record.findings("cleared", cleared)
+                    _record_time(record, state, now - timeshare.SETTLE_HANGS * policy.hang_s)
                     record.named = {h for f in findings if f.status in (Status.FAIL, Status.WARN)
                                     for h in f.hosts}
                 if metrics is not None:
@@ -199,6 +200,8 @@ def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: Watch
             findings = _findings(state, policy, opts, lost, hosts, clock(), start,
                                  final=True)
         cpu = sum(os.times()[:2]) - cpu0
+        if record is not None:
+            _record_time(record, state, None)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -240,6 +243,16 @@ def _read(h: _Host, state: WatchState, record: Optional[Record], now: float,
     elif done.exit is not None:
         h.failed(f"its sampler ended (exit {done.exit}: {done.tail()})", now, interval_s)
     return read
+
+
+def _record_time(record: Record, state: WatchState, before: Optional[float]) -> None:
+    """Each job's spells (what its time went to) that no later judgement changes, to the
+    results log as they settle (a watch killed keeps them); every one at the end (None)."""
+    for job in state.jobs.values():
+        spells = job.ledger.take_rest() if before is None else job.ledger.take_closed(before)
+        for s in spells:
+            record.event("time", job=job.key, spent=s.kind, start=round(s.start, 3),
+                         end=round(s.end, 3))
 
 
 def _take_stacks(state: WatchState, findings: Sequence[Finding],

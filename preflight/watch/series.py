@@ -12,6 +12,7 @@ from typing import Literal, NamedTuple, Optional
 from preflight.model.watch import HostSample, LaunchFailure, RankId, RankSample
 from preflight.watch.attempts import launchers_gone, restarted
 from preflight.watch.samples import Launcher, Tick
+from preflight.watch.timeshare import Ledger
 
 # How a job's progress is counted: the step hook where its ranks call it, else the step
 # lines of their logs, else the bytes of their logs (any output at all).
@@ -224,6 +225,8 @@ class JobSeries:
         # controller's clock) and how many ranks had ended before. The ends before a restart
         # are the earlier attempt's, kept apart: no death is read from them once it stepped on.
         self.restarts: list[tuple[float, int]] = []
+        # What its time went to, judgement by judgement (watch/timeshare.py).
+        self.ledger = Ledger()
 
     def unit(self) -> Unit:
         latest = [r.latest for r in self.ranks.values() if r.samples]

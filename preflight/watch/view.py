@@ -46,11 +46,14 @@ def line(f: Finding, width: int = 0, status: str = "", at: Optional[float] = Non
 
 
 class Live:
-    """What the terminal shows so far; update() prints only the changes."""
+    """What the terminal shows so far; update() prints only the changes, and a job's pass
+    line again once repeat_s has passed since it was printed (what its time went to moves on
+    while nothing else changes)."""
 
-    def __init__(self, out: TextIO, width: int) -> None:
-        self.out, self.width = out, width
+    def __init__(self, out: TextIO, width: int, repeat_s: Optional[float] = None) -> None:
+        self.out, self.width, self.repeat_s = out, width, repeat_s
         self.shown: dict[Key, Finding] = {}
+        self.printed: dict[Key, float] = {}  # when each line shown was printed last
 
     def update(self, findings: Sequence[Finding], at: Optional[float] = None
                ) -> tuple[list[Finding], list[Finding]]:
@@ -60,11 +63,18 @@ class Live:
         new = [f for k, f in now.items()
                if k not in self.shown or self.shown[k].status is not f.status]
         cleared = [f for k, f in self.shown.items() if k not in now]
-        for f in new:
+        when = time.time() if at is None else at
+        again = [] if self.repeat_s is None else [
+            f for k, f in now.items() if k in self.shown and f.check == "progress"
+            and f.status is Status.PASS and self.shown[k].status is Status.PASS
+            and when - self.printed.get(k, when) >= self.repeat_s]
+        for f in new + again:
             self.out.write(line(f, self.width, at=at) + "\n")
+            self.printed[key(f)] = when
         for f in cleared:
             if f.status not in (Status.PASS, Status.SKIP):
                 self.out.write(line(f, self.width, "cleared", at) + "\n")
         self.out.flush()
         self.shown = now
+        self.printed = {k: t for k, t in self.printed.items() if k in now}
         return new, cleared

@@ -34,21 +34,23 @@ LONG_RATIO, LONG_FLOOR_S = 3.0, 120.0
 # Cores on a CPU (not waiting for one) each rank of a job with no step keeps through the
 # window for the job to be computing on every rank (an evaluation), not hung.
 COMPUTING = 0.5
-# What a phase's log line says where the user gave no --phase-pattern.
-PHASE_WORDS = (r"checkpoint|ckpt|\bsav(e|ed|es|ing)\b|\beval|validat|\btest(ing)?\b|"
-               r"\binfer")
+# What a phase's log line says where the user gave no --phase-pattern: a save, or an
+# evaluation (the time share tells the two apart: watch/timeshare.py).
+SAVE_WORDS = r"checkpoint|ckpt|\bsav(e|ed|es|ing)\b"
+EVAL_WORDS = r"\beval|validat|\btest(ing)?\b|\binfer"
+PHASE_WORDS = f"{SAVE_WORDS}|{EVAL_WORDS}"
 
 
 def phase_line(r: RankSeries, h: tuple[Span, Span], own: float, ref: float, peers: int,
                policy: WatchPolicy) -> Finding:
     """A rank busier than its peers (busier_ranks) with nothing on its host holding it."""
-    told = _told(r, h[0].t0, policy)
+    told, kind = _told(r, h[0].t0, policy)
     return WatchFinding(
         "phase", Status.PASS, (r.rid.host,),
         f"{r.rid.name()} is in a phase of the job's own: busy {own:.2f} cores while its "
         f"{peers} peers wait ({ref:.2f}), with nothing on {r.rid.host} holding it (no quota "
         f"throttling it, no wait for a CPU){told}; not a straggler",
-        {"busy": own, "peers_busy": ref}, blame=Blame("phase", ranks=(r.rid,)))
+        {"busy": own, "peers_busy": ref, "phase": kind}, blame=Blame("phase", ranks=(r.rid,)))
 
 
 def every_rank_writes(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
@@ -68,7 +70,7 @@ def every_rank_writes(job: JobSeries, live: Sequence[RankSeries], policy: WatchP
         "hang" + (f"; past --phase-max {policy.phase_max_s:g} s: a save that does not end "
                   "(a filesystem that slowed, a loop writing logs); not acted on"
                   if long else ""),
-        {"quiet_s": quiet_s, "phase_s": quiet_s}, blame=Blame("phase"))
+        {"quiet_s": quiet_s, "phase_s": quiet_s, "phase": "checkpoints"}, blame=Blame("phase"))
 
 
 def every_rank_computes(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
@@ -96,7 +98,7 @@ def every_rank_computes(job: JobSeries, live: Sequence[RankSeries], policy: Watc
         "evaluation or a long step of the job's own on every rank, not a hang (ranks hung in "
         "a collective sleep)" + (f"; past --phase-max {policy.phase_max_s:g} s: work that "
                                  "does not end (a loop); not acted on" if long else ""),
-        {"quiet_s": quiet_s, "phase_s": quiet_s}, blame=Blame("phase"))
+        {"quiet_s": quiet_s, "phase_s": quiet_s, "phase": "evaluations"}, blame=Blame("phase"))
 
 
 def busy_alone(live: Sequence[RankSeries], policy: WatchPolicy, quiet_s: float) -> bool:
@@ -170,16 +172,22 @@ def _against_earlier(f: Finding, length: float, earlier: Sequence[tuple[float, f
         "(its CPU's clock, its data, its GPU); not acted on"))
 
 
-def _told(r: RankSeries, since: float, policy: WatchPolicy) -> str:
-    """What says which phase it is: the bytes it writes, its log's last line."""
-    said = ""
+def _told(r: RankSeries, since: float, policy: WatchPolicy) -> tuple[str, str]:
+    """What says which phase it is (the bytes it writes, its log's last line), and its kind
+    for the time share: checkpoints (it writes, or its log says a save), evaluations (its
+    log says one), else phases (untold: a rank computing alone)."""
+    said, kind = "", "phases"
     rate = write_rate(r, since)
     if rate is not None and rate >= WRITE_BPS:
-        said += f"; it writes {mbytes(rate)} to files: a save"
+        said, kind = f"; it writes {mbytes(rate)} to files: a save", "checkpoints"
     line = next((s.log_last for s in reversed(r.samples) if s.log_last), None)
     if line and re.search(policy.phase_pattern or PHASE_WORDS, line, re.IGNORECASE):
         said += f"; its log says {line.strip()[:100]!r}"
-    return said
+        if kind == "phases" and re.search(SAVE_WORDS, line, re.IGNORECASE):
+            kind = "checkpoints"
+        elif kind == "phases" and re.search(EVAL_WORDS, line, re.IGNORECASE):
+            kind = "evaluations"
+    return said, kind
 
 
 def write_rate(r: RankSeries, since: float) -> Optional[float]:

@@ -11,6 +11,7 @@ from typing import Literal, NamedTuple, Optional
 
 from preflight.model.watch import HostSample, LaunchFailure, RankId, RankSample
 from preflight.watch.attempts import launchers_gone, restarted
+from preflight.watch.linkmemory import LinkMemory
 from preflight.watch.samples import Launcher, Tick
 from preflight.watch.timeshare import Ledger
 
@@ -209,11 +210,8 @@ class JobSeries:
         # rank -> its memory cgroup's OOM kills (before, after) where they rose as it ended
         self.oom_killed: dict[RankId, tuple[int, int]] = {}
         # What a judgement carries to the next (replay judges at the same beat, so the same):
-        # the host the link rule named as the one in every full send queue, and since when (on
-        # the controller's clock): it stays the cause while it is an end of every full pair
-        # (which of its pairs are full changes from window to window).
-        self.link_host: Optional[str] = None
-        self.link_since = 0.0
+        # the link rule's memory (watch/linkmemory.py), and what follows here.
+        self.link = LinkMemory()
         # host -> the longest silence seen of it as its peers died for a lost peer: the cause
         # still once it answers again (its own ranks' ends then say they lost a peer too).
         self.lost_hosts: dict[str, float] = {}

@@ -1,7 +1,14 @@
 """A slow link: once the job's pace fell against its own early pace, the host in every
 pair whose sender's send queue stayed full. A host so named stays the cause while it is an
 end of every full pair: which of its pairs are full changes from one window to the next,
-and one pair alone does not tell its two ends apart."""
+and one pair alone does not tell its two ends apart.
+
+A job network-bound at its own pace (a data-parallel all-reduce keeps every queue of its ring
+full) keeps them full in most samples when it slows together (a longer step, an evaluation):
+there, a full pair is news only where it was not usually full while the job kept its pace, or
+where it stays as full as it was then, over twice the window, while the job's other usually
+full pairs drain (a slow link holds its own queue full, and the job it slows sends less on the
+others)."""
 
 from __future__ import annotations
 
@@ -10,13 +17,28 @@ from typing import Optional
 
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import Blame, WatchFinding, WatchPolicy
-from preflight.watch.rules.shared import AtCheck, clock_of, fallen_pace, full_pairs, job_slowed
+from preflight.watch.medians import median
+from preflight.watch.rules.shared import (
+    FULL_SHARE,
+    AtCheck,
+    clock_of,
+    fallen_pace,
+    full_pairs,
+    job_slowed,
+    pair_shares,
+)
 from preflight.watch.series import (
     JobSeries,
     RankSeries,
     Unit,
     WatchState,
 )
+
+# Windows judged at the job's pace before its usually full pairs are known.
+PACED_MIN = 6
+# The job's other usually full pairs have drained when their share of full samples now is at
+# most this of what it was at the job's pace (the median of them).
+DRAINED = 0.6
 
 
 def slow_link(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
@@ -26,26 +48,33 @@ def slow_link(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
     """The host whose link holds the job, once the job's pace fell (job_slowed): the one in
     every pair of hosts between which the sender's TCP send queue stayed full (SENDQ_FULL
     bytes or more in FULL_SHARE of the window's samples). Slow both ways, a host is in the
-    pair it sends on and the one it receives on. Named so, it is remembered (job.link_host)
+    pair it sends on and the one it receives on. Named so, it is remembered (job.link.host)
     and stays the cause while it is an end of every full pair and the job's pace stays
     fallen. An end of every full pair whose sampler went quiet (quiet: host -> seconds
     without a sample; its connection crosses the same link) is that host too. One pair with
     neither end known is said as the link between them: what its sender resends does not
     tell which end (a shaper that queues drops nothing; a slow link both ways loses the
     sender's own ACKs on their way in)."""
-    pairs = full_pairs(live, policy.persist_s, addresses, explained)
+    shares = pair_shares(live, policy.persist_s, addresses, explained)
+    pairs = {p: q for p, (share, q) in shares.items() if share >= FULL_SHARE}
     # A job that keeps its pace with full send queues uses its network well (a data-parallel
     # all-reduce fills them all the time): that is no link holding it, and neither is a pace
     # that cannot be read.
     slowed = job_slowed(live, unit, policy)
-    if not slowed or (pairs and job.link_host is not None
-                      and not all(job.link_host in p for p in pairs)):
-        job.link_host = None  # its pace is back, or a full pair it is no end of
+    paced = any(r.early_rate.get(unit) for r in live if r.rid.role != "server")
+    if not slowed and paced:
+        _learn(job, shares)
+    raw = pairs
+    if slowed:
+        pairs = _news(job, pairs, live, policy, state, addresses, explained)
+    if not slowed or (pairs and job.link.host is not None
+                      and not all(job.link.host in p for p in pairs)):
+        job.link.host = None  # its pace is back, or a full pair it is no end of
     if not pairs:
         return _still_slowed(job, live, unit, policy) if slowed else []
     said = ", ".join(f"{a}->{b} {q >> 10} KiB" for (a, b), q in sorted(pairs.items()))
     if not slowed:
-        if not any(r.early_rate.get(unit) for r in live if r.rid.role != "server"):
+        if not paced:
             return []  # a pace that cannot be read says nothing either way
         # Said of the job (its hosts), not of the pairs full now: which are full changes from
         # one judgement to the next, and the line would be said again each time.
@@ -58,20 +87,26 @@ def slow_link(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
     blame = Blame("link", pairs=tuple(pairs))
     common = set.intersection(*({a, b} for a, b in pairs))
     silent = sorted(h for h in common if h in quiet)
-    if job.link_host is not None:
-        host, since = job.link_host, f"; in every full queue since {clock_of(job.link_since)}"
+    if job.link.host is not None:
+        host, since = job.link.host, f"; in every full queue since {clock_of(job.link.since)}"
     elif (len(common) == 1 and len(pairs) > 1) or len(silent) == 1:
         host = silent[0] if len(silent) == 1 else next(iter(common))
         # A host hung or down goes quiet too while its peers' queues to it fill: said.
         since = (f"; its sampler's connection, on the same link, has had no sample for "
                  f"{quiet[host]:.0f} s: its link, or the host itself (hung, down)") \
             if host in quiet else ""
-        job.link_host, job.link_since = host, _now(live, state)
+        job.link.host, job.link.since = host, _now(live, state)
     elif len(common) == 2:  # the link between two hosts, one way or both
         # Said once it has been full for twice the window: another pair may fill by then
         # and tell its ends apart.
         if not set(pairs) & set(full_pairs(live, 2 * policy.persist_s, addresses, explained)):
             return []
+        now = _now(live, state)
+        said_last = job.link.pair == frozenset(pairs) and \
+            now - job.link.pair_at <= 1.5 * policy.interval_s
+        if not said_last and any(set(p) & common for p in raw if p not in pairs):
+            return []  # a full pair beside it not yet known as news: the next window tells
+        job.link.pair, job.link.pair_at = frozenset(pairs), now  # said: kept while it holds
         sender, receiver = min(pairs)
         way = f"from {sender} to {receiver}" if len(pairs) == 1 else \
             f"between {sender} and {receiver} (both ways)"
@@ -91,18 +126,63 @@ def slow_link(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
                          blame=blame)]
 
 
+def _learn(job: JobSeries, shares: Mapping[tuple[str, str], tuple[float, int]]) -> None:
+    """Counts the window's full shares of each pair as the job's own at its pace."""
+    job.link.paced_judgements += 1
+    for pair, (share, _) in shares.items():
+        job.link.paced_full[pair] = job.link.paced_full.get(pair, 0.0) + share
+
+
+def usually_full(job: JobSeries) -> dict[tuple[str, str], float]:
+    """{pair: its mean full share} of the pairs full in most samples while the job kept its
+    pace, once that was judged for PACED_MIN windows."""
+    n = job.link.paced_judgements
+    if n < PACED_MIN:
+        return {}
+    return {p: total / n for p, total in job.link.paced_full.items() if total / n >= FULL_SHARE}
+
+
+def _news(job: JobSeries, pairs: dict[tuple[str, str], int], live: Sequence[RankSeries],
+          policy: WatchPolicy, state: WatchState, addresses: Mapping[str, str],
+          explained: set[str]) -> dict[tuple[str, str], int]:
+    """The full pairs that tell something once the job's pace fell: those not usually full at
+    its pace, and those usually full that stay as full as then over twice the window while
+    the job's other usually full pairs drain (their share now at most DRAINED of theirs
+    then). Where most usually full pairs are full now, they tell nothing: the job slowed
+    with its queues as they were. A pair said at the last judgement (its link, or one of the
+    named host's) stays news while it stays full."""
+    usual = usually_full(job)
+    if not usual:
+        return pairs
+    # Over twice the window: a pair full for a moment, or the window's part before the pace
+    # fell, is not what the pairs are like since.
+    longer = pair_shares(live, 2 * policy.persist_s, addresses, explained)
+    others = [p for p in usual if p not in pairs]
+    # Most of them full now: the job slowed with its queues as they were, whichever few of
+    # them look drained.
+    drained = 2 * len(others) >= len(usual) and median(
+        [longer.get(p, (0.0, 0))[0] / usual[p] for p in others]) <= DRAINED
+    # What was said at the last judgement stays said while its pairs stay full (which of the
+    # others drain changes from one window to the next).
+    said = job.link.pair if _now(live, state) - job.link.pair_at <= 1.5 * policy.interval_s \
+        else frozenset()
+    return {p: q for p, q in pairs.items()
+            if p not in usual or p in said or job.link.host in p
+            or (drained and longer.get(p, (0.0, 0))[0] >= usual[p] - 1e-9)}
+
+
 def _still_slowed(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
                   policy: WatchPolicy) -> list[Finding]:
     """While the job crawls on a link named before, a window whose queues drained (a job at
     a hundredth of its pace sends little) is no pass: said as not judged (could not check,
     of that host), failing nobody."""
-    if job.link_host is None:
+    if job.link.host is None:
         return []
     paces = [p for r in live if (p := fallen_pace(r, unit, policy)) is not None]
     pace = f" at {min(paces):.2f} x its early pace" if paces else ""
-    return [WatchFinding("straggler", Status.COULD_NOT_CHECK, (job.link_host,),
-                         f"the job still steps{pace}; {job.link_host}'s link held it (in "
-                         f"every full send queue since {clock_of(job.link_since)}), and no "
+    return [WatchFinding("straggler", Status.COULD_NOT_CHECK, (job.link.host,),
+                         f"the job still steps{pace}; {job.link.host}'s link held it (in "
+                         f"every full send queue since {clock_of(job.link.since)}), and no "
                          f"send queue stayed full for {policy.persist_s:g} s now: could not "
                          "judge what holds it in this window")]
 

@@ -52,7 +52,16 @@ def full_pairs(live: Sequence[RankSeries], window_s: float, addresses: Mapping[s
                explained: set[str]) -> dict[tuple[str, str], int]:
     """{(sender, receiver): the median bytes queued} of the pairs whose sender's queue to
     the receiver was full in FULL_SHARE of its samples over the last window_s."""
-    pairs: dict[tuple[str, str], int] = {}
+    return {p: q for p, (share, q) in pair_shares(live, window_s, addresses, explained).items()
+            if share >= FULL_SHARE}
+
+
+def pair_shares(live: Sequence[RankSeries], window_s: float, addresses: Mapping[str, str],
+                explained: set[str]) -> dict[tuple[str, str], tuple[float, int]]:
+    """{(sender, receiver): (the share of its samples over the last window_s in which the
+    sender's queue to the receiver was full, the median bytes queued)}, of the pairs with
+    anything queued in the window (of its busiest rank on the sender)."""
+    pairs: dict[tuple[str, str], tuple[float, int]] = {}
     for r in live:
         end = r.latest.t
         inside = [s for s in r.samples if s.t >= end - window_s]
@@ -64,12 +73,11 @@ def full_pairs(live: Sequence[RankSeries], window_s: float, addresses: Mapping[s
                 queued.setdefault(p, []).append(q)
         for peer, qs in queued.items():
             qs += [0] * (len(inside) - len(qs))  # samples with nothing queued to it
-            if sum(q >= SENDQ_FULL for q in qs) < FULL_SHARE * len(qs):
-                continue
             dst = addresses.get(peer)
             if dst is not None and dst != r.rid.host and not {dst, r.rid.host} & explained:
                 key = (r.rid.host, dst)
-                pairs[key] = max(pairs.get(key, 0), int(median(qs)))
+                got = (sum(q >= SENDQ_FULL for q in qs) / len(qs), int(median(qs)))
+                pairs[key] = max(pairs.get(key, got), got)
     return pairs
 
 
@@ -88,9 +96,11 @@ def fallen_pace(r: RankSeries, unit: Unit, policy: WatchPolicy) -> Optional[floa
 
 
 def job_slowed(ranks: Sequence[RankSeries], unit: Unit, policy: WatchPolicy) -> bool:
-    """Whether most of the job's stepping ranks (workers, trainers) step below their own
-    early pace through the window."""
-    stepping = [r for r in ranks if r.rid.role != "server"]
+    """Whether most of the job's stepping ranks (workers, trainers) whose pace can be read
+    step below their own early pace through the window."""
+    # Those whose pace can be read: where only rank 0 prints step lines, its peers' logs
+    # grow without them and their pace is no evidence either way.
+    stepping = [r for r in ranks if r.rid.role != "server" and r.early_rate.get(unit)]
     fallen = [r for r in stepping if fallen_pace(r, unit, policy) is not None]
     return bool(stepping) and 2 * len(fallen) > len(stepping)
 

@@ -26,10 +26,14 @@ each yielding to what came before it:
                far: slower trainers (PS), busier ranks (the job's shape said, not blamed;
                with nothing on their host holding them, a phase of the job's own),
                once the job slowed a worker short of CPU where its peers are not (spinning);
-               PS servers short of CPU, skipping hosts blamed so far
-  6. links     a slow link, skipping pairs with a host blamed so far (a starved rank drains
-               its sockets slowly: its host's doing); the host named stays named while it
-               is an end of every full pair
+               PS servers short of CPU, skipping hosts blamed so far; a PS server busier
+               than from its start with nothing holding it as its trainers' queues to it
+               fill: a phase of its own (rules/phases.py)
+  6. links     a slow link, skipping pairs with a host blamed so far or in a phase (a
+               starved rank drains its sockets slowly, a busy one reads them late: its
+               host's doing); the host named stays named while it is an end of every full
+               pair; a network-bound job's usually full pairs count only where they stay
+               full while the others drain
   7. gpus      slowed GPUs, said on the finding that names their rank, else their own
   8. phases    each phase against the rank's earlier ones: long ones warned (rules/phases.py)
   9. progress  progress that could not be read; the pass line where nothing was blamed
@@ -166,9 +170,13 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
                                    [rid for f in found for rid in blame_of(f).ranks])
         out.extend(found)
     out.extend(starved_servers(timed, unit, policy, at_check, addresses, blamed(out)))
+    out.extend(phases.serving(timed, unit, policy, addresses, blamed(out)))
     # A pair with a host already named is that host's doing (a starved rank drains its
-    # sockets slowly): the link is blamed only where nothing else explains it.
-    out.extend(slow_link(job, live, policy, at_check, state, addresses, blamed(out), unit,
+    # sockets slowly), and so is one with a rank in a phase of its own (busy in its own
+    # work, it reads them late): the link is blamed only where nothing else explains it.
+    explained = blamed(out) | {f.hosts[0] for f in out if f.check == "phase"
+                               and len(f.hosts) == 1}
+    out.extend(slow_link(job, live, policy, at_check, state, addresses, explained, unit,
                           quiet))
     out = gpus.findings(live, unit, state, policy, out)
     out = phases.follow(job, out, state, policy)

@@ -14,7 +14,7 @@ host shows (its CPU's clock, its data). What a judgement leaves for the next is 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Optional
 
@@ -22,8 +22,14 @@ from preflight.common.units import mbytes
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import Blame, RankId, WatchFinding, WatchPolicy, blame_of
 from preflight.watch.medians import Pool, median
-from preflight.watch.rules.shared import BUSY_MORE, BUSY_RATIO, is_saturated
-from preflight.watch.series import JobSeries, RankSeries, Span, WatchState
+from preflight.watch.rules.shared import (
+    BUSY_MORE,
+    BUSY_RATIO,
+    full_pairs,
+    is_saturated,
+    rank_halves,
+)
+from preflight.watch.series import JobSeries, RankSeries, Span, Unit, WatchState
 
 # Bytes a second a rank writes through the storage layer that say it saves (a checkpoint,
 # its logs at most a few KB/s).
@@ -51,6 +57,43 @@ def phase_line(r: RankSeries, h: tuple[Span, Span], own: float, ref: float, peer
         f"{peers} peers wait ({ref:.2f}), with nothing on {r.rid.host} holding it (no quota "
         f"throttling it, no wait for a CPU){told}; not a straggler",
         {"busy": own, "peers_busy": ref, "phase": kind}, blame=Blame("phase", ranks=(r.rid,)))
+
+
+def serving(live: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
+            addresses: Mapping[str, str], explained: set[str]) -> list[Finding]:
+    """A PS server busier than from its start through both halves of the window (BUSY_RATIO
+    x its early busy share, and BUSY_MORE more) on a CPU, nothing on its host holding it (no
+    quota throttling it, no wait for a CPU), while its trainers' send queues to it stay
+    full: its own work (saving its tables, a burst of requests) keeps it from reading them
+    as fast: a phase of the job's own, said, and no slow link of its host's."""
+    out: list[Finding] = []
+    pairs: Optional[dict[tuple[str, str], int]] = None
+    for r in live:
+        host = r.rid.host
+        if r.rid.role != "server" or host in explained or r.early is None:
+            continue
+        h = rank_halves(r, unit, policy)
+        early = max(x.busy_s / x.dt for x in r.early)
+        if h is None or any(is_saturated(x) for x in h) or \
+                min(x.busy_s / x.dt for x in h) < BUSY_RATIO * early + BUSY_MORE:
+            continue
+        if pairs is None:
+            pairs = full_pairs(live, policy.persist_s, addresses, explained)
+        full = sorted((p, q) for p, q in pairs.items() if p[1] == host)
+        if not full:
+            continue
+        told, kind = _told(r, h[0].t0, policy)
+        own = min(x.busy_s / x.dt for x in h)
+        said = ", ".join(f"{a}->{b} {q >> 10} KiB" for (a, b), q in full)
+        out.append(WatchFinding(
+            "phase", Status.PASS, (host,),
+            f"{r.rid.name()} is in a phase of the job's own: busy {own:.2f} cores against "
+            f"{early:.2f} from its start, with nothing on {host} holding it (no quota "
+            f"throttling it, no wait for a CPU){told}; its trainers' data to it waits in full "
+            f"send queues ({said}) as it reads them late: not its link",
+            {"busy": own, "early_busy": early, "phase": kind},
+            blame=Blame("phase", ranks=(r.rid,))))
+    return out
 
 
 def every_rank_writes(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,

@@ -213,7 +213,7 @@ def sigkilled(hosts, victim="node03", at=30, oom=None):
 
 def watched(hosts: list[FakeHost], seconds: float, policy: WatchPolicy = POLICY,
             change=None, at_check=None, state=None, addresses=None, every=None,
-            real_clock: bool = False):
+            real_clock: bool = True):
     """Feeds every host's samples for `seconds` (change(t) may plant a fault as the watch
     goes); returns the findings at the end, and the state. every: a list that gets each
     judgement's findings as the watch made them, once an interval (the last is returned).

@@ -36,7 +36,9 @@ each yielding to what came before it:
                full while the others drain
   7. gpus      slowed GPUs, said on the finding that names their rank, else their own
   8. phases    each phase against the rank's earlier ones: long ones warned (rules/phases.py)
-  9. progress  progress that could not be read; the pass line where nothing was blamed
+  9. progress  progress that could not be read; the pass line where nothing was blamed, or,
+               where the job fell below its early pace with nothing found holding it (and
+               no phase), a warning that says what was measured, naming nobody
 """
 
 from __future__ import annotations
@@ -61,8 +63,13 @@ from preflight.watch.rules.ends import ending, stopped_or_dead
 from preflight.watch.rules.hang import find_hang
 from preflight.watch.rules.kernel import held_by_kernel
 from preflight.watch.rules.links import slow_link
-from preflight.watch.rules.progress import cpu_untimed, pace_line, progress_unread
-from preflight.watch.rules.shared import AtCheck, blamed, clock_of
+from preflight.watch.rules.progress import (
+    cpu_untimed,
+    pace_line,
+    progress_unread,
+    slowed_unexplained,
+)
+from preflight.watch.rules.shared import AtCheck, blamed, clock_of, job_slowed
 from preflight.watch.series import JobSeries, RankSeries, WatchState
 from preflight.watch.starting import starting
 
@@ -192,8 +199,20 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
             + (f"; {len(job.restarts)} so far" if len(job.restarts) > 1 else "")
             + "): the ends before it are its earlier attempt's"))
     if all(f.status is Status.PASS for f in out):  # nothing but the job's shape said
-        out.append(pace_line(job, live, unit, policy,
-                             phased=any(f.check == "phase" for f in out)))
+        phased = any(f.check == "phase" for f in out)
+        if not phased and all(_warmed(r, policy) for r in live) and \
+                job_slowed(live, unit, policy):
+            # No step on any rank through the window, every rank saving or computing: a
+            # phase of the job's own told before it is long enough to look like a hang.
+            still = phases.quiet_for(live, unit)
+            whole = None if still < policy.persist_s else \
+                phases.every_rank_writes(job, live, policy, still) or \
+                phases.every_rank_computes(job, live, policy, still)
+            out = phases.follow(job, out + [whole], state, policy) if whole else out
+            out.append(pace_line(job, live, unit, policy, True) if whole else
+                       slowed_unexplained(job, live, unit, policy))  # never passed
+        else:
+            out.append(pace_line(job, live, unit, policy, phased))
     return out
 
 

@@ -18,8 +18,8 @@ from preflight.watch.timeshare import KINDS, WORDS, Ledger, Spell, summary
 W, H, PAD = 760, 180, 44  # a chart's size and its left margin, in pixels
 # A colour for each kind of a job's time, in KINDS' order: stepping green, phases blue,
 # what holds the job warm to red, the rest grey.
-TIME_COLOURS = ("#2ca02c", "#1f77b4", "#17becf", "#9edae5", "#ff7f0e", "#e377c2", "#d62728",
-                "#8c564b", "#9467bd", "#bcbd22", "#c7c7c7")
+TIME_COLOURS = ("#2ca02c", "#1f77b4", "#17becf", "#9edae5", "#dbdb8d", "#ff7f0e", "#e377c2",
+                "#d62728", "#8c564b", "#9467bd", "#bcbd22", "#c7c7c7")
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")
 

@@ -20,7 +20,9 @@ from preflight.watch.timeshare import Ledger
 Unit = Literal["hook", "steps", "bytes"]
 UNIT_WORDS = {"hook": "steps", "steps": "step lines", "bytes": "log bytes"}
 UNITS: tuple[Unit, ...] = ("hook", "steps", "bytes")
-OFFSET_TICKS = 3  # a host's clock offset is measured over its first samples
+# A host's clock offset is measured over its last this many samples, all along: its first
+# samples may come late (a loaded host, a slow SSH start), and its clock may be stepped (NTP).
+OFFSET_TICKS = 12
 # A rank that shows no step to count (no hook, no step lines) is taken as warm this many
 # early windows after its first sample.
 WARMUP_AT_MOST = 2
@@ -301,13 +303,13 @@ class WatchState:
         self.stacks_of: set[str] = set()  # the jobs whose stacks were taken
         self.foreign: set[tuple[str, int]] = set()  # (host, launcher) of other hosts
         self.launch_failure: Optional[LaunchFailure] = None  # what the job's launch saw
-        # host -> its clock less the controller's, from its first OFFSET_TICKS samples (the
+        # host -> its clock less the controller's, from its last OFFSET_TICKS samples (the
         # least delayed: their time on the host less their time of receipt). Events on
         # different hosts are ordered on the controller's clock (at()), never on the hosts'
         # own clocks raw: one host's clock set ahead would put its rank's death after the
         # deaths it caused.
         self.offset: dict[str, float] = {}
-        self._offset_n: dict[str, int] = {}
+        self._offset_seen: dict[str, deque[float]] = {}
 
     def at(self, host: str, t: float) -> float:
         """A time on host's clock, on the controller's."""
@@ -315,11 +317,9 @@ class WatchState:
 
     def add(self, tick: Tick, received: float) -> None:
         self.last_tick[tick.host] = received
-        n = self._offset_n.get(tick.host, 0)
-        if n < OFFSET_TICKS:
-            seen = tick.sample.t - received
-            self.offset[tick.host] = max(seen, self.offset.get(tick.host, seen))
-            self._offset_n[tick.host] = n + 1
+        seen = self._offset_seen.setdefault(tick.host, deque(maxlen=OFFSET_TICKS))
+        seen.append(tick.sample.t - received)
+        self.offset[tick.host] = max(seen)
         self.hosts.setdefault(tick.host, deque(maxlen=self.keep)).append(tick.sample)
         self.running[tick.host] = set(tick.running)
         if tick.netns and tick.host not in self.own_netns:

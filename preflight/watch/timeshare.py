@@ -20,13 +20,14 @@ from preflight.model.watch import blame_of
 from preflight.watch.medians import median
 
 # The kinds of a job's time, in the order they are said where their shares tie.
-KINDS = ("stepping", "checkpoints", "evaluations", "phases", "straggler", "stalled", "hung",
-         "stopped", "suspended", "starting", "unjudged")
+KINDS = ("stepping", "checkpoints", "evaluations", "phases", "slowed", "straggler", "stalled",
+         "hung", "stopped", "suspended", "starting", "unjudged")
 WORDS = {
     "stepping": "stepping",
     "checkpoints": "checkpoints",
     "evaluations": "evaluations",
     "phases": "other phases of its own",
+    "slowed": "stepping slowly, no cause seen",
     "straggler": "waiting on a straggler",
     "stalled": "stalled as a whole",
     "hung": "hung",
@@ -36,6 +37,9 @@ WORDS = {
     "unjudged": "not judged",
 }
 PHASE_KINDS = ("checkpoints", "evaluations", "phases")
+# What a judgement counts before a phase, a hang or a straggler can be told: the time those
+# relabel once they are (the job stepping, or stepping slowly with no cause seen yet).
+SOFT = ("stepping", "slowed")
 WINDOW_S = 600.0  # "the last window" of the progress line and the metrics
 # A spell is handed to the results log once this long past its end, times --hang-after: a hang
 # (or a phase) is told only once it has lasted a while, and relabels the time before.
@@ -76,6 +80,8 @@ def kind_of(found: Sequence[Finding], quiet: bool = False,
         kinds = {str(f.data.get("phase") or "phases") for f in phases}
         return next(k for k in PHASE_KINDS if k in kinds), \
             max(float(f.data.get("phase_s") or 0.0) for f in phases)
+    if any(f.check == "progress" and "pace_ratio" in f.data for f in bad):
+        return "slowed", persist_s
     if "starting" in checks:
         return "starting", 0.0
     if any(f.check == "progress" and f.status is Status.PASS for f in found):
@@ -100,8 +106,8 @@ class Ledger:
 
     def add(self, kind: Optional[str], now: float, back_s: float = 0.0) -> None:
         """Counts the time since the last judgement as kind (None: not counted), and the
-        time counted as stepping in the back_s before now as kind too (what held then was
-        told only now), as far back as the spells not yet handed to the log."""
+        time counted as stepping (or slowed) in the back_s before now as kind too (what held
+        then was told only now), as far back as the spells not yet handed to the log."""
         before, self.last_at = self.last_at, now
         if kind is None or before is None or now <= before:
             return
@@ -113,7 +119,7 @@ class Ledger:
     def _relabel(self, kind: str, since: float) -> None:
         out = self.spells[:self.taken]
         for s in self.spells[self.taken:]:
-            if s.kind != "stepping" or s.end <= since:
+            if s.kind not in SOFT or s.end <= since:
                 out.append(s)
             elif s.start >= since:
                 out.append(Spell(kind, s.start, s.end))

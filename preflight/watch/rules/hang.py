@@ -10,7 +10,12 @@ from preflight.model.findings import Finding, Status
 from preflight.model.watch import Blame, RankId, WatchFinding, WatchPolicy
 from preflight.watch import gpus
 from preflight.watch.rules.ends import STOPPED, TRACED
-from preflight.watch.rules.phases import busy_alone, every_rank_computes, every_rank_writes
+from preflight.watch.rules.phases import (
+    busy_alone,
+    every_rank_computes,
+    every_rank_writes,
+    quiet_for,
+)
 from preflight.watch.series import (
     UNIT_WORDS,
     JobSeries,
@@ -27,7 +32,7 @@ def find_hang(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
     grown = [r for r in live if unit in r.last_growth]
     if not grown or not any(unit in r.longest_quiet for r in live):
         return []  # never seen moving: no pace to miss
-    quiet = min(r.latest.t - r.last_growth[unit] for r in grown)
+    quiet = quiet_for(live, unit)
     before = max(r.longest_quiet.get(unit, 0.0) for r in live)
     if quiet < max(policy.hang_s, 5 * before):
         return []

@@ -144,6 +144,13 @@ def every_rank_computes(job: JobSeries, live: Sequence[RankSeries], policy: Watc
         {"quiet_s": quiet_s, "phase_s": quiet_s, "phase": "evaluations"}, blame=Blame("phase"))
 
 
+def quiet_for(live: Sequence[RankSeries], unit: Unit) -> float:
+    """Seconds since the last progress of the rank that progressed last (0 where none has
+    been seen to progress)."""
+    grown = [r.latest.t - r.last_growth[unit] for r in live if unit in r.last_growth]
+    return min(grown) if grown else 0.0
+
+
 def busy_alone(live: Sequence[RankSeries], policy: WatchPolicy, quiet_s: float) -> bool:
     """With no step for quiet_s on any rank (a hang's shape), whether a rank keeps busy through
     the window while its peers wait, with nothing on its host holding it: a phase of the job's

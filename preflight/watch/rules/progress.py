@@ -57,20 +57,25 @@ def cpu_untimed(live: Sequence[RankSeries]) -> list[Finding]:
                          "there is not named: run the job on a kernel that keeps schedstat")]
 
 
+def readable(live: Sequence[RankSeries], unit: Unit) -> list[RankSeries]:
+    """The ranks whose pace can be read in the job's unit: where only rank 0 prints step
+    lines, its peers' logs grow without them, and their pace is no figure of the job's."""
+    return [r for r in live if r.early_rate.get(unit)]
+
+
 def pace_line(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
               policy: WatchPolicy, phased: bool = False) -> Finding:
-    rates = []
-    for r in live:
-        span = r.span(r.latest.t - policy.persist_s, r.latest.t, unit)
-        if span is not None and span.dt > 0 and span.progress is not None:
-            rates.append(span.progress / span.dt)
+    rates, early = _paces(live, unit, policy)
+    paced = readable(live, unit)
     pace = f", {median(rates):.3g} {UNIT_WORDS[unit]}/s a rank" if rates else ""
+    if paced and len(paced) < len(live):
+        pace += (f" (from {_names(paced)}'s {UNIT_WORDS[unit]} alone: its "
+                 f"{len(live) - len(paced)} peers print none)")
     # Said as what was compared: the rules differ by the kind of job.
     if any(r.rid.role in ("trainer", "server") for r in live):
         compared = (f"no trainer below {1 - policy.margin:g} x its peers' median pace, no "
                     "server short of CPU")
     else:
-        early = [r.early_rate[unit] for r in live if r.early_rate.get(unit)]
         compared = ("none busy while its peers wait for it but in a phase of the job's own"
                     if phased else "none busy while its peers wait for it") + (
             f"; the job at {median(rates) / median(early):.2f} x its early pace"
@@ -81,3 +86,44 @@ def pace_line(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
     return WatchFinding("progress", Status.PASS, tuple(job.hosts()),
                         f"{len(live)} ranks of {job.key} running{pace}; none stopped; "
                         f"{compared}")
+
+
+def slowed_unexplained(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
+                       policy: WatchPolicy) -> Finding:
+    """The job below its early pace through the window (job_slowed) with nothing the watch
+    measures setting a rank, host or link apart: never a pass. A warning that says what was
+    measured, naming nobody (what slows it is not seen from outside: its data, a longer step
+    of its own); never acted on."""
+    rates, early = _paces(live, unit, policy)
+    now, then = (median(rates) if rates else 0.0), (median(early) if early else 0.0)
+    ratio = now / then if then else 0.0
+    return WatchFinding(
+        "progress", Status.WARN, tuple(job.hosts()),
+        f"the job {job.key} steps at {ratio:.2f} x its early pace ({now:.3g} against "
+        f"{then:.3g} {UNIT_WORDS[unit]}/s a rank) through the "
+        f"{policy.persist_s:g} s window, and nothing the watch measures sets a rank, host or "
+        "link apart (busy shares, waits for a CPU and throttling against the peers', send "
+        "queues against those at its pace, GPU clocks, ranks frozen or in D): what slows it "
+        "is not seen from outside (its data, its storage, a longer step of its own); nobody "
+        "is named, nothing is acted on",
+        {"pace_ratio": round(ratio, 3)})
+
+
+def _paces(live: Sequence[RankSeries], unit: Unit,
+           policy: WatchPolicy) -> tuple[list[float], list[float]]:
+    """(each readable rank's pace over the window, each one's early pace); every rank's
+    where none is readable yet."""
+    ranks = readable(live, unit) or list(live)
+    rates = []
+    for r in ranks:
+        span = r.span(r.latest.t - policy.persist_s, r.latest.t, unit)
+        if span is not None and span.dt > 0 and span.progress is not None:
+            rates.append(span.progress / span.dt)
+    early = [e for r in ranks if (e := r.early_rate.get(unit))]
+    return rates, early
+
+
+def _names(ranks: Sequence[RankSeries]) -> str:
+    if len(ranks) == 1:
+        return ranks[0].rid.name()
+    return f"{len(ranks)} ranks"

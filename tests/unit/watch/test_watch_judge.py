@@ -28,6 +28,7 @@ from preflight.model.watch import LaunchFailure, WatchPolicy, blame_of
 from preflight.watch.judge import STALE_FLOOR_S, AtCheck, judge
 from preflight.watch.record import finding_doc
 from preflight.watch.samples import HostStream
+from preflight.watch.score import blames
 from preflight.watch.series import WatchState
 from preflight.watch.view import Live
 
@@ -342,8 +343,8 @@ def judged_each(hosts, seconds, change, addresses=None):
         t = i * POLICY.interval_s
         change(t)
         for h in hosts:
-            state.add(streams[h.name].feed(h.line(POLICY.interval_s)), received=float(i))
-        found[t] = judge(state, POLICY, float(i), {}, addresses or {})
+            state.add(streams[h.name].feed(h.line(POLICY.interval_s)), received=t)
+        found[t] = judge(state, POLICY, t, {}, addresses or {})
     return found
 
 
@@ -647,7 +648,7 @@ def test_no_launcher_on_any_host_cannot_be_checked():
 def test_a_host_whose_samples_stop_cannot_be_checked():
     hosts = cluster(2)
     _, state = watched(hosts, 10)
-    findings = judge(state, POLICY, 2.0 + 3 * POLICY.interval_s + 1, {})
+    findings = judge(state, POLICY, 10.0 + 3 * POLICY.interval_s + 1, {})  # the last at 10 s
     stale = [f for f in findings if f.check == "watch"]
     assert [f.hosts for f in stale] == [("node01",), ("node02",)]
     assert "no sample from node01 for 16 s" in stale[0].message
@@ -865,8 +866,8 @@ def test_a_named_link_is_forgotten_once_a_full_pair_has_other_ends():
                         ADDRESSES)
     assert named(found[40]) == [("straggler", Status.FAIL, ("node02",))]
     assert named(found[90]) == [("straggler", Status.FAIL, ("node01", "node03"))]
-    assert "node02" not in {h for t in range(60, 95, 5) for _, _, hs in named(found[t])
-                            for h in hs}
+    assert "node02" not in {h for t in range(60, 95, 5) for f in found[t] if blames(f)
+                            for h in f.hosts}
 
 
 def test_a_window_with_no_full_queue_while_the_job_still_crawls_is_no_pass():

@@ -103,3 +103,14 @@ def test_queues_full_only_once_the_pace_fell_are_news_as_before():
     watched(hosts, 240, change=change, addresses=ADDRESSES, every=every, real_clock=True)
     said = {n for found in every for n in named(found)}
     assert said == {("straggler", Status.FAIL, ("node02",))}, said
+
+
+def test_the_pass_line_of_a_job_where_only_rank_0_prints_step_lines_says_its_pace_is_rank_0s():
+    hosts = cluster()
+    for h in hosts[1:]:
+        h.ranks[0].no_step_lines = True
+    found, _ = watched(hosts, 60, real_clock=True)
+    [line] = [f.message for f in found if f.check == "progress"]
+    assert ", 10 step lines/s a rank (from node01 rank 0 (worker)'s step lines alone: its 3 " \
+        "peers print none); none stopped;" in line, line
+    assert "the job at 1.00 x its early pace" in line, line

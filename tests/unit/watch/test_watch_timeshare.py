@@ -97,6 +97,10 @@ def test_a_save_on_every_rank_is_counted_from_its_start_not_from_when_it_was_tol
     every: list[Any] = []
     found, state = watched(hosts, 600, change=change, every=every, real_clock=True)
     nobody_named(every)
+    # Told as a save once no rank stepped through the window, not warned as a job that slowed
+    # with no cause seen.
+    assert not any(f.check == "progress" and f.status is Status.WARN
+                   for judged in every for f in judged)
     [job] = state.jobs.values()
     spent = job.ledger.seconds()
     assert 60 <= spent["checkpoints"] <= 80, spent
@@ -241,3 +245,31 @@ def test_the_metrics_carry_each_jobs_time_by_kind():
     window = {m.group(1): float(m.group(2)) for m in re.finditer(
         r'preflight_watch_job_window_time_seconds\{job="[^"]+",kind="(\w+)"\} (\S+)', text)}
     assert abs(sum(window.values()) - 600) < 1  # the last 10 minutes of 700 counted
+
+
+def test_a_job_slowed_with_no_cause_seen_warns_naming_nobody_and_is_counted_so():
+    hosts = cluster()
+
+    def change(t):
+        for h in hosts:
+            h.ranks[0].steps_per_s = 4.0 if 120 <= t < 240 else 10.0
+
+    every: list[Any] = []
+    found, state = watched(hosts, 360, change=change, every=every, real_clock=True)
+    nobody_named(every)
+    warned = [(i * 5, f) for i, judged in enumerate(every) for f in judged
+              if f.check == "progress" and f.status is Status.WARN]
+    # The samples from 120 s cover the 5 s before them: slowed through the window by 130 s.
+    assert warned and all(130 <= t <= 250 for t, _ in warned), [t for t, _ in warned]
+    msg = warned[0][1].message
+    assert msg.startswith("the job master 10.0.0.1:6767 steps at 0.40 x its early pace (4 "
+                          "against 10 step lines/s a rank) through the 15 s window, and nothing "
+                          "the watch measures sets a rank, host or link apart"), msg
+    assert msg.endswith("nobody is named, nothing is acted on"), msg
+    # Never passed while it crawls; the pass line is back once it keeps its pace again.
+    for t, judged in enumerate(every):
+        if 130 <= t * 5 <= 235:
+            assert not any(f.check == "progress" and f.status is Status.PASS for f in judged)
+    assert pass_line(found).message.count("1.00 x its early pace") == 1
+    [job] = state.jobs.values()
+    assert 100 <= job.ledger.seconds()["slowed"] <= 125, job.ledger.seconds()

@@ -253,6 +253,12 @@ def named(findings, check=None):
             if f.status is not Status.PASS and (check is None or f.check == check)]
 
 
+def held(r: dict[str, Any]) -> bool:
+    """A finding record the watch said against hosts: not a pass, and not the warning of a
+    job that slowed with no cause seen (it names nobody: rules/progress.py)."""
+    return r["type"] == "finding" and r["status"] != "pass" and "pace_ratio" not in r
+
+
 def records(log: str) -> list[dict[str, Any]]:
     """The records of a watch's log, in order."""
     with open(log) as fh:

@@ -200,8 +200,14 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
             + "): the ends before it are its earlier attempt's"))
     if all(f.status is Status.PASS for f in out):  # nothing but the job's shape said
         phased = any(f.check == "phase" for f in out)
-        if not phased and all(_warmed(r, policy) for r in live) and \
-                job_slowed(live, unit, policy):
+        slowed = not phased and all(_warmed(r, policy) for r in live) and \
+            job_slowed(live, unit, policy)
+        now = max(state.at(r.rid.host, r.latest.t) for r in live)
+        job.slowed_since = (job.slowed_since or now) if slowed else None
+        # A window more for a cause to be told (a straggler, a link, a phase): a fallen pace
+        # is said as unexplained once no rule named one for that long.
+        if slowed and job.slowed_since is not None and \
+                now - job.slowed_since >= policy.persist_s:
             # No step on any rank through the window, every rank saving or computing: a
             # phase of the job's own told before it is long enough to look like a hang.
             still = phases.quiet_for(live, unit)
@@ -210,7 +216,8 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
                 phases.every_rank_computes(job, live, policy, still)
             out = phases.follow(job, out + [whole], state, policy) if whole else out
             out.append(pace_line(job, live, unit, policy, True) if whole else
-                       slowed_unexplained(job, live, unit, policy))  # never passed
+                       slowed_unexplained(job, live, unit, policy,
+                                          now - job.slowed_since + policy.persist_s))
         else:
             out.append(pace_line(job, live, unit, policy, phased))
     return out

@@ -214,6 +214,9 @@ class JobSeries:
         # What a judgement carries to the next (replay judges at the same beat, so the same):
         # the link rule's memory (watch/linkmemory.py), and what follows here.
         self.link = LinkMemory()
+        # Since when (the controller's clock) it has stepped below its early pace with nothing
+        # found holding it (rules/progress.py: said once that lasted a window).
+        self.slowed_since: Optional[float] = None
         # host -> the longest silence seen of it as its peers died for a lost peer: the cause
         # still once it answers again (its own ranks' ends then say they lost a peer too).
         self.lost_hosts: dict[str, float] = {}

@@ -80,8 +80,9 @@ def kind_of(found: Sequence[Finding], quiet: bool = False,
         kinds = {str(f.data.get("phase") or "phases") for f in phases}
         return next(k for k in PHASE_KINDS if k in kinds), \
             max(float(f.data.get("phase_s") or 0.0) for f in phases)
-    if any(f.check == "progress" and "pace_ratio" in f.data for f in bad):
-        return "slowed", persist_s
+    slowed = [f for f in bad if f.check == "progress" and "pace_ratio" in f.data]
+    if slowed:
+        return "slowed", max(float(f.data.get("slowed_s") or persist_s) for f in slowed)
     if "starting" in checks:
         return "starting", 0.0
     if any(f.check == "progress" and f.status is Status.PASS for f in found):

@@ -25,7 +25,7 @@ import pytest
 from jobscripts import TRAIN_SHAPES, TRAIN_SHAPES_PATH
 from jobscripts import TRAIN_WATCH as TRAIN
 from jobscripts import TRAIN_WATCH_PATH as SCRIPT
-from watchtools import cli_popen, first, rank_pid, records
+from watchtools import cli_popen, first, held, rank_pid, records
 
 from preflight.testing import testbed
 
@@ -205,7 +205,7 @@ def test_a_rank_killed_mid_run_is_named_dead_on_its_host_and_nobody_else(cluster
     print(f"\nkilled rank named {dead['at'] - planted:.1f} s after SIGKILL: {dead['message']}")
     assert dead["hosts"] == ["good3"] and dead["ranks"][0]["pid"] == pid, dead["message"]
     rs = records(log)
-    named = {tuple(r["hosts"]) for r in rs if r["type"] == "finding" and r["status"] != "pass"}
+    named = {tuple(r["hosts"]) for r in rs if held(r)}
     assert named == {("good3",)}, [r["message"] for r in rs if r["type"] == "finding"]
     # Named at once on its host (the first judgement may see the launch's failure before
     # the peers' aborts); how the job ended, once every rank's end is in:
@@ -260,7 +260,7 @@ def test_a_link_cut_until_the_job_dies_is_laid_on_its_host_its_victims_folded(cl
         last["message"], last["message"]
     assert "its own ranks ended too, seen once it answered: good2 rank 1 (worker)" in \
         last["message"], last["message"]
-    named = {tuple(r["hosts"]) for r in rs if r["type"] == "finding" and r["status"] != "pass"}
+    named = {tuple(r["hosts"]) for r in rs if held(r)}
     assert named == {("good2",)}, [r["message"] for r in rs if r["type"] == "finding"]
     assert sorted((v["host"], v["rank"]) for v in last["victims"]) == [
         ("good1", 0), ("good2", 1), ("good3", 2)], last
@@ -354,10 +354,9 @@ def test_a_host_throttled_mid_run_is_named_as_the_straggler_and_nobody_else(clus
     assert f"0.1 of {cores:g} cores now: a cgroup quota set since; {cores:g} at the check" \
         in found["message"], found["message"]
     rs = records(log)
-    before = [r for r in rs if r["type"] == "finding" and r["at"] < planted
-              and r["status"] != "pass"]
+    before = [r for r in rs if held(r) and r["at"] < planted]
     assert before == []
-    named = {tuple(r["hosts"]) for r in rs if r["type"] == "finding" and r["status"] != "pass"}
+    named = {tuple(r["hosts"]) for r in rs if held(r)}
     assert named == {("good2",)}
     start = rs[0]
     assert start["type"] == "start" and start["marker"]  # the launch's own marker
@@ -394,7 +393,7 @@ def test_a_stopped_rank_is_named_at_once_and_the_hang_it_causes_after(cluster, j
     assert "good3 rank 2 (worker) is stopped: it holds the rest" in hang["message"]
     assert "2 asleep in" in hang["message"]  # the others wait in the collective
     named = {tuple(r["hosts"]) for r in records(log)
-             if r["type"] == "finding" and r["status"] != "pass"}
+             if held(r)}
     assert named == {("good3",)}
 
 
@@ -428,7 +427,7 @@ def test_a_link_slowed_mid_run_is_named_on_its_host_and_nobody_else(cluster, job
     else:
         assert "good2" in found["hosts"] and len(found["hosts"]) == 2, found["message"]
         assert "either end's link, or the switch between them" in found["message"]
-    said = [r for r in records(log) if r["type"] == "finding" and r["status"] != "pass"]
+    said = [r for r in records(log) if held(r)]
     named = {tuple(r["hosts"]) for r in said}
     assert all("good2" in hosts for hosts in named), named  # no link without good2 named
     assert ("good2",) in named, named  # named alone once both its pairs filled
@@ -470,7 +469,7 @@ def test_a_samplers_dropped_session_is_said_started_again_and_blames_nobody(clus
     rs = records(log)
     assert any(r["type"] == "sample" and r["host"] == "good2" and r["at"] > cleared["at"]
                for r in rs)
-    named = [r for r in rs if r["type"] == "finding" and r["status"] not in ("pass", "skip")
+    named = [r for r in rs if held(r) and r["status"] != "skip"
              and r["check"] != "watch"]
     assert named == [], [r["message"] for r in named]
 

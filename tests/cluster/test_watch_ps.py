@@ -13,7 +13,7 @@ import time
 
 import pytest
 from jobscripts import TRAIN_PS_WATCH, TRAIN_PS_WATCH_PATH
-from watchtools import cli_popen, rank_pid, records
+from watchtools import cli_popen, held, rank_pid, records
 
 from preflight.testing import testbed
 
@@ -73,8 +73,7 @@ def test_a_starved_ps_server_is_named_and_no_trainer(cluster):
         end = time.monotonic() + 80
         while time.monotonic() < end and found is None:
             time.sleep(1)
-            found = next((r for r in records(wlog) if r["type"] == "finding"
-                          and r["status"] != "pass"), None)
+            found = next((r for r in records(wlog) if held(r)), None)
     finally:
         out = err = ""
         if watch is not None:
@@ -99,6 +98,6 @@ def test_a_starved_ps_server_is_named_and_no_trainer(cluster):
         "is short of CPU" in found["message"], found["message"]
     assert "its cgroup's CPU quota throttles it" in found["message"], found["message"]
     named = {(tuple(r["hosts"]), r["ranks"][0]["role"] if r["ranks"] else None)
-             for r in records(wlog) if r["type"] == "finding" and r["status"] != "pass"}
+             for r in records(wlog) if held(r)}
     assert named == {(("good1",), "server")}, named
     assert cluster.left_on(HOSTS, ("paddle.distributed.launch", "train_ps_watch")) == {}

@@ -89,9 +89,9 @@ def pace_line(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
 
 
 def slowed_unexplained(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
-                       policy: WatchPolicy) -> Finding:
-    """The job below its early pace through the window (job_slowed) with nothing the watch
-    measures setting a rank, host or link apart: never a pass. A warning that says what was
+                       policy: WatchPolicy, for_s: float) -> Finding:
+    """The job below its early pace (job_slowed) for for_s with nothing the watch measures
+    setting a rank, host or link apart: never a pass. A warning that says what was
     measured, naming nobody (what slows it is not seen from outside: its data, a longer step
     of its own); never acted on."""
     rates, early = _paces(live, unit, policy)
@@ -100,13 +100,13 @@ def slowed_unexplained(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
     return WatchFinding(
         "progress", Status.WARN, tuple(job.hosts()),
         f"the job {job.key} steps at {ratio:.2f} x its early pace ({now:.3g} against "
-        f"{then:.3g} {UNIT_WORDS[unit]}/s a rank) through the "
-        f"{policy.persist_s:g} s window, and nothing the watch measures sets a rank, host or "
+        f"{then:.3g} {UNIT_WORDS[unit]}/s a rank) for {for_s:.0f} s, and nothing the "
+        "watch measures sets a rank, host or "
         "link apart (busy shares, waits for a CPU and throttling against the peers', send "
         "queues against those at its pace, GPU clocks, ranks frozen or in D): what slows it "
         "is not seen from outside (its data, its storage, a longer step of its own); nobody "
         "is named, nothing is acted on",
-        {"pace_ratio": round(ratio, 3)})
+        {"pace_ratio": round(ratio, 3), "slowed_s": round(for_s, 1)})
 
 
 def _paces(live: Sequence[RankSeries], unit: Unit,

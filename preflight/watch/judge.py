@@ -94,15 +94,23 @@ def judge(state: WatchState, policy: WatchPolicy, now: float,
     out: list[Finding] = []
     stale = {h: now - t for h, t in state.last_tick.items()
              if now - t > stale_after(policy)}
-    for host in sorted(stale):
+    # A host whose samples still come, but taken long before they arrive (a connection that
+    # backs up, its clock stepped back): as old as that, they are stale too.
+    late = {h: lag for h in state.last_tick if h not in stale
+            and (lag := state.lag(h)) > stale_after(policy)}
+    for host in sorted(stale) + sorted(late):
         # Its ranks' last figures are stale, not evidence: they leave every rule (no
         # straggler, hang or death is read from them) and are said as not judged.
         ranks = [r.rid.name() for job in state.jobs.values() for r in job.live()
                  if r.rid.host == host]
+        why = (f"no sample from {host} for {stale[host]:.0f} s (its sampler or its connection "
+               "is stuck)") if host in stale else (
+            f"the samples from {host} arrive {late[host]:.0f} s after they were taken, later "
+            "than its recent ones did (its connection backs up, or its clock was stepped "
+            "back)")
         out.append(Finding("watch", Status.COULD_NOT_CHECK, (host,),
-                           f"no sample from {host} for {stale[host]:.0f} s (its sampler or "
-                           "its connection is stuck)"
-                           + (f": could not judge {', '.join(ranks)}" if ranks else "")))
+                           why + (f": could not judge {', '.join(ranks)}" if ranks else "")))
+    stale = {**stale, **late}
     for job in state.jobs.values():
         found = _job(job, policy, at_check, state, addresses or {}, stale)
         out.extend(_timed(job, found, now, any(h in stale for h in job.hosts()), policy))
@@ -203,7 +211,8 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         slowed = not phased and all(_warmed(r, policy) for r in live) and \
             job_slowed(live, unit, policy)
         now = max(state.at(r.rid.host, r.latest.t) for r in live)
-        job.slowed_since = (job.slowed_since or now) if slowed else None
+        job.slowed_since = (now if job.slowed_since is None else job.slowed_since) \
+            if slowed else None
         # A window more for a cause to be told (a straggler, a link, a phase): a fallen pace
         # is said as unexplained once no rule named one for that long.
         if slowed and job.slowed_since is not None and \
@@ -220,6 +229,8 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
                                           now - job.slowed_since + policy.persist_s))
         else:
             out.append(pace_line(job, live, unit, policy, phased))
+    else:
+        job.slowed_since = None  # something is said of it: counted afresh once it clears
     return out
 
 

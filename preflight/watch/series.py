@@ -11,6 +11,7 @@ from typing import Literal, NamedTuple, Optional
 
 from preflight.model.watch import HostSample, LaunchFailure, RankId, RankSample
 from preflight.watch.attempts import launchers_gone, restarted
+from preflight.watch.clocks import HostClocks
 from preflight.watch.linkmemory import LinkMemory
 from preflight.watch.samples import Launcher, Tick
 from preflight.watch.timeshare import Ledger
@@ -20,9 +21,6 @@ from preflight.watch.timeshare import Ledger
 Unit = Literal["hook", "steps", "bytes"]
 UNIT_WORDS = {"hook": "steps", "steps": "step lines", "bytes": "log bytes"}
 UNITS: tuple[Unit, ...] = ("hook", "steps", "bytes")
-# A host's clock offset is measured over its last this many samples, all along: its first
-# samples may come late (a loaded host, a slow SSH start), and its clock may be stepped (NTP).
-OFFSET_TICKS = 12
 # A rank that shows no step to count (no hook, no step lines) is taken as warm this many
 # early windows after its first sample.
 WARMUP_AT_MOST = 2
@@ -306,23 +304,22 @@ class WatchState:
         self.stacks_of: set[str] = set()  # the jobs whose stacks were taken
         self.foreign: set[tuple[str, int]] = set()  # (host, launcher) of other hosts
         self.launch_failure: Optional[LaunchFailure] = None  # what the job's launch saw
-        # host -> its clock less the controller's, from its last OFFSET_TICKS samples (the
-        # least delayed: their time on the host less their time of receipt). Events on
-        # different hosts are ordered on the controller's clock (at()), never on the hosts'
-        # own clocks raw: one host's clock set ahead would put its rank's death after the
-        # deaths it caused.
-        self.offset: dict[str, float] = {}
-        self._offset_seen: dict[str, deque[float]] = {}
+        self.clocks = HostClocks()  # each host's clock against the controller's
 
     def at(self, host: str, t: float) -> float:
-        """A time on host's clock, on the controller's."""
-        return t - self.offset.get(host, 0.0)
+        """A time on host's clock, on the controller's (watch/clocks.py)."""
+        return self.clocks.at(host, t)
+
+    def lag(self, host: str) -> float:
+        """How late the host's last sample arrived beyond its steady delay (clocks.lag)."""
+        samples = self.hosts.get(host)
+        if not samples or host not in self.last_tick:
+            return 0.0
+        return self.clocks.lag(host, samples[-1].t, self.last_tick[host])
 
     def add(self, tick: Tick, received: float) -> None:
         self.last_tick[tick.host] = received
-        seen = self._offset_seen.setdefault(tick.host, deque(maxlen=OFFSET_TICKS))
-        seen.append(tick.sample.t - received)
-        self.offset[tick.host] = max(seen)
+        self.clocks.add(tick.host, tick.sample.t, received)
         self.hosts.setdefault(tick.host, deque(maxlen=self.keep)).append(tick.sample)
         self.running[tick.host] = set(tick.running)
         if tick.netns and tick.host not in self.own_netns:

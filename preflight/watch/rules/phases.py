@@ -1,7 +1,9 @@
 """Phases of the job's own: a rank busy while its peers wait with nothing on its host holding
 it (no CPU quota throttling it, no wait for a CPU), every rank writing files with no step, and
-every rank of a job without GPUs computing with no step. Rank 0 evaluating, saving a
-checkpoint or logging; a sharded save on every rank; an evaluation on every rank. Each is said
+every rank of a job without GPUs computing with no step, and a PS server busier than from
+its start while its trainers' queues to it fill. Rank 0 evaluating, saving a checkpoint or
+logging; a sharded save on every rank; an evaluation on every rank; a server saving its
+tables. Each is said
 as a pass line with what tells it (the bytes it writes, its log's last line, its earlier
 spells and their cadence), never as a straggler or a hang, and never acted on: an action
 needs a cause that outlasts the job's phases and lives on the host it acts on.

@@ -654,6 +654,31 @@ def test_a_host_whose_samples_stop_cannot_be_checked():
     assert "no sample from node01 for 16 s" in stale[0].message
 
 
+def test_a_host_whose_samples_come_ever_later_cannot_be_checked_and_blames_nobody():
+    # node02's connection backs up from 60 s: its samples still come, each 2.5 s later than
+    # the one before, taken ever longer before they arrive; it cannot be judged once they are
+    # older than a silence would be, and neither its ranks nor its peers are blamed for it.
+    hosts = cluster(3)
+    state = WatchState(keep=12)
+    streams = {h.name: HostStream(h.name) for h in hosts}
+    said = []
+    for i in range(41):
+        t = 5.0 * i
+        for h in hosts:
+            delay = max(0.0, (t - 60) / 2) if h.name == "node02" else 0.0
+            state.add(streams[h.name].feed(h.line(POLICY.interval_s)), received=t + delay)
+        said.append((t, judge(state, POLICY, t + 0.5, {})))
+    late = [(t, f) for t, found in said for f in found if f.check == "watch"]
+    assert late and {f.hosts for _, f in late} == {("node02",)}
+    first_t, first = late[0]
+    assert 85 <= first_t <= 100, first_t  # once 15 s late: a silence's bar (3 intervals)
+    assert first.message.startswith("the samples from node02 arrive "), first.message
+    assert "s after they were taken, later than its recent ones did (its connection backs " \
+        "up, or its clock was stepped back): could not judge node02 rank 1 (worker)" \
+        in first.message, first.message
+    nobody_named([found for _, found in said])
+
+
 def test_a_silence_of_a_second_or_two_is_not_a_stuck_sampler_however_short_the_interval():
     # A loaded host or a busy SSH channel delays a line: at a 0.5 s interval, 2 s without
     # one (four intervals) is still a host that answers; past the floor it is not.
@@ -1233,7 +1258,8 @@ def test_a_rank_killed_on_a_host_whose_clock_is_off_is_still_the_cause(skew):
     findings, state = watched(hosts, 35, change=sigkilled(hosts))
     assert named(findings) == [("dead", Status.FAIL, ("node03",))]
     assert "2 peers failed after it" in findings[0].message
-    assert state.offset["node03"] - state.offset["node01"] == pytest.approx(skew)
+    offset = state.clocks.offset
+    assert offset["node03"] - offset["node01"] == pytest.approx(skew)
 
 
 def test_a_death_is_said_at_the_controllers_time_whichever_way_its_hosts_clock_is_off():

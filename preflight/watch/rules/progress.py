@@ -69,8 +69,9 @@ def pace_line(job: JobSeries, live: Sequence[RankSeries], unit: Unit,
     paced = readable(live, unit)
     pace = f", {median(rates):.3g} {UNIT_WORDS[unit]}/s a rank" if rates else ""
     if paced and len(paced) < len(live):
-        pace += (f" (from {_names(paced)}'s {UNIT_WORDS[unit]} alone: its "
-                 f"{len(live) - len(paced)} peers print none)")
+        n = len(paced)
+        whose, its = (f"{paced[0].rid.name()}'s", "its") if n == 1 else (f"{n} ranks'", "their")
+        pace += f" (from {whose} {UNIT_WORDS[unit]} alone: {its} {len(live) - n} peers print none)"
     # Said as what was compared: the rules differ by the kind of job.
     if any(r.rid.role in ("trainer", "server") for r in live):
         compared = (f"no trainer below {1 - policy.margin:g} x its peers' median pace, no "
@@ -121,9 +122,3 @@ def _paces(live: Sequence[RankSeries], unit: Unit,
             rates.append(span.progress / span.dt)
     early = [e for r in ranks if (e := r.early_rate.get(unit))]
     return rates, early
-
-
-def _names(ranks: Sequence[RankSeries]) -> str:
-    if len(ranks) == 1:
-        return ranks[0].rid.name()
-    return f"{len(ranks)} ranks"

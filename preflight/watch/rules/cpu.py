@@ -21,10 +21,12 @@ from preflight.watch.rules.shared import (
     AtCheck,
     fallen_pace,
     full_pairs,
+    held_by_host,
     is_saturated,
     is_throttled,
     job_slowed,
     rank_halves,
+    wait_per_run,
     why_short,
 )
 from preflight.watch.series import (
@@ -79,7 +81,8 @@ def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
     """The rank that keeps busy while its peers wait: its busy share at least BUSY_RATIO x
     theirs and BUSY_MORE above, in both halves of the window. Said as the job's shape where
     it was so from its first steps; as a phase where nothing on its host holds it (no quota
-    throttling it, no wait for a CPU); else a straggler, with what holds it."""
+    throttling it, no longer wait for a CPU per second run than its peers': rules/shared.py's
+    held_by_host); else a straggler, with what holds it."""
     halves = {r.rid: rank_halves(r, unit, policy) for r in group}
     busy = {rid: (h[0].busy_s / h[0].dt, h[1].busy_s / h[1].dt)
             for rid, h in halves.items() if h is not None}
@@ -91,6 +94,7 @@ def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
     firsts = {r.rid: r.first_step.busy_s / r.first_step.dt for r in group
               if r.first_step is not None and r.first_step.dt > 0}
     first_pool = Pool(firsts.values())
+    per_run: Optional[Pool] = None  # each rank's wait for a CPU per second run, made once asked
     for r in group:
         if r.rid not in busy or r.rid in named or len(busy) < 2:
             continue
@@ -114,7 +118,12 @@ def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
                     "or checkpoints), not a straggler; named once it gets busier than that, "
                     "throttled or short of a CPU"))
                 continue
-            if not is_saturated(h[1]):
+            if per_run is None:
+                per_run = Pool(x for h2 in halves.values()
+                               if h2 is not None and (x := wait_per_run(h2[1])) is not None)
+            mine = wait_per_run(h[1])
+            peers_per_run = per_run.median_without(*(() if mine is None else (mine,)))
+            if not held_by_host(h[1], peers_per_run):
                 # Nothing on its host holds it: the job's own work (an evaluation, a save),
                 # a phase, not a fault to act on (rules/phases.py).
                 out.append(phase_line(r, h, own[1], ref[1], len(group) - 1, policy))

@@ -28,8 +28,10 @@ from preflight.watch.rules.shared import (
     BUSY_MORE,
     BUSY_RATIO,
     full_pairs,
+    held_by_host,
     is_saturated,
     rank_halves,
+    wait_per_run,
 )
 from preflight.watch.series import JobSeries, RankSeries, Span, Unit, WatchState
 
@@ -57,7 +59,8 @@ def phase_line(r: RankSeries, h: tuple[Span, Span], own: float, ref: float, peer
         "phase", Status.PASS, (r.rid.host,),
         f"{r.rid.name()} is in a phase of the job's own: busy {own:.2f} cores while its "
         f"{peers} peers wait ({ref:.2f}), with nothing on {r.rid.host} holding it (no quota "
-        f"throttling it, no wait for a CPU){told}; not a straggler",
+        f"throttling it, no longer wait for a CPU per second run than its peers'){told}; not "
+        "a straggler",
         {"busy": own, "peers_busy": ref, "phase": kind}, blame=Blame("phase", ranks=(r.rid,)))
 
 
@@ -167,10 +170,13 @@ def busy_alone(live: Sequence[RankSeries], policy: WatchPolicy, quiet_s: float) 
             return False
         shares[r.rid] = s
     pool = Pool(s.busy_s / s.dt for s in shares.values())
+    per_run = Pool(x for s in shares.values() if (x := wait_per_run(s)) is not None)
     for s in shares.values():
         own = s.busy_s / s.dt
         ref = pool.median_without(own) or 0.0
-        if own >= BUSY_RATIO * ref + BUSY_MORE and not is_saturated(s):
+        mine = wait_per_run(s)
+        peers = per_run.median_without(*(() if mine is None else (mine,)))
+        if own >= BUSY_RATIO * ref + BUSY_MORE and not held_by_host(s, peers):
             return True
     return False
 

@@ -28,6 +28,7 @@ THROTTLED_SHARE = 0.2  # of its cgroup's periods: the quota is what holds it
 
 
 RUNQUEUE_SHARE = 0.3  # seconds a second waiting for a CPU: the host's other work holds it
+WAIT_MORE = 0.2  # seconds waited per second run, above BUSY_RATIO x its peers': held, not shared
 
 
 # Bytes queued to one peer in most samples of the window (a link that cannot drain them;
@@ -117,6 +118,28 @@ def is_throttled(span: Span) -> bool:
 
 def is_saturated(span: Span) -> bool:
     return is_throttled(span) or span.wait_s / span.dt >= RUNQUEUE_SHARE
+
+
+def wait_per_run(span: Span) -> Optional[float]:
+    """Seconds the rank waited for a CPU per second it ran on one; None where it hardly ran."""
+    run = span.busy_s - span.wait_s
+    return span.wait_s / run if run > 0.02 * span.dt else None
+
+
+def held_by_host(span: Span, peers_per_run: Optional[float]) -> bool:
+    """Whether something on the rank's host holds it: its quota throttles it, or it waits for
+    a CPU (RUNQUEUE_SHARE a second) longer per second it runs than its peers do (peers_per_run:
+    their median wait_per_run; None where none ran). A rank busier than its peers waits for a
+    CPU longer a second only because it asks for one more often: where hosts share their cores
+    (containers on one node, a test rig's namespaces) every rank waits about as long per
+    second run, and on a cluster the peers' waits are near zero."""
+    if is_throttled(span):
+        return True
+    if span.wait_s / span.dt < RUNQUEUE_SHARE:
+        return False
+    own = wait_per_run(span)
+    return own is None or peers_per_run is None or \
+        own >= BUSY_RATIO * peers_per_run + WAIT_MORE
 
 
 def why_short(r: RankSeries, span: Span, at_check: Mapping[str, AtCheck]) -> str:

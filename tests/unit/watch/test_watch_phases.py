@@ -301,3 +301,39 @@ def test_a_collective_timeout_with_no_phase_open_is_still_a_death():
     found, _ = watched(hosts, 100, change=change)
     assert not [f for f in found if "collective timeout" in f.message]
     assert [f.hosts for f in found if f.check == "dead"] == [("node03",)]
+
+
+def _evaluating_on(hosts, peers_wait: float):
+    """change(t): from 30 s on, rank 0 computes more (0.76 cores, 0.31 of it
+    waiting for a CPU) while its peers wait in the collective and the job steps at 0.3 x, each
+    peer waiting peers_wait a second
+    for a CPU of its short spells on one."""
+    def change(t):
+        if t < 30:
+            return
+        for h in hosts:
+            h.ranks[0].steps_per_s, h.ranks[0].busy, h.ranks[0].wait = 3.0, 0.27, peers_wait
+        hosts[0].ranks[0].busy, hosts[0].ranks[0].wait, hosts[0].ranks[0].state = 0.76, 0.31, "R"
+    return change
+
+
+def test_a_rank_that_waits_for_shared_cores_as_long_per_second_run_as_its_peers_is_in_a_phase():
+    # Seen on hosts that share their cores (the rig's namespaces on one kernel, containers on
+    # one node): rank 0 evaluating waits for a CPU 0.31 s a second, past the bar, only because
+    # it asks for one more often; its peers wait as long per second they run (0.09 of 0.18).
+    hosts = cluster()
+    every: list[Any] = []
+    watched(hosts, 90, change=_evaluating_on(hosts, 0.09), every=every)
+    nobody_named(every)
+    said = [f for found in every for f in phases(found)]
+    assert said and {f.hosts for f in said} == {("node01",)}, said
+    assert "no longer wait for a CPU per second run than its peers'" in said[-1].message
+
+
+def test_a_rank_that_waits_for_a_cpu_where_its_peers_do_not_is_held_by_its_host():
+    # The same figures for rank 0 where its peers wait next to nothing for a CPU (a cluster's
+    # hosts): something else on node01 takes its cores.
+    hosts = cluster()
+    findings, _ = watched(hosts, 90, change=_evaluating_on(hosts, 0.005))
+    assert named(findings) == [("straggler", Status.FAIL, ("node01",))], findings
+    assert "it waits for a CPU 0.31 s a second (other work on node01" in findings[0].message

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from preflight.model.findings import Status
 from preflight.model.watch import WatchPolicy
@@ -120,6 +120,7 @@ class FakeHost:
     # Its monotonic clock, as the sampler says it beside the wall clock ("m"); None: an older
     # sampler that says only the wall clock.
     mono: Optional[float] = None
+    psi_cpu: Optional[float] = None  # its CPU pressure (PSI some avg10, %); None: not said
 
     def line(self, dt: float = 5.0) -> str:
         """The next sample, dt seconds after the last."""
@@ -147,6 +148,8 @@ class FakeHost:
             doc["gpu"] = {"source": "nvml", "gpus": [dict(g) for g in self.gpus]}
         if self.mono is not None:
             doc["m"] = round(self.mono, 3)
+        if self.psi_cpu is not None:
+            cast(dict[str, Any], doc["host"])["psi_cpu"] = self.psi_cpu
         self.gone = []
         self.n += 1
         return json.dumps(doc)

@@ -182,7 +182,11 @@ class Actor:
     acted: Acted = field(default_factory=Acted)
     said: set[str] = field(default_factory=set)
     stopped: bool = False  # this job was stopped here: its launch's failure is ours
-    seen: dict[str, float] = field(default_factory=dict)  # host -> first named (clock())
+    # host -> seconds named without a break, a phase of the job's own aside; those named at
+    # the last judgement; when it was (clock()).
+    named_s: dict[str, float] = field(default_factory=dict)
+    named_last: frozenset[str] = frozenset()
+    judged_at: Optional[float] = None
     longest_phase: float = 0.0  # seconds: the longest phase of the job the watch said
     # The clock the confirmation and the cooldown are counted on: a replay's is the log's.
     clock: Callable[[], float] = time.monotonic
@@ -197,13 +201,14 @@ class Actor:
         now = self.clock()
         self.longest_phase = max(self.longest_phase, longest_phase(findings))
         wait = max(self.opts.act_after_s, self.longest_phase)
-        self.seen = {h: self.seen.get(h, now) for h in targets}  # named without a break
-        young = [h for h in targets if now - self.seen[h] < wait]
+        self._count_named(targets, findings, now)
+        young = [h for h in targets if self.named_s[h] < wait]
         if young:
             why = "--act-after" if wait == self.opts.act_after_s else \
                 "the longest phase this job has shown"
             self._once("wait", f"not acting on {', '.join(young)} yet: acted on once it is "
-                       f"named without a break for {wait:.0f} s ({why})")
+                       f"named without a break for {wait:.0f} s ({why}; a phase of the job's "
+                       "own pauses the count)")
             targets = {h: c for h, c in targets.items() if h not in young}
         if not targets:
             return None
@@ -233,6 +238,21 @@ class Actor:
         if report is None:
             return None
         return self._relaunch(report)
+
+    def _count_named(self, targets: Mapping[str, Culprit], findings: Sequence[Finding],
+                     now: float) -> None:
+        """Adds the time since the last judgement to each host named at both. A host no
+        longer named loses its count, but where the job is in a phase of its own (a save,
+        an evaluation: every rank waits for one, the straggler too, which then looks like its
+        peers) the count is kept, paused, for the host named again once the phase ends: a
+        cause that outlasts the job's phases, counted outside them."""
+        dt = 0.0 if self.judged_at is None else now - self.judged_at
+        self.judged_at = now
+        phase = any(f.check == "phase" for f in findings)
+        kept = {h: n for h, n in self.named_s.items() if phase and h not in targets}
+        for h in targets:
+            kept[h] = self.named_s.get(h, 0.0) + (dt if h in self.named_last else 0.0)
+        self.named_s, self.named_last = kept, frozenset(targets)
 
     def _rehearse(self, targets: Mapping[str, Culprit]) -> None:
         """Says each step as --act would take it, with the fields the log keeps of it."""

@@ -378,6 +378,6 @@ def _watch_parser(sub: Any) -> None:
                    help="the least time between two actions (default 10m)")
     a.add_argument("--act-after", type=duration, default=ACT_AFTER_S, metavar="DURATION",
                    help="act on a host once the watch has named it without a break for this "
-                   "long, and at least as long as the longest phase (save, evaluation) the "
-                   "job has shown (default 2m)")
+                   "long (a phase of the job's own pauses the count), and at least as long as "
+                   "the longest phase (save, evaluation) the job has shown (default 2m)")
 

@@ -124,6 +124,12 @@ def judge(state: WatchState, policy: WatchPolicy, now: float,
     return out
 
 
+def _pressure(state: WatchState) -> dict[str, float]:
+    """Each host's CPU pressure at its last sample (PSI's share of the last 10 s some task
+    waited for a CPU), where its kernel says it."""
+    return {h: d[-1].psi_cpu for h, d in state.hosts.items() if d and d[-1].psi_cpu is not None}
+
+
 def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
          state: WatchState, addresses: Mapping[str, str],
          stale: Mapping[str, float]) -> list[Finding]:
@@ -179,7 +185,7 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         group = [r for r in group if r.latest.timed]
         if (role == "worker" or not found) and len(group) >= 2:
             found += busier_ranks(group, unit, policy, at_check, job,
-                                  [blame_of(f).ranks[0] for f in found])
+                                  [blame_of(f).ranks[0] for f in found], _pressure(state))
         if role == "worker" and len(group) >= 2:
             found += starved_ranks(group, unit, policy, at_check,
                                    [rid for f in found for rid in blame_of(f).ranks])

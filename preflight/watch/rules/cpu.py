@@ -22,6 +22,7 @@ from preflight.watch.rules.shared import (
     fallen_pace,
     full_pairs,
     held_by_host,
+    host_pressed,
     is_saturated,
     is_throttled,
     job_slowed,
@@ -77,12 +78,13 @@ def slower_trainers(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy
 
 def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
                  at_check: Mapping[str, AtCheck], job: JobSeries, named: Sequence[RankId],
-                 ) -> list[Finding]:
+                 pressure: Optional[Mapping[str, float]] = None) -> list[Finding]:
     """The rank that keeps busy while its peers wait: its busy share at least BUSY_RATIO x
     theirs and BUSY_MORE above, in both halves of the window. Said as the job's shape where
     it was so from its first steps; as a phase where nothing on its host holds it (no quota
-    throttling it, no longer wait for a CPU per second run than its peers': rules/shared.py's
-    held_by_host); else a straggler, with what holds it."""
+    throttling it, no longer wait for a CPU per second run than its peers', or where they
+    hardly ran, no more CPU pressure on its host than on theirs: rules/shared.py's
+    held_by_host; pressure: each host's PSI); else a straggler, with what holds it."""
     halves = {r.rid: rank_halves(r, unit, policy) for r in group}
     busy = {rid: (h[0].busy_s / h[0].dt, h[1].busy_s / h[1].dt)
             for rid, h in halves.items() if h is not None}
@@ -123,7 +125,8 @@ def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
                                if h2 is not None and (x := wait_per_run(h2[1])) is not None)
             mine = wait_per_run(h[1])
             peers_per_run = per_run.median_without(*(() if mine is None else (mine,)))
-            if not held_by_host(h[1], peers_per_run):
+            pressed = host_pressed(r.rid.host, [x.rid.host for x in group], pressure or {})
+            if not held_by_host(h[1], peers_per_run, pressed):
                 # Nothing on its host holds it: the job's own work (an evaluation, a save),
                 # a phase, not a fault to act on (rules/phases.py).
                 out.append(phase_line(r, h, own[1], ref[1], len(group) - 1, policy))

@@ -29,6 +29,7 @@ THROTTLED_SHARE = 0.2  # of its cgroup's periods: the quota is what holds it
 
 RUNQUEUE_SHARE = 0.3  # seconds a second waiting for a CPU: the host's other work holds it
 WAIT_MORE = 0.2  # seconds waited per second run, above BUSY_RATIO x its peers': held, not shared
+PRESSURE_MORE = 10.0  # points of a host's CPU pressure (PSI) above its peers' hosts': held
 
 
 # Bytes queued to one peer in most samples of the window (a link that cannot drain them;
@@ -126,20 +127,35 @@ def wait_per_run(span: Span) -> Optional[float]:
     return span.wait_s / run if run > 0.02 * span.dt else None
 
 
-def held_by_host(span: Span, peers_per_run: Optional[float]) -> bool:
+def held_by_host(span: Span, peers_per_run: Optional[float],
+                 pressed: Optional[bool] = None) -> bool:
     """Whether something on the rank's host holds it: its quota throttles it, or it waits for
     a CPU (RUNQUEUE_SHARE a second) longer per second it runs than its peers do (peers_per_run:
     their median wait_per_run; None where none ran). A rank busier than its peers waits for a
     CPU longer a second only because it asks for one more often: where hosts share their cores
     (containers on one node, a test rig's namespaces) every rank waits about as long per
-    second run, and on a cluster the peers' waits are near zero."""
+    second run, and on a cluster the peers' waits are near zero. Where its peers hardly ran
+    (asleep in a collective, waiting for it), its host's CPU pressure against theirs tells
+    (pressed: host_pressed's; None where not known: the wait alone then)."""
     if is_throttled(span):
         return True
     if span.wait_s / span.dt < RUNQUEUE_SHARE:
         return False
     own = wait_per_run(span)
-    return own is None or peers_per_run is None or \
-        own >= BUSY_RATIO * peers_per_run + WAIT_MORE
+    if own is None or peers_per_run is None:
+        return pressed is not False
+    return own >= BUSY_RATIO * peers_per_run + WAIT_MORE
+
+
+def host_pressed(host: str, peers: Sequence[str], pressure: Mapping[str, float]
+                 ) -> Optional[bool]:
+    """Whether the host's CPU pressure (PSI: % of the last 10 s some task waited for a CPU)
+    is PRESSURE_MORE points above the median of its peers' other hosts'; None where its own
+    or none of theirs is known (a kernel without PSI, a job on one host)."""
+    others = [pressure[h] for h in set(peers) if h != host and h in pressure]
+    if host not in pressure or not others:
+        return None
+    return pressure[host] >= median(others) + PRESSURE_MORE
 
 
 def why_short(r: RankSeries, span: Span, at_check: Mapping[str, AtCheck]) -> str:

@@ -230,7 +230,7 @@ def test_a_host_is_acted_on_only_once_named_without_a_break_for_act_after(old_re
         clock[0] = float(t)
         actor([f])
     assert said == [("wait", "not acting on h2 yet: acted on once it is named without a "
-                     "break for 120 s (--act-after)")]
+                     "break for 120 s (--act-after; a phase of the job's own pauses the count)")]
     clock[0] = 125.0
     actor([])  # a judgement that no longer names it: the wait starts again
     for t in range(130, 250, 5):
@@ -258,10 +258,50 @@ def test_an_action_waits_at_least_as_long_as_the_longest_phase_the_job_showed(ol
         clock[0] = float(t)
         actor([f])
     assert said == [("wait", "not acting on h2 yet: acted on once it is named without a "
-                     "break for 90 s (the longest phase this job has shown)")]
+                     "break for 90 s (the longest phase this job has shown; a phase of the "
+                     "job's own pauses the count)")]
     clock[0] = 190.0
     actor([f])
     assert [s for s, _ in said][1:3] == ["drain", "stop"]
+
+
+def _clocked_actor(report, said, clock, act_after_s):
+    """An Actor on a two-host job, its steps said into said, on the clock given."""
+    launched = launches.Launched("abc123", report, ("h1", "h2"), 1.0, ("train.py",))
+    return recover.Actor(recover.ActOptions(report, launched, act_after_s=act_after_s),
+                         {"h1": cast(Any, StopRemote(1)), "h2": cast(Any, StopRemote(1))},
+                         lambda s, t, f: said.append((s, t)), clock=lambda: clock[0])
+
+
+def test_a_phase_of_the_job_pauses_the_count_and_a_plain_break_starts_it_again(old_report):
+    # A straggler under a quota is not named while rank 0 evaluates (every rank waits for
+    # rank 0, the straggler too): the count pauses there, and goes on once it is named again.
+    said: list[tuple[str, str]] = []
+    clock = [0.0]
+    actor = _clocked_actor(old_report, said, clock, 60.0)
+    f = WatchFinding("straggler", Status.FAIL, ("h2",), "rank 1 holds its peers",
+                     blame=Blame("cpu", ranks=(rid("h2", 1),)))
+    phase = WatchFinding("phase", Status.PASS, ("h1",), "h1 rank 0 evaluates", {"phase_s": 15.0},
+                         blame=Blame("phase", ranks=(rid("h1", 0),)))
+
+    def judge(t0, t1, found):
+        for t in range(t0, t1, 5):
+            clock[0] = float(t)
+            actor(found)
+
+    judge(0, 40, [f])  # named for 35 s
+    judge(40, 60, [phase])  # rank 0 evaluates: paused, not lost
+    judge(60, 85, [f])  # named again: 35 + 20 s
+    assert [s for s, _ in said] == ["wait"]
+    judge(85, 90, [f])  # 60 s named, the 20 s of the phase not counted
+    assert [s for s, _ in said][1:3] == ["drain", "stop"]
+    # Where it stops being named with no phase of the job's to explain it, the count ends.
+    said.clear()
+    actor = _clocked_actor(old_report, said, clock, 60.0)
+    judge(100, 150, [f])  # named for 45 s
+    judge(150, 155, [])  # a judgement without it, and no phase
+    judge(155, 215, [f])  # named for 55 s since
+    assert [s for s, _ in said] == ["wait"]
 
 
 def test_several_hosts_named_at_once_are_said_and_none_is_left_out(old_report):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from watchtools import POLICY, cluster, gpu_cluster, named, nobody_named, watched
 
 from preflight.act.recover import longest_phase as longest
@@ -337,3 +338,32 @@ def test_a_rank_that_waits_for_a_cpu_where_its_peers_do_not_is_held_by_its_host(
     findings, _ = watched(hosts, 90, change=_evaluating_on(hosts, 0.005))
     assert named(findings) == [("straggler", Status.FAIL, ("node01",))], findings
     assert "it waits for a CPU 0.31 s a second (other work on node01" in findings[0].message
+
+
+@pytest.mark.parametrize("pressure,is_named", [((40.0, 41.0, 39.0, 40.0), False),
+                                               ((40.0, 2.0, 3.0, 2.0), True)],
+                         ids=["every-host-alike", "its-host-alone"])
+def test_where_the_peers_sleep_a_busy_ranks_wait_is_told_by_its_hosts_cpu_pressure(
+        pressure, is_named):
+    # Rank 0 computes alone, waiting for a CPU 0.31 s a second, while its peers sleep in
+    # the collective (they hardly run: no wait per second run to compare). Every host under
+    # the same CPU pressure (cores shared with other work everywhere, the rig's one kernel):
+    # its own work, a phase. Its host alone pressed: other work there takes its cores.
+    hosts = cluster()
+    for h, psi in zip(hosts, pressure):
+        h.psi_cpu = psi
+
+    def change(t):
+        if t < 30:
+            return
+        for h in hosts:
+            h.ranks[0].steps_per_s, h.ranks[0].busy, h.ranks[0].wait = 3.0, 0.01, 0.0
+        hosts[0].ranks[0].busy, hosts[0].ranks[0].wait, hosts[0].ranks[0].state = 0.76, 0.31, "R"
+
+    every: list[Any] = []
+    findings, _ = watched(hosts, 90, change=change, every=every)
+    if is_named:
+        assert named(findings) == [("straggler", Status.FAIL, ("node01",))], findings
+    else:
+        nobody_named(every)
+        assert [f for f in findings if f.check == "phase"], findings

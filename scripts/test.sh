@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The tests, as CI runs them: the linters, then the unit and local tests, then the cluster
 # tests (root: network namespaces, Slurm, Podman), each stage only if the one before passed,
-# so that a broken change fails in minutes. pytest runs two lanes (pytest-xdist, each worker
-# on CPUs of its own: tests/conftest.py); PREFLIGHT_LANES sets how many. Each stage leaves a
-# JUnit file in test-results/, and prints every test that took a second or more.
+# so that a broken change fails in minutes (the tests marked long run beside those stages).
+# pytest runs two lanes (pytest-xdist, each worker on CPUs of its own: tests/conftest.py);
+# PREFLIGHT_LANES sets how many. Each stage leaves a JUnit file in test-results/, and prints
+# every test that took a second or more.
 # Run after scripts/setup.sh; extra arguments go to both pytest stages (-x, -k ...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,8 +36,31 @@ pytest_stage() {
 # Every folder under tests/ is collected by each stage; the marks divide them (tests/conftest.py
 # marks every test under tests/cluster "cluster", tests/gpu's modules mark themselves "gpu"),
 # so that a new folder of tests is run without being listed here.
-pytest_stage unit-and-local "$lanes" -m "not cluster and not gpu and not alone" tests "$@"
-pytest_stage cluster "$lanes" -m "(cluster or gpu) and not alone" tests "$@"
+# The tests marked long (a job watched for ten minutes) run beside the lanes, from the unit
+# stage on, in a process of their own on every CPU: their job sleeps most of its time. Their
+# output is printed once they end, before the tests marked alone; stopped with SIGINT (so that
+# their clusters are taken down) where a stage before fails.
+long_log="$results/cluster-long.log"
+.venv/bin/pytest -n 0 --durations=0 --durations-min=1 --junitxml="$results/cluster-long.xml" \
+  -m long tests "$@" > "$long_log" 2>&1 &
+long_pid=$!
+long_start=$SECONDS
+stop_long() {
+  if kill -INT "$long_pid" 2>/dev/null; then
+    wait "$long_pid" || true
+  fi
+}
+trap stop_long EXIT
+pytest_stage unit-and-local "$lanes" -m "not cluster and not gpu and not alone and not long" \
+  tests "$@"
+pytest_stage cluster "$lanes" -m "(cluster or gpu) and not alone and not long" tests "$@"
+echo "=== cluster-long"
+long_rc=0
+wait "$long_pid" || long_rc=$?
+trap - EXIT
+cat "$long_log"
+echo "=== cluster-long: $((SECONDS - long_start)) s (beside the stages above)"
+if [ "$long_rc" -ne 0 ] && [ "$long_rc" -ne 5 ]; then exit "$long_rc"; fi
 # The tests marked alone run last, one at a time, with every CPU of the machine theirs: a
 # simulated job whose figures the watch must tell apart needs more than a lane's share.
 pytest_stage cluster-alone 0 -m alone tests "$@"

@@ -118,3 +118,81 @@ TRAIN_PS_WATCH_PATH = "/root/train_ps_watch.py"
 # PS_FLEET's job for the steps given, a step line every 10 steps; its servers serve until
 # the launch is stopped.
 TRAIN_PS_WATCH = "import sys\n" + ps_fleet("int(sys.argv[1])", 64, 32, hidden=256, every=10)
+
+TRAIN_RHYTHM_PATH = "/root/train_rhythm.py"
+# A data-parallel job in a real job's rhythm, for the seconds given. Its arguments: run_s
+# every_s phase_s shard_at shard_s, on rank 0's clock, which tells every rank in a flag
+# all-reduced with each step. Every every_s rank 0 works alone for phase_s while its peers
+# wait in the next step's all-reduce, by turns evaluating (computing) and saving a checkpoint
+# (paddle.save, then the file compressed, written and fsynced); at shard_at every rank saves
+# its shard of a sharded checkpoint for shard_s, in no collective. Paddle's gloo aborts a
+# collective after 30 s: phase_s stays below it. A data loader's 0.2 s a step keeps the job
+# light: its test runs beside the others.
+TRAIN_RHYTHM = """\
+import os, sys, time, zlib
+import numpy as np
+import paddle
+import paddle.distributed as dist
+dist.init_parallel_env()
+rank = dist.get_rank()
+run_s, every_s, phase_s, shard_at, shard_s = map(float, sys.argv[1:6])
+paddle.seed(1)
+net = paddle.nn.Sequential(paddle.nn.Linear(64, 1024), paddle.nn.ReLU(), paddle.nn.Linear(1024, 1))
+model = paddle.DataParallel(net)
+opt = paddle.optimizer.SGD(0.01, parameters=model.parameters())
+os.makedirs("/root/ckpt", exist_ok=True)
+BLOCK = np.random.RandomState(rank).randint(0, 16, 2 << 20).astype(np.uint8).tobytes()
+
+
+def write_for(path, seconds, compress, pause):
+    # Blocks (compressed: CPU work) written and fsynced for seconds: a save through the
+    # storage layer; the file removed after, as a rotation would.
+    end = time.monotonic() + seconds
+    with open(path, "wb") as fh:
+        while time.monotonic() < end:
+            fh.write(zlib.compress(BLOCK, 6) if compress else BLOCK[:1 << 20])
+            fh.flush()
+            os.fsync(fh.fileno())
+            time.sleep(pause)
+    os.unlink(path)
+
+
+start = time.monotonic()
+next_phase, phases, sharded, step = start + every_s, 0, False, 0
+while True:
+    x = paddle.randn([256, 64])
+    loss = ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
+    loss.backward()
+    opt.step()
+    opt.clear_grad()
+    now = time.monotonic()
+    told = paddle.to_tensor([float(rank == 0 and not sharded and now - start >= shard_at),
+                             float(rank == 0 and now - start >= run_s)])
+    dist.all_reduce(told)
+    shard, stop = (float(v) > 0 for v in told.numpy())
+    if step % 5 == 0:
+        print("step %d loss %.4f" % (step, float(loss)), flush=True)
+    step += 1
+    if stop:
+        break
+    if shard:
+        sharded = True
+        print("saving sharded checkpoint ckpt/shard_%d" % rank, flush=True)
+        write_for("/root/ckpt/shard_%d" % rank, shard_s, False, 0.25)
+        next_phase = time.monotonic() + every_s
+    elif rank == 0 and now >= next_phase and phases % 2:
+        print("saving checkpoint to ckpt/step_%d.pdparams" % step, flush=True)
+        paddle.save(net.state_dict(), "/root/ckpt/step.pdparams")
+        write_for("/root/ckpt/step.pdparams.z", phase_s, True, 0.05)
+    elif rank == 0 and now >= next_phase:
+        print("evaluating on the held-out set", flush=True)
+        end = time.monotonic() + phase_s
+        with paddle.no_grad():
+            while time.monotonic() < end:
+                net(paddle.randn([4096, 64]))
+    if rank == 0 and now >= next_phase and not shard:
+        phases += 1
+        next_phase = time.monotonic() + every_s
+    time.sleep(0.2)  # the data loader's
+print("done", flush=True)
+"""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -301,3 +302,66 @@ def cli_popen(cluster: Any, *args: str, quiet: bool = False) -> subprocess.Popen
         stdout=subprocess.DEVNULL if quiet else subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, cwd=cluster.tb.base, env=dict(os.environ, PYTHONSAFEPATH="1"),
         preexec_fn=interruptible)
+
+
+def wait_gone(pid: int, seconds: float) -> None:
+    """Waits, bounded, for a process to end (a launch stopping its job); KILLed after."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.5)
+    os.kill(pid, signal.SIGKILL)
+
+
+def records_so_far(log: str) -> list[dict[str, Any]]:
+    """The whole records of a watch's log it is writing now (its last line may be half
+    written): none where it has none yet."""
+    out = []
+    try:
+        with open(log) as fh:
+            for line in fh:
+                if line.endswith("\n"):
+                    out.append(json.loads(line))
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def steps_logged(cluster: Any, host: str) -> int:
+    """The step lines in the host's first worker log so far (0 before it has one)."""
+    try:
+        with open(cluster.private(host, "/root/log/workerlog.0")) as fh:
+            return sum(1 for line in fh if line.startswith("step "))
+    except OSError:
+        return 0
+
+
+def relaunched_on(cluster: Any, watch: subprocess.Popen[str], wlog: str, spare: str,
+                  seconds: float) -> tuple[float, Optional[int], list[dict[str, Any]]]:
+    """Waits, bounded, for the job `watch --act` launched again to step on the spare: when it
+    did (time.time()), the pid of that launch, and the watch's act records so far."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and steps_logged(cluster, spare) < 3:
+        assert watch.poll() is None, watch.communicate()
+        time.sleep(1)
+    acts = [r for r in records_so_far(wlog) if r["type"] == "act"]
+    return time.time(), next((r.get("pid") for r in acts if r["step"] == "launch"), None), acts
+
+
+def stop_watched(watch: Optional[subprocess.Popen[str]], relaunch_pid: Optional[int],
+                 launch: subprocess.Popen[str]) -> tuple[str, str]:
+    """Stops the watch (SIGINT, as from a terminal), the job `--act` launched again (its
+    launch stops it on every host) and the first launch; returns the watch's output."""
+    out, err = "", ""
+    if watch is not None:
+        watch.send_signal(signal.SIGINT)
+        out, err = watch.communicate(timeout=60)
+    if relaunch_pid:
+        os.kill(relaunch_pid, signal.SIGINT)
+        wait_gone(relaunch_pid, 60)
+    launch.send_signal(signal.SIGINT)
+    launch.wait(60)
+    return out, err

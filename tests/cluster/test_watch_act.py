@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import time
 
 import pytest
 from jobscripts import TRAIN_WATCH as TRAIN
 from jobscripts import TRAIN_WATCH_PATH as SCRIPT
-from watchtools import cli_popen, held, records
+from watchtools import cli_popen, held, records, relaunched_on, steps_logged, stop_watched
 
 pytestmark = pytest.mark.cluster
 
@@ -23,14 +22,6 @@ SLOW = "good2"
 # How long a host is named before it is acted on: shorter than the default 2 minutes, so the
 # test waits less; the default is judged in the unit tests and the corpus.
 ACT_AFTER = "10s"
-
-
-def _steps(cluster, host: str) -> int:
-    try:
-        with open(cluster.private(host, "/root/log/workerlog.0")) as fh:
-            return sum(1 for line in fh if line.startswith("step "))
-    except OSError:
-        return 0
 
 
 def test_act_leaves_the_straggler_out_and_the_job_runs_again_on_the_spare(cluster, tmp_path):
@@ -55,10 +46,10 @@ def test_act_leaves_the_straggler_out_and_the_job_runs_again_on_the_spare(cluste
     relaunch_pid = None
     try:
         end = time.monotonic() + 120
-        while time.monotonic() < end and not all(_steps(cluster, h) >= 3 for h in planned):
+        while time.monotonic() < end and not all(steps_logged(cluster, h) >= 3 for h in planned):
             assert launch.poll() is None, launch.stderr.read() if launch.stderr else ""
             time.sleep(1)
-        assert all(_steps(cluster, h) >= 3 for h in planned), "the job did not start stepping"
+        assert all(steps_logged(cluster, h) >= 3 for h in planned), "the job did not start stepping"
         watch = cli_popen(cluster, "watch", "--plan", report, "--log", wlog, "--interval", "2",
                           "--persist", "10", "--for", "200", "--act", "--act-after",
                           ACT_AFTER)
@@ -66,25 +57,12 @@ def test_act_leaves_the_straggler_out_and_the_job_runs_again_on_the_spare(cluste
         planted = time.time()
         cluster.tb.limit_cpu(SLOW, 0.1)
         # The job runs again: the spare steps.
-        end = time.monotonic() + 200
-        while time.monotonic() < end and _steps(cluster, spare) < 3:
-            assert watch.poll() is None, watch.communicate()
-            time.sleep(1)
-        stepping = time.time()
-        acts = [r for r in records(wlog) if r["type"] == "act"]
-        relaunch_pid = next((r.get("pid") for r in acts if r["step"] == "launch"), None)
-        assert _steps(cluster, spare) >= 3, acts
+        stepping, relaunch_pid, acts = relaunched_on(cluster, watch, wlog, spare, 200)
+        assert steps_logged(cluster, spare) >= 3, acts
         time.sleep(10)  # the watch follows the new job
     finally:
         cluster.tb.unlimit_cpu(SLOW)
-        if watch is not None:
-            watch.send_signal(signal.SIGINT)
-            out, err = watch.communicate(timeout=60)
-        if relaunch_pid:
-            os.kill(relaunch_pid, signal.SIGINT)  # that launch stops its job everywhere
-            _wait_gone(relaunch_pid, 60)
-        launch.send_signal(signal.SIGINT)
-        launch.wait(60)
+        out, err = stop_watched(watch, relaunch_pid, launch)
     rs = records(wlog)
     named = [r for r in rs if held(r)]
     acted = next((r["at"] for r in rs if r["type"] == "act" and r["step"] == "drain"), None)
@@ -111,13 +89,3 @@ def test_act_leaves_the_straggler_out_and_the_job_runs_again_on_the_spare(cluste
     assert launch.returncode != 0  # the first launch saw its job stopped
     assert cluster.left_on(HOSTS, ("paddle.distributed.launch", "train_watch")) == {}
 
-
-def _wait_gone(pid: int, seconds: float) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.5)
-    os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,130 @@
+"""`preflight watch --act` on a real job in a real job's rhythm, as an operator runs it:
+`preflight check --nnodes 3` (GO, the fourth host a spare), `preflight launch` of the plan and
+at once `preflight watch --plan --act`. For ten minutes the healthy job shows its phases:
+rank 0 evaluates alone and saves checkpoints while its peers wait (each under gloo's 30 s
+collective timeout), and every rank saves its shard of a sharded checkpoint for longer than
+the 60 s hang bar. Nothing fails, nobody is named and nothing is done at any judgement; the
+phases are said. Then a CPU quota is planted on one host: named, acted on once named for
+--act-after (and the longest phase, the count paused while the job is in one), the job
+launched again on the spare.
+
+It runs beside the cluster stage's lanes (scripts/test.sh), in a process of its own: its
+job sleeps most of its time, and what the lanes take of the CPUs every host of it shares
+alike (one kernel), which the watch must not take for one host's fault either."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import pytest
+from jobscripts import TRAIN_RHYTHM, TRAIN_RHYTHM_PATH
+from watchtools import (
+    cli_popen,
+    held,
+    records,
+    records_so_far,
+    relaunched_on,
+    steps_logged,
+    stop_watched,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.long]
+
+HOSTS = ["good1", "good2", "good3", "good4"]
+HEALTHY_S = 600  # watched with --act, healthy, at least this long
+PHASE = (45, 18)  # every 45 s rank 0 evaluates or saves a checkpoint (by turns) for 18 s
+SHARD = (300, 70)  # every rank saves its shard at 300 s, for 70 s (past the hang bar)
+RUN_S = 2000  # the job's own end: past the test's (the test stops it)
+ACT_AFTER_S = 60
+# The quota planted on the whole host: a fiftieth of a core, where a rank computes about
+# 10 ms a step (its steps then take about half a second more).
+QUOTA = 0.02
+
+
+def _bad(rs: list[dict[str, Any]]) -> list[str]:
+    """What must not happen to a healthy job: a finding that fails or cannot judge, or an
+    action of any kind (a wait before one included)."""
+    return [f"{r['type']}: {r.get('check') or r.get('step')}: {r.get('message') or r}"
+            for r in rs if r["type"] == "act"
+            or (r["type"] == "finding" and r["status"] not in ("pass", "skip", "warn"))]
+
+
+@pytest.mark.timeout(1500)
+def test_a_job_in_its_rhythm_is_watched_ten_minutes_with_act_and_only_a_planted_fault_acted_on(
+        cluster):
+    for name in HOSTS:
+        cluster.tb.write_file(name, TRAIN_RHYTHM_PATH, TRAIN_RHYTHM)
+        log = cluster.private(name, "/root/log/workerlog.0")
+        if os.path.exists(log):
+            os.unlink(log)
+    report = os.path.join(cluster.tb.base, "rhythm-report.json")
+    run = cluster.cli("check", "-i", cluster.inventory("rhythm.yaml", HOSTS), "--nnodes", "3",
+                      "--no-network-tests", "--json", report, "--no-progress")
+    assert run.rc == 0, run.stdout + run.stderr
+    with open(report) as fh:
+        planned = [n["host"] for n in json.load(fh)["plan"]["nodes"]]
+    spare = next(h for h in HOSTS if h not in planned)
+    victim = planned[-1]  # not rank 0's host (the plan's first: the master)
+    args = [str(x) for x in (RUN_S, *PHASE, *SHARD)]
+    launch = cli_popen(cluster, "launch", "--plan", report, "--", "train_rhythm.py", *args,
+                       quiet=True)
+    wlog = os.path.join(cluster.tb.base, "watch-rhythm.jsonl")
+    # At once, as docs/watch.md shows: the watch waits for the launch's record.
+    watch = cli_popen(cluster, "watch", "--plan", report, "--log", wlog, "--act",
+                      "--act-after", f"{ACT_AFTER_S}s", "--for", "1400")
+    relaunch_pid = None
+    planted = stepping = 0.0
+    try:
+        end = time.monotonic() + 180
+        while time.monotonic() < end and not all(steps_logged(cluster, h) >= 3 for h in planned):
+            assert launch.poll() is None and watch.poll() is None, "launch or watch ended"
+            time.sleep(1)
+        assert all(steps_logged(cluster, h) >= 3 for h in planned), "the job did not start stepping"
+        # Healthy for HEALTHY_S: checked as it goes, so that a failure ends the test early.
+        end = time.monotonic() + HEALTHY_S
+        while time.monotonic() < end:
+            time.sleep(5)
+            assert launch.poll() is None, "the job ended while healthy (gloo's timeout?)"
+            assert watch.poll() is None, watch.communicate()
+            bad = _bad(records_so_far(wlog))
+            assert not bad, bad
+        planted = time.time()
+        cluster.tb.limit_cpu(victim, QUOTA)
+        stepping, relaunch_pid, acts = relaunched_on(cluster, watch, wlog, spare, 400)
+        assert steps_logged(cluster, spare) >= 3, acts
+    finally:
+        cluster.tb.unlimit_cpu(victim)
+        out, err = stop_watched(watch, relaunch_pid, launch)
+    rs = records(wlog)
+    before = [r for r in rs if r.get("at", 0) < planted]
+    assert not _bad(before), _bad(before)
+    found = [r for r in before if r["type"] == "finding"]
+    # Its phases said, as passes: rank 0's evaluations and checkpoints on its host, and the
+    # sharded save of every rank with no step past the hang bar.
+    kinds = {r.get("phase") for r in found if r["check"] == "phase"
+             and r["hosts"] == [planned[0]]}
+    assert {"evaluations", "checkpoints"} <= kinds, (kinds, out + err)
+    sharded = [r for r in found if r["check"] == "phase" and len(r["hosts"]) == 3]
+    assert sharded and "every one of 3 ranks writes files" in sharded[0]["message"], out + err
+    assert max(r.get("quiet_s", 0) for r in sharded) > 60, sharded[-1]
+    # The fault: its host named, acted on once, on the spare.
+    named = [r for r in rs if held(r) and r.get("at", 0) >= planted]
+    assert named and named[0]["check"] == "straggler" and named[0]["hosts"] == [victim], \
+        out + err
+    steps = [r["step"] for r in rs if r["type"] == "act"]
+    assert steps == ["wait", "drain", "stop", "stop", "stop", "check", "check", "launch"], \
+        (steps, out + err)
+    drained = next(r for r in rs if r["type"] == "act" and r["step"] == "drain")
+    checked = [r for r in rs if r["type"] == "act" and r["step"] == "check"]
+    assert checked[1]["verdict"] == "go" and sorted(checked[1]["hosts"]) == sorted(
+        set(planned) - {victim} | {spare})
+    print(f"\nthe healthy job: {len(found)} findings over {HEALTHY_S} s, phases said "
+          f"{sorted(k for k in kinds if k)} and the sharded save; after the quota: named "
+          f"{named[0]['at'] - planted:.1f} s, acted on (its drain) {drained['at'] - planted:.1f} "
+          f"s (--act-after {ACT_AFTER_S} s), the job ran again on the spare "
+          f"{stepping - planted:.1f} s")
+    assert cluster.left_on(HOSTS, ("paddle.distributed.launch", "train_rhythm")) == {}
+

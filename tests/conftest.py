@@ -117,6 +117,11 @@ _LANE = pytest.StashKey[Optional[str]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A stage scripts/test.sh runs in the background (the tests marked long) starts with
+    # SIGINT ignored, as bash starts every asynchronous command without job control: it must
+    # stop on SIGINT as a run from a terminal does, its clusters taken down.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_LongestModulesFirst(), "preflight-longest-first")
     worker = getattr(config, "workerinput", None)

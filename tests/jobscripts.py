@@ -190,6 +190,7 @@ while True:
         with paddle.no_grad():
             while time.monotonic() < end:
                 net(paddle.randn([4096, 64]))
+                time.sleep(0.04)  # its data, read between batches
     if rank == 0 and now >= next_phase and not shard:
         phases += 1
         next_phase = time.monotonic() + every_s

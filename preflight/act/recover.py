@@ -43,10 +43,12 @@ LAUNCH_RECORDED_S, SAY_S = 900.0, 10.0
 
 
 def longest_phase(findings: Sequence[Finding]) -> float:
-    """The longest phase of the job the findings say (the watch's "phase" lines carry how long
-    each has run): an action waits at least as long."""
-    return max((float(f.data.get("phase_s") or 0.0) for f in findings if f.check == "phase"),
-               default=0.0)
+    """The longest phase of one host the findings say (the watch's "phase" lines carry how
+    long each has run): an action waits at least as long, so that a phase taken for a
+    straggler is over before anything is done. A phase of every host (a sharded checkpoint)
+    names no one host that could be taken for one."""
+    return max((float(f.data.get("phase_s") or 0.0) for f in findings
+                if f.check == "phase" and len(f.hosts) == 1), default=0.0)
 
 
 def _env() -> dict[str, str]:
@@ -242,14 +244,16 @@ class Actor:
     def _count_named(self, targets: Mapping[str, Culprit], findings: Sequence[Finding],
                      now: float) -> None:
         """Adds the time since the last judgement to each host named at both. A host no
-        longer named loses its count, but where the job is in a phase of its own (a save,
-        an evaluation: every rank waits for one, the straggler too, which then looks like its
-        peers) the count is kept, paused, for the host named again once the phase ends: a
-        cause that outlasts the job's phases, counted outside them."""
+        longer named loses its count, but it is kept, paused, where the job is in a phase of
+        its own (a save, an evaluation: every rank waits for one, the straggler too, which
+        then looks like its peers) and for one judgement after one that named it (a phase
+        ending, where the rules that name it hand over): a cause that outlasts the job's
+        phases, counted outside them. Missed twice in a row with no phase, its count ends."""
         dt = 0.0 if self.judged_at is None else now - self.judged_at
         self.judged_at = now
         phase = any(f.check == "phase" for f in findings)
-        kept = {h: n for h, n in self.named_s.items() if phase and h not in targets}
+        kept = {h: n for h, n in self.named_s.items() if h not in targets
+                and (phase or h in self.named_last)}
         for h in targets:
             kept[h] = self.named_s.get(h, 0.0) + (dt if h in self.named_last else 0.0)
         self.named_s, self.named_last = kept, frozenset(targets)

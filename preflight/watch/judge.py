@@ -164,6 +164,7 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         return [*out, *held]
     hung = find_hang(job, live, policy, state)
     if hung:  # a hang, or every rank saving with no step
+        job.told_at = max(state.at(r.rid.host, r.latest.t) for r in live)
         return out + hung  # no pace to compare while nothing moves
     finishing = ending(job, present, live, out, state)
     if finishing is not None:  # ranks leave one by one: those left are no stragglers
@@ -229,10 +230,18 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
             whole = None if still < policy.persist_s else \
                 phases.every_rank_writes(job, live, policy, still) or \
                 phases.every_rank_computes(job, live, policy, still)
-            out = phases.follow(job, out + [whole], state, policy) if whole else out
-            out.append(pace_line(job, live, unit, policy, True) if whole else
-                       slowed_unexplained(job, live, unit, policy,
-                                          now - job.slowed_since + policy.persist_s))
+            # Counted from the later of its fall and the last time it was told standing still
+            # as a whole: the window after a sharded save still holds the save's no steps.
+            since = max(job.slowed_since, job.told_at)
+            if whole:
+                job.told_at = now
+                out = phases.follow(job, out + [whole], state, policy)
+                out.append(pace_line(job, live, unit, policy, True))
+            elif now - since >= policy.persist_s:
+                out.append(slowed_unexplained(job, live, unit, policy,
+                                              now - since + policy.persist_s))
+            else:
+                out.append(pace_line(job, live, unit, policy, phased))
         else:
             out.append(pace_line(job, live, unit, policy, phased))
     else:

@@ -215,6 +215,7 @@ class JobSeries:
         # Since when (the controller's clock) it has stepped below its early pace with nothing
         # found holding it (rules/progress.py: said once that lasted a window).
         self.slowed_since: Optional[float] = None
+        self.told_at = 0.0  # when its standing still as a whole was last told (a save, a hang)
         # host -> the longest silence seen of it as its peers died for a lost peer: the cause
         # still once it answers again (its own ranks' ends then say they lost a peer too).
         self.lost_hosts: dict[str, float] = {}

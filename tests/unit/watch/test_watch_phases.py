@@ -367,3 +367,25 @@ def test_where_the_peers_sleep_a_busy_ranks_wait_is_told_by_its_hosts_cpu_pressu
     else:
         nobody_named(every)
         assert [f for f in findings if f.check == "phase"], findings
+
+
+def test_the_steps_after_a_sharded_save_are_no_unexplained_slowdown():
+    # Every rank saves its shard for 80 s (no step, past the hang bar), then steps again,
+    # slowly at first (its page cache written back): the first windows after still hold the
+    # save's missing steps, which the save explained; no judgement says the job slowed for
+    # nothing.
+    hosts = cluster()
+
+    def sharded(t):  # the sample at t covers the 5 s before it
+        in_save = 60 < t <= 140
+        for h in hosts:
+            r = h.ranks[0]
+            r.steps_per_s, r.busy, r.state, r.write_rate = \
+                (0.0, 0.4, "D", 30e6) if in_save else (3.0 if t == 145 else 10.0, 0.4, "S", 0.0)
+
+    every: list[Any] = []
+    watched(hosts, 240, change=sharded, every=every)
+    nobody_named(every)
+    assert [f for found in every for f in found if f.check == "phase"]
+    slowed = [f.message for found in every for f in found if "pace_ratio" in f.data]
+    assert slowed == [], slowed

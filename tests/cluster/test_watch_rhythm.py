@@ -120,31 +120,37 @@ def test_a_job_in_its_rhythm_is_watched_ten_minutes_with_act_and_only_a_planted_
     rs = records(wlog)
     before = [r for r in rs if r.get("at", 0) < planted]
     assert not _bad(before), _bad(before)
-    found = [r for r in before if r["type"] == "finding"]
+    # Findings as the log keeps them: once said ("finding"), and as last said once they no
+    # longer hold ("cleared").
+    found = [r for r in before if r["type"] in ("finding", "cleared")]
     # Its phases said, as passes: rank 0's evaluations and checkpoints on its host, and the
     # sharded save of every rank with no step past the hang bar.
     kinds = {r.get("phase") for r in found if r["check"] == "phase"
              and r["hosts"] == [rank0]}
-    assert {"evaluations", "checkpoints"} <= kinds, (kinds, out + err)
     sharded = [r for r in found if r["check"] == "phase" and len(r["hosts"]) == 3]
+    named = [r for r in rs if held(r) and r.get("at", 0) >= planted]
+    acts = [r for r in rs if r["type"] == "act" and r["step"] != "skip"]
+    drained = next((r["at"] for r in acts if r["step"] == "drain"), planted)
+    # The figures, printed first (the benchmarks quote them): a failure below keeps them.
+    print(f"\nthe healthy job: {len(found)} findings over {HEALTHY_S} s, rank 0's phases said "
+          f"as {sorted(k for k in kinds if k)}, the sharded save as "
+          f"{max((r.get('quiet_s', 0) for r in sharded), default=0):.0f} s with no step; after "
+          f"the quota: named {(named[0]['at'] if named else planted) - planted:.1f} s, acted "
+          f"on (its drain) {drained - planted:.1f} s (--act-after {ACT_AFTER_S} s), the job "
+          f"ran again on the spare {stepping - planted:.1f} s; acts: "
+          + "; ".join(f"{r['step']} {r.get('text', '')[:120]}" for r in acts))
+    assert {"evaluations", "checkpoints"} <= kinds, (kinds, out + err)
     assert sharded and "every one of 3 ranks writes files" in sharded[0]["message"], out + err
     assert max(r.get("quiet_s", 0) for r in sharded) > 60, sharded[-1]
     # The fault: its host named, acted on once, on the spare.
-    named = [r for r in rs if held(r) and r.get("at", 0) >= planted]
     assert named and named[0]["check"] == "straggler" and named[0]["hosts"] == [victim], \
         out + err
     # What it did (a note of what it would not act on, "skip", is no action).
-    steps = [r["step"] for r in rs if r["type"] == "act" and r["step"] != "skip"]
+    steps = [r["step"] for r in acts]
     assert steps == ["wait", "drain", "stop", "stop", "stop", "check", "check", "launch"], \
         (steps, out + err)
-    drained = next(r for r in rs if r["type"] == "act" and r["step"] == "drain")
-    checked = [r for r in rs if r["type"] == "act" and r["step"] == "check"]
+    checked = [r for r in acts if r["step"] == "check"]
     assert checked[1]["verdict"] == "go" and sorted(checked[1]["hosts"]) == sorted(
         set(planned) - {victim} | {spare})
-    print(f"\nthe healthy job: {len(found)} findings over {HEALTHY_S} s, phases said "
-          f"{sorted(k for k in kinds if k)} and the sharded save; after the quota: named "
-          f"{named[0]['at'] - planted:.1f} s, acted on (its drain) {drained['at'] - planted:.1f} "
-          f"s (--act-after {ACT_AFTER_S} s), the job ran again on the spare "
-          f"{stepping - planted:.1f} s")
     assert cluster.left_on(HOSTS, ("paddle.distributed.launch", "train_rhythm")) == {}
 

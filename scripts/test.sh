@@ -39,10 +39,11 @@ pytest_stage() {
 # The tests marked long (a job watched for ten minutes) run beside the lanes, from the unit
 # stage on, in a process of their own on every CPU: their job sleeps most of its time. Their
 # output is printed once they end, before the tests marked alone; stopped with SIGINT (so that
-# their clusters are taken down) where a stage before fails.
+# their clusters are taken down) where a stage before fails. -rP: what they print when they
+# pass too (the figures their job measured).
 long_log="$results/cluster-long.log"
-.venv/bin/pytest -n 0 --durations=0 --durations-min=1 --junitxml="$results/cluster-long.xml" \
-  -m long tests "$@" > "$long_log" 2>&1 &
+.venv/bin/pytest -n 0 -rP --durations=0 --durations-min=1 \
+  --junitxml="$results/cluster-long.xml" -m long tests "$@" > "$long_log" 2>&1 &
 long_pid=$!
 long_start=$SECONDS
 stop_long() {

@@ -10,6 +10,7 @@ remove each other's."""
 from __future__ import annotations
 
 import functools
+import math
 import secrets
 import shlex
 from collections.abc import Mapping, Sequence
@@ -121,13 +122,17 @@ def stop_marked(entry: str, wait_s: float) -> str:
     processes are the host's too, and the host need not have Python where the job runs in
     one."""
     match = shlex.quote(entry)
+    # One grep over every process's environment, not one a process: a host runs thousands,
+    # and a grep forked for each took seconds a scan on a busy or CPU-limited host, which
+    # made the wait, counted in scans, outlast the caller's time limit. The wait is counted
+    # on the clock.
     script = (
-        "found() { for p in /proc/[0-9]*; do "
-        f"grep -qzx {match} \"$p/environ\" 2>/dev/null && echo \"${{p#/proc/}}\"; done; }}; "
+        f"found() {{ grep -lsxzF -e {match} /proc/[0-9]*/environ | "
+        "sed -e 's#^/proc/##' -e 's#/environ$##'; }; "
         "pids=$(found); n=$(echo $pids | wc -w); "
         "[ -n \"$pids\" ] && kill -TERM $pids 2>/dev/null; "
-        f"i=0; while [ $i -lt {int(wait_s * 10)} ] && [ -n \"$(found)\" ]; do "
-        "sleep 0.1; i=$((i+1)); done; "
+        f"end=$(($(date +%s) + {max(1, math.ceil(wait_s))})); "
+        "while [ \"$(date +%s)\" -lt \"$end\" ] && [ -n \"$(found)\" ]; do sleep 0.2; done; "
         "left=$(found); [ -n \"$left\" ] && kill -KILL $left 2>/dev/null; "
         "echo stopped $n")
     return "sh -c " + shlex.quote(script)

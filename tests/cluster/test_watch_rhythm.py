@@ -149,6 +149,9 @@ def test_a_job_in_its_rhythm_is_watched_ten_minutes_with_act_and_only_a_planted_
     steps = [r["step"] for r in acts]
     assert steps == ["wait", "drain", "stop", "stop", "stop", "check", "check", "launch"], \
         (steps, out + err)
+    # Each host's stop said what it stopped (a host under a quota too: its stop is one scan).
+    stops = [r["text"] for r in acts if r["step"] == "stop"]
+    assert all(t.endswith("process(es) stopped") for t in stops), stops
     checked = [r for r in acts if r["step"] == "check"]
     assert checked[1]["verdict"] == "go" and sorted(checked[1]["hosts"]) == sorted(
         set(planned) - {victim} | {spare})

@@ -14,6 +14,8 @@ Shapes (healthy; each is a rhythm of real jobs, never a fault):
   lagging      one host's samples reach the watch 2-3 s late, steadily
   piped        one rank writes to a pipe (its progress cannot be read)
   checkpointing  rank 0 saves a checkpoint alone for 25 s every 2 minutes (its peers wait)
+  rhythm       rank 0 evaluates or saves alone for 18 s every 45 s (its peers wait), as the
+               rig's ten-minute job does
   clock-step   one host's clock steps back 20 s at 15 minutes (an NTP step)
   suspended    every rank stopped for a minute at 10 minutes (a Slurm suspend), then resumed
   long-eval    rank 0 evaluates alone for 45 s every 10 minutes (its peers wait)
@@ -43,7 +45,9 @@ Shapes (healthy; each is a rhythm of real jobs, never a fault):
   rerun-elsewhere  the job (its --master) ends cleanly at 10 minutes on the first half of
                the hosts and is launched again, the same command, on the other half at 11
 Faults (labelled with their host and cause):
-  quota        a cgroup quota of 0.25 core on one host's ranks (cause cpu)
+  quota        a cgroup quota of 0.25 core on one host's ranks (cause cpu); while rank 0
+               evaluates or saves alone, they sleep in the collective like their peers
+               (unless they spin)
   noisy        other work takes one host's cores: its ranks wait for a CPU (cause cpu)
   sigstop      one rank stopped (cause stopped)
   sigkill      one rank killed; gloo aborts its peers a second later (cause exit)
@@ -74,7 +78,7 @@ SHAPES = ("evaluating", "busy-links", "slowdowns", "warmup", "skewed", "lagging"
           "checkpointing", "clock-step", "suspended", "long-eval", "async-save",
           "sharded-save", "busier-host", "late-start", "gpus", "power-cap", "ps", "ps-throttled",
           "ps-saves", "rank0-steps", "spinning", "late-20", "checkpoint-io", "gloo-timeout",
-          "two-jobs", "rerun-elsewhere", "eval-all", "late-victim")
+          "two-jobs", "rerun-elsewhere", "eval-all", "late-victim", "rhythm")
 FAULTS = {"quota": ("cpu",), "noisy": ("cpu",), "sigstop": ("stopped", "hang"),
           "sigkill": ("exit",), "storage": ("storage",), "frozen": ("frozen",),
           "restart": ("exit",), "slowlink": ("link",), "shaped-sender": ("link",)}
@@ -272,7 +276,8 @@ def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str
     pace = PACE * (1 + rnd.uniform(-0.08, 0.08))
     evaluating = "evaluating" in shape and t % 60 < 4 and t >= 60
     saving = "checkpointing" in shape and t % 120 < 25 and t >= 120
-    saving = saving or ("gloo-timeout" in shape and 600 <= t < 635)
+    saving = saving or ("gloo-timeout" in shape and 600 <= t < 635) or (
+        "rhythm" in shape and t % 45 < 18 and t >= 45)
     suspended = "suspended" in shape and 600 <= t < 660
     evaluating = evaluating or ("long-eval" in shape and t % 600 < 45 and t >= 600)
     saving_async = "async-save" in shape and t % 300 < 30 and t >= 300
@@ -322,7 +327,13 @@ def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str
             busy = busy * 2.5 + 0.3
         if suspended:
             busy, wait, r.state = 0.0, 0.0, "T"
-        if h.name == victim and fault == "quota":
+        if h.name == victim and fault == "quota" and (evaluating or saving) and i != 0 \
+                and "spinning" not in shape:
+            # Rank 0 works alone: the starved ranks wait for it too, asleep in the
+            # collective (gloo's waits sleep; NCCL's spin), too idle to be throttled.
+            r.quota, r.throttled_share, r.state = 0.25, 0.0, "S"
+            busy, wait = 0.02, 0.0
+        elif h.name == victim and fault == "quota":
             r.quota, r.throttled_share, r.state = 0.25, 0.9, "R"
             busy, wait = 0.73, 0.64
         elif h.name == victim and fault == "noisy":

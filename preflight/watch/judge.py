@@ -28,7 +28,9 @@ each yielding to what came before it:
                once the job slowed a worker short of CPU where its peers are not (spinning);
                PS servers short of CPU, skipping hosts blamed so far; a PS server busier
                than from its start with nothing holding it as its trainers' queues to it
-               fill: a phase of its own (rules/phases.py)
+               fill: a phase of its own (rules/phases.py); a rank named short of CPU
+               before stays named while its host still holds it and the job is slowed or
+               in a phase, which hides it (rules/held.py)
   6. links     a slow link, skipping pairs with a host blamed so far or in a phase (a
                starved rank drains its sockets slowly, a busy one reads them late: its
                host's doing); the host named stays named while it is an end of every full
@@ -61,6 +63,7 @@ from preflight.watch.rules.cpu import (
 )
 from preflight.watch.rules.ends import ending, stopped_or_dead
 from preflight.watch.rules.hang import find_hang
+from preflight.watch.rules.held import remember_held, still_held
 from preflight.watch.rules.kernel import held_by_kernel
 from preflight.watch.rules.links import slow_link
 from preflight.watch.rules.progress import (
@@ -192,6 +195,8 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
                                    [rid for f in found for rid in blame_of(f).ranks])
         out.extend(found)
     out.extend(starved_servers(timed, unit, policy, at_check, addresses, blamed(out)))
+    remember_held(job, out, state)
+    out.extend(still_held(job, timed, unit, policy, at_check, out))
     out.extend(phases.serving(timed, unit, policy, addresses, blamed(out)))
     # A pair with a host already named is that host's doing (a starved rank drains its
     # sockets slowly), and so is one with a rank in a phase of its own (busy in its own

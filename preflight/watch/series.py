@@ -223,10 +223,12 @@ class JobSeries:
         # phases it ended [(since, how long)] (rules/phases.py).
         self.phases: dict[RankId, list[float]] = {}
         self.phase_spells: dict[RankId, list[tuple[float, float]]] = {}
-        # Its launchers started its ranks again in place (an elastic restart): when (on the
-        # controller's clock) and how many ranks had ended before. The ends before a restart
-        # are the earlier attempt's, kept apart: no death is read from them once it stepped on.
+        # Its ranks started again in place (an elastic restart): when (controller's clock), and
+        # how many had ended before: their ends are the earlier attempt's, kept apart.
         self.restarts: list[tuple[float, int]] = []
+        # rank -> when (controller's clock) a CPU rule named it short of CPU: named on while
+        # what holds it stays on its host (rules/held.py).
+        self.held: dict[RankId, float] = {}
         # What its time went to, judgement by judgement (watch/timeshare.py).
         self.ledger = Ledger()
 

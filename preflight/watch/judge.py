@@ -73,7 +73,7 @@ from preflight.watch.rules.progress import (
     slowed_unexplained,
 )
 from preflight.watch.rules.shared import AtCheck, blamed, clock_of, job_slowed
-from preflight.watch.series import JobSeries, RankSeries, WatchState
+from preflight.watch.series import JobSeries, RankSeries, Unit, WatchState
 from preflight.watch.starting import starting
 
 __all__ = ["STALE_FLOOR_S", "STALE_INTERVALS", "AtCheck", "judge", "stale_after"]
@@ -225,6 +225,8 @@ def _job(job: JobSeries, policy: WatchPolicy, at_check: Mapping[str, AtCheck],
         now = max(state.at(r.rid.host, r.latest.t) for r in live)
         job.slowed_since = (now if job.slowed_since is None else job.slowed_since) \
             if slowed else None
+        if not (phased or slowed or quiet) and all(_warmed(r, policy) for r in live):
+            _follow_paces(job, live, unit, policy, now)  # a judgement that said nothing
         # A window more for a cause to be told (a straggler, a link, a phase): a fallen pace
         # is said as unexplained once no rule named one for that long.
         if slowed and job.slowed_since is not None and \
@@ -269,6 +271,21 @@ def _timed(job: JobSeries, found: list[Finding], now: float, quiet: bool,
                                                job.ledger.seconds().items()}})
             if said and f.check == "progress" and f.status is Status.PASS else f
             for f in found]
+
+
+def _follow_paces(job: JobSeries, live: list[RankSeries], unit: Unit, policy: WatchPolicy,
+                  now: float) -> None:
+    """At a judgement that said nothing of the job: each rank's pace over the window kept,
+    its early pace moved to their median over the last ten minutes (watch/baseline.py)."""
+    for r in live:
+        h = r.halves(unit, policy.persist_s, policy.interval_s)
+        if unit not in r.early_rate or h is None or h[0].progress is None \
+                or h[1].progress is None:
+            continue  # its first pace not learned yet, or its progress not read
+        rate = (h[0].progress + h[1].progress) / (h[0].dt + h[1].dt)
+        followed = job.paces.add(r.rid, unit, now, rate)
+        if followed is not None:
+            r.early_rate[unit] = followed
 
 
 def _warmed(r: RankSeries, policy: WatchPolicy) -> bool:

@@ -11,6 +11,7 @@ from typing import Literal, NamedTuple, Optional
 
 from preflight.model.watch import HostSample, LaunchFailure, RankId, RankSample
 from preflight.watch.attempts import launchers_gone, restarted
+from preflight.watch.baseline import Paces
 from preflight.watch.clocks import HostClocks
 from preflight.watch.linkmemory import LinkMemory
 from preflight.watch.samples import Launcher, Tick
@@ -21,9 +22,7 @@ from preflight.watch.timeshare import Ledger
 Unit = Literal["hook", "steps", "bytes"]
 UNIT_WORDS = {"hook": "steps", "steps": "step lines", "bytes": "log bytes"}
 UNITS: tuple[Unit, ...] = ("hook", "steps", "bytes")
-# A rank that shows no step to count (no hook, no step lines) is taken as warm this many
-# early windows after its first sample.
-WARMUP_AT_MOST = 2
+WARMUP_AT_MOST = 2  # early windows after which a rank that shows no step is taken as warm
 
 
 def progress(s: RankSample, unit: Unit) -> Optional[int]:
@@ -31,8 +30,7 @@ def progress(s: RankSample, unit: Unit) -> Optional[int]:
 
 
 class Span(NamedTuple):
-    """What changed for a rank between two of its samples (a tuple: made twice a rank every
-    judgement, at half the cost of a frozen dataclass)."""
+    """What changed for a rank between two of its samples (a tuple: half a dataclass's cost)."""
 
     t0: float
     t1: float
@@ -229,6 +227,7 @@ class JobSeries:
         # rank -> when (controller's clock) a CPU rule named it short of CPU: named on while
         # what holds it stays on its host (rules/held.py).
         self.held: dict[RankId, float] = {}
+        self.paces = Paces()  # each rank's pace, followed after warm-up (watch/baseline.py)
         # What its time went to, judgement by judgement (watch/timeshare.py).
         self.ledger = Ledger()
 

@@ -19,6 +19,9 @@ from preflight.watch.medians import median
 
 ROLLING_S = 600.0  # the judgements whose paces make the baseline: the last ten minutes
 FOLLOW_AFTER_S = 120.0  # ... once those that said nothing span two minutes at least
+# How often the median is taken again: a median of 120 paces a rank, every judgement, is a
+# thousand sorts a judgement at 1,024 ranks, for a figure that moves over minutes.
+FOLLOW_EVERY_S = 30.0
 
 
 class Paces:
@@ -28,15 +31,19 @@ class Paces:
 
     def __init__(self) -> None:
         self.seen: dict[tuple[RankId, str], deque[tuple[float, float]]] = {}
+        self.taken: dict[tuple[RankId, str], float] = {}  # when each median was last taken
 
     def add(self, rid: RankId, unit: str, now: float, rate: float) -> Optional[float]:
         """Keeps the rank's pace over the window at a judgement that said nothing; returns
-        the median of those kept once they span FOLLOW_AFTER_S (its pace to judge it
-        against from now), else None (the pace learned before stands)."""
-        seen = self.seen.setdefault((rid, unit), deque())
+        the median of those kept once they span FOLLOW_AFTER_S, every FOLLOW_EVERY_S (its
+        pace to judge it against from now), else None (the pace learned before stands)."""
+        key = (rid, unit)
+        seen = self.seen.setdefault(key, deque())
         seen.append((now, rate))
         while seen and seen[0][0] < now - ROLLING_S:
             seen.popleft()
-        if seen[-1][0] - seen[0][0] < FOLLOW_AFTER_S:
+        if seen[-1][0] - seen[0][0] < FOLLOW_AFTER_S or \
+                now - self.taken.get(key, -FOLLOW_EVERY_S) < FOLLOW_EVERY_S:
             return None
+        self.taken[key] = now
         return median([v for _, v in seen])

@@ -49,6 +49,8 @@ def still_held(job: JobSeries, live: Sequence[RankSeries], unit: Unit, policy: W
                at_check: Mapping[str, AtCheck], found: Sequence[Finding]) -> list[Finding]:
     """The ranks named short of CPU before and not now, named on where their host still
     holds them and the job is slowed or in a phase; the others are dropped from job.held."""
+    if not job.held:
+        return []
     named = {rid for f in found for rid in blame_of(f).ranks if f.check != "phase"}
     # In a phase of its own now: the phase rule found nothing on its host holding it.
     phased = {rid for f in found for rid in blame_of(f).ranks if f.check == "phase"}

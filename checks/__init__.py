@@ -2,8 +2,9 @@
 
 A check takes a Cluster and yields Findings. It never opens a connection or a file:
 everything it judges was collected before it runs. Each check lives in the module named for
-it (`mtu.py` holds the check `mtu`, `cpu_cores.py` holds `cpu-cores`); common.py and
-compat_table.py are helpers. A new check is its module plus one line in ALL_CHECKS."""
+it (`mtu.py` holds the check `mtu`, `cpu_cores.py` holds `cpu-cores`); common.py,
+compat_table.py and retests.py (bandwidth's) are helpers. A new check is its module plus one
+line in ALL_CHECKS."""
 
 from __future__ import annotations
 

@@ -13,8 +13,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from preflight.checks.common import explained_by_cpu as explained
-from preflight.checks.common import tier
 from preflight.checks.cpu_cores import short_of_cpu
+from preflight.checks.retests import (
+    Healthy,
+    best_retest,
+    cleared_why,
+    confirmed,
+    healthy_links,
+    tiered,
+)
 from preflight.common import localise
 from preflight.common.units import hosts_text, rate
 from preflight.model.cluster import Cluster
@@ -32,13 +39,16 @@ direction is below 75 % of it (warn) / 50 % (fail) is a **slow host**; one slow 
 hosts that are fine elsewhere is a **slow path**. Each suspect is measured again, alone on its
 hosts, twice (against one of the best healthy hosts, or the slow path itself) before it is
 blamed: up to 8 suspects one at a time, more (a survey whose pairs contended for something they
-share) in rounds of up to 4 pairs with no host in two, up to 32 suspects, and blamed only if
-even the better of the two shows a clear deficit: below 75 % of the median host *and* of the
-slowest healthy host's best link, so that links as uneven as this cluster's healthy ones
-(CPU-bound streams, a busy software bridge) are not called slow; fine on the retest, it passes
-as transient. With `link_min_gbps` every link also meets an absolute floor. The survey's iperf3
-runs leave TCP's slow start out (`-O 1`, `--iperf-warmup`), since their loss is judged (with
-`--iperf-warmup 0` it is not); the retests, judged by their rate alone, spend no second on it.
+share) in rounds of up to 4 pairs with no host in two, up to 32 suspects. The fastest healthy
+link is measured again among them, and a suspect is blamed only if even the better of its two
+runs shows a clear deficit: below 75 % of the median host *and* of the slowest healthy link of
+the survey *and* of that healthy link's best run beside it, so that links as uneven as this
+cluster's healthy ones (CPU-bound streams, a busy software bridge), or slowed together with
+them (CPUs or a fabric that the hosts share, busy during the retests), are not called slow;
+fine on the retest, it passes as transient. With `link_min_gbps` every link also meets an
+absolute floor. The survey's iperf3 runs leave TCP's slow start out (`-O 1`, `--iperf-warmup`),
+since their loss is judged (with `--iperf-warmup 0` it is not); the retests, judged by their rate
+alone, spend no second on it.
 Loss warns only where it means something: over 1 % of segments retransmitted *and* either 10
 times the cluster's own typical rate (`link_loss_outlier_ratio`) or on a link below 75 % of the
 median host; healthy TCP overflows its bottleneck's queue to find the link's speed, so every
@@ -64,56 +74,6 @@ APPLIES = "iperf3 runs between two hosts or more (not --no-network-tests)"
 # More slow pairs than this between hosts that are fine elsewhere read as one shared
 # bottleneck (an oversubscribed switch or uplink), not as that many broken cables.
 MAX_PATH_FINDINGS = 4
-
-
-def _retest(runs: Sequence[LinkRun], sender: str, receiver: str) -> LinkRun | None:
-    """Returns the best retest of a pair: it is measured alone more than once, and only a
-    deficit that even its best run shows is clear (a moment of contention rarely repeats)."""
-    again = [r for r in runs if r.phase == RETEST and r.sender == sender
-             and r.receiver == receiver and r.bps is not None]
-    return max(again, key=lambda r: r.bps or 0.0, default=None)
-
-
-def _status(bps: float, ref: float | None, limits: Limits) -> Status:
-    if limits.link_min_gbps and bps < limits.link_min_gbps * 1e9:
-        return Status.FAIL
-    if ref is None:
-        return Status.PASS
-    status, _ = tier(bps, limits.link_warn_ratio * ref, limits.link_fail_ratio * ref,
-                     high_is_bad=False)
-    return status or Status.PASS
-
-
-def _confirmed(bps: float, ref: float | None, healthy_low: float | None,
-               limits: Limits) -> Status:
-    """The status a retest earns: below the median host's tiers, and also clearly below what
-    the cluster's healthy links reach (link_warn_ratio of the slowest one), so that links as
-    uneven as this cluster's healthy ones (CPU-bound streams, a busy bridge) are never
-    called slow. The absolute floor holds whatever the spread."""
-    status = _status(bps, ref, limits)
-    below_floor = bool(limits.link_min_gbps) and bps < limits.link_min_gbps * 1e9
-    if status is Status.PASS or below_floor or healthy_low is None:
-        return status
-    return Status.PASS if bps >= limits.link_warn_ratio * healthy_low else status
-
-
-def _transient(bps: float, ref: float | None, low: float | None, limits: Limits) -> str:
-    """Why a retest cleared a suspect, as the finding's conclusion: fine outright, or within
-    the healthy hosts' spread."""
-    if _status(bps, ref, limits) is Status.PASS or low is None:
-        return "transient (contention during the survey)"
-    return (f"not a clear deficit (within the spread of this cluster's healthy links, the "
-            f"slowest {rate(low)})")
-
-
-def _healthy_low(survey: Sequence[LinkRun], loc: localise.Localisation) -> float | None:
-    """Returns the slowest survey link that no suspicion names: neither end a slow host, not
-    a slow path itself (None: none left). It is the cluster's own noise: on links that the
-    CPU bounds (one stream, one core), healthy pairs differ by a third run after run."""
-    healthy = [r.bps for r in survey if r.bps is not None
-               and r.sender not in loc.slow_hosts and r.receiver not in loc.slow_hosts
-               and (r.sender, r.receiver) not in loc.slow_paths]
-    return min(healthy) if healthy else None
 
 
 def _yardstick(ref: float | None, limits: Limits, capped: bool = False) -> str:
@@ -156,11 +116,11 @@ def _judged(cluster: Cluster, net: NetworkTests) -> Iterator[Finding]:
     found: list[Finding] = []
     if threshold is not None:
         loc = localise.localise(survey, threshold, line)
-        low = _healthy_low(survey, loc)
+        healthy = healthy_links(survey, net.links, loc)
         for host, directions in loc.slow_hosts.items():
-            found.append(_slow_host(host, directions, survey, net.links, ref, low, limits,
+            found.append(_slow_host(host, directions, survey, net.links, ref, healthy, limits,
                                     yard, short.get(host)))
-        paths = [_slow_path(s, r, survey, net.links, ref, low, limits, yard, short)
+        paths = [_slow_path(s, r, survey, net.links, ref, healthy, limits, yard, short)
                  for s, r in loc.slow_paths]
         cleared = {f.hosts for f in paths if f.status is Status.PASS}
         paths = [f for f in paths if f.status is not Status.PASS] or paths
@@ -213,7 +173,7 @@ def _unmeasured(net: NetworkTests) -> Iterator[Finding]:
 
 
 def _slow_host(host: str, directions: tuple[str, ...], survey: Sequence[LinkRun],
-               links: Sequence[LinkRun], ref: float | None, low: float | None,
+               links: Sequence[LinkRun], ref: float | None, healthy: Healthy,
                limits: Limits, yard: str, cpu: str | None = None) -> Finding:
     """cpu: why cpu-cores finds the host short of CPU, which then explains its links."""
     mine = [r for r in survey if host in (r.sender, r.receiver)]
@@ -225,22 +185,23 @@ def _slow_host(host: str, directions: tuple[str, ...], survey: Sequence[LinkRun]
     peers = sorted({r.receiver if r.sender == host else r.sender for r in mine})
     pairs = {(r.sender, r.receiver) for r in links
              if r.phase == RETEST and host in (r.sender, r.receiver)}
-    retests = [best for p in sorted(pairs) if (best := _retest(links, *p)) is not None]
+    retests = [best for p in sorted(pairs) if (best := best_retest(links, *p)) is not None]
     retrans = sum(r.result.retransmits or 0 for r in mine)
     data = {"directions": list(directions), "reference_bps": ref, "peers": peers,
-            "retest_bps": [r.bps for r in retests], "retransmits": retrans, "cpu": cpu}
+            "retest_bps": [r.bps for r in retests], "retransmits": retrans, "cpu": cpu,
+            **healthy.data()}
     seen = f"{what} with every peer ({hosts_text(peers)}); {yard}"
     if not retests:
-        status = _status(max(sends or recvs or [0.0]), ref, limits)
+        status = tiered(max(sends or recvs or [0.0]), ref, limits)
         return Finding(NAME, status, (host,), f"{host}: slow host: {seen}; not confirmed by a "
                        "retest (no healthy host to retest against)" + _cpu_note(cpu), data)
     worst = min(r.bps for r in retests if r.bps is not None)
-    status = _confirmed(worst, ref, low, limits)
+    status = confirmed(worst, ref, healthy, limits)
     other = next(r.receiver if r.sender == host else r.sender for r in retests)
     if status is Status.PASS:  # the conclusion first: what the retest made of it
         return Finding(NAME, Status.PASS, (host,), (
-            f"{host}: {_transient(worst, ref, low, limits)}: {rate(worst)} on a retest alone "
-            f"against {other}, after the survey's {seen}"), data)
+            f"{host}: {cleared_why(worst, ref, healthy, limits)}: {rate(worst)} on a retest "
+            f"alone against {other}, after the survey's {seen}"), data)
     again = f"retest against {other}: {rate(worst)}" + (
         f"; {retrans} retransmits" if retrans else "")
     if cpu is not None:
@@ -259,27 +220,27 @@ def _cpu_note(cpu: str | None) -> str:
 
 
 def _slow_path(sender: str, receiver: str, survey: Sequence[LinkRun],
-               links: Sequence[LinkRun], ref: float | None, low: float | None,
+               links: Sequence[LinkRun], ref: float | None, healthy: Healthy,
                limits: Limits, yard: str, short: Mapping[str, str]) -> Finding:
     """short: the hosts cpu-cores finds short of CPU, and why (an end of the path among
     them explains it better than the switch does)."""
     run = next(r for r in survey if (r.sender, r.receiver) == (sender, receiver))
     assert run.bps is not None
-    again = _retest(links, sender, receiver)
+    again = best_retest(links, sender, receiver)
     starved = next((h for h in (sender, receiver) if h in short), None)
     data = {"survey_bps": run.bps, "retest_bps": again.bps if again else None,
             "reference_bps": ref, "retransmits": run.result.retransmits,
-            "cpu": short[starved] if starved else None}
+            "cpu": short[starved] if starved else None, **healthy.data()}
     pair = f"{sender} -> {receiver}"
     seen = f"{rate(run.bps)} while both hosts are fine with other peers; {yard}"
     if again is None or again.bps is None:
-        return Finding(NAME, _status(run.bps, ref, limits), (sender, receiver),
+        return Finding(NAME, tiered(run.bps, ref, limits), (sender, receiver),
                        f"{pair}: slow path, {seen}; not confirmed by a retest", data)
-    status = _confirmed(again.bps, ref, low, limits)
+    status = confirmed(again.bps, ref, healthy, limits)
     if status is Status.PASS:
         return Finding(NAME, Status.PASS, (sender, receiver), (
-            f"{pair}: {_transient(again.bps, ref, low, limits)}: {rate(again.bps)} on a "
-            f"retest alone, after the survey's {seen}"), data)
+            f"{pair}: {cleared_why(again.bps, ref, healthy, limits)}: {rate(again.bps)} on "
+            f"a retest alone, after the survey's {seen}"), data)
     if starved is not None:
         return Finding(NAME, status, (sender, receiver), (
             f"{pair}: slow path, explained by {starved}'s CPU ({short[starved]}): "

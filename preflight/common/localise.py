@@ -31,6 +31,21 @@ class Localisation:
         return (SEND in self.slow_hosts.get(sender, ())
                 or RECEIVE in self.slow_hosts.get(receiver, ()))
 
+    def healthy(self, sender: str, receiver: str) -> bool:
+        """Returns True if no suspicion touches this link: neither end a slow host, and not
+        a slow path itself."""
+        return (sender not in self.slow_hosts and receiver not in self.slow_hosts
+                and (sender, receiver) not in self.slow_paths)
+
+    def alongside(self, survey: Sequence[LinkRun]) -> Optional[tuple[str, str]]:
+        """Returns the healthy link to measure again beside the suspects' retests: the
+        fastest survey run no suspicion touches (None: none left). Measured in the same
+        minutes, it tells a deficit of the suspect from a slowdown of everything (contention
+        for CPUs or a fabric the hosts share) that the survey's figures cannot."""
+        runs = [r for r in survey if r.bps is not None and self.healthy(r.sender, r.receiver)]
+        best = max(runs, key=lambda r: r.bps or 0.0, default=None)  # the first of equals
+        return (best.sender, best.receiver) if best is not None else None
+
 
 def measured(runs: Iterable[LinkRun], phase: str = SURVEY) -> list[LinkRun]:
     """Returns the runs of a phase that produced a figure."""

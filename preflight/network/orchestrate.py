@@ -105,15 +105,19 @@ def job_nics(outcomes: Sequence[HostOutcome]) -> tuple[dict[str, str], dict[str,
 
 
 def retest_pairs(survey: Sequence[LinkRun], limits: Limits,
-                 line_bps: Optional[Mapping[str, float]] = None) -> list[Pair]:
+                 line_bps: Optional[Mapping[str, float]] = None,
+                 ) -> tuple[list[Pair], Optional[Pair]]:
     """Returns the pairs to measure again, alone: each suspect host against one of the best
     hosts that passed (the best for the first, then in turn among the RETEST_WIDTH best, so
-    that many suspects can be retested side by side), and each slow path itself."""
+    that many suspects can be retested side by side) and each slow path itself; and the
+    fastest healthy link to measure again among them (None: no suspect, or no healthy link),
+    for the check to compare each suspect with what a healthy link reached in the same
+    minutes, not only in the survey."""
     runs = localise.measured(survey)
     threshold = localise.suspect_threshold(runs, limits.link_warn_ratio,
                                               limits.link_min_gbps * 1e9, line_bps)
     if threshold is None:
-        return []
+        return [], None
     loc = localise.localise(runs, threshold, line_bps)
     out, into = localise.best_by_host(runs)
     blamed = set(loc.slow_hosts) | {h for p in loc.slow_paths for h in p}
@@ -129,7 +133,7 @@ def retest_pairs(survey: Sequence[LinkRun], limits: Limits,
             if localise.RECEIVE in directions:
                 pairs.append((ref, host))
     pairs.extend(loc.slow_paths)
-    return pairs[:MAX_RETESTS]
+    return pairs[:MAX_RETESTS], (loc.alongside(runs) if pairs else None)
 
 
 def resolve_ip(address: str) -> Optional[str]:
@@ -249,13 +253,15 @@ def run_link_tests(outcomes: Sequence[HostOutcome], remotes: Mapping[str, Remote
         tested = {h: interfaces[h] for h in iperf_hosts if h in interfaces}
         before = nic.read_all(remotes, tested)
         run_rounds(rounds, remotes, addresses, opts.iperf, SURVEY, servers, measured, speeds)
-        retests = retest_pairs(links, limits, line)
-        if retests:
+        suspects, beside = retest_pairs(links, limits, line)
+        if suspects:
             # No host in two pairs of a round (nothing shares a link's NICs), each pair again
-            # after the others rather than twice in a row.
-            width = 1 if len(retests) <= RETEST_ONE_BY_ONE else RETEST_WIDTH
-            again = retest_rounds(retests, RETEST_REPEATS, width)
-            step(f"iperf3 retest of {len(retests)} suspect link(s): runs", len(again))
+            # after the others rather than twice in a row; the healthy link among them.
+            width = 1 if len(suspects) <= RETEST_ONE_BY_ONE else RETEST_WIDTH
+            again = retest_rounds([*suspects, *([beside] if beside else [])], RETEST_REPEATS,
+                                  width)
+            step(f"iperf3 retest of {len(suspects)} suspect link(s)"
+                 + (" and a healthy one" if beside else "") + ": runs", len(again))
             n_rounds += len(again)
             run_rounds(again, remotes, addresses, opts.iperf.rate_only(), RETEST,
                        servers, measured, speeds)

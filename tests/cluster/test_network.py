@@ -102,6 +102,15 @@ def test_throttled_host_is_named_slow_not_its_peers(cluster):
     # slow was retested alone before it was blamed (a noisy healthy pair may be retested
     # too, and cleared: only slow is named above).
     assert any("slow" in (x["sender"], x["receiver"]) for x in links if x["phase"] == "retest")
+    # ... and judged against a healthy link measured again among its retests, which reached
+    # far more in those same minutes.
+    beside = slow[0]["data"]["alongside"]
+    assert beside is not None and "slow" not in (beside["sender"], beside["receiver"])
+    assert any(x["phase"] == "retest" and (x["sender"], x["receiver"]) == (
+        beside["sender"], beside["receiver"]) for x in links)
+    assert beside["bps"] > 5 * max(x["received_bps"] for x in links
+                                   if x["phase"] == "retest" and "slow" in (x["sender"],
+                                                                            x["receiver"]))
     # The all-reduce certified the four the job could use: slow was not a rank.
     ar = run.report["network"]["allreduce"]
     assert ar["error"] is None and ar["hosts"] == GOOD4 and ar["ranks"] == 4

@@ -23,7 +23,9 @@ def test_retests_put_each_suspect_against_the_best_healthy_host():
     links = survey(hosts, slow_host("c"))
     links = [link(r.sender, r.receiver, 12 * G) if (r.sender, r.receiver) == ("b", "a")
              else r for r in links]  # b and a share the best link; a comes first by name
-    assert retest_pairs(links, Limits()) == [("c", "a"), ("a", "c")]
+    # And the fastest healthy link, measured again beside them: the suspects' yardstick in
+    # the same minutes.
+    assert retest_pairs(links, Limits()) == ([("c", "a"), ("a", "c")], ("b", "a"))
 
 
 def test_many_suspect_hosts_are_retested_against_several_healthy_hosts():
@@ -34,19 +36,23 @@ def test_many_suspect_hosts_are_retested_against_several_healthy_hosts():
     slow = set(hosts[::3])  # 10 hosts (no healthy one between two): more than are retested
     # one at a time
     links = survey(hosts, lambda s, r: 1 * G if s in slow or r in slow else 10 * G)
-    pairs = retest_pairs(links, Limits())
+    pairs, beside = retest_pairs(links, Limits())
     assert {h for p in pairs for h in p} >= slow
     refs = {h for p in pairs for h in p} - slow
     assert len(refs) == 4 and not refs & slow
     assert len(pairs) == 2 * len(slow) <= 32
+    assert beside is not None and not set(beside) & slow
 
 
 def test_retests_repeat_a_slow_path_itself():
     hosts = ["a", "b", "c", "d"]
     links = survey(hosts, lambda s, r: 1 * G if (s, r) == ("a", "c") else 10 * G,
                    matrix_rounds)
-    assert retest_pairs(links, Limits()) == [("a", "c")]
-    assert retest_pairs(survey(hosts, lambda s, r: 10 * G), Limits()) == []
+    [path], beside = retest_pairs(links, Limits())
+    assert path == ("a", "c") and beside != path and beside in {
+        (r.sender, r.receiver) for r in links}
+    # Nothing to retest: no healthy link either.
+    assert retest_pairs(survey(hosts, lambda s, r: 10 * G), Limits()) == ([], None)
 
 
 def members_of(c):

@@ -58,8 +58,9 @@ Faults (labelled with their host and cause):
                again in place 15 s later (elastic): the job steps on (cause exit)
   slowlink     one host's link slowed both ways: the job at 0.4 x, queues to and from it
                full (cause link)
-  shaped-sender  one host's sending side shaped: the job at 0.5 x, its queue to the next
-               host full, and pairs next to it full for a moment now and then (cause link)"""
+  shaped-sender  one host's sending side shaped (a tbf on its eth0, a standing queue in it):
+               the job at 0.5 x, its queue to the next host full, and pairs next to it full
+               for a moment now and then (cause link)"""
 
 from __future__ import annotations
 
@@ -301,6 +302,8 @@ def _set(hosts: list[FakeHost], victim: str, t: float, dt: float, shape: set[str
         pace *= 0.5
     if fault == "sigstop":
         pace = 0.0
+    for h in hosts:  # a shaped sender's own tbf holds a standing queue of what it sends
+        h.backlog = 48 * KIB if h.name == victim and fault == "shaped-sender" else 0
     if "ps" in shape:
         _set_ps(hosts, t, shape, pace, rnd)
         return

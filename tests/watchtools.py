@@ -122,6 +122,9 @@ class FakeHost:
     # sampler that says only the wall clock.
     mono: Optional[float] = None
     psi_cpu: Optional[float] = None  # its CPU pressure (PSI some avg10, %); None: not said
+    # Bytes queued in its eth0's qdisc at each sample (a standing queue: a tbf shaper on its
+    # sending side holds what it sends); None: its qdiscs not said (an older sampler)
+    backlog: Optional[int] = None
 
     def line(self, dt: float = 5.0) -> str:
         """The next sample, dt seconds after the last."""
@@ -151,6 +154,9 @@ class FakeHost:
             doc["m"] = round(self.mono, 3)
         if self.psi_cpu is not None:
             cast(dict[str, Any], doc["host"])["psi_cpu"] = self.psi_cpu
+        if self.backlog is not None:
+            cast(dict[str, Any], doc["host"])["qdiscs"] = {
+                "eth0": ["tbf" if self.backlog else "fq_codel", 0, self.backlog, 0]}
         self.gone = []
         self.n += 1
         return json.dumps(doc)

@@ -1,11 +1,14 @@
 # The probe's network part: interfaces, addresses, MTU and speed, the default route, RDMA
 # ports, the kernel's neighbour tables and the TCP ports listened on, asked of the kernel over
-# rtnetlink and sock_diag (no child process), else of /proc and `ip`.
+# rtnetlink and sock_diag (no child process, hostside/netlink.py), else of /proc and `ip`.
 # Joined into the probe (hostside/ship.py): standard library only, Python 3.6 syntax.
 import os
 import struct
 
 # One import a line (the alias keeps isort from merging them): the join drops lines.
+from preflight.hostside.netlink import NETLINK_ROUTE as NETLINK_ROUTE  # joined
+from preflight.hostside.netlink import netlink_dump as netlink_dump  # joined
+from preflight.hostside.netlink import rt_attributes  # joined
 from preflight.hostside.procfs import read as read  # joined
 from preflight.hostside.procfs import section as section  # joined
 from preflight.hostside.procfs import tcp_rows  # joined
@@ -30,41 +33,9 @@ def ip_addresses():
     return result
 
 
-NETLINK_ROUTE, RTM_GETADDR, NLMSG_DONE, NLMSG_ERROR = 0, 22, 3, 2
+RTM_GETADDR = 22
 IFA_ADDRESS, IFA_LOCAL = 1, 2
 NETLINK_SOCK_DIAG, SOCK_DIAG_BY_FAMILY, TCP_LISTEN = 4, 20, 10
-
-
-def netlink_dump(protocol, request):
-    """The messages of one netlink dump: [(type, payload)] until NLMSG_DONE. `_socket` is
-    the C module under `socket`: the same calls without the ~4 ms of enum classes `socket`
-    builds at import."""
-    import _socket
-    s = _socket.socket(_socket.AF_NETLINK, _socket.SOCK_RAW, protocol)
-    try:
-        s.settimeout(2.0)
-        s.bind((0, 0))
-        s.sendto(request, (0, 0))
-        out = []  # type: list
-        for _ in range(10000):  # a dump ends with NLMSG_DONE; the bound guards a bad kernel
-            data = s.recv(1 << 16)
-            if not data:
-                raise RuntimeError("netlink dump ended without NLMSG_DONE")
-            pos = 0
-            while pos + 16 <= len(data):
-                length, kind = struct.unpack_from("=IH", data, pos)
-                if length < 16:
-                    raise RuntimeError("bad netlink message length %d" % length)
-                if kind == NLMSG_DONE:
-                    return out
-                if kind == NLMSG_ERROR:
-                    raise RuntimeError("netlink error %d" % struct.unpack_from("=i", data,
-                                                                              pos + 16)[0])
-                out.append((kind, data[pos + 16:pos + length]))
-                pos += (length + 3) & ~3
-        raise RuntimeError("netlink dump too long")
-    finally:
-        s.close()
 
 
 def netlink_addresses():
@@ -79,13 +50,7 @@ def netlink_addresses():
         if kind != 20 or len(msg) < 8:  # RTM_NEWADDR
             continue
         family, prefix, _, _, index = struct.unpack_from("=BBBBI", msg, 0)
-        attrs, at = {}, 8
-        while at + 4 <= len(msg):
-            alen, atype = struct.unpack_from("=HH", msg, at)
-            if alen < 4:
-                break
-            attrs[atype] = msg[at + 4:at + alen]
-            at += (alen + 3) & ~3
+        attrs = rt_attributes(msg, 8)
         raw = attrs.get(IFA_LOCAL, attrs.get(IFA_ADDRESS))
         if raw is not None and family in (af_inet, af_inet6):
             addr = _socket.inet_ntop(family, raw)
@@ -126,13 +91,7 @@ def neighbour_tables():
     for kind, msg in netlink_dump(NETLINK_ROUTE, request):
         if kind != RTM_NEWNEIGHTBL or len(msg) < 4 or msg[0] not in NEIGH_FAMILIES:
             continue
-        attrs, at = {}, 4
-        while at + 4 <= len(msg):
-            alen, atype = struct.unpack_from("=HH", msg, at)
-            if alen < 4:
-                break
-            attrs[atype & 0x3fff] = msg[at + 4:at + alen]
-            at += (alen + 3) & ~3
+        attrs = rt_attributes(msg, 4)
         if not all(k in attrs and len(attrs[k]) >= 4 for k in (2, 3, 4)):
             continue  # a device's parameters, not the table's
         config, stats = attrs.get(5, b""), attrs.get(7, b"")

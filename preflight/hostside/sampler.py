@@ -20,6 +20,7 @@ import sys
 import time
 
 # One import a line (the alias keeps isort from merging them): the join drops lines.
+from preflight.hostside.netlink import qdisc_stats  # joined
 from preflight.hostside.procfs import CLK_TCK as CLK_TCK  # joined
 from preflight.hostside.procfs import children as children  # joined
 from preflight.hostside.procfs import cmdline as cmdline  # joined
@@ -83,6 +84,11 @@ def host_part():
     except (OSError, ValueError):
         pass
     out["nics"] = nics
+    # Each interface's shaper: packets it held back over its rate tell a sending side that
+    # a link's other end cannot.
+    qdiscs = section(qdisc_stats)
+    out["qdiscs"] = dict((k, v) for k, v in qdiscs.items() if k != "lo") \
+        if "error" not in qdiscs else qdiscs
     try:  # segments sent and sent again: a link that drops what this host sends
         rows = [line.split() for line in read("/proc/net/snmp").splitlines()
                 if line.startswith("Tcp:")]

@@ -95,6 +95,9 @@ class HostSample:
     psi_memory: Optional[float] = None
     mem_avail: Optional[int] = None
     nics: tuple[tuple[str, int, int, int, int], ...] = ()  # name, rx, rx drops, tx, tx drops
+    # Each interface's root qdisc: name, kind, packets held back over its rate so far
+    # (overlimits), bytes queued in it now (backlog)
+    qdiscs: tuple[tuple[str, str, int, int], ...] = ()
     cost_s: Optional[float] = None  # the sampler's own CPU so far
     tcp_out: Optional[int] = None  # TCP segments sent so far (/proc/net/snmp)
     tcp_retrans: Optional[int] = None  # ... and sent again

@@ -250,6 +250,9 @@ class HostStream:
             mem_avail=_num(h, "mem_avail", int),
             nics=tuple((str(k), int(v[0]), int(v[1]), int(v[2]), int(v[3]))
                        for k, v in sorted(nics.items()) if isinstance(v, list) and len(v) >= 4),
+            qdiscs=tuple((str(k), str(v[0]), int(v[1]), int(v[2]))
+                         for k, v in sorted(_dict(h, "qdiscs").items())
+                         if isinstance(v, list) and len(v) >= 3 and _ints(v[1:3])),
             cost_s=_num(doc, "cost_s"),
             tcp_out=tcp[0] if tcp else None, tcp_retrans=tcp[1] if tcp else None,
             gpus=tuple(_gpu(g) for g in gpu.get("gpus") or ()

@@ -397,31 +397,44 @@ def test_a_stopped_rank_is_named_at_once_and_the_hang_it_causes_after(cluster, j
     assert named == {("good3",)}
 
 
-def test_a_link_slowed_mid_run_is_named_on_its_host_and_nobody_else(cluster, job):
-    log = os.path.join(cluster.tb.base, "watch-link.jsonl")
+def _good2_slowed(cluster, job, name: str, then, sending_only: bool = False):
+    """Watches the job while good2's link is shaped to 10 Mbit/s from 14 s in (both ways,
+    or its sending side only) until the watch names a straggler and then(log) returns;
+    restores the link. Returns the first straggler finding, the log and when it was shaped."""
+    log = os.path.join(cluster.tb.base, name)
     w = watch(cluster, job.report, log, "--interval", "2", "--persist", "10", "--for", "180")
     try:
-        time.sleep(14)
+        time.sleep(14)  # a healthy stretch first
         planted = time.time()
         cluster.tb.unthrottle("good2")
-        cluster.tb.throttle("good2", "10mbit")  # both ways, as a bad cable or port
+        cluster.tb.throttle("good2", "10mbit", sending_only=sending_only)
         found = first(log, "finding", "straggler", time.monotonic() + 70)
-        # Then for a while: which of good2's pairs are full changes from window to window,
-        # and a pair's other end is no cause (on the rig it was failed alone, at times).
-        end = time.monotonic() + 60
-        while time.monotonic() < end and not any(
-                r["type"] == "finding" and r["hosts"] == ["good2"] for r in records(log)):
-            time.sleep(1)
-        time.sleep(20)
+        then(log)
     finally:
         cluster.tb.unthrottle("good2")
         cluster.tb.throttle("good2", cluster.link_rate)
         w.send_signal(signal.SIGINT)
         out, err = w.communicate(timeout=60)
     assert found is not None, out + err
+    return found, log, planted
+
+
+def test_a_link_slowed_mid_run_is_named_on_its_host_and_nobody_else(cluster, job):
+    def alone_then_a_while(log):
+        # Which of good2's pairs are full changes from window to window, and a pair's other
+        # end is no cause (on the rig it was failed alone, at times).
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not any(
+                r["type"] == "finding" and r["hosts"] == ["good2"] for r in records(log)):
+            time.sleep(1)
+        time.sleep(20)
+
+    # Both ways, as a bad cable or port.
+    found, log, planted = _good2_slowed(cluster, job, "watch-link.jsonl", alone_then_a_while)
     print(f"\nslow link named {found['at'] - planted:.1f} s after tc tbf: {found['message']}")
-    # good2 alone; or, where a single pair stayed full (its sender's resends telling neither
-    # end), that pair from or to good2, said as the link between the two ends.
+    # good2 alone; or, where a single pair to good2 stayed full (its sender's resends, and
+    # its sender's empty qdisc, telling neither end), said as the link between the two ends
+    # (a pair from good2 is good2's: its own shaper's queue stands in its qdisc).
     if found["hosts"] == ["good2"]:
         assert found["message"].startswith("good2's link holds the job"), found["message"]
     else:
@@ -440,6 +453,26 @@ def test_a_link_slowed_mid_run_is_named_on_its_host_and_nobody_else(cluster, job
              and r["status"] != "pass" and r["at"] >= alone}
     assert after == {("good2",)}, after  # and from then on nobody else, not even beside it
 
+
+def test_a_sender_shaped_on_its_own_side_is_named_alone_never_its_receiver(cluster, job):
+    # A tbf on good2's eth0 only: what it sends waits, what it receives does not. Its
+    # receiver's end of the full pair is no cause: the standing queue in good2's own qdisc
+    # tells its sending side (every rig host's link is shaped, at the rig's link rate: what
+    # a shaper holds back at that rate tells nothing).
+    found, log, planted = _good2_slowed(cluster, job, "watch-shaped.jsonl",
+                                        lambda log: time.sleep(20), sending_only=True)
+    print(f"\nshaped sender named {found['at'] - planted:.1f} s after tc tbf: "
+          f"{found['message']}")
+    assert found["hosts"] == ["good2"], found["message"]
+    assert found["message"].startswith("good2's link holds the job"), found["message"]
+    named = {tuple(r["hosts"]) for r in records(log) if held(r)}
+    assert named == {("good2",)}, named  # at every judgement, nobody else
+    # Where one pair alone was full (good2 to one peer), its own shaper told its end.
+    for r in records(log):
+        if held(r) and r["message"].count("->") == 1 and "in every full queue" not in \
+                r["message"]:
+            assert "its own tbf qdisc on eth0 holds a standing queue" in r["message"], \
+                r["message"]
 
 
 def test_a_samplers_dropped_session_is_said_started_again_and_blames_nobody(cluster, job):

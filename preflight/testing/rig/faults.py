@@ -107,10 +107,11 @@ class Faults(BedState):
         for ns, dev in self._link_ends(name):
             run(["ip", "-n", ns, "link", "set", dev, "mtu", str(mtu)])
 
-    def throttle(self, name: str, rate: str = "100mbit") -> None:
+    def throttle(self, name: str, rate: str = "100mbit", sending_only: bool = False) -> None:
         """Rate-limits the host's link both ways with tc tbf (netem is not in this kernel):
-        its eth0 shapes what it sends, its switch port what it receives."""
-        for ns, dev in self._link_ends(name):
+        its eth0 shapes what it sends, its switch port what it receives. sending_only: its
+        eth0 alone (a shaper on the host's own side, as a container's bandwidth limit)."""
+        for ns, dev in self._link_ends(name)[:1 if sending_only else 2]:
             run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf",
                  "rate", rate, "burst", "64kb", "latency", "50ms"])
 

@@ -34,6 +34,13 @@ from preflight.watch.series import (
     WatchState,
 )
 
+# Bytes queued in a host's qdisc at a sample that count toward a standing queue: a shaper
+# or a NIC holding back what the host sends (a healthy host's is empty at nearly every
+# sample, at 1 Gbit/s and a job's traffic on the rig; a 10 Mbit/s shaper's held 13-109 KiB).
+BACKLOG_MIN = 4 << 10
+# ... in this share of the samples: a queue that stands (a sample between two bursts finds
+# even a shaper's queue empty at times: 1 in 5 to 1 in 19 on the rig).
+STANDING_SHARE = 0.5
 # Windows judged at the job's pace before its usually full pairs are known.
 PACED_MIN = 6
 # The job's other usually full pairs have drained when their share of full samples now is at
@@ -54,7 +61,9 @@ def slow_link(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
     without a sample; its connection crosses the same link) is that host too. One pair with
     neither end known is said as the link between them: what its sender resends does not
     tell which end (a shaper that queues drops nothing; a slow link both ways loses the
-    sender's own ACKs on their way in)."""
+    sender's own ACKs on their way in), unless the sender's own qdisc holds a standing queue
+    (a shaper on its sending side: tc, a container's bandwidth limit; or its NIC): the
+    sender is named."""
     shares = pair_shares(live, policy.persist_s, addresses, explained)
     pairs = {p: q for p, (share, q) in shares.items() if share >= FULL_SHARE}
     # A job that keeps its pace with full send queues uses its network well (a data-parallel
@@ -108,6 +117,18 @@ def slow_link(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
             return []  # a full pair beside it not yet known as news: the next window tells
         job.link.pair, job.link.pair_at = frozenset(pairs), now  # said: kept while it holds
         sender, receiver = min(pairs)
+        shaper = _shaper(sender, {r.rid.host for r in live}, state, policy) \
+            if len(pairs) == 1 else None
+        if shaper is not None:
+            # A standing queue in its own qdisc: its sending side holds the job.
+            host = job.link.host = sender
+            job.link.since = now
+            iface, kind, standing, backlog = shaper
+            return [_named(host, queued, blame, state, policy, at_check, quiet, (
+                f"; its own {kind} qdisc on {iface} holds a standing queue ({backlog >> 10} "
+                f"KiB, in {standing:.0%} of its samples): {host}'s sending side is the narrowest "
+                f"point (a shaper: tc, a container's bandwidth limit; or its NIC), not "
+                f"{receiver}"))]
         way = f"from {sender} to {receiver}" if len(pairs) == 1 else \
             f"between {sender} and {receiver} (both ways)"
         share = _retransmitted(sender, state, policy)
@@ -117,13 +138,57 @@ def slow_link(job: JobSeries, live: Sequence[RankSeries], policy: WatchPolicy,
                              "end's link, or the switch between them", blame=blame)]
     else:
         return []  # full pairs with no end in common: no one link explains them
-    return [WatchFinding("straggler", Status.FAIL, (host,),
-                         f"{host}'s link holds the job: data to or from it {queued}"
-                         # a quiet host's NIC figures are as old as its last sample
-                         + ("" if host in quiet else
-                            _nic(host, state, policy, at_check.get(host, AtCheck())))
-                         + since,
-                         blame=blame)]
+    return [_named(host, queued, blame, state, policy, at_check, quiet, since)]
+
+
+def _named(host: str, queued: str, blame: Blame, state: WatchState, policy: WatchPolicy,
+           at_check: Mapping[str, AtCheck], quiet: Mapping[str, float], since: str,
+           ) -> Finding:
+    """The finding that a host's link holds the job, with what its NIC carries now."""
+    return WatchFinding("straggler", Status.FAIL, (host,),
+                        f"{host}'s link holds the job: data to or from it {queued}"
+                        # a quiet host's NIC figures are as old as its last sample
+                        + ("" if host in quiet else
+                           _nic(host, state, policy, at_check.get(host, AtCheck())))
+                        + since,
+                        blame=blame)
+
+
+def _standing(host: str, state: WatchState, policy: WatchPolicy,
+              ) -> Optional[tuple[str, str, float, int]]:
+    """(interface, qdisc kind, share of samples, median bytes) of the host's qdisc that held
+    a standing queue (BACKLOG_MIN bytes or more in STANDING_SHARE of its samples over the
+    window); None: none did. A queue stands where a link's narrowest point is: a shaper or
+    a NIC slower than the path on the sender holds it there; at a full pair's receiving
+    end, or in the switch, it stands beyond the sender, whose qdisc stays empty."""
+    samples = [s for s in state.hosts.get(host, ()) if s.qdiscs]
+    samples = [s for s in samples if s.t >= samples[-1].t - policy.persist_s] \
+        if samples else []
+    if len(samples) < 3:
+        return None
+    queued: dict[tuple[str, str], list[int]] = {}
+    for s in samples:
+        for name, kind, _, backlog in s.qdiscs:
+            queued.setdefault((name, kind), []).append(backlog)
+    best = None
+    for (name, kind), qs in queued.items():
+        share = sum(q >= BACKLOG_MIN for q in qs) / len(samples)
+        if share >= STANDING_SHARE and (best is None or share > best[2]):
+            best = (name, kind, share, int(median(qs)))
+    return best
+
+
+def _shaper(sender: str, hosts: set[str], state: WatchState, policy: WatchPolicy,
+            ) -> Optional[tuple[str, str, float, int]]:
+    """The sender's qdisc that held a standing queue over the window, where one did: what
+    tells its sending side from the receiver's end of one full pair. Where most of the
+    job's hosts hold one, it is the job's shape (every sender at its NIC's speed, every pod
+    on its bandwidth limit), and tells nothing."""
+    mine = _standing(sender, state, policy)
+    if mine is None:
+        return None
+    standing = [h for h in hosts if h == sender or _standing(h, state, policy) is not None]
+    return mine if 2 * len(standing) <= len(hosts) else None
 
 
 def _learn(job: JobSeries, shares: Mapping[tuple[str, str], tuple[float, int]]) -> None:

@@ -84,8 +84,8 @@ def host_part():
     except (OSError, ValueError):
         pass
     out["nics"] = nics
-    # Each interface's shaper: packets it held back over its rate tell a sending side that
-    # a link's other end cannot.
+    # Each interface's root qdisc: a queue standing in it tells a sending side that holds
+    # back what the host sends (a shaper, its NIC), which a link's other end cannot.
     qdiscs = section(qdisc_stats)
     out["qdiscs"] = dict((k, v) for k, v in qdiscs.items() if k != "lo") \
         if "error" not in qdiscs else qdiscs

@@ -83,7 +83,7 @@ def cleared_why(bps: float, ref: float | None, healthy: Healthy, limits: Limits)
 
 
 def healthy_links(survey: Sequence[LinkRun], links: Sequence[LinkRun],
-             loc: localise.Localisation) -> Healthy:
+                  loc: localise.Localisation) -> Healthy:
     """Returns what the healthy links reached. The slowest survey link that no suspicion
     names is the cluster's own noise: on links that the CPU bounds (one stream, one core),
     healthy pairs differ by a third run after run."""
@@ -91,4 +91,4 @@ def healthy_links(survey: Sequence[LinkRun], links: Sequence[LinkRun],
     beside = [r for r in links if r.phase == RETEST and r.bps is not None
               and loc.healthy(r.sender, r.receiver)]
     return Healthy(min(healthy) if healthy else None,
-                    max(beside, key=lambda r: r.bps or 0.0, default=None))
+                   max(beside, key=lambda r: r.bps or 0.0, default=None))

@@ -275,15 +275,24 @@ def _timed(job: JobSeries, found: list[Finding], now: float, quiet: bool,
 
 def _follow_paces(job: JobSeries, live: list[RankSeries], unit: Unit, policy: WatchPolicy,
                   now: float) -> None:
-    """At a judgement that said nothing of the job: each rank's pace over the window kept,
-    its early pace moved to their median over the last ten minutes (watch/baseline.py)."""
+    """At a judgement that said nothing of the job: each rank's pace and busy shares over
+    the window kept, its early pace and early busy shares moved to the median of those over
+    the last ten minutes (watch/baseline.py)."""
     for r in live:
         h = r.halves(unit, policy.persist_s, policy.interval_s)
-        if unit not in r.early_rate or h is None or h[0].progress is None \
-                or h[1].progress is None:
+        if h is None:
+            continue
+        if r.early is not None and h[0].dt > 0 and h[1].dt > 0:
+            # Its first interval (RankSeries.first_step) stays: a rank is taken as busier by
+            # design only where it was so from its first steps as well.
+            busy = (h[0].busy_s + h[1].busy_s) / (h[0].dt + h[1].dt)
+            shape = job.shapes.add(r.rid, now, h, busy)
+            if shape is not None:
+                r.early = shape
+        if unit not in r.early_rate or h[0].progress is None or h[1].progress is None:
             continue  # its first pace not learned yet, or its progress not read
         rate = (h[0].progress + h[1].progress) / (h[0].dt + h[1].dt)
-        followed = job.paces.add(r.rid, unit, now, rate)
+        followed = job.paces.add((r.rid, unit), now, rate)
         if followed is not None:
             r.early_rate[unit] = followed
 

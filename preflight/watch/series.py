@@ -11,7 +11,7 @@ from typing import Literal, NamedTuple, Optional
 
 from preflight.model.watch import HostSample, LaunchFailure, RankId, RankSample
 from preflight.watch.attempts import launchers_gone, restarted
-from preflight.watch.baseline import Paces
+from preflight.watch.baseline import Paces, Shapes
 from preflight.watch.clocks import HostClocks
 from preflight.watch.linkmemory import LinkMemory
 from preflight.watch.samples import Launcher, Tick
@@ -58,9 +58,9 @@ class RankSeries:
         self.first: dict[Unit, tuple[float, int]] = {}  # unit -> (t, count) first seen
         self.early_rate: dict[Unit, float] = {}
         self.early_after_s = 15.0  # the window that early_rate spans (the policy's persist)
-        # Its first window's two halves (what changed over each), and its first interval
-        # alone: how busy it is by the job's design, before anything changed; the samples
-        # that bound them until then.
+        # Its first window's two halves (what changed over each; followed: watch/baseline.py)
+        # and its first interval alone: how busy it is by the job's design, before anything
+        # changed; the samples that bound them until then.
         self.early: Optional[tuple[Span, Span]] = None
         self.first_step: Optional[Span] = None
         self._marks: list[RankSample] = []
@@ -228,6 +228,7 @@ class JobSeries:
         # what holds it stays on its host (rules/held.py).
         self.held: dict[RankId, float] = {}
         self.paces = Paces()  # each rank's pace, followed after warm-up (watch/baseline.py)
+        self.shapes: Shapes[Span] = Shapes()  # ... and its busy shares (RankSeries.early)
         # What its time went to, judgement by judgement (watch/timeshare.py).
         self.ledger = Ledger()
 

@@ -125,6 +125,9 @@ class FakeHost:
     # Bytes queued in its eth0's qdisc at each sample (a standing queue: a tbf shaper on its
     # sending side holds what it sends); None: its qdiscs not said (an older sampler)
     backlog: Optional[int] = None
+    # Bytes queued in another interface's qdisc (another container's veth, shaped), which
+    # its jobs' traffic does not leave by (the sampler's "carriers" names eth0 alone)
+    other_backlog: int = 0
 
     def line(self, dt: float = 5.0) -> str:
         """The next sample, dt seconds after the last."""
@@ -156,7 +159,9 @@ class FakeHost:
             cast(dict[str, Any], doc["host"])["psi_cpu"] = self.psi_cpu
         if self.backlog is not None:
             cast(dict[str, Any], doc["host"])["qdiscs"] = {
-                "eth0": ["tbf" if self.backlog else "fq_codel", 0, self.backlog, 0]}
+                "eth0": ["tbf" if self.backlog else "fq_codel", 0, self.backlog, 0],
+                "veth7c1e": ["tbf", 0, self.other_backlog, 0]}
+            cast(dict[str, Any], doc["host"])["carriers"] = ["eth0"]
         self.gone = []
         self.n += 1
         return json.dumps(doc)

@@ -20,7 +20,10 @@ import sys
 import time
 
 # One import a line (the alias keeps isort from merging them): the join drops lines.
-from preflight.hostside.netlink import qdisc_stats  # joined
+from preflight.hostside.netlink import carrying as carrying  # joined
+from preflight.hostside.netlink import interface_links as interface_links  # joined
+from preflight.hostside.netlink import qdisc_stats as qdisc_stats  # joined
+from preflight.hostside.netlink import route_interface  # joined
 from preflight.hostside.procfs import CLK_TCK as CLK_TCK  # joined
 from preflight.hostside.procfs import children as children  # joined
 from preflight.hostside.procfs import cmdline as cmdline  # joined
@@ -52,6 +55,10 @@ WRAPPERS = ("sh", "bash", "dash", "zsh", "ksh", "timeout")
 # sample, an old one every RECHECK_S: the cost of a host's many other processes stays low.
 YOUNG_S = 10.0
 RECHECK_S = 20.0
+# The routes to the job's peers and the host's interfaces are looked up again this often
+# (a route or a bond's member may change), and for this many peers at most.
+ROUTES_S = 60.0
+ROUTES_MAX = 256
 
 
 def host_part():
@@ -243,6 +250,36 @@ def log_dir(argv):
     return "log"
 
 
+class Carriers(object):
+    """The interfaces the job's traffic leaves the host by: those the kernel routes its
+    ranks' peers by (the peers with data queued to them), and the ones under those that
+    carry it (netlink.carrying). A queue standing in another interface's qdisc (another
+    container's, a guest's) is not the job's."""
+
+    def __init__(self):
+        self.routes = {}  # type: dict  # peer address -> interface index, or None
+        self.links = {}  # type: dict
+        self.at = None
+
+    def of(self, jobs):
+        now = time.monotonic()
+        if self.at is None or now - self.at >= ROUTES_S:
+            self.routes, self.links, self.at = {}, interface_links(), now
+        peers = set()  # type: set
+        for job in jobs:
+            for r in job.get("ranks") or ():
+                queued = r.get("sendq")
+                if isinstance(queued, dict) and "error" not in queued:
+                    peers.update(queued)
+        indexes = set()
+        for peer in sorted(peers)[:ROUTES_MAX]:
+            if peer not in self.routes:
+                self.routes[peer] = section(route_interface, peer)
+            if isinstance(self.routes[peer], int):
+                indexes.add(self.routes[peer])
+        return carrying(indexes, self.links)
+
+
 def main(argv):
     opts = json.loads(argv[0])
     interval = max(0.2, float(opts.get("interval", 5.0)))
@@ -279,6 +316,7 @@ def gpu_part(gpus, sampler, jobs):
 
 def loop(sampler, gpus, interval, end, netns):
     out = sys.stdout
+    carriers = Carriers()
     n = 0
     while True:
         began = time.monotonic()
@@ -287,6 +325,9 @@ def loop(sampler, gpus, interval, end, netns):
         sample = {"v": SCHEMA, "n": n, "t": round(time.time(), 3),
                   "m": round(time.monotonic(), 3), "host": section(host_part), "netns": netns}
         sample.update(section(sampler.tick))
+        if isinstance(sample["host"], dict) and "qdiscs" in sample["host"]:
+            # The interfaces of the host's qdiscs that carry its jobs' traffic now.
+            sample["host"]["carriers"] = section(carriers.of, sample.get("jobs") or ())
         if gpus is not None:
             sample["gpu"] = gpu_part(gpus, sampler, sample.get("jobs") or ())
         cpu = os.times()

@@ -98,6 +98,9 @@ class HostSample:
     # Each interface's root qdisc: name, kind, packets held back over its rate so far
     # (overlimits), bytes queued in it now (backlog)
     qdiscs: tuple[tuple[str, str, int, int], ...] = ()
+    # ... the interfaces among them its jobs' traffic leaves by now (the routes to the peers
+    # its ranks have data queued for, and the NICs under those: hostside/netlink.carrying)
+    carriers: tuple[str, ...] = ()
     cost_s: Optional[float] = None  # the sampler's own CPU so far
     tcp_out: Optional[int] = None  # TCP segments sent so far (/proc/net/snmp)
     tcp_retrans: Optional[int] = None  # ... and sent again

@@ -253,6 +253,8 @@ class HostStream:
             qdiscs=tuple((str(k), str(v[0]), int(v[1]), int(v[2]))
                          for k, v in sorted(_dict(h, "qdiscs").items())
                          if isinstance(v, list) and len(v) >= 3 and _ints(v[1:3])),
+            carriers=tuple(str(v) for v in h["carriers"] if isinstance(v, str))
+            if isinstance(h.get("carriers"), list) else (),
             cost_s=_num(doc, "cost_s"),
             tcp_out=tcp[0] if tcp else None, tcp_retrans=tcp[1] if tcp else None,
             gpus=tuple(_gpu(g) for g in gpu.get("gpus") or ()

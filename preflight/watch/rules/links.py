@@ -158,18 +158,23 @@ def _standing(host: str, state: WatchState, policy: WatchPolicy,
               ) -> Optional[tuple[str, str, float, int]]:
     """(interface, qdisc kind, share of samples, median bytes) of the host's qdisc that held
     a standing queue (BACKLOG_MIN bytes or more in STANDING_SHARE of its samples over the
-    window); None: none did. A queue stands where a link's narrowest point is: a shaper or
-    a NIC slower than the path on the sender holds it there; at a full pair's receiving
-    end, or in the switch, it stands beyond the sender, whose qdisc stays empty."""
+    window), on an interface its jobs' traffic left by then; None: none did. A queue stands
+    where a link's narrowest point is: a shaper or a NIC slower than the path on the sender
+    holds it there; at a full pair's receiving end, or in the switch, it stands beyond the
+    sender, whose qdisc stays empty. A queue on another interface (another container's,
+    a guest's) is another tenant's: where the host said none that its jobs' traffic left
+    by, no queue is counted."""
     samples = [s for s in state.hosts.get(host, ()) if s.qdiscs]
     samples = [s for s in samples if s.t >= samples[-1].t - policy.persist_s] \
         if samples else []
-    if len(samples) < 3:
+    carriers = {name for s in samples for name in s.carriers}
+    if len(samples) < 3 or not carriers:
         return None
     queued: dict[tuple[str, str], list[int]] = {}
     for s in samples:
         for name, kind, _, backlog in s.qdiscs:
-            queued.setdefault((name, kind), []).append(backlog)
+            if name in carriers:
+                queued.setdefault((name, kind), []).append(backlog)
     best = None
     for (name, kind), qs in queued.items():
         share = sum(q >= BACKLOG_MIN for q in qs) / len(samples)

@@ -17,13 +17,15 @@ from preflight.model.watch import blame_of
 ADDRESSES = {f"10.0.0.{i + 1}": f"node{i + 1:02d}" for i in range(4)}
 
 
-def _one_full_pair(shaped):
+def _one_full_pair(shaped, other=None):
     """node02's queue to node03 fills at 20 s and the job slows with it; shaped: the bytes
-    each host's qdisc holds from then on ({name: bytes}; None: qdiscs not said, an older
-    sampler). Returns the last findings and every judgement's."""
+    each host's qdisc on eth0 (the job's interface) holds from then on ({name: bytes}; None:
+    qdiscs not said, an older sampler); other: on another interface of its, from the start.
+    Returns the last findings and every judgement's."""
     hosts = cluster(3)
     for h in hosts:
         h.backlog = None if shaped is None else 0
+        h.other_backlog = (other or {}).get(h.name, 0)
 
     def change(t):
         if t == 20:
@@ -75,3 +77,15 @@ def test_without_the_senders_own_shaper_one_full_pair_stays_either_ends(shaped):
     assert named(findings) == [("straggler", Status.FAIL, ("node02", "node03"))]
     assert findings[0].message.startswith("the link from node02 to node03 holds the job")
     assert "either end's link, or the switch between them" in findings[0].message
+
+
+def test_a_queue_standing_on_another_interface_of_the_sender_is_not_its_jobs():
+    # node02 also hosts another tenant's container, whose veth is shaped and holds a
+    # standing queue all along; the job's own interface (eth0, the sampler's "carriers") holds
+    # none: what slows node02 -> node03 is not node02's sending side, and the receiver is
+    # not cleared by it.
+    findings, every = _one_full_pair({}, other={"node02": 64 << 10})
+    assert named(findings) == [("straggler", Status.FAIL, ("node02", "node03"))]
+    assert "either end's link, or the switch between them" in findings[0].message
+    assert not any(f.hosts == ("node02",) for judgement in every for f in judgement
+                   if f.status is not Status.PASS), every

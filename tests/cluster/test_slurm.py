@@ -103,10 +103,18 @@ def test_a_go_through_srun_with_the_network_tests(rig):
                                  "--iperf-warmup", "0", "--allreduce-sizes", "1")
     assert rc == 0, out
     assert statuses(doc) == {n: "ok" for n in NODES[:3]}
-    checks = {f["check"]: f for f in doc["findings"]}
-    assert checks["bandwidth"]["status"] == "pass" and "iperf3 ring" in \
-        checks["bandwidth"]["message"]
-    assert checks["allreduce"]["status"] == "pass", checks["allreduce"]
+    # The ring's survey ran through srun, every link measured, and every bandwidth finding
+    # passes: a link slowed by the machine's other work during the survey and fine on its
+    # retest passes in a line of its own ("transient"), beside the survey's.
+    survey = {(x["sender"], x["receiver"]): x["received_bps"] for x in doc["network"]["links"]
+              if x["phase"] == "survey"}
+    # A ring of three, each way: every ordered pair.
+    assert set(survey) == {(a, b) for a in NODES[:3] for b in NODES[:3] if a != b} and \
+        all(v for v in survey.values()), survey
+    bandwidth = [f for f in doc["findings"] if f["check"] == "bandwidth"]
+    assert bandwidth and all(f["status"] == "pass" for f in bandwidth), bandwidth
+    allreduce = [f for f in doc["findings"] if f["check"] == "allreduce"]
+    assert allreduce and all(f["status"] == "pass" for f in allreduce), allreduce
     # Each node's facts are its own (its own /tmp, its own hostname), told apart per task.
     assert {doc["hosts"][n]["facts"]["system"]["hostname"] for n in NODES[:3]} == set(NODES[:3])
     # The allocation preflight asked for is given back.

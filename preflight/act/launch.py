@@ -32,9 +32,11 @@ from preflight.report import jsonreport
 
 POLL_S = 0.05
 STOP_WAIT_S = 5.0  # after SIGTERM, how long the job's processes get before SIGKILL
+GONE_WAIT_S = 15.0  # after SIGKILL, how long the kernel gets to end them
+STOP_RUN_S = STOP_WAIT_S + GONE_WAIT_S + 10.0  # the stop command's longest on one host
 REMOVE_WAIT_S = 20.0  # for the runtime to remove the job's container
-STOP_EACH_S = STOP_WAIT_S + REMOVE_WAIT_S + 15.0  # stop_on's longest on one host
-STOP_AGAIN_S = 2 * STOP_WAIT_S + 10.0  # launch's wait for a host's command, and a stop again
+STOP_EACH_S = STOP_RUN_S + REMOVE_WAIT_S + 5.0  # stop_on's longest on one host
+STOP_AGAIN_S = STOP_WAIT_S + STOP_RUN_S  # launch's wait for a host's command, and a stop again
 EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT, EXIT_INTERRUPTED = 0, 1, 124, 130
 MARKER = "PREFLIGHT_LAUNCH"
 
@@ -140,16 +142,44 @@ def remove_command(node: Node, token: str) -> Optional[str]:
     return f"{command(argv)} >/dev/null 2>&1; true"
 
 
-def stop_on(remote: Remote, token: str, node: Optional[Node]) -> tuple[bool, str]:
+@dataclass(frozen=True)
+class Stopped:
+    """What the stop of a job's processes on one host did: ok (the stop command answered),
+    how many processes it found, how many outlived SIGKILL's wait, or why it could not."""
+
+    ok: bool
+    count: int = 0
+    exiting: int = 0
+    why: str = ""
+
+    def __add__(self, again: Stopped) -> Stopped:
+        """This stop and a stop again after it: the later one says what is still there."""
+        if not (self.ok and again.ok):
+            return again
+        return Stopped(True, self.count + again.count, again.exiting)
+
+    def said(self) -> str:
+        if not self.ok:
+            return f"could not stop: {self.why}"
+        # Still there after SIGKILL: held in the kernel, with its ports and GPU memory.
+        late = (f", {self.exiting} still exiting {GONE_WAIT_S:g} s after SIGKILL (held in "
+                "the kernel, as by a CPU quota, a paused container or a hung device)"
+                if self.exiting else "")
+        return f"{self.count} process(es) stopped{late}"
+
+
+def stop_on(remote: Remote, token: str, node: Optional[Node]) -> Stopped:
     """Stops the job's processes on one host, then removes its container where the launch
-    started one (node: the plan's node there, None where the plan is not at hand). Returns
-    (stopped, how many it stopped or why it could not)."""
-    done = remote.run(stop_marked(f"{MARKER}={token}", STOP_WAIT_S), STOP_WAIT_S + 10.0)
+    started one (node: the plan's node there, None where the plan is not at hand)."""
+    done = remote.run(stop_marked(f"{MARKER}={token}", STOP_WAIT_S, GONE_WAIT_S), STOP_RUN_S)
     words = done.stdout.split()
     rm = remove_command(node, token) if node is not None else None
     if rm is not None:
         remote.run(rm, REMOVE_WAIT_S)
-    return (True, words[-1]) if done.ok and words else (False, done.tail())
+    if not done.ok or len(words) < 2 or words[-2] != "stopped" or not words[-1].isdigit():
+        return Stopped(False, why=done.tail())
+    late = words[words.index("exiting") + 1] if "exiting" in words[:-2] else "0"
+    return Stopped(True, int(words[-1]), int(late) if late.isdigit() else 0)
 
 
 class _Prefixer:
@@ -228,18 +258,16 @@ def _stop(nodes: Sequence[Node], remotes: Mapping[str, Remote], token: str,
           started: Mapping[str, Started], exits: Mapping[str, int],
           prefix: Mapping[str, _Prefixer], err: TextIO) -> None:
     """Stops what is left of the job on every host (also after a clean end: stragglers)."""
-    stopped: dict[str, str] = {}
+    stopped: dict[str, Stopped] = {}
 
     def one(n: Node) -> None:
-        ok, said = stop_on(remotes[n.host], token, n)
+        did = stop_on(remotes[n.host], token, n)
         s = started.get(n.host)
         if s is not None and n.host not in exits and s.wait(STOP_WAIT_S).exit is None:
             # Its command outlived the stop: started just before it, it had not yet exec'd
             # the marked launcher when the stop looked (seen on a loaded machine). Now it has.
-            ok, again = stop_on(remotes[n.host], token, n)
-            said = f"{int(said) + int(again)}" if ok and said.isdigit() and again.isdigit() \
-                else again
-        stopped[n.host] = said if ok else f"? ({said})"
+            did = did + stop_on(remotes[n.host], token, n)
+        stopped[n.host] = did
 
     in_parallel([functools.partial(one, n) for n in nodes], STOP_EACH_S + STOP_AGAIN_S,
                 "stop")
@@ -248,7 +276,6 @@ def _stop(nodes: Sequence[Node], remotes: Mapping[str, Remote], token: str,
             prefix[host].feed(s.take(), final=True)
         s.close()
     for n in nodes:
-        got = stopped.get(n.host, "? (no answer)")
-        if got != "0":
-            print(f"preflight launch: {n.host}: stopped {got} process(es) of the job",
-                  file=err)
+        got = stopped.get(n.host, Stopped(False, why="no answer"))
+        if not got.ok or got.count or got.exiting:
+            print(f"preflight launch: {n.host}: {got.said()}", file=err)

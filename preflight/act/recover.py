@@ -295,8 +295,7 @@ class Actor:
 
         def one(host: str) -> None:
             try:
-                ok, what = stop_on(self.remotes[host], token, nodes.get(host))
-                said[host] = f"{what} process(es) stopped" if ok else f"could not stop: {what}"
+                said[host] = stop_on(self.remotes[host], token, nodes.get(host)).said()
             except Exception as e:  # the host's own trouble: said, the others go on
                 said[host] = f"could not stop: {type(e).__name__}: {e}"[:200]
 

@@ -115,12 +115,13 @@ def stop_command(run_dir: str) -> str:
     return (f"sh -c {shlex.quote(f'pkill -TERM -f {pat}; sleep 1; pkill -KILL -f {pat}; true')}")
 
 
-def stop_marked(entry: str, wait_s: float) -> str:
+def stop_marked(entry: str, wait_s: float, gone_s: float) -> str:
     """The command that stops every process whose environment holds entry (NAME=value, as
     `preflight launch` marks every process of its job): TERM, then KILL those left after
-    wait_s; prints "stopped N" (how many it found). Shell only, run on the host: a container's
-    processes are the host's too, and the host need not have Python where the job runs in
-    one."""
+    wait_s, then waits up to gone_s for the KILLed to be gone; prints "stopped N" (how many it
+    found), after "exiting M" where M outlived that wait. Shell only, run on the host: a
+    container's processes are the host's too, and the host need not have Python where the
+    job runs in one."""
     match = shlex.quote(entry)
     # One grep over every process's environment, not one a process: a host runs thousands,
     # and a grep forked for each took seconds a scan on a busy or CPU-limited host, which
@@ -134,6 +135,18 @@ def stop_marked(entry: str, wait_s: float) -> str:
         f"end=$(($(date +%s) + {max(1, math.ceil(wait_s))})); "
         "while [ \"$(date +%s)\" -lt \"$end\" ] && [ -n \"$(found)\" ]; do sleep 0.2; done; "
         "left=$(found); [ -n \"$left\" ] && kill -KILL $left 2>/dev/null; "
+        # A KILLed process is gone only once the kernel has run its exit, which a CPU quota
+        # that starves its cgroup holds back (a thousandth of a core: seen 0.6-3.7 s; a
+        # frozen cgroup, a paused container on cgroup v1: until thawed), and until then it
+        # keeps its ports and its GPU memory from the job that follows. Its
+        # environment is unreadable from early in that exit, so the pids are looked at
+        # themselves: alive while /proc has them and they are not zombies (a zombie holds
+        # nothing).
+        "alive() { for p in $left; do [ -r /proc/$p/status ] && "
+        "! grep -qs '^State:[[:space:]]*Z' /proc/$p/status && echo $p; done; }; "
+        f"end=$(($(date +%s) + {max(1, math.ceil(gone_s))})); "
+        "while [ \"$(date +%s)\" -lt \"$end\" ] && [ -n \"$(alive)\" ]; do sleep 0.2; done; "
+        "m=$(alive | wc -w); [ \"$m\" -gt 0 ] && echo exiting $m; "
         "echo stopped $n")
     return "sh -c " + shlex.quote(script)
 

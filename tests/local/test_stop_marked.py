@@ -1,13 +1,18 @@
 """The stop of a launched job's processes by the marker in their environment, run here as a
 host runs it: every marked process ends (TERM, then KILL past the wait), no other does, the
-count is said, and the wait is counted on the clock, not in scans of /proc."""
+count is said, and the wait is counted on the clock, not in scans of /proc. A KILLed process
+is waited for until the kernel has ended it, and one that it cannot end yet is said."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+
+import pytest
 
 from preflight.network.paddle_job import stop_marked
 
@@ -28,7 +33,7 @@ def test_the_marked_processes_end_past_a_term_they_ignore_and_no_other_does():
     try:
         time.sleep(0.3)  # their environments in place
         start = time.monotonic()
-        done = subprocess.run(stop_marked(ENTRY, 1.0), shell=True, capture_output=True,
+        done = subprocess.run(stop_marked(ENTRY, 1.0, 5.0), shell=True, capture_output=True,
                               text=True, timeout=30)
         took = time.monotonic() - start
         assert done.returncode == 0 and done.stdout.split()[-2:] == ["stopped", "2"], done
@@ -45,7 +50,96 @@ def test_the_marked_processes_end_past_a_term_they_ignore_and_no_other_does():
 
 def test_nothing_marked_is_said_as_none_stopped_at_once():
     start = time.monotonic()
-    done = subprocess.run(stop_marked("PREFLIGHT_LAUNCH=ffffffffffffffff", 5.0), shell=True,
+    done = subprocess.run(stop_marked("PREFLIGHT_LAUNCH=ffffffffffffffff", 5.0, 5.0), shell=True,
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0 and done.stdout.split()[-2:] == ["stopped", "0"], done
     assert time.monotonic() - start < 5  # no wait where nothing was found
+
+
+STUBBORN_SPINNER = (f"exec {sys.executable} -c 'import signal, threading, time\n"
+                    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                    "def spin():\n    while True: pass\n"
+                    "[threading.Thread(target=spin, daemon=True).start() for _ in range(4)]\n"
+                    "time.sleep(120)'")
+
+
+@contextlib.contextmanager
+def _cgroup(controller: str, pid: int, knobs: dict[str, str]) -> Iterator[str]:
+    """A cgroup v1 group of controller holding pid, with knobs set; removed after (the
+    process gone or moved back)."""
+    top = f"/sys/fs/cgroup/{controller}"
+    if not os.access(os.path.join(top, "cgroup.procs"), os.W_OK):
+        pytest.skip(f"no writable cgroup v1 {controller} hierarchy here (needs root)")
+    path = os.path.join(top, f"preflight-test-stop-{pid}")
+    os.mkdir(path)
+    try:
+        for knob, value in (*knobs.items(), ("cgroup.procs", str(pid))):
+            with open(os.path.join(path, knob), "w") as fh:
+                fh.write(value)
+        yield path
+    finally:
+        if "freezer.state" in knobs:
+            with open(os.path.join(path, "freezer.state"), "w") as fh:
+                fh.write("THAWED")
+        with contextlib.suppress(OSError):
+            with open(os.path.join(path, "cgroup.procs")) as fh:
+                for left in fh.read().split():
+                    with open(os.path.join(top, "cgroup.procs"), "w") as back:
+                        back.write(left)
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            try:
+                os.rmdir(path)
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (Z: a zombie, which holds nothing), "-" where gone."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return fh.read().split("State:")[1].split()[0]
+    except (OSError, IndexError):
+        return "-"
+
+
+def test_a_kill_held_back_by_a_starved_quota_is_waited_for_until_the_kernel_ends_it():
+    # 1 ms of CPU a second: a KILLed process with busy threads took 0.6-3.7 s to end here, its
+    # ports held all the while; the stop returns only once it has ended.
+    stubborn = _spawn(STUBBORN_SPINNER, True)
+    try:
+        time.sleep(0.5)  # its TERM ignored, its threads spinning
+        with _cgroup("cpu", stubborn.pid, {"cpu.cfs_period_us": "1000000",
+                                           "cpu.cfs_quota_us": "1000"}):
+            time.sleep(1.5)  # its quota spent
+            done = subprocess.run(stop_marked(ENTRY, 1.0, 15.0), shell=True,
+                                  capture_output=True, text=True, timeout=60)
+            state = _state(stubborn.pid)
+        assert done.returncode == 0 and done.stdout.split() == ["stopped", "1"], done
+        assert state in ("Z", "-"), state  # ended when the stop said so, not seconds later
+    finally:
+        if stubborn.poll() is None:
+            stubborn.kill()
+        stubborn.wait(30)
+
+
+def test_a_process_that_outlives_its_kill_is_said_as_still_exiting():
+    # A frozen cgroup (a paused container on cgroup v1) keeps a KILLed process until thawed.
+    polite = _spawn("exec sleep 60", True)
+    try:
+        time.sleep(0.3)
+        with _cgroup("freezer", polite.pid, {"freezer.state": "FROZEN"}):
+            start = time.monotonic()
+            done = subprocess.run(stop_marked(ENTRY, 1.0, 2.0), shell=True,
+                                  capture_output=True, text=True, timeout=60)
+            took = time.monotonic() - start
+            assert _state(polite.pid) not in ("Z", "-")  # still there: the stop said so
+        assert done.returncode == 0 and done.stdout.split() == ["exiting", "1", "stopped", "1"], \
+            done
+        assert took < 10, took  # the wait for its end is bounded
+        assert polite.wait(10) < 0  # thawed, its signals end it
+    finally:
+        if polite.poll() is None:
+            polite.kill()
+        polite.wait(30)

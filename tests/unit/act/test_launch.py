@@ -1,4 +1,5 @@
-"""`preflight launch`'s input: the host command it builds, plans read from reports, bad plans."""
+"""`preflight launch`'s input: the host command it builds, plans read from reports, bad plans;
+and what it says of a job's stop on a host."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import pytest
 
 from preflight.act.launch import (
     LaunchOptions,
+    Stopped,
     host_command,
     load_plan,
     remove_command,
+    stop_on,
 )
+from preflight.common.remote import Done
 from preflight.config.errors import InputError
 from preflight.model.container import ContainerSpec
 from preflight.placement.launcher import collective_node
@@ -96,3 +100,42 @@ def test_unreadable_reports(tmp_path):
         load_plan(str(tmp_path / "bad.json"))
     with pytest.raises(InputError, match="no such file"):
         load_plan(str(tmp_path / "missing.json"))
+
+
+class Answers:
+    """A host whose stop command answers as given."""
+
+    name = "n1"
+
+    def __init__(self, done):
+        self.done = done
+
+    def run(self, command, timeout):
+        return self.done
+
+    def start(self, command):
+        raise AssertionError("a stop starts nothing")
+
+
+@pytest.mark.parametrize("done,stopped,said", [
+    (Done(0, "stopped 3\n", ""), Stopped(True, 3), "3 process(es) stopped"),
+    (Done(0, "exiting 1\nstopped 3\n", ""), Stopped(True, 3, 1),
+     "3 process(es) stopped, 1 still exiting 15 s after SIGKILL (held in the kernel, as by a "
+     "CPU quota, a paused container or a hung device)"),
+    (Done(255, "", "ssh: connect to host n1 port 22: No route to host"), None,
+     "could not stop: ssh: connect to host n1 port 22: No route to host"),
+    (Done(0, "sh: 1: grep: not found\n", ""), None, "could not stop: sh: 1: grep: not found"),
+], ids=["stopped", "still-exiting", "unreachable", "garbled"])
+def test_a_stop_on_a_host_says_what_it_stopped_what_outlived_the_kill_or_why_not(
+        done, stopped, said):
+    got = stop_on(Answers(done), "abcdef1234567890", None)
+    assert got.said() == said
+    if stopped is not None:
+        assert got == stopped
+    else:
+        assert not got.ok
+
+
+def test_a_stop_again_counts_both_and_says_what_is_still_there():
+    assert Stopped(True, 2, 1) + Stopped(True, 1, 0) == Stopped(True, 3, 0)
+    assert not (Stopped(True, 2) + Stopped(False, why="timed out")).ok

@@ -9,6 +9,8 @@ import signal
 import threading
 import time
 
+from cgrouptools import alive
+
 from preflight.act import launches
 from preflight.act.launch import (
     EXIT_FAILED,
@@ -25,14 +27,6 @@ from preflight.transport.local.run import LocalRemote
 def shell_node(host: str, body: str) -> Node:
     """A node whose 'launcher' is a shell running body; the script args follow as $1.."""
     return Node(host, "127.0.0.1", "sh", 0, 1, (), ("sh", "-c", body, host), ())
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def pids_in(path: str) -> list[int]:

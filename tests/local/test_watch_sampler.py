@@ -5,8 +5,6 @@ the sampler finds, and what the watch says of a stopped rank."""
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import os
 import re
@@ -20,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cgrouptools import frozen
 from support import procs_with_env
 
 from preflight.hostside import sampler_gpu as G
@@ -407,55 +406,6 @@ def test_a_ranks_cpu_time_stays_counted_once_a_thread_of_it_ends():
     # the last read is not known: no more than an interval's), and the total never falls.
     assert after >= during, (during, after)
     assert after - threads_left >= its_run - 0.05, (after, threads_left, its_run)
-
-
-@contextlib.contextmanager
-def frozen(pid: int):
-    """pid frozen in a cgroup of its own on this machine's freezer (cgroup v1's, else
-    cgroup2's cgroup.freeze); thawed and put back after."""
-    v1 = Path("/sys/fs/cgroup/freezer")
-    if v1.is_dir():
-        cg, back = v1 / f"preflight-test-{os.getpid()}", v1
-        cg.mkdir()
-        (cg / "cgroup.procs").write_text(str(pid))
-        (cg / "freezer.state").write_text("FROZEN")
-    else:
-        root = next(Path(ln.split(" - ")[0].split()[4]) for ln in
-                    Path("/proc/self/mountinfo").read_text().splitlines()
-                    if ln.split(" - ")[1].split()[:1] == ["cgroup2"])
-        rel = next(ln[3:] for ln in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-                   if ln.startswith("0::"))
-        back = root / rel.lstrip("/")
-        cg = root / f"preflight-test-{os.getpid()}"
-        cg.mkdir()
-        (cg / "cgroup.procs").write_text(str(pid))
-        (cg / "cgroup.freeze").write_text("1")
-    try:
-        yield
-    finally:
-        (cg / ("freezer.state" if v1.is_dir() else "cgroup.freeze")).write_text(
-            "THAWED" if v1.is_dir() else "0")
-        _emptied(cg, back)
-
-
-def _emptied(cg: Path, back: Path, wait_s: float = 10.0) -> None:
-    """cg's tasks put back and cg removed. The kernel lets go of a cgroup a moment after its
-    last task leaves it (a thawing task moves late, a child forked meanwhile lands in it), so
-    removal is tried again, bounded, and a cgroup still busy at the end fails the test."""
-    end = time.monotonic() + wait_s
-    while True:
-        for task in (cg / "cgroup.procs").read_text().split():
-            try:
-                (back / "cgroup.procs").write_text(task)
-            except ProcessLookupError:
-                pass  # it ended meanwhile
-        try:
-            cg.rmdir()
-            return
-        except OSError as e:
-            if e.errno != errno.EBUSY or time.monotonic() > end:
-                raise
-        time.sleep(0.05)
 
 
 def test_the_sampler_reads_each_ranks_storage_bytes_and_a_frozen_cgroup(job):

@@ -20,6 +20,7 @@ from preflight.watch.rules.exits import (
     Exit,
     error_line_of,
     exit_causes,
+    stop_window_s,
     tail_text,
     whole_stop,
 )
@@ -103,8 +104,8 @@ def stopped_or_dead(job: JobSeries, present: Sequence[RankSeries],
             blame=Blame("job-stopped", job=job.key))]
     now = max((state.at(r.rid.host, r.latest.t) for r in present), default=0.0)
     if failure is None and live and any(
-            TERMED.search(tail_text(e)) and now - e.at < STOP_WINDOW_INTERVALS
-            * policy.interval_s for e in exits):
+            TERMED.search(tail_text(e)) and now - e.at < stop_window_s(policy)
+            for e in exits):
         # A rank stopped by a signal while its peers run: a stop of the whole job (a Ctrl-C,
         # scancel) ends every rank within seconds; until then no end is judged, neither a
         # cause nor a death (a rank KILLed after its TERM looks like one that died first).

@@ -40,8 +40,18 @@ def error_line_of(tail: Sequence[str]) -> Optional[str]:
 
 
 # A stop of the whole job (a Ctrl-C, scancel) ends every rank so (paddlelog's TERMED) within
-# this many intervals.
+# this many intervals (each end is seen at its host's next sample), plus KILL_AFTER_TERM_S.
 STOP_WINDOW_INTERVALS = 2
+# A rank that does not end on a stop's TERM is KILLed this much later (`preflight launch`'s
+# STOP_WAIT_S), and the TERM reaches each host when its own stop command runs (in parallel
+# over SSH, seconds apart on a loaded controller): with a short interval, two intervals alone
+# ended before such a rank did, and its peers, TERMed at once, were taken for dead.
+KILL_AFTER_TERM_S = 5.0
+
+
+def stop_window_s(policy: WatchPolicy) -> float:
+    """How far apart the ends of the ranks of a job stopped as a whole may be seen."""
+    return STOP_WINDOW_INTERVALS * policy.interval_s + KILL_AFTER_TERM_S
 CAUSE_LAG_INTERVALS = 1.5  # how much later than its victims' ends a cause's end may be seen
 
 
@@ -83,7 +93,7 @@ def whole_stop(exits: Sequence[Exit], policy: WatchPolicy) -> bool:
     """Whether the job's ranks (all ended) were stopped together: every one by a signal to
     stop that it caught (TERM, INT) or silently (KILLed after), within a few intervals, at
     least one saying so, none with an error of its own or the OOM killer's."""
-    if not exits or exits[-1].at - exits[0].at > STOP_WINDOW_INTERVALS * policy.interval_s:
+    if not exits or exits[-1].at - exits[0].at > stop_window_s(policy):
         return False
     termed = [bool(TERMED.search(tail_text(e))) for e in exits]
     return any(termed) and all(t or (e.error is None and e.oom is None)

@@ -23,10 +23,12 @@ from watchtools import (
 )
 
 from preflight.act import recover
+from preflight.act.launch import STOP_WAIT_S
 from preflight.model.findings import Status
 from preflight.model.watch import LaunchFailure, WatchPolicy, blame_of
 from preflight.watch.judge import STALE_FLOOR_S, AtCheck, judge
 from preflight.watch.record import finding_doc
+from preflight.watch.rules.exits import KILL_AFTER_TERM_S
 from preflight.watch.samples import HostStream
 from preflight.watch.score import blames
 from preflight.watch.series import WatchState
@@ -564,6 +566,29 @@ def test_a_job_stopped_as_a_whole_blames_nobody(apart):
     assert "was stopped as a whole: its 3 ranks ended by a signal to stop" in \
         findings[0].message
     assert "no rank or host to blame" in findings[0].message
+
+
+def test_a_rank_killed_after_its_term_is_the_job_stopped_as_a_whole_at_a_short_interval():
+    # Every 2 s: rank 0 did not end on the stop's TERM (its host's stop ran late, or it held
+    # the signal) and was KILLed 5 s after its peers ended by theirs: seen 6 s after them.
+    policy = replace(POLICY, interval_s=2.0, persist_s=6.0)
+    hosts = cluster(3)
+
+    def stop(t):
+        for i, h in enumerate(hosts):
+            if t == (36 if i == 0 else 30):
+                r = h.ranks.pop()
+                r.tail = TERMINATED if i else ("step 90 loss 0.1",)  # KILLed: no word
+                h.gone = [r]
+
+    every: list[Any] = []
+    findings, _ = watched(hosts, 44, policy, change=stop, every=every)
+    nobody_named(every)  # the peers were not taken for dead while rank 0 was still ending
+    assert named(findings) == [("ended", Status.WARN, ("node01", "node02", "node03"))]
+
+
+def test_the_stop_window_covers_the_launchs_kill_after_its_term():
+    assert KILL_AFTER_TERM_S >= STOP_WAIT_S
 
 
 def test_a_rank_termed_alone_while_its_peers_run_on_is_dead():

@@ -17,6 +17,7 @@ from preflight.checks.cpu_cores import short_of_cpu
 from preflight.checks.retests import (
     Healthy,
     best_retest,
+    clean_retest,
     cleared_why,
     confirmed,
     healthy_links,
@@ -45,7 +46,13 @@ runs shows a clear deficit: below 75 % of the median host *and* of the slowest h
 the survey *and* of that healthy link's best run beside it, so that links as uneven as this
 cluster's healthy ones (CPU-bound streams, a busy software bridge), or slowed together with
 them (CPUs or a fabric that the hosts share, busy during the retests), are not called slow;
-fine on the retest, it passes as transient. With `link_min_gbps` every link also meets an
+fine on the retest, it passes as transient. Where every host is suspect in some direction (a
+survey slowed unevenly all over, as on hosts sharing CPUs), no host is free to retest against:
+each suspect is then retested against the host best at the facing direction (receiving, for a
+slow sender), one not suspect in it first, beside the fastest link that no suspicion touches
+in its direction; a deficit confirmed only against a host itself suspect there is *either
+end's*, or that host's alone where its own retest against a clean host confirmed it (the other
+end is then "could not judge", a warning). With `link_min_gbps` every link also meets an
 absolute floor. The survey's iperf3 runs leave TCP's slow start out (`-O 1`, `--iperf-warmup`),
 since their loss is judged (with `--iperf-warmup 0` it is not); the retests, judged by their rate
 alone, spend no second on it.
@@ -117,8 +124,8 @@ def _judged(cluster: Cluster, net: NetworkTests) -> Iterator[Finding]:
     if threshold is not None:
         loc = localise.localise(survey, threshold, line)
         healthy = healthy_links(survey, net.links, loc)
-        for host, directions in loc.slow_hosts.items():
-            found.append(_slow_host(host, directions, survey, net.links, ref, healthy, limits,
+        for host in loc.slow_hosts:
+            found.append(_slow_host(host, loc, survey, net.links, ref, healthy, limits,
                                     yard, short.get(host)))
         paths = [_slow_path(s, r, survey, net.links, ref, healthy, limits, yard, short)
                  for s, r in loc.slow_paths]
@@ -172,32 +179,38 @@ def _unmeasured(net: NetworkTests) -> Iterator[Finding]:
                           {"phase": r.phase, "reason": r.result.error})
 
 
-def _slow_host(host: str, directions: tuple[str, ...], survey: Sequence[LinkRun],
+def _slow_host(host: str, loc: localise.Localisation, survey: Sequence[LinkRun],
                links: Sequence[LinkRun], ref: float | None, healthy: Healthy,
                limits: Limits, yard: str, cpu: str | None = None) -> Finding:
     """cpu: why cpu-cores finds the host short of CPU, which then explains its links."""
+    directions = loc.slow_hosts[host]
     mine = [r for r in survey if host in (r.sender, r.receiver)]
-    sends = [r.bps for r in mine if r.sender == host and r.bps is not None]
-    recvs = [r.bps for r in mine if r.receiver == host and r.bps is not None]
-    what = " and ".join(
-        f"{'sends' if d == localise.SEND else 'receives'} at most "
-        f"{rate(max(sends if d == localise.SEND else recvs))}" for d in directions)
+    best = {localise.SEND: max((r.bps for r in mine if r.sender == host and r.bps), default=0.0),
+            localise.RECEIVE: max((r.bps for r in mine if r.receiver == host and r.bps),
+                                  default=0.0)}
+    what = " and ".join(f"{'sends' if d == localise.SEND else 'receives'} at most "
+                        f"{rate(best[d])}" for d in directions)
     peers = sorted({r.receiver if r.sender == host else r.sender for r in mine})
-    pairs = {(r.sender, r.receiver) for r in links
-             if r.phase == RETEST and host in (r.sender, r.receiver)}
-    retests = [best for p in sorted(pairs) if (best := best_retest(links, *p)) is not None]
+    # Its own retests, in the directions it is suspect in: not another suspect's retest
+    # against it, nor the healthy link measured beside them.
+    pairs = {(r.sender, r.receiver) for r in links if r.phase == RETEST and (
+        (localise.SEND in directions and r.sender == host)
+        or (localise.RECEIVE in directions and r.receiver == host))}
+    retests = _own_retests(host, directions, loc,
+                           [b for p in sorted(pairs) if (b := best_retest(links, *p))])
     retrans = sum(r.result.retransmits or 0 for r in mine)
     data = {"directions": list(directions), "reference_bps": ref, "peers": peers,
             "retest_bps": [r.bps for r in retests], "retransmits": retrans, "cpu": cpu,
             **healthy.data()}
     seen = f"{what} with every peer ({hosts_text(peers)}); {yard}"
     if not retests:
-        status = tiered(max(sends or recvs or [0.0]), ref, limits)
+        status = tiered(min(best[d] for d in directions), ref, limits)
         return Finding(NAME, status, (host,), f"{host}: slow host: {seen}; not confirmed by a "
-                       "retest (no healthy host to retest against)" + _cpu_note(cpu), data)
-    worst = min(r.bps for r in retests if r.bps is not None)
+                       "retest" + _cpu_note(cpu), data)
+    run = min(retests, key=lambda r: r.bps or 0.0)
+    worst = run.bps or 0.0
     status = confirmed(worst, ref, healthy, limits)
-    other = next(r.receiver if r.sender == host else r.sender for r in retests)
+    other = run.receiver if run.sender == host else run.sender
     if status is Status.PASS:  # the conclusion first: what the retest made of it
         return Finding(NAME, Status.PASS, (host,), (
             f"{host}: {cleared_why(worst, ref, healthy, limits)}: {rate(worst)} on a retest "
@@ -211,8 +224,42 @@ def _slow_host(host: str, directions: tuple[str, ...], survey: Sequence[LinkRun]
             "(cpu-cores), not its NIC"),
             {**data, EXPLAINED_BY: explained(host, f"its links are slow: {what} with every "
                                                      f"peer; {yard}")})
+    facing = localise.RECEIVE if run.sender == host else localise.SEND
+    if facing in loc.slow_hosts.get(other, ()):
+        # No host free of suspicion was left to retest against: the retest's other end is
+        # itself suspect in the direction it played. Its own retest against a host free of
+        # that suspicion tells: cleared, it is as good as one; confirmed, it is the cause and
+        # this host is not blamed; neither, the link is slow but either end's.
+        role = "receiving" if facing == localise.RECEIVE else "sending"
+        theirs = clean_retest(other, facing, loc, links, ref, healthy, limits)
+        if theirs is None:
+            pair = f"{host} -> {other}" if run.sender == host else f"{other} -> {host}"
+            return Finding(NAME, status, (host, other), (
+                f"{pair}: slow link, either end's: {host} {seen}; {again}, and {other} is "
+                f"itself suspect of {role} slowly (no host free of suspicion to retest "
+                "against)"), data)
+        if theirs is not Status.PASS:
+            return Finding(NAME, Status.WARN, (host,), (
+                f"{host}: could not judge its own links: {seen}; {again}, and {other} is slow "
+                f"at {role} (confirmed against a host that is not): no host free of "
+                "suspicion was left to retest it against"), data)
     return Finding(NAME, status, (host,), f"{host}: slow host: {seen}; {again}: check its "
                    "NIC, cable, link speed (ethtool) and driver", data)
+
+
+def _own_retests(host: str, directions: Sequence[str], loc: localise.Localisation,
+                 retests: Sequence[LinkRun]) -> list[LinkRun]:
+    """Returns the retests that judge host in each direction it is suspect in: those
+    against a host not suspect in the direction facing it, where it has any (another
+    suspect's retest against it may pair it with a suspect)."""
+    out: list[LinkRun] = []
+    for d in directions:
+        mine = [r for r in retests if (r.sender if d == localise.SEND else r.receiver) == host]
+        facing = localise.RECEIVE if d == localise.SEND else localise.SEND
+        clean = [r for r in mine if facing not in loc.slow_hosts.get(
+            r.receiver if d == localise.SEND else r.sender, ())]
+        out.extend(clean or mine)
+    return out
 
 
 def _cpu_note(cpu: str | None) -> str:

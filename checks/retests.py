@@ -87,8 +87,29 @@ def healthy_links(survey: Sequence[LinkRun], links: Sequence[LinkRun],
     """Returns what the healthy links reached. The slowest survey link that no suspicion
     names is the cluster's own noise: on links that the CPU bounds (one stream, one core),
     healthy pairs differ by a third run after run."""
-    healthy = [r.bps for r in survey if r.bps is not None and loc.healthy(r.sender, r.receiver)]
+    yardsticks = loc.yardsticks(survey)
+    healthy = [r.bps for r in yardsticks if r.bps is not None]
+    pairs = {(r.sender, r.receiver) for r in yardsticks}
     beside = [r for r in links if r.phase == RETEST and r.bps is not None
-              and loc.healthy(r.sender, r.receiver)]
+              and (r.sender, r.receiver) in pairs]
     return Healthy(min(healthy) if healthy else None,
                    max(beside, key=lambda r: r.bps or 0.0, default=None))
+
+
+def clean_retest(host: str, direction: str, loc: localise.Localisation,
+                  links: Sequence[LinkRun], ref: float | None, healthy: Healthy,
+                  limits: Limits) -> Status | None:
+    """Returns what host's retests in direction earned against hosts not suspect in the
+    direction facing it (the worst of them), or None where it had no such retest."""
+    facing = localise.RECEIVE if direction == localise.SEND else localise.SEND
+    pairs = {(r.sender, r.receiver) for r in links if r.phase == RETEST
+             and (r.sender if direction == localise.SEND else r.receiver) == host}
+    out: list[Status] = []
+    for pair in sorted(pairs):
+        other = pair[1] if direction == localise.SEND else pair[0]
+        run = best_retest(links, *pair)
+        if facing not in loc.slow_hosts.get(other, ()) and run is not None:
+            out.append(confirmed(run.bps or 0.0, ref, healthy, limits))
+    if not out:
+        return None
+    return next((s for s in out if s is not Status.PASS), Status.PASS)

@@ -13,7 +13,15 @@ from preflight.model import facts as F
 from preflight.model.cluster import Cluster
 from preflight.model.findings import Finding, Status
 from preflight.model.host import Host, HostFailure, HostOutcome, Stage
-from preflight.model.measure import SURVEY, AllReduce, IperfResult, LinkRun, NetworkTests, Phase
+from preflight.model.measure import (
+    RETEST,
+    SURVEY,
+    AllReduce,
+    IperfResult,
+    LinkRun,
+    NetworkTests,
+    Phase,
+)
 from preflight.model.policy import Limits, Policy
 from preflight.network.schedule import ring_rounds
 
@@ -129,9 +137,22 @@ def slow_host(name: str, rate: float = 0.1 * G, fast: float = 10 * G, both: bool
     return speed
 
 
+# A survey of three hosts slowed unevenly all over (the rig's CPUs taken by other work): each
+# host is below 75 % of the median host's best in some direction, so none is free of
+# suspicion. Figures in Mbit/s.
+UNEVEN = {("g1", "g2"): 379, ("g1", "g3"): 370, ("g2", "g1"): 1000,
+          ("g2", "g3"): 538, ("g3", "g1"): 591, ("g3", "g2"): 508}
+
+
+def uneven(retests: Sequence[tuple[str, str, float]] = ()) -> list[LinkRun]:
+    """The UNEVEN survey, and retests (sender, receiver, Mbit/s)."""
+    return [link(s, r, bps * 1e6) for (s, r), bps in UNEVEN.items()] + [
+        link(s, r, bps * 1e6, RETEST) for s, r, bps in retests]
+
+
 REFUSED = HostFailure(Stage.CONNECT, "connection refused at 10.0.0.9:22 (is sshd running?)")
 __all__ = ["gpu", "paddle", "cpu", "host_facts", "cluster", "same", "REFUSED", "replace",
-           "HOSTILE", "G", "link", "survey", "slow_host"]
+           "HOSTILE", "G", "link", "survey", "slow_host", "UNEVEN", "uneven"]
 
 
 # ---------------------------------------------------------------- shared by the check tests

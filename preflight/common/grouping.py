@@ -101,7 +101,18 @@ def left_out(excluded: Mapping[str, Sequence[str]]) -> list[tuple[list[str], str
     groups: dict[str, tuple[list[str], int]] = {}
     for host, reasons in excluded.items():
         reasons = list(reasons) or ["?"]
-        why = reasons[0].replace(f"{host}: ", "", 1)
+        why = _without_host(reasons[0], host)
         hosts, _ = groups.setdefault(why, ([], len(reasons) - 1))
         hosts.append(host)
     return [(hosts, why, more) for why, (hosts, more) in groups.items()]
+
+
+def _without_host(reason: str, host: str) -> str:
+    """A reason ("check: host: message") without the host's name leading its message; a
+    name within it stays ("bandwidth: a -> b: slow path" left out for b says the path)."""
+    check, sep, message = reason.partition(": ")
+    if reason.startswith(f"{host}: "):
+        return reason[len(host) + 2:]
+    if sep and message.startswith(f"{host}: "):
+        return f"{check}: {message[len(host) + 2:]}"
+    return reason

@@ -37,13 +37,27 @@ class Localisation:
         return (sender not in self.slow_hosts and receiver not in self.slow_hosts
                 and (sender, receiver) not in self.slow_paths)
 
+    def untouched(self, sender: str, receiver: str) -> bool:
+        """Returns True if no suspicion bears on this link in its direction: its sender is
+        not suspect of sending slowly, its receiver not of receiving slowly, and it is not a
+        slow path. A host suspect in one direction still carries the other at full speed."""
+        return not self.explains(sender, receiver) and (sender, receiver) not in self.slow_paths
+
+    def yardsticks(self, survey: Sequence[LinkRun]) -> list[LinkRun]:
+        """Returns the survey runs that show what this cluster's healthy links reach: those
+        no suspicion touches; where every host is suspect in some direction (a survey slowed
+        unevenly all over, as on hosts sharing CPUs), those untouched in their direction."""
+        runs = [r for r in survey if r.bps is not None]
+        return ([r for r in runs if self.healthy(r.sender, r.receiver)]
+                or [r for r in runs if self.untouched(r.sender, r.receiver)])
+
     def alongside(self, survey: Sequence[LinkRun]) -> Optional[tuple[str, str]]:
         """Returns the healthy link to measure again beside the suspects' retests: the
-        fastest survey run no suspicion touches (None: none left). Measured in the same
-        minutes, it tells a deficit of the suspect from a slowdown of everything (contention
-        for CPUs or a fabric the hosts share) that the survey's figures cannot."""
-        runs = [r for r in survey if r.bps is not None and self.healthy(r.sender, r.receiver)]
-        best = max(runs, key=lambda r: r.bps or 0.0, default=None)  # the first of equals
+        fastest of the yardsticks (None: none left). Measured in the same minutes, it tells
+        a deficit of the suspect from a slowdown of everything (contention for CPUs or a
+        fabric the hosts share) that the survey's figures cannot."""
+        best = max(self.yardsticks(survey), key=lambda r: r.bps or 0.0,
+                   default=None)  # the first of equals
         return (best.sender, best.receiver) if best is not None else None
 
 

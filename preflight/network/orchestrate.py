@@ -125,15 +125,28 @@ def retest_pairs(survey: Sequence[LinkRun], limits: Limits,
                      key=lambda h: (-max(out.get(h, 0.0), into.get(h, 0.0)), h))
     pairs: list[Pair] = []
     refs = healthy[:RETEST_WIDTH]
-    if refs:
-        for i, (host, directions) in enumerate(loc.slow_hosts.items()):
-            ref = refs[i % len(refs)]
-            if localise.SEND in directions:
-                pairs.append((host, ref))
-            if localise.RECEIVE in directions:
-                pairs.append((ref, host))
+    for i, (host, directions) in enumerate(loc.slow_hosts.items()):
+        if localise.SEND in directions:
+            ref = refs[i % len(refs)] if refs else _partner(host, localise.SEND, loc, into)
+            pairs.extend([(host, ref)] if ref else [])
+        if localise.RECEIVE in directions:
+            ref = refs[i % len(refs)] if refs else _partner(host, localise.RECEIVE, loc, out)
+            pairs.extend([(ref, host)] if ref else [])
     pairs.extend(loc.slow_paths)
+    pairs = list(dict.fromkeys(pairs))  # one suspect's retest may be another's too
     return pairs[:MAX_RETESTS], (loc.alongside(runs) if pairs else None)
+
+
+def _partner(host: str, direction: str, loc: localise.Localisation,
+             facing_best: Mapping[str, float]) -> Optional[str]:
+    """Returns whom to retest a suspect against where no host is free of suspicion (every
+    host slow in some direction: a survey slowed unevenly all over, as on hosts that share
+    CPUs): the host best at the facing direction (receiving, for a suspect sender), one not
+    suspect in it first. Unretested, a suspect could only be judged on the survey itself."""
+    facing = localise.RECEIVE if direction == localise.SEND else localise.SEND
+    others = [h for h in facing_best if h != host]
+    return min(others, key=lambda h: (facing in loc.slow_hosts.get(h, ()), -facing_best[h], h),
+               default=None)
 
 
 def resolve_ip(address: str) -> Optional[str]:

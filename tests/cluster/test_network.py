@@ -172,6 +172,39 @@ def test_a_job_sized_to_the_good_hosts_is_go_and_says_what_the_slow_one_costs(cl
     assert "with it, 32 MiB all-reduce" in run.stdout
 
 
+def test_two_slow_senders_of_three_are_confirmed_and_their_receiver_not_blamed(cluster):
+    # good1 and good2 send at a tenth of the link rate, good3 is sound: good3 then receives
+    # only slow links, and every host is suspect in some direction, none free of suspicion
+    # to retest against. Each is retested against the best host left: good1 and good2 are
+    # confirmed against each other (neither receives slowly); good3's slow receiving is
+    # theirs, and it is not blamed.
+    senders = ["good1", "good2"]
+    try:
+        for name in senders:
+            subprocess.run(["ip", "netns", "exec", cluster.tb.hosts[name].ns, "tc", "qdisc",
+                            "change", "dev", "eth0", "root", "tbf", "rate", "100mbit",
+                            "burst", "64kb", "latency", "50ms"], check=True, timeout=30)
+        run = cluster.preflight("check", "-i", cluster.inventory("two-slow.yaml", GOOD),
+                                *IPERF, "--no-allreduce", "--no-paddle", network=True)
+    finally:
+        for name in senders:
+            cluster.tb.unthrottle(name)
+            cluster.tb.throttle(name, cluster.link_rate)
+    assert run.rc == 1, run.stdout + run.stderr
+    fails = run.findings("bandwidth", "fail")
+    assert sorted(h for f in fails for h in f["hosts"]) == senders, run.stdout
+    for f in fails:
+        assert "slow host: sends at most" in f["message"] and "retest against good" in \
+            f["message"], f["message"]
+    [good3] = [f for f in run.findings("bandwidth") if "good3" in f["hosts"]]
+    assert good3["status"] == "warn" and good3["hosts"] == ["good3"], good3
+    assert good3["message"].startswith("good3: could not judge its own links: receives at "
+                                       "most"), good3["message"]
+    links = run.report["network"]["links"]
+    assert any(x["phase"] == "retest" and x["receiver"] == "good3" for x in links), links
+    assert traces(cluster, GOOD) == {}
+
+
 def test_matrix_measures_every_ordered_pair(cluster):
     run = cluster.preflight("check", "-i", cluster.inventory("matrix.yaml", GOOD),
                             "--network-matrix", *IPERF, "--no-allreduce",

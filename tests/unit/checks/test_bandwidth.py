@@ -15,6 +15,7 @@ from support import (
     same,
     slow_host,
     survey,
+    uneven,
     with_network,
 )
 
@@ -278,6 +279,66 @@ def test_a_suspect_is_cleared_when_the_healthy_link_beside_its_retest_slowed_as_
     [bad] = [f for f in bandwidth.check(with_network(net_tests(fine)))
              if f.hosts == ("node03",)]
     assert bad.status is Status.FAIL and "slow host" in bad.message, bad.message
+
+def uneven_check(retests=(), hosts=("g1", "g2", "g3")):
+    return list(bandwidth.check(with_network(net_tests(uneven(retests), hosts=hosts))))
+
+
+def test_a_survey_slowed_unevenly_all_over_names_nobody_once_its_retests_clear():
+    # Every host suspect in some direction, none free to retest against (a CI run of a
+    # clean rig blamed g1 on the survey alone): retested alone against the best host left,
+    # beside the one link no suspicion touches, each runs at the cluster's pace.
+    fs = uneven_check([("g1", "g3", 900), ("g1", "g3", 880), ("g3", "g2", 910),
+                       ("g3", "g1", 940), ("g2", "g3", 920), ("g2", "g1", 960)])
+    assert all(f.status is Status.PASS for f in fs), [f.message for f in fs]
+    assert {h for f in fs for h in f.hosts} == {"g1", "g2", "g3"}
+    [g1] = [f for f in fs if f.hosts == ("g1",)]
+    assert g1.message.startswith("g1: transient (contention during the survey): 900 Mbit/s "
+                                 "on a retest alone against g3")
+
+
+def test_an_unretested_suspect_is_tiered_by_the_direction_it_is_slow_in():
+    # g2 receives at 508 Mbit/s at best (half the median host) but sends at 1 Gbit/s: its
+    # status is its receiving's, not a pass carrying a "slow host" line.
+    [g2] = [f for f in uneven_check() if f.hosts == ("g2",)]
+    assert g2.status is Status.WARN and "receives at most 508 Mbit/s" in g2.message
+    assert "not confirmed by a retest" in g2.message
+
+
+def test_a_receiver_slow_only_from_confirmed_slow_senders_is_not_blamed():
+    # n1 and n2 send slowly, n3 is sound: n3 receives only slow links, so all three are
+    # suspect. n1 and n2 are confirmed against each other (neither receives slowly); n3's
+    # retest could only be against a slow sender, which explains it. n1 is judged by its
+    # own retest, not by n3's against it (the slower of the two).
+    hosts = ["n1", "n2", "n3"]
+    links = [*survey(hosts, lambda s, r: 1 * G if s in ("n1", "n2") else 10 * G,
+                     matrix_rounds),
+             *(link(s, r, bps, RETEST) for s, r, bps in [
+                 ("n1", "n2", 1 * G), ("n2", "n1", 1 * G), ("n1", "n3", 0.95 * G),
+                 ("n3", "n1", 9.5 * G)])]
+    fs = list(bandwidth.check(with_network(net_tests(links, hosts=hosts))))
+    assert {s: sorted(h) for s, h in by_status(fs).items()} == {
+        Status.FAIL: ["n1", "n2"], Status.WARN: ["n3"]}
+    [n3] = [f for f in fs if f.hosts == ("n3",)]
+    assert n3.message.startswith("n3: could not judge its own links: receives at most "
+                                 "1 Gbit/s with every peer")
+    assert "n1 is slow at sending (confirmed against a host that is not)" in n3.message
+
+
+def test_a_deficit_confirmed_only_against_a_suspect_host_is_either_ends():
+    # g1's retest to g3 stays slow while g3, suspect of receiving slowly, has no retest of
+    # its own against a sender free of suspicion: the link is slow, its end unknown.
+    fs = uneven_check([("g1", "g3", 300), ("g3", "g1", 940), ("g2", "g1", 960)])
+    [pair] = [f for f in fs if f.hosts == ("g1", "g3")]
+    assert pair.status is Status.FAIL and pair.message.startswith(
+        "g1 -> g3: slow link, either end's: g1 sends at most 379 Mbit/s with every peer")
+    assert not [f for f in fs if f.hosts == ("g1",)]
+    # g3 cleared as a receiver against g2, which sends fine: the deficit is g1's.
+    fs = uneven_check([("g1", "g3", 300), ("g2", "g3", 930), ("g3", "g1", 940),
+                       ("g2", "g1", 960)])
+    [g1] = [f for f in fs if f.hosts == ("g1",)]
+    assert g1.status is Status.FAIL and g1.message.startswith("g1: slow host: sends at most")
+
 
 # ---------------------------------------------------------------- NICs: counters, line rate
 def nics(**grew):

@@ -3,7 +3,7 @@ all-reduce with which backend and interface."""
 
 from __future__ import annotations
 
-from support import G, cluster, gpu, link, same, slow_host, survey
+from support import G, cluster, gpu, link, same, slow_host, survey, uneven
 
 from preflight.model import facts as F
 from preflight.model.measure import NetworkTests
@@ -42,6 +42,17 @@ def test_many_suspect_hosts_are_retested_against_several_healthy_hosts():
     assert len(refs) == 4 and not refs & slow
     assert len(pairs) == 2 * len(slow) <= 32
     assert beside is not None and not set(beside) & slow
+
+
+def test_with_every_host_suspect_each_is_retested_against_the_best_host_left():
+    # Unretested, the survey alone would blame a host (as it once did on a clean rig).
+    pairs, beside = retest_pairs(uneven(), Limits())
+    # g1 sends slowly: to the best receiver left, g3 (both are suspect receivers); g2
+    # receives slowly: from the best sender left, g3; g3 both ways: to g1, which receives
+    # fine, and from g2, which sends fine.
+    assert sorted(pairs) == [("g1", "g3"), ("g2", "g3"), ("g3", "g1"), ("g3", "g2")]
+    # Beside them, the one link no suspicion touches in its direction.
+    assert beside == ("g2", "g1")
 
 
 def test_retests_repeat_a_slow_path_itself():

@@ -16,18 +16,21 @@ from preflight.checks.common import explained_by_cpu as explained
 from preflight.checks.cpu_cores import short_of_cpu
 from preflight.checks.retests import (
     Healthy,
+    against_clean,
     best_retest,
+    best_retests,
     clean_retest,
     cleared_why,
     confirmed,
     healthy_links,
+    in_direction,
     tiered,
 )
 from preflight.common import localise
 from preflight.common.units import hosts_text, rate
 from preflight.model.cluster import Cluster
 from preflight.model.findings import EXPLAINED_BY, Finding, Status
-from preflight.model.measure import NIC_OVERRUN, NIC_PHYSICAL, RETEST, LinkRun, NetworkTests
+from preflight.model.measure import NIC_OVERRUN, NIC_PHYSICAL, LinkRun, NetworkTests
 from preflight.model.policy import Limits
 
 NAME = "bandwidth"
@@ -191,13 +194,12 @@ def _slow_host(host: str, loc: localise.Localisation, survey: Sequence[LinkRun],
     what = " and ".join(f"{'sends' if d == localise.SEND else 'receives'} at most "
                         f"{rate(best[d])}" for d in directions)
     peers = sorted({r.receiver if r.sender == host else r.sender for r in mine})
-    # Its own retests, in the directions it is suspect in: not another suspect's retest
-    # against it, nor the healthy link measured beside them.
-    pairs = {(r.sender, r.receiver) for r in links if r.phase == RETEST and (
-        (localise.SEND in directions and r.sender == host)
-        or (localise.RECEIVE in directions and r.receiver == host))}
-    retests = _own_retests(host, directions, loc,
-                           [b for p in sorted(pairs) if (b := best_retest(links, *p))])
+    # Its own retests, in the directions it is suspect in (not the healthy link measured
+    # beside them): those against a host not suspect in the direction facing it, where it
+    # has any, not another suspect's retest against it.
+    again_runs = best_retests(links)
+    retests = [r for d in directions for r in against_clean(host, d, loc, again_runs)
+               or in_direction(host, d, again_runs)]
     retrans = sum(r.result.retransmits or 0 for r in mine)
     data = {"directions": list(directions), "reference_bps": ref, "peers": peers,
             "retest_bps": [r.bps for r in retests], "retransmits": retrans, "cpu": cpu,
@@ -225,7 +227,7 @@ def _slow_host(host: str, loc: localise.Localisation, survey: Sequence[LinkRun],
             {**data, EXPLAINED_BY: explained(host, f"its links are slow: {what} with every "
                                                      f"peer; {yard}")})
     facing = localise.RECEIVE if run.sender == host else localise.SEND
-    if facing in loc.slow_hosts.get(other, ()):
+    if loc.suspect(other, facing):
         # No host free of suspicion was left to retest against: the retest's other end is
         # itself suspect in the direction it played. Its own retest against a host free of
         # that suspicion tells: cleared, it is as good as one; confirmed, it is the cause and
@@ -245,21 +247,6 @@ def _slow_host(host: str, loc: localise.Localisation, survey: Sequence[LinkRun],
                 "suspicion was left to retest it against"), data)
     return Finding(NAME, status, (host,), f"{host}: slow host: {seen}; {again}: check its "
                    "NIC, cable, link speed (ethtool) and driver", data)
-
-
-def _own_retests(host: str, directions: Sequence[str], loc: localise.Localisation,
-                 retests: Sequence[LinkRun]) -> list[LinkRun]:
-    """Returns the retests that judge host in each direction it is suspect in: those
-    against a host not suspect in the direction facing it, where it has any (another
-    suspect's retest against it may pair it with a suspect)."""
-    out: list[LinkRun] = []
-    for d in directions:
-        mine = [r for r in retests if (r.sender if d == localise.SEND else r.receiver) == host]
-        facing = localise.RECEIVE if d == localise.SEND else localise.SEND
-        clean = [r for r in mine if facing not in loc.slow_hosts.get(
-            r.receiver if d == localise.SEND else r.sender, ())]
-        out.extend(clean or mine)
-    return out
 
 
 def _cpu_note(cpu: str | None) -> str:

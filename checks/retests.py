@@ -96,20 +96,33 @@ def healthy_links(survey: Sequence[LinkRun], links: Sequence[LinkRun],
                    max(beside, key=lambda r: r.bps or 0.0, default=None))
 
 
+def in_direction(host: str, direction: str, runs: Sequence[LinkRun]) -> list[LinkRun]:
+    """Returns the runs in which host plays direction (SEND: it sends)."""
+    return [r for r in runs if (r.sender if direction == localise.SEND else r.receiver) == host]
+
+
+def against_clean(host: str, direction: str, loc: localise.Localisation,
+                  runs: Sequence[LinkRun]) -> list[LinkRun]:
+    """Returns the runs in which host plays direction against a host not suspect in the
+    direction facing it: the retests that judge host alone."""
+    facing = localise.FACING[direction]
+    return [r for r in in_direction(host, direction, runs)
+            if not loc.suspect(r.receiver if r.sender == host else r.sender, facing)]
+
+
+def best_retests(links: Sequence[LinkRun]) -> list[LinkRun]:
+    """Returns the best retest of each pair measured again, in the pairs' order."""
+    pairs = sorted({(r.sender, r.receiver) for r in links if r.phase == RETEST})
+    return [b for p in pairs if (b := best_retest(links, *p)) is not None]
+
+
 def clean_retest(host: str, direction: str, loc: localise.Localisation,
-                  links: Sequence[LinkRun], ref: float | None, healthy: Healthy,
-                  limits: Limits) -> Status | None:
+                 links: Sequence[LinkRun], ref: float | None, healthy: Healthy,
+                 limits: Limits) -> Status | None:
     """Returns what host's retests in direction earned against hosts not suspect in the
     direction facing it (the worst of them), or None where it had no such retest."""
-    facing = localise.RECEIVE if direction == localise.SEND else localise.SEND
-    pairs = {(r.sender, r.receiver) for r in links if r.phase == RETEST
-             and (r.sender if direction == localise.SEND else r.receiver) == host}
-    out: list[Status] = []
-    for pair in sorted(pairs):
-        other = pair[1] if direction == localise.SEND else pair[0]
-        run = best_retest(links, *pair)
-        if facing not in loc.slow_hosts.get(other, ()) and run is not None:
-            out.append(confirmed(run.bps or 0.0, ref, healthy, limits))
+    out = [confirmed(r.bps or 0.0, ref, healthy, limits)
+           for r in against_clean(host, direction, loc, best_retests(links))]
     if not out:
         return None
     return next((s for s in out if s is not Status.PASS), Status.PASS)

@@ -14,6 +14,8 @@ from typing import Optional
 from preflight.model.measure import SURVEY, LinkRun
 
 SEND, RECEIVE = "send", "receive"
+# The direction a link's other end plays: a sender's link is its receiver's receiving.
+FACING = {SEND: RECEIVE, RECEIVE: SEND}
 # Fewer hosts leave no majority to compare against: with two, both see the same link.
 MIN_HOSTS_RELATIVE = 3
 
@@ -36,6 +38,10 @@ class Localisation:
         a slow path itself."""
         return (sender not in self.slow_hosts and receiver not in self.slow_hosts
                 and (sender, receiver) not in self.slow_paths)
+
+    def suspect(self, host: str, direction: str) -> bool:
+        """Returns True if host is suspect of being slow in direction (SEND or RECEIVE)."""
+        return direction in self.slow_hosts.get(host, ())
 
     def untouched(self, sender: str, receiver: str) -> bool:
         """Returns True if no suspicion bears on this link in its direction: its sender is

@@ -143,10 +143,9 @@ def _partner(host: str, direction: str, loc: localise.Localisation,
     host slow in some direction: a survey slowed unevenly all over, as on hosts that share
     CPUs): the host best at the facing direction (receiving, for a suspect sender), one not
     suspect in it first. Unretested, a suspect could only be judged on the survey itself."""
-    facing = localise.RECEIVE if direction == localise.SEND else localise.SEND
+    facing = localise.FACING[direction]
     others = [h for h in facing_best if h != host]
-    return min(others, key=lambda h: (facing in loc.slow_hosts.get(h, ()), -facing_best[h], h),
-               default=None)
+    return min(others, key=lambda h: (loc.suspect(h, facing), -facing_best[h], h), default=None)
 
 
 def resolve_ip(address: str) -> Optional[str]:

@@ -11,7 +11,9 @@ cd "$(dirname "$0")/.."
 lanes=${PREFLIGHT_LANES:-2}
 results=test-results
 mkdir -p "$results"
-rm -f "$results"/*.xml
+rm -f "$results"/*.xml "$results"/timings-*.json
+# Each test's time by what was running (tests/timeledger.py), added up at the end.
+export PREFLIGHT_TIMINGS=${PREFLIGHT_TIMINGS:-$PWD/$results}
 
 stage() {
   local name=$1 rc=0; shift
@@ -66,4 +68,5 @@ if [ "$long_rc" -ne 0 ] && [ "$long_rc" -ne 5 ]; then exit "$long_rc"; fi
 # simulated job whose figures the watch must tell apart needs more than a lane's share.
 pytest_stage cluster-alone 0 -m alone tests "$@"
 # One line for the whole suite, and the measured durations the next run's lanes go by.
+.venv/bin/python scripts/timings.py "$results"/timings-*.json > "$results/timings.md" || true
 .venv/bin/python scripts/durations.py "$results"/*.xml

@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import lanes
 import pytest
+import timeledger
 from hypothesis import settings
 
 from preflight.testing import testbed
@@ -114,6 +115,7 @@ class _LongestModulesFirst:
 
 
 _LANE = pytest.StashKey[Optional[str]]()
+_LEDGER = pytest.StashKey[timeledger.Ledger]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -128,6 +130,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if worker is not None and os.geteuid() == 0:
         index = int(str(worker["workerid"]).lstrip("gw") or 0)
         config.stash[_LANE] = lanes.enter(index, int(worker["workercount"]))
+    # Where each test's time goes (PREFLIGHT_TIMINGS): sampled in the process that runs the
+    # tests, a worker or a run without workers, never in the one that hands them out.
+    if worker is not None or not config.getoption("numprocesses", None):
+        ledger = timeledger.install(config.stash.get(_LANE, None))
+        if ledger is not None:
+            config.stash[_LEDGER] = ledger
     # Hypothesis's examples in CI are the same run after run, and a failing one is printed
     # in a form that replays it (@reproduce_failure).
     settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
@@ -142,6 +150,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    ledger = config.stash.get(_LEDGER, None)
+    if ledger is not None:
+        ledger.close()
     lane = config.stash.get(_LANE, None)
     if lane is not None:
         lanes.leave(lane)

@@ -91,10 +91,14 @@ def fallen_pace(r: RankSeries, unit: Unit, policy: WatchPolicy) -> Optional[floa
     early = r.early_rate.get(unit)
     if h is None or not early or h[0].progress is None or h[1].progress is None:
         return None
-    now = (h[0].progress / h[0].dt, h[1].progress / h[1].dt)
-    if not all(v < (1 - policy.margin) * early for v in now):
+    # A pace counted in steps is uncertain by one step: a half-window where 2.5 steps were
+    # due counts 2 or 3 as the lines fall, and 2 reads as 20 % slower. A half is below the
+    # bar only where one more step would still leave it there; a job of few steps a window
+    # (a slow step, a short window) is then fallen only when it nearly stops.
+    bar = (1 - policy.margin) * early
+    if not all(s.progress is not None and s.progress + 1 < bar * s.dt for s in h):
         return None
-    return now[1] / early
+    return h[1].progress / h[1].dt / early
 
 
 def job_slowed(ranks: Sequence[RankSeries], unit: Unit, policy: WatchPolicy) -> bool:

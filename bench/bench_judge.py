@@ -6,12 +6,14 @@ ranks it judges (the watch judges every interval, 5 s by default).
 
 Each size is a healthy synchronous job of hosts x ranks-per-host ranks, fed as the real
 sampler's lines (tests/watchtools.py prints them in its shape, tests/fixtures/watch holds
-captured ones) for 40 s of samples at the default interval, with one rank on one host slowed
-from the middle on so that the straggler rules run their full course; then, `--repeat` times
-as the watch runs, a new sample from every host and one judgement. Reported per size: the
-ranks, the CPU of one judgement (the median of the repeats, process time), the CPU per rank,
-whose steadiness across sizes says the cost is linear, what the findings named (the slowed
-rank's host, and nobody else), and the CPU that reading one interval's samples took.
+captured ones) for 40 s of samples at the default interval, with a CPU quota planted on one
+rank of one host from the middle on (throttled, the job at a third of its pace: a fault the
+rules name) so that the straggler rules run their full course; then, `--repeat` times as the
+watch runs, a new sample from every host and one judgement. Reported per size: the ranks,
+the CPU of one judgement (the median of the repeats, process time), the CPU per rank, whose
+steadiness across sizes says the cost is linear, what the findings named, and the CPU that
+reading one interval's samples took. It exits 1 where a size's judgement did not name the
+planted host, and it alone: a judgement that names nobody has not run the rules it times.
 
 --baseline DIR (a checkout of another commit, `git worktree add DIR REV`) judges each size
 with that commit's preflight too, in a child process, right after this one's, and reports
@@ -42,7 +44,7 @@ SECONDS = 40.0
 
 
 def one(hosts: int, per_host: int, repeat: int) -> dict[str, Any]:
-    fleet = [FakeHost(f"node{i:04d}", [FakeRank(1000 + j, i * per_host + j)
+    fleet = [FakeHost(f"node{i:04d}", [FakeRank(1000 + j, i * per_host + j, quota=2.0)
                                          for j in range(per_host)],
                       netns=f"net:[{4026532000 + i}]") for i in range(hosts)]
     state = WatchState(keep=12)
@@ -51,12 +53,19 @@ def one(hosts: int, per_host: int, repeat: int) -> dict[str, Any]:
     fed = 0.0
     cpu = []
     findings = []
+    victim = fleet[hosts // 2]
     for i in range(steps + 1 + repeat):
-        if i == steps // 2:  # one rank of one host keeps busy while its peers wait
+        if i == steps // 2:
+            # A CPU quota on one host (a fault the rules name): its first rank throttled in
+            # most periods and busy to its quota, the job at half its pace, its peers asleep
+            # in the collective waiting for it.
+            # (tests/watchtools.quota_starved's shape, on one rank of a host of many)
             for h in fleet:
                 for r in h.ranks:
-                    r.busy = 0.16
-            fleet[hosts // 2].ranks[0].busy = 0.9
+                    r.busy, r.steps_per_s = 0.16, r.steps_per_s / 3
+            slowed = victim.ranks[0]
+            slowed.busy, slowed.wait, slowed.quota, slowed.throttled_share = 0.73, 0.64, 0.25, 0.9
+            slowed.state = "R"
         t0 = time.process_time()
         for h in fleet:
             state.add(streams[h.name].feed(h.line(POLICY.interval_s)), received=float(i))
@@ -71,6 +80,7 @@ def one(hosts: int, per_host: int, repeat: int) -> dict[str, Any]:
             "hosts": hosts, "ranks": ranks, "judgement_cpu_s": round(per, 4),
             "cpu_per_rank_us": round(per / ranks * 1e6, 2),
             "feeding_cpu_per_interval_s": round(fed / (steps + 1 + repeat), 3),
+            "planted": victim.name,
             "named": sorted({(f.check, f.hosts[0] if f.hosts else "") for f in findings
                              if f.status is not Status.PASS})}
 
@@ -98,6 +108,7 @@ def main() -> int:
     ap.add_argument("--out", default="bench-judge.json")
     args = ap.parse_args()
     results = []
+    wrong: list[str] = []
     for n in (int(x) for x in args.hosts.split(",")):
         r = one(n, args.ranks_per_host, args.repeat)
         if args.baseline:
@@ -107,9 +118,16 @@ def main() -> int:
             r["speedup"] = round(base["judgement_cpu_s"] / max(r["judgement_cpu_s"], 1e-9), 1)
         print(json.dumps(r), flush=True)
         results.append(r)
+        # What it measures is a judgement that names the fault: its host, and nobody else.
+        if [tuple(x) for x in r["named"]] != [("straggler", r["planted"])]:
+            wrong.append(f"{r['ranks']} ranks: named {r['named']}, planted on {r['planted']}")
     with open(args.out, "w") as fh:
         json.dump({"when": time.strftime("%Y-%m-%d"), "policy": POLICY.__dict__,
                    "ranks_per_host": args.ranks_per_host, "results": results}, fh, indent=1)
+    if wrong:
+        print("the judgement did not name the planted host alone: " + "; ".join(wrong),
+              file=sys.stderr)
+        return 1
     return 0
 
 

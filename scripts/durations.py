@@ -1,6 +1,8 @@
 """Reads the JUnit files of a test run: prints the ten slowest tests and one line for the whole
 suite ("N passed, N failed, N skipped"); with --write, writes each module's seconds to
-tests/durations.json, by which later runs hand the modules to their lanes longest first.
+tests/durations.json, by which later runs hand the modules to their lanes longest first, and
+the tests that took more than SLOW_S (each says why in its docstring: a unit test holds them
+to it). scripts/test.sh writes it at the end of every whole run.
 
     python scripts/durations.py [--write] test-results/*.xml"""
 
@@ -13,6 +15,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 DURATIONS = Path(__file__).resolve().parents[1] / "tests" / "durations.json"
+SLOW_S = 60.0
 
 
 def module_of(classname: str) -> str:
@@ -44,9 +47,11 @@ def main(args: list[str]) -> int:
     for seconds, name in sorted(tests, reverse=True)[:10]:
         print(f"  {seconds:7.1f} s  {name}")
     if write:
+        slow = {name.split("[", 1)[0]: round(s, 1) for s, name in sorted(tests, reverse=True)
+                if s > SLOW_S}
         with open(DURATIONS, "w") as fh:
-            json.dump({m: round(s, 1) for m, s in sorted(modules.items(),
-                                                          key=lambda kv: -kv[1])}, fh, indent=1)
+            json.dump({"modules": {m: round(s, 1) for m, s in sorted(
+                modules.items(), key=lambda kv: -kv[1])}, "slow_tests": slow}, fh, indent=1)
             fh.write("\n")
     print(f"suite: {counts['passed']} passed, {counts['failed']} failed, "
           f"{counts['skipped']} skipped")

@@ -67,6 +67,12 @@ if [ "$long_rc" -ne 0 ] && [ "$long_rc" -ne 5 ]; then exit "$long_rc"; fi
 # The tests marked alone run last, one at a time, with every CPU of the machine theirs: a
 # simulated job whose figures the watch must tell apart needs more than a lane's share.
 pytest_stage cluster-alone 0 -m alone tests "$@"
-# One line for the whole suite, and the measured durations the next run's lanes go by.
+# Where each module's time went (test-results/timings.md), and one line for the whole suite.
+# A whole run (no arguments that select tests) refreshes the durations the next run's lanes
+# go by (tests/durations.json: commit it with the change that moved them).
 .venv/bin/python scripts/timings.py "$results"/timings-*.json > "$results/timings.md" || true
-.venv/bin/python scripts/durations.py "$results"/*.xml
+if [ "$#" -eq 0 ]; then
+  .venv/bin/python scripts/durations.py --write "$results"/*.xml
+else
+  .venv/bin/python scripts/durations.py "$results"/*.xml
+fi

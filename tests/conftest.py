@@ -77,10 +77,11 @@ def unit_of(nodeid: str) -> str:
 
 
 def measured_durations() -> dict[str, float]:
+    """Each module's seconds, as the last whole run measured them (scripts/durations.py)."""
     try:
         with open(DURATIONS) as fh:
-            return {str(k): float(v) for k, v in json.load(fh).items()}
-    except (OSError, ValueError, AttributeError):
+            return {str(k): float(v) for k, v in json.load(fh)["modules"].items()}
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
         return {}
 
 

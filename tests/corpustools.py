@@ -6,8 +6,14 @@ holds the score to its bar."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
 import json
 import os
+import stat
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -19,7 +25,7 @@ from preflight.config.typed import decode
 from preflight.model.watch import WatchPolicy
 from preflight.watch.replay import policy_of as replay_policy
 from preflight.watch.replay import records, replayed
-from preflight.watch.score import CaseScore, Label, score
+from preflight.watch.score import Blamed, CaseScore, Fault, FaultScore, Label, score
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "watch")
 INDEX = os.path.join(CORPUS, "cases.yaml")
@@ -142,6 +148,79 @@ def scored(case: Case) -> CaseScore:
     """The case replayed by today's rules with --act rehearsed, scored against its label."""
     return score(case.name, case.entry.source, case.label,
                  replayed(case.records(), case.path, rehearsal(ACTING)), policy_of(case))
+
+
+def kept_score(case: Case) -> CaseScore:
+    """scored(case), read back where a run before this one scored the same case (its entry,
+    its log's bytes) with the same code (every file of the installed preflight package and
+    of the tests that make the synthetic jobs, and the same Python): the score is a function
+    of those alone. Kept in the user's cache (PREFLIGHT_CORPUS_CACHE, else
+    $XDG_CACHE_HOME/preflight-tests/corpus), as JSON; scored afresh where it is not there."""
+    path = os.path.join(corpus_cache(), f"{case_key(case)}.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return score_of(json.load(fh))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    s = scored(case)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(dataclasses.asdict(s), fh)
+    os.replace(tmp, path)
+    return s
+
+
+def corpus_cache() -> str:
+    """The directory of kept scores, made private to this user where it is new; refused (a
+    fresh temporary one used) where another user owns it or may write in it."""
+    where = os.environ.get("PREFLIGHT_CORPUS_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+        "preflight-tests", "corpus")
+    os.makedirs(where, mode=0o700, exist_ok=True)
+    st = os.lstat(where)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        return tempfile.mkdtemp(prefix="preflight-corpus-")
+    return where
+
+
+def case_key(case: Case) -> str:
+    """A digest of what a case's score depends on: its entry, its log's bytes, the code."""
+    h = hashlib.sha256(code_digest().encode())
+    h.update(repr(case.entry).encode())
+    for name in (case.entry.log, case.entry.sampler):
+        if name is not None:
+            with open(os.path.join(CORPUS, name), "rb") as fh:
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """A digest of every file of the installed preflight package (the rules, the replay, the
+    rehearsed --act, and all they import), of the tests' modules that build and score the
+    synthetic jobs, and of the Python that runs them."""
+    import preflight
+    h = hashlib.sha256(sys.version.encode())
+    top = os.path.dirname(os.path.realpath(preflight.__file__))
+    here = os.path.dirname(os.path.abspath(__file__))
+    files = [os.path.join(d, f) for d, _, fs in os.walk(top, followlinks=True) for f in fs
+             if f.endswith(".py")]
+    files += [os.path.join(here, f) for f in ("corpustools.py", "synthjob.py", "watchtools.py")]
+    for path in sorted(files):
+        with open(path, "rb") as fh:
+            h.update(os.path.relpath(path, top).encode() + b"\0" + fh.read() + b"\0")
+    return h.hexdigest()
+
+
+def score_of(doc: dict[str, Any]) -> CaseScore:
+    """A CaseScore from its JSON (dataclasses.asdict's shape)."""
+    faults = [FaultScore(Fault(**{**f["fault"], "hosts": tuple(f["fault"]["hosts"]),
+                                  "causes": tuple(f["fault"]["causes"])}),
+                         f["found"], f["found_by"], f["acted"]) for f in doc["faults"]]
+    return CaseScore(doc["name"], doc["source"], doc["judgements"], doc["first_at"],
+                     doc["job_s"], doc["healthy_s"],
+                     [Blamed(**b) for b in doc["false_blames"]],
+                     [Blamed(**b) for b in doc["wrong_actions"]], faults)
 
 
 def problems(case: Case, s: CaseScore) -> list[str]:

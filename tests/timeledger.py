@@ -66,7 +66,7 @@ def activity_of(cmdlines: list[str]) -> str:
 def _cmdline(pid: str) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read(4096).replace(b"\0", b" ").decode("utf-8", "replace")
+            return fh.read(1 << 18).replace(b"\0", b" ").decode("utf-8", "replace")
     except OSError:
         return ""
 
@@ -155,7 +155,8 @@ class Ledger:
 def install(lane: Optional[str]) -> Optional[Ledger]:
     """A ledger for this process where PREFLIGHT_TIMINGS names a directory, with the
     testbed's steps timed; None where it does not."""
-    directory = os.environ.get(ENV)
+    # Taken out of the environment: a pytest run a test starts is that test's time.
+    directory = os.environ.pop(ENV, None)
     if not directory:
         return None
     from preflight.testing import testbed

@@ -69,6 +69,11 @@ def test_the_kernels_default_neighbour_limit_is_failed_before_any_connection(lar
 
 
 def test_32_healthy_hosts_are_go_with_every_network_test(large):
+    """32 healthy hosts are GO with every network test, the all-reduce over all 32 ranks.
+
+    Its time: the scale is what it proves. 32 probes, iperf3's ring over 32 hosts, and a gloo
+    all-reduce whose 32 launchers and 32 ranks each import Paddle (over a CPU-second each) on
+    one lane's CPU."""
     inv = large.inventory(os.path.join(large.base, "large.yaml"), python=PADDLE_A)
     report = os.path.join(large.base, "report.json")
     # Two sizes, one-second iperf3 runs: the suite's time; the scale is in the 32 hosts.

@@ -535,6 +535,10 @@ def _steps(rig: Rig, node: str) -> int:
 
 
 def test_act_on_a_job_launched_through_slurm_drains_its_node_and_submits_the_new_plan(rig):
+    """The watch acts on a job launched through Slurm: drain, stop, check, submit again.
+
+    Its time: a batch job's start through slurmd, the quota's naming, --act-after, the stop
+    and the new Slurm job's start, each a real step."""
     # The job `preflight launch --transport slurm` submitted on 3 of the 4 nodes (--nnodes 3:
     # the fourth is a spare); a CPU quota on one mid-run. The watch drains it in Slurm, stops
     # the job by its marker (sbatch exported it), checks again without it, submits the new

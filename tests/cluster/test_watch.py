@@ -83,7 +83,10 @@ def test_a_healthy_job_of_real_shapes_run_twice_is_watched_with_no_failure(clust
     (learned from its first steps, after its imports), the full links as a network-bound job,
     never a slow link; its ranks leaving one by one at each end (rank 0 last, tearing down
     busy) an ending, not a straggler; the one warning is the progress the watch cannot read
-    (the piped rank), said with its fix."""
+    (the piped rank), said with its fix.
+
+    Its time: the job runs twice to its end (150 steps, about 50 s a run), watched from before
+    its first start to after its second end; the machine's CPUs are its own (alone)."""
     for name in HOSTS:
         cluster.tb.write_file(name, SHAPES_SCRIPT, TRAIN_SHAPES)
     # The plan only (the network tests are other modules'): this test runs alone, its time
@@ -224,7 +227,10 @@ def test_a_link_cut_until_the_job_dies_is_laid_on_its_host_its_victims_folded(cl
     then put back: its sampler's connection (on that link) goes quiet, the ranks of good1
     and good3 die for the peer they lost. good2 is the cause, named while it is silent and
     still once it answers again and its own rank's end (aborted too) comes in; its peers
-    are its victims, folded under it, never failed on their own hosts. Launched alone."""
+    are its victims, folded under it, never failed on their own hosts. Launched alone.
+
+    Its time: gloo's own timeout (the job dies of the cut only once it runs out) and the
+    watch's judgement after the link is back."""
     launch = cli_popen(cluster, *launch_args(cluster, report, 10 ** 6), quiet=True)
     log = os.path.join(cluster.tb.base, "watch-cut.jsonl")
     w = None

@@ -25,6 +25,11 @@ ACT_AFTER = "10s"
 
 
 def test_act_leaves_the_straggler_out_and_the_job_runs_again_on_the_spare(cluster, tmp_path):
+    """A quota planted mid-run: the watch names the host, drains it, stops the job, checks
+    again without it and launches on the spare.
+
+    Its time: the job's start, the quota's naming, --act-after, the stop, a check and the
+    relaunch's start, each a real step on the rig."""
     for name in HOSTS:
         cluster.tb.write_file(name, SCRIPT, TRAIN)
         log = cluster.private(name, "/root/log/workerlog.0")

@@ -76,6 +76,12 @@ def cluster() -> Iterator[Cluster]:
 @pytest.mark.timeout(1500)
 def test_a_job_in_its_rhythm_is_watched_ten_minutes_with_act_and_only_a_planted_fault_acted_on(
         cluster):
+    """The module's docstring says what it asserts.
+
+    Its time: ten minutes of a healthy job watched with --act are what it proves (phases every
+    45 s, a sharded save at 300 s), then the quota's naming, --act-after (60 s) and the
+    relaunch on the spare; it runs beside the lanes, in a process of its own, its job asleep
+    most of the time, so that it costs the suite no lane."""
     for name in HOSTS:
         cluster.tb.write_file(name, TRAIN_RHYTHM_PATH, TRAIN_RHYTHM)
         log = cluster.private(name, "/root/log/workerlog.0")

@@ -8,8 +8,21 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import corpustools
 import pytest
-from corpustools import Case, Entry, Known, Synthetic, _case, load, problems, scored, table
+from corpustools import (
+    Case,
+    Entry,
+    Known,
+    Synthetic,
+    _case,
+    case_key,
+    kept_score,
+    load,
+    problems,
+    scored,
+    table,
+)
 
 from preflight.act.rehearse import Acting, rehearsal
 from preflight.model.findings import Finding, Status
@@ -20,8 +33,13 @@ from preflight.watch.score import Fault, Label, score, totals
 
 
 def test_the_corpus_scores_within_its_bar_at_every_judgement(capsys):
+    """Every case of the corpus, scored by today's rules at every judgement.
+
+    Its time: 64 job-hours (86 cases, 46,000 judgements) replayed and judged in one process;
+    the score of a case is kept by the content of the case and of the code that judges it
+    (corpustools.scored), so that a run whose rules did not change reads it back."""
     cases = load()
-    scores = [scored(c) for c in cases]
+    scores = [kept_score(c) for c in cases]
     with capsys.disabled():
         print("\n" + "\n".join(table(cases, scores)))
     assert [p for c, s in zip(cases, scores) for p in problems(c, s)] == []
@@ -43,6 +61,26 @@ def test_the_corpus_scores_within_its_bar_at_every_judgement(capsys):
 def _healthy_case() -> Case:
     return _case(Entry("probe", "synthetic", synthetic=Synthetic(
         seed=5, hours=0.25, hosts=3, ranks_per_host=1, shape=("evaluating",))), "x.yaml")
+
+
+def test_a_kept_score_is_the_cases_score_and_is_kept_only_for_the_same_code(tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.setenv("PREFLIGHT_CORPUS_CACHE", str(tmp_path))
+    case = _healthy_case()
+    fresh = scored(case)
+    assert kept_score(case) == fresh  # scored, then kept
+    [kept] = list(tmp_path.iterdir())
+    assert kept.name == f"{case_key(case)}.json"
+    assert kept_score(case) == fresh  # read back
+    # Another case, or the same case judged by other code, is another key: never read back.
+    other = _case(Entry("probe", "synthetic", synthetic=Synthetic(
+        seed=6, hours=0.25, hosts=3, ranks_per_host=1, shape=("evaluating",))), "x.yaml")
+    assert case_key(other) != case_key(case)
+    monkeypatch.setattr(corpustools, "code_digest", lambda: "other rules")
+    assert case_key(case) != kept.name.removesuffix(".json")
+    # A score kept where another user may write is not read: the directory is refused.
+    tmp_path.chmod(0o777)
+    assert corpustools.corpus_cache() != str(tmp_path)
 
 
 def _planting(monkeypatch: Any, host: str, at_s: tuple[float, ...]) -> None:

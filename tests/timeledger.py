@@ -126,8 +126,8 @@ class Ledger:
         last = time.monotonic()
         while not self.stop.wait(TICK_S):
             now = time.monotonic()
-            test = os.environ.get("PYTEST_CURRENT_TEST", "(between tests)")
-            test = test.rsplit(" ", 1)[0]
+            test = os.environ.get("PYTEST_CURRENT_TEST")
+            test = test.rsplit(" ", 1)[0] if test else "(between tests)"  # less " (call)"
             pids = [p for p in self._pids() if p != str(os.getpid())]
             lines = {p: _cmdline(p) for p in pids}
             rig = _rig_activity[-1] if _rig_activity else None

@@ -49,20 +49,37 @@ class Parsed:
     host_line: dict[str, Optional[int]] = field(default_factory=dict)
     host_path: dict[str, str] = field(default_factory=dict)  # the file a host is first in
     reading: str = ""  # the file being read into it (a directory's files one by one)
+    # Host names written so far, repeats included (a range written on many lines): bounded,
+    # so that a few KiB of ranges cannot name millions.
+    written: int = 0
+    members: set[tuple[str, str]] = field(default_factory=set)  # (group, host) pairs
 
     def group(self, name: str) -> Group:
         return self.groups.setdefault(name, Group(name))
 
     def add_host(self, name: str, group: str, variables: Mapping[str, Any],
                  line: Optional[int]) -> None:
-        if name not in self.host_vars:
+        self.written += 1
+        new = name not in self.host_vars
+        if self.written > WRITTEN_MAX or (new and len(self.host_vars) >= V.MAX_HOSTS):
+            raise InventoryError(self.reading or self.path, (
+                f"writes over {WRITTEN_MAX:,} host names, repeats included"
+                if self.written > WRITTEN_MAX else
+                f"names more than the {V.MAX_HOSTS:,} hosts preflight accepts") +
+                " in all (a typo in a range, or ranges repeated?)", name, "name", line)
+        if new:
             self.host_vars[name] = {}
             self.host_line[name] = line
             self.host_path[name] = self.reading or self.path
         self.host_vars[name].update(variables)
         g = self.group(group)
-        if name not in g.hosts:
+        if (group, name) not in self.members:  # a set: a list's `in` made 20,000 hosts slow
+            self.members.add((group, name))
             g.hosts.append(name)
+
+
+# Host names an inventory may write, repeats included (each host in a few groups).
+WRITTEN_MAX = 10 * V.MAX_HOSTS
 
 
 # ------------------------------------------------------------------ host ranges

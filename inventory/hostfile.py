@@ -52,6 +52,9 @@ def load(path: str, text: str) -> Inventory:
             raise InventoryError(path, str(e), host, "name", n) from None
         if host in seen:
             raise InventoryError(path, "duplicate host", host, "name", n)
+        if len(seen) >= V.MAX_HOSTS:
+            raise InventoryError(path, f"lists more than the {V.MAX_HOSTS:,} hosts preflight "
+                                 "accepts", host, "name", n)
         seen.add(host)
         slots = m.group("colon") or next(
             (o.split("=")[1] for o in m.group("opts").split() if o.startswith("slots=")), None)

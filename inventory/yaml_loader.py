@@ -100,6 +100,13 @@ def load_yaml(path: str, doc: Any = None) -> Inventory:
             raise InventoryError(path, "expected a mapping of host settings", pattern, None, line)
         _check_keys(path, entry, HOST_KEYS, pattern)
         names = _expand(path, pattern, pattern, "name", line)
+        # One cap for the inventory, not only for each range: two hundred ranges each under
+        # it would name millions.
+        if len(hosts) + len(names) > V.MAX_HOSTS:
+            raise InventoryError(path, f"names more than the {V.MAX_HOSTS:,} hosts preflight "
+                                 f"accepts in all ({len(hosts):,} before this range, which "
+                                 f"adds {len(names):,}; a typo in a range?)", pattern, "name",
+                                 line)
         # No address: the name is what ssh is given (an ssh_config alias, or a DNS name).
         raw_address = entry.get("address", pattern)
         if not isinstance(raw_address, str):

@@ -14,7 +14,7 @@ from typing import Any, NoReturn, Optional, TypeVar
 
 from preflight.common.literal import one_of
 from preflight.config.document import Fields
-from preflight.config.errors import InputError
+from preflight.config.errors import InputError, shown
 from preflight.model.container import (
     DEFAULT_RUNTIME,
     RUNTIME_TRAITS,
@@ -41,7 +41,7 @@ def _word(f: Fields, key: str) -> Optional[str]:
     if v is None:
         return None
     if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-        f.fail(f"expected a string, got {v!r}"[:160], key)
+        f.fail(f"expected a string, got {shown(v, 120)}", key)
     text = str(v)
     if not text or text.startswith("-") or any(ord(c) < 32 for c in text):
         f.fail(f"{text!r:.80} is not a usable value (empty, option-like or with control "
@@ -85,7 +85,7 @@ def _env_value(f: Fields, name: str) -> str:
     v = f.data.get(name)
     if isinstance(v, bool) or not isinstance(v, (str, int, float)) or \
             any(c in str(v) for c in "\x00\n"):
-        f.fail(f"expected a string, got {v!r}"[:160], name)
+        f.fail(f"expected a string, got {shown(v, 120)}", name)
     return str(v)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NoReturn, Optional
 
-from preflight.config.errors import InputError
+from preflight.config.errors import InputError, shown
 from preflight.config.yamlfile import line_of
 
 
@@ -44,7 +44,7 @@ class Fields:
         if v is None and optional:
             return None
         if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            self.fail(f"expected a number >= 0, got {v!r}"[:160], key)
+            self.fail(f"expected a number >= 0, got {shown(v, 120)}", key)
         return float(v)
 
     def count(self, key: str, low: int = 1, high: int = 4096) -> int:

@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Optional
+import reprlib
+from typing import Any, Optional
+
+# The most a file read as input may hold: an inventory of the most hosts preflight accepts
+# is a few MiB; a larger file is a mistake (a log, a dump) that would take minutes to parse.
+INPUT_MAX_BYTES = 32 << 20
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxdict, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxset = 2, 4, 4, 4, 4
+_SHORT.maxstring = _SHORT.maxother = 60
+
+
+def shown(value: Any, width: int = 80) -> str:
+    """value's repr for a message, at most width characters, built no longer than that (a
+    value's whole repr, of a structure aliases built, can take minutes and gigabytes)."""
+    text = _SHORT.repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 class InputError(Exception):
@@ -26,12 +42,17 @@ class UsageError(Exception):
     argument); printed as one line, exit code 2."""
 
 
-def read_input(path: str, error: type[InputError] = InputError) -> str:
-    """Returns an input file's text; raises `error` naming it when missing or unreadable."""
+def read_input(path: str, error: type[InputError] = InputError,
+               limit: int = INPUT_MAX_BYTES) -> str:
+    """Returns an input file's text; raises `error` naming it when missing, unreadable or
+    larger than limit bytes (read no further than that)."""
     try:
         with open(path, encoding="utf-8") as fh:
-            return fh.read()
+            text = fh.read(limit + 1)
     except FileNotFoundError:
         raise error(path, "no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise error(path, f"cannot read: {e}") from None
+    if len(text) > limit:
+        raise error(path, f"larger than the {limit >> 20} MiB preflight reads as this input")
+    return text

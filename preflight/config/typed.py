@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any, Optional, TypeVar, Union
 
 from preflight.common.literal import one_of
-from preflight.config.errors import InputError
+from preflight.config.errors import InputError, shown
 from preflight.model.facts import SectionError
 
 T = TypeVar("T")
@@ -58,9 +58,9 @@ def convert(cls: type[T], value: Any) -> T:
 
 
 def _got(value: Any) -> str:
-    text = repr(value)
     return _WORDS.get(type(value), type(value).__name__) + (
-        f" {text[:40]}" if not isinstance(value, (dict, list)) and value is not None else "")
+        f" {shown(value, 40)}" if not isinstance(value, (dict, list)) and value is not None
+        else "")
 
 
 @functools.cache
@@ -108,7 +108,7 @@ def _value(tp: Any, value: Any, where: str) -> Any:
         try:
             return tp(value)
         except ValueError:
-            raise Mismatch(where, f"{repr(value)[:60]} is not one of "
+            raise Mismatch(where, f"{shown(value, 60)} is not one of "
                                   + ", ".join(str(m.value) for m in tp)) from None
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):

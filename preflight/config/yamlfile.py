@@ -16,8 +16,58 @@ class LineDict(dict[Any, Any]):
     lines: dict[Any, int]
 
 
+# What aliases may add to a document, in nodes, counted as if each alias were written out
+# in full: an anchor reused for a few groups' vars adds hundreds; nested aliases (a few
+# hundred bytes that name each other nine deep) add billions, and every walk of what they
+# build (a merge of vars, an error message's repr) takes that long and that much memory.
+ALIASED_NODES_MAX = 100_000
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys and records each key's line."""
+    """SafeLoader that refuses duplicate keys, records each key's line, and refuses a
+    document whose aliases would add more than ALIASED_NODES_MAX nodes written out."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        _refuse_expansion(node)
+        return super().construct_document(node)
+
+
+def _refuse_expansion(root: yaml.Node) -> None:
+    """Raises a ConstructorError where the document written out (each alias as a copy of its
+    anchor's node) has ALIASED_NODES_MAX nodes more than it has, or an alias inside itself.
+    One pass over its nodes, each node's written-out size counted once."""
+    size: dict[int, int] = {}
+    distinct = 0
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    open_: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        if id(node) in size:
+            continue
+        kids = _children(node)
+        if done:
+            open_.discard(id(node))
+            size[id(node)] = 1 + sum(size[id(k)] for k in kids)
+            distinct += 1
+            if size[id(node)] - distinct > ALIASED_NODES_MAX:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"its aliases would write out over {ALIASED_NODES_MAX:,} more "
+                    "nodes (nested aliases: refused)", node.start_mark)
+            continue
+        if id(node) in open_:
+            raise yaml.constructor.ConstructorError(
+                None, None, "an alias inside the node it names (refused)", node.start_mark)
+        open_.add(id(node))
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids if id(k) not in size)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for kv in node.value for n in kv]
+    return []
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
@@ -66,3 +116,5 @@ def parse(path: str, text: str, error: type[InputError] = InputError) -> Any:
                     line=mark.line + 1 if mark else None) from None
     except yaml.YAMLError as e:
         raise error(path, f"invalid YAML: {e}") from None
+    except RecursionError:
+        raise error(path, "invalid YAML: nested too deep") from None

@@ -17,6 +17,8 @@ from preflight.config.typed import decode
 from preflight.model.report import Report
 
 REPORT_VERSION = 1
+# A report or baseline read back: the facts of every host of the largest inventory fit.
+REPORT_MAX_BYTES = 1 << 30
 
 
 def write_atomic(path: str, doc: dict[str, Any]) -> None:
@@ -69,7 +71,7 @@ def read(path: str) -> Report:
 def load(path: str) -> dict[str, Any]:
     """Returns the JSON document of a report (or baseline), of a version this preflight
     reads; raises InputError naming the file when it is not one."""
-    text = read_input(path)
+    text = read_input(path, limit=REPORT_MAX_BYTES)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:

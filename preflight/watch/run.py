@@ -74,6 +74,12 @@ class WatchResult:
             else EXIT_HEALTHY
 
 
+# The most one line of a sampler may hold: a sample of a host of hundreds of ranks, each with
+# its log's tail, is a few hundred KiB. Past it the line is no sample (a sampler gone wrong,
+# or a host sending what it likes): dropped to its end, said as a line skipped, never kept.
+LINE_MAX = 4 << 20
+
+
 class _Host:
     """One host's sampler: its channel, the part of a line not yet ended, its stream."""
 
@@ -81,7 +87,8 @@ class _Host:
         self.name, self.remote, self.command = name, remote, command
         self.started: Started = remote.start(command)
         self.stream = HostStream(name)
-        self.partial = b""
+        self.partial = bytearray()
+        self.dropping = False  # the rest of a line past LINE_MAX is dropped to its end
         self.ended: Optional[str] = None
         self.restarts = 0
         self.bad = 0  # lines that did not read as samples, skipped
@@ -105,16 +112,47 @@ class _Host:
         self.retry_at = None
         try:
             self.started.close()
-            self.started, self.partial = self.remote.start(self.command), b""
+            self.started, self.partial = self.remote.start(self.command), bytearray()
+            self.dropping = False
             self.ended = None
         except Exception as e:  # still gone: the next try waits longer
             self.failed(f"could not start its sampler again: {type(e).__name__}: {e}"[:300],
                         now, self.interval_s)
 
     def lines(self) -> list[str]:
-        data = self.partial + self.started.take()
-        *done, self.partial = data.split(b"\n")
-        return [ln.decode("utf-8", "replace") for ln in done if ln.strip()]
+        """The lines ended since the last read. The part not ended is kept by appending to
+        it (copied whole at each read, a line that never ends cost its length squared), up
+        to LINE_MAX."""
+        data = self.started.take()
+        if self.dropping:
+            end = data.find(b"\n")
+            if end < 0:
+                return []
+            data, self.dropping = data[end + 1:], False
+        if b"\n" not in data:
+            self.partial += data
+            self._bound()
+            return []
+        self.partial += data
+        *done, rest = bytes(self.partial).split(b"\n")
+        self.partial = bytearray(rest)
+        self._bound()
+        out = []
+        for ln in done:
+            if len(ln) > LINE_MAX:
+                self._skipped(len(ln))
+            elif ln.strip():
+                out.append(ln.decode("utf-8", "replace"))
+        return out
+
+    def _bound(self) -> None:
+        if len(self.partial) > LINE_MAX:
+            self._skipped(len(self.partial))
+            self.partial, self.dropping = bytearray(), True
+
+    def _skipped(self, size: int) -> None:
+        self.bad += 1
+        self.bad_last = f"a line of over {LINE_MAX:,} bytes ({size:,} so far), not a sample"
 
 
 def watch(remotes: Mapping[str, Remote], pythons: Mapping[str, str], opts: WatchOptions,
@@ -239,7 +277,7 @@ def _read(h: _Host, state: WatchState, record: Optional[Record], now: float,
     if done.exit == 0 and h.restarts < MAX_RESTARTS:  # its lifetime was up: a new one
         h.started.close()
         h.restarts += 1
-        h.started, h.partial = h.remote.start(h.command), b""
+        h.started, h.partial, h.dropping = h.remote.start(h.command), bytearray(), False
     elif done.exit is not None:
         h.failed(f"its sampler ended (exit {done.exit}: {done.tail()})", now, interval_s)
     return read

@@ -137,3 +137,39 @@ def test_a_sampler_that_cannot_be_started_again_backs_off_in_the_watchs_interval
     assert "could not start its sampler again: OSError: Connection refused; starting its " \
         "sampler again in 0.8 s (try 2)" in said, said
     assert host.starts == 3 and result.samples == 2
+
+
+class Endless(Printed):
+    """A sampler that prints chunk after chunk with no newline, then (after) a real line."""
+
+    def __init__(self, chunks: int, size: int, after: str) -> None:
+        super().__init__([])
+        self.chunks, self.size, self.after = chunks, size, after
+
+    def take(self) -> bytes:
+        if self.chunks:
+            self.chunks -= 1
+            return b"x" * self.size
+        data, self.after = (self.after + "\n").encode() if self.after else b"", ""
+        return b"\n" + data if data else b""
+
+
+def test_a_line_that_never_ends_is_held_to_its_bound_skipped_and_said(monkeypatch):
+    monkeypatch.setattr(run, "LINE_MAX", 4096)
+
+    class Remote(Host):
+        def start(self, command: str) -> Printed:
+            return Endless(60, 1000, BROKEN["after"])
+
+    h = run._Host("host1", Remote("host1", []), "sampler")
+    held = []
+    for _ in range(60):  # each read brings 1,000 bytes more of the same line
+        assert h.lines() == []
+        held.append(len(h.partial))
+    # Never more than the bound and one read is kept; what came past it is dropped.
+    assert max(held) <= 4096 + 1000 and held[-1] < 4096, held
+    assert h.bad == 1 and h.bad_last == "a line of over 4,096 bytes (5,000 so far), not a " \
+        "sample", h.bad_last
+    # The line's end ends the dropping: the sample after it is read as ever.
+    assert h.lines() == [BROKEN["after"]]
+    assert h.bad == 1 and not h.dropping

@@ -1,0 +1,121 @@
+"""Inputs a few hundred bytes long that would name millions of hosts or nodes are refused in
+one line, in well under a second, naming the file: nested YAML aliases (in preflight's YAML,
+an Ansible YAML inventory and a policy), one host range written on many lines, ranges that
+each stay under the cap, and a file larger than any inventory. A message never builds the
+whole repr of a value it quotes."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from preflight.config.errors import InputError, read_input, shown
+from preflight.config.policy import load_policy
+from preflight.inventory import InventoryError, load
+from preflight.inventory import validate as V
+
+pytestmark = pytest.mark.usefixtures("own_home")
+
+# Nine levels of nine aliases: 9**9 (387 million) copies of the last list, written out.
+LAUGHS = "".join(f"  - &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]\n" for i in range(1, 10))
+BOMB_ROOT = '  - &l0 ["lol"]\n' + LAUGHS
+
+
+def _quick(fn, *args):
+    """fn(*args)'s InputError, raised within a second."""
+    start = time.monotonic()
+    with pytest.raises(InputError) as err:
+        fn(*args)
+    assert time.monotonic() - start < 1.0, time.monotonic() - start
+    return str(err.value)
+
+
+@pytest.mark.parametrize("text", [
+    # preflight's own YAML: the aliases under a host's roles
+    "hosts:\n  node01:\n    roles:\n" + BOMB_ROOT.replace("  - ", "      - "),
+    # an Ansible YAML inventory: the aliases in a group's vars
+    "all:\n  hosts:\n    node01:\n  vars:\n    x:\n" + BOMB_ROOT.replace("  - ", "      - "),
+], ids=["preflight-yaml", "ansible-yaml"])
+def test_nested_aliases_are_refused_before_they_are_built(tmp_path, text):
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text)
+    assert len(text) < 600
+    said = _quick(load, str(path))
+    assert said.startswith(f"{path}:") and "its aliases would write out over 100,000 more " \
+        "nodes (nested aliases: refused)" in said, said
+    assert "\n" not in said
+
+
+def test_a_policy_of_nested_aliases_is_refused_too(tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text("require:\n" + BOMB_ROOT)
+    said = _quick(load_policy, str(path))
+    assert "nested aliases: refused" in said, said
+
+
+def test_an_alias_inside_itself_is_refused(tmp_path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text("hosts:\n  node01:\n    roles: &r [worker, *r]\n")
+    said = _quick(load, str(path))
+    assert "an alias inside the node it names (refused)" in said, said
+
+
+def test_an_anchor_reused_as_users_write_them_still_loads(tmp_path):
+    path = tmp_path / "inventory.yaml"
+    path.write_text("all:\n  children:\n"
+                    "    a:\n      hosts: {node01: , node02: }\n"
+                    "      vars: &common {preflight_python: /opt/p/bin/python, ansible_user: u}\n"
+                    "    b:\n      hosts: {node03: }\n      vars: *common\n")
+    hosts = load(str(path))
+    assert [h.name for h in hosts] == ["node01", "node02", "node03"]
+    assert {h.python for h in hosts} == {"/opt/p/bin/python"}
+
+
+def test_one_range_on_many_lines_names_no_more_than_the_cap(tmp_path):
+    # 200 lines of an INI range each under the cap: 4 million names from 4 KiB.
+    path = tmp_path / "hosts.ini"
+    path.write_text("[all]\n" + "".join(f"g{i}[0:19999]\n" for i in range(200)))
+    said = _quick(load, str(path))
+    assert f"names more than the {V.MAX_HOSTS:,} hosts preflight accepts in all" in said, said
+    repeated = tmp_path / "repeated.ini"
+    repeated.write_text("".join(f"[g{i}]\nnode[0:19999]\n" for i in range(200)))
+    said = _quick(load, str(repeated))
+    assert "writes over 200,000 host names, repeats included" in said, said
+
+
+def test_ranges_each_under_the_cap_are_held_to_it_together(tmp_path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text("hosts:\n" + "".join(f'  "g{i}n[0-9999]": {{}}\n' for i in range(200)))
+    said = _quick(load, str(path))
+    assert "names more than the 20,000 hosts preflight accepts in all (20,000 before this " \
+           "range, which adds 10,000" in said, said
+    assert said.startswith(f"{path}:4: host 'g2n[0-9999]': field 'name':"), said
+
+
+def test_a_hostfile_past_the_cap_is_refused(tmp_path):
+    path = tmp_path / "hostfile"
+    path.write_text("".join(f"node{i} slots=8\n" for i in range(V.MAX_HOSTS + 1)))
+    said = _quick(load, str(path))
+    assert f"lists more than the {V.MAX_HOSTS:,} hosts" in said, said
+
+
+def test_a_file_larger_than_any_input_is_refused_without_reading_it_all(tmp_path):
+    path = tmp_path / "big.yaml"
+    with open(path, "w") as fh:
+        fh.write("#" * 1000 + "\n")
+        fh.truncate(64 << 20)  # sparse: 64 MiB that cost nothing to make
+    with pytest.raises(InventoryError) as err:
+        read_input(str(path), InventoryError, limit=1 << 20)
+    assert str(err.value) == f"{path}: larger than the 1 MiB preflight reads as this input"
+
+
+def test_a_message_never_builds_the_whole_repr_of_what_it_quotes():
+    shared: list[object] = ["lol"]
+    for _ in range(30):  # 2**30 strings written out, as aliases build them
+        shared = [shared, shared]
+    start = time.monotonic()
+    text = shown(shared, 80)
+    assert time.monotonic() - start < 0.1
+    assert len(text) <= 80 and text.startswith("[[[")
+    assert shown("x" * 10_000, 40).endswith("...") and len(shown("x" * 10_000, 40)) == 40

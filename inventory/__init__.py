@@ -120,9 +120,22 @@ def load(source: Optional[str], fmt: str = "auto", ssh_config: Optional[str] = N
     the inventory's for every host; python: the training interpreter of the hosts whose
     entry names none (--python)."""
     inv = read(source, fmt)
+    _refuse_folded_twice(inv)
     config = sshconfig.load(ssh_config or inv.ssh_config)
     hosts = resolve(inv, config, containers, python)
     return limit.apply(hosts, limit_to) if limit_to else hosts
+
+
+def _refuse_folded_twice(inv: Inventory) -> None:
+    """Refuses two hosts whose names differ only in case: DNS folds case, so node01 and
+    NODE01 are one machine, which a plan would give two nodes' work."""
+    seen: dict[str, Entry] = {}
+    for e in inv.entries:
+        first = seen.setdefault(e.name.casefold(), e)
+        if first is not e:
+            raise InventoryError(e.path or inv.source, f"duplicate host: the same name as "
+                                 f"{first.name!r} (host names are not case-sensitive)",
+                                 e.name, "name", e.line)
 
 
 __all__ = ["ACCEPTED", "FORMATS", "SELF_LISTED", "Entry", "Inventory", "InventoryError", "load",

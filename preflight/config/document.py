@@ -4,6 +4,7 @@ where it is known (YAML keys, results-log records), the host and the field's dot
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, NoReturn, Optional
 
@@ -39,19 +40,21 @@ class Fields:
                 self.fail(f"unknown {what} (allowed: {', '.join(sorted(allowed))})", str(key))
 
     def number(self, key: str, optional: bool = False) -> Optional[float]:
-        """A number >= 0 (None when optional and absent or null)."""
+        """A finite number >= 0 (None when optional and absent or null): YAML's .nan compares
+        false with every bar, and a NaN limit would switch its check off."""
         v = self.data.get(key)
         if v is None and optional:
             return None
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            self.fail(f"expected a number >= 0, got {shown(v, 120)}", key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or v < 0:
+            self.fail(f"expected a finite number >= 0, got {shown(v, 120)}", key)
         return float(v)
 
     def count(self, key: str, low: int = 1, high: int = 4096) -> int:
         """An integer from low to high."""
         v = self.data.get(key)
         if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
-            self.fail(f"{v!r} is not a count from {low} to {high}"[:160], key)
+            self.fail(f"{shown(v, 120)} is not a count from {low} to {high}", key)
         return v
 
     def text(self, key: str, optional: bool = False) -> Optional[str]:
@@ -60,7 +63,7 @@ class Fields:
         if v is None and optional:
             return None
         if not isinstance(v, str) or not v:
-            self.fail(f"expected a string, got {v!r}"[:160], key)
+            self.fail(f"expected a string, got {shown(v, 120)}", key)
         return v
 
     def strings(self, key: str, what: str = "a list of strings") -> list[str]:

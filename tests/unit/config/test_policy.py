@@ -86,6 +86,11 @@ BAD = [
      ":2: field 'require': paddle>=3 and paddle<2: no paddle version satisfies them"),
     ("bad-port", "ports: [70000]\n", "field 'ports'"),
     ("bad-limit", "limits: {shm_fail_mib: -1}\n", "field 'limits.shm_fail_mib'"),
+    # NaN compares false with every bar: a NaN limit would switch its check off.
+    ("nan-limit", "limits: {shm_fail_mib: .nan}\n",
+     "field 'limits.shm_fail_mib': expected a finite number >= 0, got nan"),
+    ("inf-limit", "limits: {link_min_gbps: .inf}\n",
+     "field 'limits.link_min_gbps': expected a finite number >= 0, got inf"),
     ("unknown-limit", "limits: {foo: 1}\n", "field 'limits.foo'"),
     ("yaml", "require: [\n", "invalid YAML"),
     ("bad-size", "nnodes: 0\n", "field 'nnodes'"),

@@ -119,3 +119,20 @@ def test_a_message_never_builds_the_whole_repr_of_what_it_quotes():
     assert time.monotonic() - start < 0.1
     assert len(text) <= 80 and text.startswith("[[[")
     assert shown("x" * 10_000, 40).endswith("...") and len(shown("x" * 10_000, 40)) == 40
+
+
+@pytest.mark.parametrize("name,text", [
+    ("cluster.yaml", "hosts:\n  node01: {}\n  NODE01: {}\n"),
+    ("hosts.ini", "[gpu]\nnode01\n[cpu]\nNode01\n"),
+    ("hostfile", "node01 slots=8\nNODE01 slots=8\n"),
+], ids=["yaml", "ansible-ini", "hostfile"])
+def test_names_that_differ_only_in_case_are_one_host_twice(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(InventoryError) as err:
+        load(str(path))
+    said = str(err.value)
+    assert said.startswith(f"{path}") and "duplicate host: the same name as 'node01' (host " \
+        "names are not case-sensitive)" in said, said
+    with pytest.raises(InventoryError, match="not case-sensitive"):
+        load("node01,NODE01")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import traceback
 from collections.abc import Sequence
 from types import FrameType
 from typing import Optional
@@ -46,7 +47,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_INTERRUPTED
     except Exception as e:  # a bug: say so in one line, with where, not a bare traceback
         if getattr(args, "verbose", False):
-            raise
+            # The traceback, and still exit 3: a traceback left to Python exits 1, which is
+            # NO-GO's code to a gate that reads it.
+            traceback.print_exc()
+            return EXIT_INTERNAL
         print(f"preflight: internal error: {type(e).__name__}: {e} (run with -v for "
               f"the traceback)", file=sys.stderr)
         return EXIT_INTERNAL

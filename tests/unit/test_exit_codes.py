@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from preflight import cli
+from preflight.cli import commands
 from preflight.cli.commands import EXIT_INTERNAL
 
 
@@ -15,7 +16,7 @@ def _bug(args: object) -> int:
 
 @pytest.mark.parametrize("flags", [[], ["-v"], ["-q"]], ids=["plain", "verbose", "quiet"])
 def test_an_internal_error_exits_3_under_every_flag(monkeypatch, capsys, flags):
-    monkeypatch.setitem(cli.COMMANDS, "check", _bug)
+    monkeypatch.setitem(commands.COMMANDS, "check", _bug)
     assert cli.main(["check", *flags]) == EXIT_INTERNAL == 3
     err = capsys.readouterr().err
     if flags == ["-v"]:  # the traceback, to find the bug by

@@ -183,7 +183,11 @@ def _entry(path: str, host: str, v: Mapping[str, Any], groups: tuple[str, ...],
     for key in ("ansible_ssh_common_args", "ansible_ssh_extra_args"):
         if jump is None and isinstance(v.get(key), str):
             found = _jump_of(at(key)[0], host, v[key])
-            jump = V.jump(found) if found else None
+            try:
+                jump = V.jump(found) if found else None
+            except V.BadValue as e:  # bad input, said as such (was an internal error)
+                raise InventoryError(at(key)[0], f"its ProxyJump: {e}", host, key,
+                                     at(key)[1]) from None
     roles = get("preflight_roles", lambda x: V.roles(x.split(",") if isinstance(x, str)
                                                      and "," in x else x))
     key_file = get("ansible_ssh_private_key_file", V.file_path)

@@ -1,8 +1,9 @@
-"""Inputs a few hundred bytes long that would name millions of hosts or nodes are refused in
-one line, in well under a second, naming the file: nested YAML aliases (in preflight's YAML,
-an Ansible YAML inventory and a policy), one host range written on many lines, ranges that
-each stay under the cap, and a file larger than any inventory. A message never builds the
-whole repr of a value it quotes."""
+"""Inputs as an attacker or a clumsy user writes them, refused in one line naming the file
+(exit 2), never built, never an internal error: a few hundred bytes that would name millions
+of hosts or nodes (nested YAML aliases in preflight's YAML, an Ansible YAML inventory and a
+policy; one host range written on many lines; ranges that each stay under the cap), a file
+larger than any inventory, names that differ only in case, a bad ProxyJump in Ansible's SSH
+arguments. A message never builds the whole repr of a value it quotes."""
 
 from __future__ import annotations
 
@@ -136,3 +137,14 @@ def test_names_that_differ_only_in_case_are_one_host_twice(tmp_path, name, text)
         "names are not case-sensitive)" in said, said
     with pytest.raises(InventoryError, match="not case-sensitive"):
         load("node01,NODE01")
+
+
+@pytest.mark.parametrize("args", ["-o ProxyJump=bad:port:x", "-J user@host:99999"])
+def test_a_bad_proxyjump_in_ansibles_ssh_args_is_bad_input_naming_the_field(tmp_path, args):
+    path = tmp_path / "hosts.ini"
+    path.write_text(f"[g]\nnode01 ansible_host=127.0.0.1 ansible_ssh_common_args='{args}'\n")
+    with pytest.raises(InventoryError) as err:
+        load(str(path))
+    said = str(err.value)
+    assert said.startswith(f"{path}:2: host 'node01': field 'ansible_ssh_common_args': its "
+                           "ProxyJump: "), said

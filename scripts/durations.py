@@ -4,7 +4,10 @@ tests/durations.json, by which later runs hand the modules to their lanes longes
 the tests that took more than SLOW_S (each says why in its docstring: a unit test holds them
 to it). scripts/test.sh writes it at the end of every whole run.
 
-    python scripts/durations.py [--write] test-results/*.xml"""
+    python scripts/durations.py [--write | --add] test-results/*.xml
+
+--add merges the files' modules into the record as it is (a new module measured alone);
+--write replaces it (a whole run: modules removed since leave it)."""
 
 from __future__ import annotations
 
@@ -31,8 +34,8 @@ def outcome(case: ET.Element) -> str:
 
 
 def main(args: list[str]) -> int:
-    write = "--write" in args
-    paths = [a for a in args if a != "--write"]
+    write, add = "--write" in args, "--add" in args
+    paths = [a for a in args if a not in ("--write", "--add")]
     counts: Counter[str] = Counter()
     modules: dict[str, float] = defaultdict(float)
     tests: list[tuple[float, str]] = []
@@ -46,9 +49,15 @@ def main(args: list[str]) -> int:
     print("slowest tests:")
     for seconds, name in sorted(tests, reverse=True)[:10]:
         print(f"  {seconds:7.1f} s  {name}")
-    if write:
+    if write or add:
         slow = {name.split("[", 1)[0]: round(s, 1) for s, name in sorted(tests, reverse=True)
                 if s > SLOW_S}
+        if add:  # the record's figures of every module these files did not measure
+            with open(DURATIONS) as fh:
+                kept = json.load(fh)
+            slow = {**{k: v for k, v in kept["slow_tests"].items()
+                       if k.split("::", 1)[0] not in modules}, **slow}
+            modules = defaultdict(float, {**kept["modules"], **modules})
         with open(DURATIONS, "w") as fh:
             json.dump({"modules": {m: round(s, 1) for m, s in sorted(
                 modules.items(), key=lambda kv: -kv[1])}, "slow_tests": slow}, fh, indent=1)

@@ -31,7 +31,8 @@ def test_every_test_module_is_in_the_record():
                if _tests_of(p)}
     missing = sorted(modules - set(_record()["modules"]))
     assert missing == [], \
-        f"not measured yet (a whole run of scripts/test.sh writes them): {missing}"
+        f"not measured yet (a whole run of scripts/test.sh writes them; one module alone: " \
+        f"pytest --junitxml=x.xml MODULE, then scripts/durations.py --add x.xml): {missing}"
 
 
 def test_each_test_over_a_minute_says_why_in_its_docstring():

@@ -100,6 +100,8 @@ def load_yaml(path: str, doc: Any = None) -> Inventory:
             raise InventoryError(path, "expected a mapping of host settings", pattern, None, line)
         _check_keys(path, entry, HOST_KEYS, pattern)
         names = _expand(path, pattern, pattern, "name", line)
+        if not names or not all(names):  # "": a host with no name, or an empty range part
+            raise InventoryError(path, "an empty host name", pattern, "name", line)
         # One cap for the inventory, not only for each range: two hundred ranges each under
         # it would name millions.
         if len(hosts) + len(names) > V.MAX_HOSTS:

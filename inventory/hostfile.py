@@ -10,6 +10,8 @@ from preflight.inventory import validate as V
 from preflight.inventory.entry import Entry, Inventory
 from preflight.inventory.errors import InventoryError
 
+# Ranks one host can run: more is a typo (slots=80 for 8), not a host.
+SLOTS_MAX = 4096
 _LINE = re.compile(r"^(?P<host>[^\s:=]+)(?::(?P<colon>\d+))?"
                    r"(?P<opts>(?:\s+(?:slots|max_slots|max-slots)=\d+)*)\s*$")
 
@@ -58,8 +60,9 @@ def load(path: str, text: str) -> Inventory:
         seen.add(host)
         slots = m.group("colon") or next(
             (o.split("=")[1] for o in m.group("opts").split() if o.startswith("slots=")), None)
-        if slots is not None and int(slots) < 1:
-            raise InventoryError(path, "slots must be at least 1", host, "slots", n)
+        if slots is not None and not 1 <= int(slots) <= SLOTS_MAX:
+            raise InventoryError(path, f"slots must be from 1 to {SLOTS_MAX:,} (ranks on one "
+                                 "host)", host, "slots", n)
         entries.append(Entry(name=host, slots=int(slots) if slots else None,
                              path=path, line=n))
     if not entries:

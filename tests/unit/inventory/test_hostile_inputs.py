@@ -151,3 +151,14 @@ def test_an_empty_host_name_is_refused_not_an_inventory_of_no_hosts(tmp_path):
     with pytest.raises(InventoryError) as err:
         load(str(path))
     assert str(err.value) == f"{path}:3: host '': field 'name': an empty host name"
+
+
+@pytest.mark.parametrize("line", ["node01 slots=99999999999999999999", "node01:100000",
+                                  "node01 slots=0"])
+def test_slots_no_host_could_run_are_refused(tmp_path, line):
+    path = tmp_path / "hostfile"
+    path.write_text(f"{line}\nnode02 slots=8\n")
+    with pytest.raises(InventoryError) as err:
+        load(str(path))
+    assert str(err.value) == f"{path}:1: host 'node01': field 'slots': slots must be from 1 " \
+        "to 4,096 (ranks on one host)"

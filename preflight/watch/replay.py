@@ -125,6 +125,8 @@ def records(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
                 continue
             try:
                 rec = json.loads(line)
+            except RecursionError:
+                raise InputError(path, "a JSON line nested too deep", line=n) from None
             except ValueError:
                 if line.endswith("\n"):
                     raise InputError(path, "not a JSON line", line=n) from None
@@ -153,7 +155,12 @@ def read(path: str) -> WatchLog:
     streams: dict[str, HostStream] = {}
     state = WatchState(keep=2)
     for n, rec in records(path):
-        _add(log, rec, n, streams, state)
+        try:
+            _add(log, rec, n, streams, state)
+        except (ValueError, TypeError, OverflowError, KeyError, AttributeError,
+                IndexError) as e:  # a record of the wrong shape: the file's, not a bug
+            raise InputError(path, f"a record ({str(rec.get('type'))[:20]}) that does not "
+                             f"read ({type(e).__name__}: {str(e)[:120]})", line=n) from None
     if not log.started:
         raise InputError(path, "not a watch's log (no start record)")
     for rid, course in log.ranks.items():
@@ -170,35 +177,63 @@ def _tick(path: str, streams: dict[str, HostStream], rec: dict[str, Any], n: int
         raise InputError(path, f"a sample that does not read: {e}", line=n) from None
 
 
+def _time(rec: Mapping[str, Any], key: str) -> float:
+    """A record's time: seconds since the epoch, finite and within what a clock can say (a
+    time of day is read off it); ValueError where it is not one."""
+    v = rec.get(key) or 0.0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e11:
+        raise ValueError(f"{key} is not a time: {str(v)[:40]}")
+    return float(v)
+
+
+# The fields of a finding, cleared or act record as they are read back, and their types.
+EVENT_FIELDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("check", str), ("status", str), ("message", str), ("step", str), ("hosts", list))
+
+
+def _event(rec: dict[str, Any]) -> dict[str, Any]:
+    """rec, where each of its fields read back is of its type; TypeError where one is not."""
+    _time(rec, "at")
+    for key, kind in EVENT_FIELDS:
+        if key in rec and rec[key] is not None and not isinstance(rec[key], kind):
+            raise TypeError(f"its {key} is not a {getattr(kind, '__name__', kind)}")
+    if not all(isinstance(h, str) for h in rec.get("hosts") or ()):
+        raise TypeError("its hosts are not names")
+    return rec
+
+
 def _add(log: WatchLog, rec: dict[str, Any], n: int, streams: dict[str, HostStream],
          state: WatchState) -> None:
     kind = rec.get("type")
     if kind == "start":
-        log.started = log.started or float(rec.get("at") or 0.0)
+        log.started = log.started or _time(rec, "at")
         for h in rec.get("hosts") or ():
             if h not in log.hosts:
                 log.hosts.append(str(h))
     elif kind == "sample":
         tick = _tick(log.path, streams, rec, n)
-        state.add(tick, float(rec.get("at") or 0.0))
+        state.add(tick, _time(rec, "at"))
         log.samples += 1
         for rid, s in tick.ranks:
             job = state.launcher_job.get((rid.host, rid.launcher))
             if job is not None:
                 log.ranks.setdefault(rid, RankCourse(rid, job)).samples.append(s)
     elif kind in ("finding", "cleared", "act"):
-        log.events.append(rec)
+        log.events.append(_event(rec))
     elif kind == "time":
         spent = str(rec.get("spent"))
         if spent in KINDS:  # a kind of a later version's: not this one's to show
             log.times.setdefault(str(rec.get("job")), []).append(
-                Spell(spent, float(rec.get("start") or 0.0), float(rec.get("end") or 0.0)))
+                Spell(spent, _time(rec, "start"), _time(rec, "end")))
     elif kind == "thinned":
-        log.thinned.append((float(rec.get("at") or 0.0), int(rec.get("every") or 0)))
+        log.thinned.append((_time(rec, "at"), int(rec.get("every") or 0)))
     elif kind == "last":
-        log.last.append(rec)
+        log.last.append(_event(rec))
     elif kind == "end":
-        log.ended, log.code = float(rec.get("at") or 0.0), rec.get("code")
+        code = rec.get("code")
+        if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+            raise TypeError("its code is not an exit code")
+        log.ended, log.code = _time(rec, "at"), code
         if rec.get("relaunched"):
             log.last.clear()  # the watch went on with the job launched again
 

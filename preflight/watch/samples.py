@@ -144,7 +144,8 @@ class HostStream:
             if clean is not None:
                 doc, line = clean, json.dumps(clean, separators=(",", ":"))
             return replace(self._tick(doc), line=line)
-        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError,
+                OverflowError) as e:  # OverflowError: a number past a float (1e400: inf)
             self.ids, self.launchers = ids, launchers
             raise BadSample(f"a field that does not read ({type(e).__name__}: {e}): "
                             f"{line[:120]!r}") from None

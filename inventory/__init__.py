@@ -92,6 +92,19 @@ def read(source: Optional[str], fmt: str = "auto") -> Inventory:
         return hostfile.load(source, text)
     if fmt in ("yaml", "ansible-yaml"):
         return _from_yaml(source, text, fmt)
+    # A file named .yaml or .yml is YAML: its mistakes are said as YAML's, with their line,
+    # never read again as INI or a hostfile (a typo made it an inventory of other hosts).
+    if fmt == "auto" and os.path.splitext(source)[1].lower() in (".yaml", ".yml"):
+        try:
+            return _from_yaml(source, text, fmt)
+        except InventoryError as e:
+            if not (ansible.has_sections(text) or hostfile.looks_like(text)):
+                raise
+            raise InventoryError(source, f"named {os.path.splitext(source)[1]} but not YAML "
+                                 "(it reads as an Ansible INI inventory or a hostfile): name "
+                                 "it for what it is, or give --inventory-format; as YAML: "
+                                 f"{str(e).removeprefix(source).lstrip(':0123456789 ')}") \
+                from None
     # A YAML mapping is YAML, whatever its quoted strings hold: a value spanning lines can
     # hold a "[group]" line, and only then does the INI reader get its turn.
     if not _yaml_mapping(source, text):

@@ -82,7 +82,14 @@ def test_an_unreadable_format_says_which_formats_are_accepted(tmp_path, text):
 
 
 def test_content_decides_the_format_whatever_the_name(tmp_path):
-    assert read(write(tmp_path, "[g]\nn1\n", "x.yaml")).fmt == "ansible-ini"
+    # ... but a file named .yaml is YAML: INI in it is refused, not read as other hosts.
+    path = write(tmp_path, "[g]\nn1\n", "x.yaml")
+    with pytest.raises(InventoryError) as err:
+        read(path)
+    assert str(err.value).startswith(f"{path}: named .yaml but not YAML (it reads as an "
+                                     "Ansible INI inventory or a hostfile): name it for what "
+                                     "it is, or give --inventory-format; as YAML: "), err.value
+    assert read(path, "ansible-ini").fmt == "ansible-ini"
     assert read(write(tmp_path, "n1\nn2 slots=2\n", "x.ini")).fmt == "hostfile"
     assert read(write(tmp_path, "hosts: {n1: {}}\n", "x.cfg")).fmt == "yaml"
     assert read(write(tmp_path, "all:\n  hosts:\n    n1:\n", "x")).fmt == "ansible-yaml"

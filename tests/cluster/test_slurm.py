@@ -388,6 +388,12 @@ def clear(rig: Rig, names: list[str]) -> None:
 
 
 def test_the_plan_runs_as_a_batch_job_emitted_and_through_launch(rig):
+    """The plan's emitted sbatch script runs the job on its three nodes, and so does
+    `preflight launch --transport slurm` from the report.
+
+    Its time: two real Slurm jobs run to their end (sbatch --wait), each a job of three
+    nodes' launchers and ranks; 24 s to 89 s in whole runs, as slurmd's scheduling and epilog
+    on a loaded machine make it."""
     nodes = NODES[:3]
     out_dir = os.path.join(rig.tb.base, "batch")
     rc, out, doc = rig.preflight("check", "--transport", "slurm", "-i",

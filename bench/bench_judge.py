@@ -57,7 +57,7 @@ def one(hosts: int, per_host: int, repeat: int) -> dict[str, Any]:
     for i in range(steps + 1 + repeat):
         if i == steps // 2:
             # A CPU quota on one host (a fault the rules name): its first rank throttled in
-            # most periods and busy to its quota, the job at half its pace, its peers asleep
+            # most periods and busy to its quota, the job at a third of its pace, its peers asleep
             # in the collective waiting for it.
             # (tests/watchtools.quota_starved's shape, on one rank of a host of many)
             for h in fleet:

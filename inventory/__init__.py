@@ -103,8 +103,7 @@ def read(source: Optional[str], fmt: str = "auto") -> Inventory:
             raise InventoryError(source, f"named {os.path.splitext(source)[1]} but not YAML "
                                  "(it reads as an Ansible INI inventory or a hostfile): name "
                                  "it for what it is, or give --inventory-format; as YAML: "
-                                 f"{str(e).removeprefix(source).lstrip(':0123456789 ')}") \
-                from None
+                                 f"{e.message}") from None
     # A YAML mapping is YAML, whatever its quoted strings hold: a value spanning lines can
     # hold a "[group]" line, and only then does the INI reader get its turn.
     if not _yaml_mapping(source, text):

@@ -23,6 +23,7 @@ from preflight.config import yamlfile
 from preflight.config.errors import InputError
 from preflight.config.typed import decode
 from preflight.model.watch import WatchPolicy
+from preflight.report.jsonreport import write_text_atomic
 from preflight.watch.replay import policy_of as replay_policy
 from preflight.watch.replay import records, replayed
 from preflight.watch.score import Blamed, CaseScore, Fault, FaultScore, Label, score
@@ -163,10 +164,7 @@ def kept_score(case: Case) -> CaseScore:
     except (OSError, ValueError, KeyError, TypeError):
         pass
     s = scored(case)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(dataclasses.asdict(s), fh)
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(dataclasses.asdict(s)))
     return s
 
 

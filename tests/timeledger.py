@@ -20,6 +20,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, Optional
 
+from preflight.report.jsonreport import write_text_atomic
+
 TICK_S = 0.5
 ENV = "PREFLIGHT_TIMINGS"
 # (activity, words of which one in a process's command line marks it), first match wins: the
@@ -37,7 +39,6 @@ ACTIVITIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("watch", (" watch ", "sampler")),
     ("preflight", ("-m preflight", "bin/preflight")),
 )
-RIG = ("rig up", "sshd start", "rig down")
 UNMARKED = "test's own"
 
 _rig_activity: list[str] = []  # the rig step under way (a stack: sshd start inside rig up)
@@ -148,8 +149,7 @@ class Ledger:
         doc = {t: {"wall": {k: round(v, 2) for k, v in self.wall[t].items()},
                    "cpu": {k: round(v, 2) for k, v in self.cpu.get(t, {}).items()}}
                for t in self.wall}
-        with open(self.path, "w") as fh:
-            json.dump(doc, fh, indent=1, sort_keys=True)
+        write_text_atomic(self.path, json.dumps(doc, indent=1, sort_keys=True))
 
 
 def install(lane: Optional[str]) -> Optional[Ledger]:

@@ -27,6 +27,7 @@ class InputError(Exception):
     def __init__(self, path: str, message: str, host: Optional[str] = None,
                  field: Optional[str] = None, line: Optional[int] = None) -> None:
         self.path, self.host, self.field, self.line = path, host, field, line
+        self.message = message  # what is wrong, without where
         where = f"{path}:{line}" if line else path
         parts = [where]
         if host is not None:

@@ -187,7 +187,7 @@ def _time(rec: Mapping[str, Any], key: str) -> float:
 
 
 # The fields of a finding, cleared or act record as they are read back, and their types.
-EVENT_FIELDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+EVENT_FIELDS: tuple[tuple[str, type], ...] = (
     ("check", str), ("status", str), ("message", str), ("step", str), ("hosts", list))
 
 
@@ -196,7 +196,7 @@ def _event(rec: dict[str, Any]) -> dict[str, Any]:
     _time(rec, "at")
     for key, kind in EVENT_FIELDS:
         if key in rec and rec[key] is not None and not isinstance(rec[key], kind):
-            raise TypeError(f"its {key} is not a {getattr(kind, '__name__', kind)}")
+            raise TypeError(f"its {key} is not a {kind.__name__}")
     if not all(isinstance(h, str) for h in rec.get("hosts") or ()):
         raise TypeError("its hosts are not names")
     return rec

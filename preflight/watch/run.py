@@ -129,11 +129,10 @@ class _Host:
             if end < 0:
                 return []
             data, self.dropping = data[end + 1:], False
+        self.partial += data
         if b"\n" not in data:
-            self.partial += data
             self._bound()
             return []
-        self.partial += data
         *done, rest = bytes(self.partial).split(b"\n")
         self.partial = bytearray(rest)
         self._bound()

@@ -248,15 +248,23 @@ class Actor:
         its own (a save, an evaluation: every rank waits for one, the straggler too, which
         then looks like its peers) and for one judgement after one that named it (a phase
         ending, where the rules that name it hand over): a cause that outlasts the job's
-        phases, counted outside them. Missed twice in a row with no phase, its count ends."""
+        phases, counted outside them. Missed twice in a row with no phase, its count ends.
+        A judgement that could not judge the host (its samples stale or late: a loaded host,
+        a backed-up connection) is no judgement of it: its count is kept as it was, neither
+        grown nor missed (stale data is neither a straggler nor a pass)."""
         dt = 0.0 if self.judged_at is None else now - self.judged_at
         self.judged_at = now
         phase = any(f.check == "phase" for f in findings)
+        unjudged = {h for f in findings if f.status is Status.COULD_NOT_CHECK
+                    for h in f.hosts} - set(targets)
         kept = {h: n for h, n in self.named_s.items() if h not in targets
-                and (phase or h in self.named_last)}
+                and (phase or h in self.named_last or h in unjudged)}
         for h in targets:
             kept[h] = self.named_s.get(h, 0.0) + (dt if h in self.named_last else 0.0)
-        self.named_s, self.named_last = kept, frozenset(targets)
+        # A host skipped keeps its place: named at the judgement before, it is counted on
+        # from the next that names it (the time it was not judged is not counted).
+        self.named_s = kept
+        self.named_last = frozenset(targets) | (unjudged & self.named_last)
 
     def _rehearse(self, targets: Mapping[str, Culprit]) -> None:
         """Says each step as --act would take it, with the fields the log keeps of it."""

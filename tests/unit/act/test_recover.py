@@ -274,14 +274,18 @@ def _clocked_actor(report, said, clock, act_after_s):
                          lambda s, t, f: said.append((s, t)), clock=lambda: clock[0])
 
 
+def _straggler_h2() -> WatchFinding:
+    return WatchFinding("straggler", Status.FAIL, ("h2",), "rank 1 holds its peers",
+                        blame=Blame("cpu", ranks=(rid("h2", 1),)))
+
+
 def test_a_phase_of_the_job_or_one_missed_judgement_pauses_the_count_two_end_it(old_report):
     # A straggler under a quota is not named while rank 0 evaluates (every rank waits for
     # rank 0, the straggler too): the count pauses there, and goes on once it is named again.
     said: list[tuple[str, str]] = []
     clock = [0.0]
     actor = _clocked_actor(old_report, said, clock, 60.0)
-    f = WatchFinding("straggler", Status.FAIL, ("h2",), "rank 1 holds its peers",
-                     blame=Blame("cpu", ranks=(rid("h2", 1),)))
+    f = _straggler_h2()
     phase = WatchFinding("phase", Status.PASS, ("h1",), "h1 rank 0 evaluates", {"phase_s": 15.0},
                          blame=Blame("phase", ranks=(rid("h1", 0),)))
 
@@ -311,6 +315,38 @@ def test_a_phase_of_the_job_or_one_missed_judgement_pauses_the_count_two_end_it(
     judge(200, 250, [f])  # named for 45 s
     judge(250, 260, [])  # missed twice in a row
     judge(260, 315, [f])  # named for 50 s since
+    assert [s for s, _ in said] == ["wait"]
+
+
+def test_judgements_that_could_not_judge_a_host_neither_count_it_nor_end_its_count(old_report):
+    # A loaded host's samples come late: the watch cannot judge it for a while. That is no
+    # pass: its count stays where it was, and goes on once it is judged (and named) again.
+    said: list[tuple[str, str]] = []
+    clock = [0.0]
+    actor = _clocked_actor(old_report, said, clock, 60.0)
+    f = _straggler_h2()
+    stale = Finding("watch", Status.COULD_NOT_CHECK, ("h2",),
+                    "the samples from h2 arrive 20 s after they were taken: could not judge "
+                    "h2 rank 1 (worker)")
+    other = Finding("watch", Status.COULD_NOT_CHECK, ("h1",), "no sample from h1 for 16 s")
+
+    def judge(t0, t1, found):
+        for t in range(t0, t1, 5):
+            clock[0] = float(t)
+            actor(found)
+
+    judge(0, 50, [f])  # named for 45 s
+    judge(50, 80, [stale])  # not judged for 30 s: neither counted nor missed
+    judge(80, 90, [f])  # named on: 45 + 5 + 5 s
+    assert [s for s, _ in said] == ["wait"]
+    judge(90, 95, [f])  # 60 s named
+    assert [s for s, _ in said][1:3] == ["drain", "stop"]
+    # Another host's being unjudged is no excuse for this one: missed twice, its count ends.
+    said.clear()
+    actor = _clocked_actor(old_report, said, clock, 60.0)
+    judge(100, 150, [f])
+    judge(150, 160, [other])
+    judge(160, 215, [f])  # 50 s since: under 60
     assert [s for s, _ in said] == ["wait"]
 
 

@@ -23,6 +23,20 @@ class RankId:
     pid: int
     launcher: int  # the pid of the launcher that started it, on its host
 
+    def __hash__(self) -> int:
+        # Computed once: a rank keys the rules' tables, thousands of lookups a judgement, and
+        # a frozen dataclass's own hash builds the tuple of its fields at each one.
+        try:
+            return self.__dict__["_hash"]  # type: ignore[no-any-return]
+        except KeyError:
+            h = hash((self.host, self.role, self.rank, self.pid, self.launcher))
+            object.__setattr__(self, "_hash", h)
+            return h
+
+    def __getstate__(self) -> dict[str, object]:
+        # A string's hash differs between processes: a copy computes its own.
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     def name(self) -> str:
         """"node03 rank 2 (worker)"."""
         num = "?" if self.rank is None else str(self.rank)

@@ -25,6 +25,8 @@ class Pool:
     def median_without(self, *own: float) -> Optional[float]:
         """The median of the pool with one occurrence of each of own left out (each must be
         in it); None when nothing is left. Equal to median() of that list, to the bit."""
+        if len(own) == 1:  # a rank's peers: every rank, every rule, every judgement
+            return self._without_one(own[0])
         out: list[int] = []  # the sorted positions left out
         for x in own:
             i = bisect.bisect_left(self.v, x)
@@ -45,3 +47,26 @@ class Pool:
             return self.v[j]
 
         return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
+
+    def least_without(self) -> Optional[float]:
+        """The least of median_without(x) over the values x of the pool: without its largest
+        (leaving out a value at or above the median lowers it, or keeps it); None when the
+        pool has fewer than two values."""
+        return self._without_one(self.v[-1]) if len(self.v) >= 2 else None
+
+    def _without_one(self, x: float) -> Optional[float]:
+        """median_without(x), with no list or closure built: the values left are the pool's
+        with position i (x's) skipped, so the j-th of them is v[j] below i, else v[j + 1]."""
+        v = self.v
+        i = bisect.bisect_left(v, x)
+        if i >= len(v) or v[i] != x:
+            raise ValueError(f"{x!r} is not in the pool")
+        n = len(v) - 1
+        if n <= 0:
+            return None
+        k = n // 2
+        hi = v[k] if k < i else v[k + 1]
+        if n % 2:
+            return hi
+        lo = v[k - 1] if k - 1 < i else v[k]
+        return (lo + hi) / 2

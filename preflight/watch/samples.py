@@ -7,7 +7,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from typing import Any, Optional
 
 from preflight.common.secrets import may_hold_secret, scrub
@@ -112,7 +112,23 @@ def _text(d: Mapping[str, Any], key: str) -> Optional[str]:
 
 def _num(d: Mapping[str, Any], key: str, kind: type = float) -> Any:
     v = d.get(key)
+    t = type(v)
+    if t is float or t is int:  # what JSON reads a number as: a dozen of each rank's sample
+        return kind(v)
     return kind(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+SAMPLE_FIELDS = frozenset(f.name for f in fields(RankSample))
+
+
+def _sample(**given: Any) -> RankSample:
+    """RankSample(**fields), given every field: made without the frozen dataclass's __init__,
+    which sets each of its 26 fields through object.__setattr__ (a tenth of what reading a
+    thousand hosts' samples took). A field not given would be missing: the unit tests hold
+    that _rank() gives each (SAMPLE_FIELDS)."""
+    s = object.__new__(RankSample)
+    s.__dict__.update(given)
+    return s
 
 
 class HostStream:
@@ -143,7 +159,7 @@ class HostStream:
             clean = _redacted(doc) if may_hold_secret(line) else None
             if clean is not None:
                 doc, line = clean, json.dumps(clean, separators=(",", ":"))
-            return replace(self._tick(doc), line=line)
+            return self._tick(doc, line)
         except (ValueError, TypeError, KeyError, AttributeError, IndexError,
                 OverflowError) as e:  # OverflowError: a number past a float (1e400: inf)
             self.ids, self.launchers = ids, launchers
@@ -166,7 +182,7 @@ class HostStream:
         self.stepped = t - steady
         return steady
 
-    def _tick(self, doc: Mapping[str, Any]) -> Tick:
+    def _tick(self, doc: Mapping[str, Any], line: str) -> Tick:
         host = _dict(doc, "host")
         t = self.steady(doc)
         new: list[Launcher] = []
@@ -200,7 +216,7 @@ class HostStream:
                 oom.append((rid, int(kills[0]), int(kills[1])))
         return Tick(self.host, _num(doc, "n", int) or 0, self._host(host, t, doc),
                     tuple(ranks), tuple(gone), tuple(new), "; ".join(errors) or None,
-                    _text(doc, "netns"), oom=tuple(oom), running=tuple(running))
+                    _text(doc, "netns"), oom=tuple(oom), running=tuple(running), line=line)
 
     def _rank(self, r: Mapping[str, Any], launcher: int, t: float) -> tuple[RankId, RankSample]:
         pid = r["pid"]
@@ -213,10 +229,16 @@ class HostStream:
                                      else None)
         hook = r.get("hook")
         cg = _dict(r, "cgroup")
-        errors = [str(d["error"]) for d in (r, log, cg, _dict(r, "sendq"))
-                  if isinstance(d.get("error"), str)]
-        io = r["io"] if _ints(r.get("io")) and len(r["io"]) == 2 else None
-        return self.ids[pid], RankSample(
+        sendq = _dict(r, "sendq")
+        errors = [str(d["error"]) for d in (r, log, cg, sendq) if isinstance(d.get("error"), str)]
+        io = r.get("io")
+        if not (isinstance(io, list) and len(io) == 2 and isinstance(io[0], int)
+                and isinstance(io[1], int)):
+            io = None
+        tail, gpus = r.get("tail"), r.get("gpus")
+        # Each empty container read as nothing at once (most ranks, most samples): a
+        # thousand hosts' ranks are read every interval.
+        return self.ids[pid], _sample(
             t=t, state=str(r.get("state") or "?"), cpu_s=_num(r, "cpu_s") or 0.0,
             run_s=_num(r, "run_s") or 0.0, wait_s=_num(r, "wait_s") or 0.0,
             timed=r.get("sched") is not False,
@@ -228,15 +250,14 @@ class HostStream:
             hook_steps=int(hook[0]) if isinstance(hook, list) and hook else None,
             quota_cores=_num(cg, "cores"), periods=_num(cg, "periods", int),
             throttled=_num(cg, "throttled", int), throttled_s=_num(cg, "throttled_s"),
-            sendq=tuple(sorted((str(k), int(v)) for k, v in _dict(r, "sendq").items()
-                               if isinstance(v, int) and k != "error")),
-            log_tail=tuple(str(x) for x in r["tail"]) if isinstance(r.get("tail"), list)
-            else (),
+            sendq=tuple(sorted((str(k), int(v)) for k, v in sendq.items()
+                               if isinstance(v, int) and k != "error")) if sendq else (),
+            log_tail=tuple(str(x) for x in tail) if isinstance(tail, list) and tail else (),
             error="; ".join(errors) or None, oom_kills=_num(r, "oom_kills", int),
             io_read=io[0] if io else None, io_written=io[1] if io else None,
             frozen=r.get("frozen") is True,
-            gpus=tuple(g for g in r["gpus"] if isinstance(g, int) and not isinstance(g, bool))
-            if isinstance(r.get("gpus"), list) else ())
+            gpus=tuple(g for g in gpus if isinstance(g, int) and not isinstance(g, bool))
+            if isinstance(gpus, list) and gpus else ())
 
     @staticmethod
     def _host(h: Mapping[str, Any], t: float, doc: Mapping[str, Any]) -> HostSample:

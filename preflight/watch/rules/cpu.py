@@ -85,30 +85,36 @@ def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
     throttling it, no longer wait for a CPU per second run than its peers', or where they
     hardly ran, no more CPU pressure on its host than on theirs: rules/shared.py's
     held_by_host; pressure: each host's PSI); else a straggler, with what holds it."""
-    halves = {r.rid: rank_halves(r, unit, policy) for r in group}
-    busy = {rid: (h[0].busy_s / h[0].dt, h[1].busy_s / h[1].dt)
-            for rid, h in halves.items() if h is not None}
+    # Keyed by the series, not its RankId: hashed by identity, in C (thousands of ranks).
+    halves = {r: rank_halves(r, unit, policy) for r in group}
+    busy = {r: (h[0].busy_s / h[0].dt, h[1].busy_s / h[1].dt)
+            for r, h in halves.items() if h is not None}
     out: list[Finding] = []
     pools = [Pool(v[i] for v in busy.values()) for i in (0, 1)]
-    early = {r.rid: (r.early[0].busy_s / r.early[0].dt, r.early[1].busy_s / r.early[1].dt)
+    floors = [p.least_without() or 0.0 for p in pools]
+    early = {r: (r.early[0].busy_s / r.early[0].dt, r.early[1].busy_s / r.early[1].dt)
              for r in group if r.early is not None}
     early_pools = [Pool(v[i] for v in early.values()) for i in (0, 1)]
-    firsts = {r.rid: r.first_step.busy_s / r.first_step.dt for r in group
+    firsts = {r: r.first_step.busy_s / r.first_step.dt for r in group
               if r.first_step is not None and r.first_step.dt > 0}
     first_pool = Pool(firsts.values())
     per_run: Optional[Pool] = None  # each rank's wait for a CPU per second run, made once asked
     for r in group:
-        if r.rid not in busy or r.rid in named or len(busy) < 2:
+        if r not in busy or r.rid in named or len(busy) < 2:
             continue
-        own = busy[r.rid]
+        own = busy[r]
+        # Below the bar of the lowest median its peers can have: not busier, whoever it is
+        # (most ranks: their peers' medians are not worked out).
+        if any(own[i] < BUSY_RATIO * floors[i] + BUSY_MORE for i in (0, 1)):
+            continue
         ref = [pools[i].median_without(own[i]) or 0.0 for i in (0, 1)]
         if all(own[i] >= BUSY_RATIO * ref[i] + BUSY_MORE for i in (0, 1)):
-            h = halves[r.rid]
+            h = halves[r]
             assert h is not None
-            was = early.get(r.rid)
+            was = early.get(r)
             peers_was = None if was is None or len(early) < 2 else [
                 early_pools[i].median_without(was[i]) or 0.0 for i in (0, 1)]
-            first = firsts.get(r.rid)
+            first = firsts.get(r)
             peers_first = None if first is None else first_pool.median_without(first)
             if was is not None and peers_was is not None \
                     and _shape(r, h, was, peers_was, peers_first):
@@ -149,18 +155,19 @@ def starved_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
     than its peers). A job at its pace is held by nobody, whatever its ranks wait for."""
     if not job_slowed(group, unit, policy):
         return []
-    halves = {r.rid: rank_halves(r, unit, policy) for r in group}
-    spans = {rid: h for rid, h in halves.items() if h is not None}
+    spans = {r: h for r in group if (h := rank_halves(r, unit, policy)) is not None}
     if len(spans) < 2:
         return []
     waits = [Pool(h[i].wait_s / h[i].dt for h in spans.values()) for i in (0, 1)]
     throttled = [Pool(float(is_throttled(h[i])) for h in spans.values()) for i in (0, 1)]
     out: list[Finding] = []
     for r in group:
-        h = spans.get(r.rid)
+        h = spans.get(r)
         if h is None or r.rid in named:
             continue
         own = [h[i].wait_s / h[i].dt for i in (0, 1)]
+        if any(own[i] < RUNQUEUE_SHARE and not is_throttled(h[i]) for i in (0, 1)):
+            continue  # short of CPU in neither way in a half: no peers' figures change that
         usual = [waits[i].median_without(own[i]) or 0.0 for i in (0, 1)]
         peers_throttled = [throttled[i].median_without(float(is_throttled(h[i]))) or 0.0
                            for i in (0, 1)]

@@ -81,6 +81,10 @@ def _window(r: RankSeries, policy: WatchPolicy) -> list[RankSample]:
 
 
 def _held(r: RankSeries, policy: WatchPolicy, test: Callable[[RankSample], bool]) -> bool:
+    # The last sample first: it is in every window, and almost every rank fails it (no window
+    # built for each of 8,000 ranks every judgement).
+    if not r.samples or not test(r.latest):
+        return False
     samples = _window(r, policy)
     return len(samples) >= 2 and all(test(s) for s in samples)
 
@@ -88,6 +92,8 @@ def _held(r: RankSeries, policy: WatchPolicy, test: Callable[[RankSample], bool]
 def _stalled(r: RankSeries, policy: WatchPolicy) -> bool:
     """In D through most of the window, the last sample too, and its storage figures known
     and standing still."""
+    if not r.samples or r.latest.state != "D":  # in D now: the window only then
+        return False
     samples = _window(r, policy)
     if len(samples) < 2 or samples[-1].state != "D":
         return False

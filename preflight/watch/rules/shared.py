@@ -65,9 +65,16 @@ def pair_shares(live: Sequence[RankSeries], window_s: float, addresses: Mapping[
     anything queued in the window (of its busiest rank on the sender)."""
     pairs: dict[tuple[str, str], tuple[float, int]] = {}
     for r in live:
-        end = r.latest.t
-        inside = [s for s in r.samples if s.t >= end - window_s]
-        if r.first_t is None or r.first_t > end - window_s or len(inside) < 3:
+        start = r.latest.t - window_s
+        if r.first_t is None or r.first_t > start or r.queued_at is None \
+                or r.queued_at < start:
+            continue  # nothing queued to any peer in the window: no pair of its
+        inside = []
+        for s in reversed(r.samples):  # in time order: the window's are the last ones
+            if s.t < start:
+                break
+            inside.append(s)
+        if len(inside) < 3:
             continue
         queued: dict[str, list[int]] = {}
         for s in inside:
@@ -87,8 +94,16 @@ def fallen_pace(r: RankSeries, unit: Unit, policy: WatchPolicy) -> Optional[floa
     """The rank's pace over the later half of the window as a share of its own early pace,
     where it stepped below (1 - margin) of that pace through both halves; None where it did
     not, or where its pace cannot be read (no early pace yet, no progress measure)."""
+    key = ("fallen", unit, policy.persist_s, policy.interval_s, policy.margin)
+    if key in r.memo:  # several rules ask it of every rank, every judgement
+        return r.memo[key]  # type: ignore[no-any-return]
+    got = r.memo[key] = _fallen_pace(r, unit, policy, r.early_rate.get(unit))
+    return got
+
+
+def _fallen_pace(r: RankSeries, unit: Unit, policy: WatchPolicy, early: Optional[float]
+                 ) -> Optional[float]:
     h = rank_halves(r, unit, policy)
-    early = r.early_rate.get(unit)
     if h is None or not early or h[0].progress is None or h[1].progress is None:
         return None
     # A pace counted in steps is uncertain by one step: a half-window where 2.5 steps were

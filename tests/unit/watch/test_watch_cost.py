@@ -68,6 +68,10 @@ def test_the_median_without_own_values_is_the_median_of_the_rest(seed):
         rest = [v for i, v in enumerate(values) if i not in own]
         got = pool.median_without(*(values[i] for i in own))
         assert got == (median(rest) if rest else None), (values, own)
+    # The least of the medians without one value: the bar no rank's peers' median is under.
+    least = min((median(values[:i] + values[i + 1:]) for i in range(n)), default=None) \
+        if n >= 2 else None
+    assert pool.least_without() == least, values
 
 
 def test_a_value_not_in_the_pool_is_refused():

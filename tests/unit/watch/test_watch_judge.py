@@ -642,11 +642,14 @@ def test_a_launcher_in_another_watched_hosts_namespace_is_that_hosts_not_this_on
     # Simulated hosts share one kernel: node01's sampler sees node02's launcher too.
     a, b = cluster(2)
     seen_from_a = {"pid": (b.launcher or 0) + 1, "state": "S", "argv": list(b.argv),
-                   "log_dir": "log", "netns": b.netns, "ranks": []}
+                   "log_dir": "log", "netns": b.netns,
+                   "ranks": [{"pid": 4242, "state": "S", "cpu_s": 1.0}]}
     a.extra = [seen_from_a]
     findings, state = watched([a, b], 30)
     (job,) = state.jobs.values()
     assert sorted(job.launchers) == [("node01", 100), ("node02", 100)]
+    # ... and its ranks, seen from node01 before node02 first sampled, are dropped with it.
+    assert sorted((r.host, r.launcher) for r in job.ranks) == [("node01", 100), ("node02", 100)]
     # A launcher in a namespace of no watched host (a container's) is this host's.
     seen_from_a["netns"], seen_from_a["pid"] = "net:[77]", 555
     c, d = cluster(2)

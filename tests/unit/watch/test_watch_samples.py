@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 
 import pytest
 from watchtools import FakeHost, FakeRank
 
-from preflight.watch.samples import BadSample, HostStream, identity, job_key
+from preflight.model.watch import RankSample
+from preflight.watch.samples import SAMPLE_FIELDS, BadSample, HostStream, identity, job_key
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "watch"
 
@@ -90,6 +92,19 @@ def test_a_captured_sample_reads_whole():
     assert ranks and all(rid.role == "worker" and rid.rank is not None for rid, _ in ranks)
     assert (ranks[-1][1].log_steps or 0) > (ranks[0][1].log_steps or 0)
     assert ticks[-1].sample.nics and ticks[-1].netns
+
+
+def test_a_rank_read_has_every_field_of_a_sample_equal_to_one_made_by_its_class():
+    # A rank's sample is made without the dataclass's __init__ (watch/samples.py): a field
+    # added to RankSample and not read would be missing, not its default.
+    lines = (FIXTURES / "collective-3.3.1.jsonl").read_text().splitlines()
+    stream = HostStream("good1")
+    for line in lines[:3]:
+        for _, s in stream.feed(line).ranks:
+            assert set(vars(s)) == SAMPLE_FIELDS == {f.name for f in dataclasses.fields(s)}
+            assert s == RankSample(**vars(s))
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                s.t = 0.0  # type: ignore[misc]
 
 
 BROKEN = json.loads((FIXTURES / "broken-lines.json").read_text())

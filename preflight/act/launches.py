@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
+from preflight.common import safewrite
 from preflight.common.statedir import state_dir
 from preflight.model.watch import LaunchFailure
 
@@ -59,14 +60,14 @@ def record(token: str, plan: str, hosts: Sequence[str], script: Sequence[str] = 
     path = os.path.join(d, f"{token}.json")
     try:
         os.makedirs(d, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump({"token": token, "plan": os.path.abspath(plan), "hosts": list(hosts),
-                       "started": time.time(), "script": list(script), "chdir": chdir,
-                       "timeout": timeout, "transport": transport, "jobid": jobid,
-                       "pid": os.getpid(), "pid_start": _started(os.getpid())}, fh)
+        safewrite.write_text(path, json.dumps({
+            "token": token, "plan": os.path.abspath(plan), "hosts": list(hosts),
+            "started": time.time(), "script": list(script), "chdir": chdir,
+            "timeout": timeout, "transport": transport, "jobid": jobid,
+            "pid": os.getpid(), "pid_start": _started(os.getpid())}), 0o600)
         for old in sorted(_records(d), key=os.path.getmtime)[:-KEEP]:
             os.unlink(old)
-    except OSError:
+    except (OSError, safewrite.UnsafeWrite):
         return None
     return path
 
@@ -82,11 +83,9 @@ def failed(token: str, host: str, why: str) -> None:
         if not isinstance(doc, dict) or doc.get("failed"):
             return
         doc["failed"] = {"host": host, "why": why, "at": time.time()}
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh)
-        os.replace(tmp, path)  # a reader sees the old record or the new, never half of one
-    except (OSError, ValueError):
+        # A reader sees the old record or the new, never half of one.
+        safewrite.write_text(path, json.dumps(doc), 0o600)
+    except (OSError, ValueError, safewrite.UnsafeWrite):
         return
 
 

@@ -18,6 +18,7 @@ from typing import Optional
 
 from preflight.cli.args import build_parser
 from preflight.cli.commands import COMMANDS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
+from preflight.common.safewrite import UnsafeWrite
 from preflight.config.errors import InputError, UsageError
 
 
@@ -39,7 +40,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
             return run_demo(args.hosts, args.reports)
         return COMMANDS[args.command](args)
-    except (InputError, UsageError) as e:
+    except (InputError, UsageError, UnsafeWrite) as e:
         print(f"preflight: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional, TypeVar
 
 from preflight.collect.parse import ProbeOutputError, parse_probe_output
+from preflight.common import safewrite
 from preflight.common.plain import jsonable
 from preflight.common.secrets import scrub
 from preflight.common.statedir import stamped, state_dir
@@ -362,7 +363,7 @@ def _ends(path: str) -> bool:
 def mark_killed(path: str, move_aside: bool = False) -> str:
     """Ends a killed run's log with a record saying so (so it is announced once), and moves
     it aside when a new run is about to write at its path; returns where it now is."""
-    with open(path, "a", encoding="utf-8") as fh:
+    with safewrite.open_append(path) as fh:
         fh.write("\n" + json.dumps({"kind": "end", "verdict": None, "killed": True,
                                     "noticed_at": time.time()}) + "\n")
     if not move_aside:

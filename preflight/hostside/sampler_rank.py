@@ -4,6 +4,7 @@
 # queues), and what is kept of it between samples.
 # Joined into the sampler (hostside/ship.py): standard library only, Python 3.6 syntax.
 import os
+import stat
 
 # One import a line (the alias keeps isort from merging them): the join drops lines.
 from preflight.hostside.cgroup import cgroup_v1_dir as cgroup_v1_dir  # joined
@@ -76,12 +77,26 @@ class ThreadTimes(object):
 
 
 def hook_steps(pid, inner_pid, dirs):
-    """(steps, the rank's wall time of its last step) the step hook wrote; None without."""
+    """(steps, the rank's wall time of its last step) the step hook wrote; None without.
+    Only a regular file of the rank's own user is its count: /dev/shm is everyone's, and a
+    file another user left under its name (a link, a pipe that would hold the sampler,
+    made-up counts) is not read."""
+    owner = os.stat("/proc/%s" % pid).st_uid
     for d in dirs:
+        path = "/proc/%s/root%s/%s" % (pid, d, HOOK_NAME % inner_pid)
         try:
-            text = read("/proc/%s/root%s/%s" % (pid, d, HOOK_NAME % inner_pid), 256)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != owner:
+                continue
+            text = os.read(fd, 256).decode("utf-8", "replace")
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
         found = hook_parse(text)
         if found is not None:
             return found

@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Optional
 
+from preflight.common import safewrite
 from preflight.common.containercmd import command, run_argv
 from preflight.model.plan import DEVICES_ENV, LAUNCHER, Endpoint, Node, Plan
 from preflight.placement import sbatch
@@ -127,11 +128,9 @@ def emit(plan: Plan, directory: str, batch: bool = False) -> list[str]:
         files.append((sbatch.NAME, sbatch.batch_script(plan.nodes, plan.mode), 0o755))
     for name, text, mode in files:
         path = os.path.join(directory, name)
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        # A temp name no one can plant a link at, its mode set on the descriptor: the
+        # directory may be shared, and the script is what the operator runs next.
+        safewrite.write_text(path, text, mode)
         written.append(path)
     return written
 

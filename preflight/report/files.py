@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from preflight.common import safewrite
 from preflight.common.secrets import scrub
 from preflight.model.report import Report
 from preflight.report import html, jsonreport, junit, markdown
@@ -49,8 +50,10 @@ def write(files: ReportFiles, report: Report, doc: Optional[dict[str, Any]] = No
     if summary and files.step_summary:
         # GitHub Actions shows this file on the run's page; appending is its protocol.
         try:
-            with open(summary, "a", encoding="utf-8") as fh:
+            with safewrite.open_append(summary) as fh:
                 fh.write(markdown.render(report))
         except OSError as e:
             print(f"preflight: warning: GITHUB_STEP_SUMMARY {summary}: {e.strerror}",
                   file=sys.stderr)
+        except safewrite.UnsafeWrite as e:
+            print(f"preflight: warning: GITHUB_STEP_SUMMARY {e}", file=sys.stderr)

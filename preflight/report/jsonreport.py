@@ -5,11 +5,9 @@ and action takes. One codec: encode writes, typed reads."""
 from __future__ import annotations
 
 import json
-import os
-import sys
-import tempfile
 from typing import Any, Optional
 
+from preflight.common import safewrite
 from preflight.common.plain import facts_json
 from preflight.common.plain import jsonable as jsonable  # the report's writer, shared
 from preflight.config.errors import InputError, read_input
@@ -30,36 +28,10 @@ STDOUT = "-"  # a report flag's value that means standard output
 
 
 def write_text_atomic(path: str, text: str) -> None:
-    """Writes text to path so that a reader sees the old file or the whole new one, never half.
-    '-' is standard output; a symlink is written through (the link stays, its target is
-    replaced); a target that is not a regular file (a pipe, /dev/stdout) is written as is."""
-    if path == STDOUT:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    if os.path.exists(path) and not os.path.isfile(path):  # a pipe, a device
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        return
-    real = os.path.realpath(path)
-    directory = os.path.dirname(real)
-    fd, tmp = tempfile.mkstemp(prefix=".preflight-report-", suffix=".tmp", dir=directory)
-    try:
-        # mkstemp makes 0600; a report is shared (CI artifacts, a web server): use the umask.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, real)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Writes text to path so that a reader sees the old file or the whole new one, never
+    half; '-' is standard output (common/safewrite.py: the links it follows, the files it
+    refuses)."""
+    safewrite.write_text(path, text)
 
 
 def read(path: str) -> Report:

@@ -12,6 +12,7 @@ sampler that reads the file is joined with."""
 
 import atexit
 import os
+import stat
 import time
 
 from preflight.hostside import stephook
@@ -44,8 +45,20 @@ def step(n: int = 1) -> None:
 
 
 def _open() -> int:
+    """The hook's file, made new: never opened through what another user left at its name
+    in /dev/shm, which everyone can write (a link to a file of ours, a pipe). A regular file
+    of ours there is an earlier process's of the same pid (or this one's before a fork):
+    replaced. Anything else raises, and the hook stays silent (step() tries again later)."""
     path = stephook.hook_path(os.environ, os.getpid())
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except FileExistsError:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            raise
+        os.unlink(path)
+        fd = os.open(path, flags, 0o644)
     atexit.register(_remove, path)
     return fd
 

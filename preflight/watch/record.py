@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Optional, TextIO
 
+from preflight.common import safewrite
 from preflight.common.secrets import scrub
 from preflight.common.statedir import stamped, state_dir
 from preflight.model.findings import Finding
@@ -77,7 +78,7 @@ class Record:
         # no empty log behind: one it created is removed on close (an existing one is kept).
         self._created = not os.path.exists(path)
         self._wrote = False
-        self.fh: Optional[TextIO] = open(path, "a", encoding="utf-8")
+        self.fh: Optional[TextIO] = safewrite.open_append(path)
 
     def _write(self, text: str) -> None:
         if self.fh is not None:

@@ -81,7 +81,10 @@ def hook_steps(pid, inner_pid, dirs):
     Only a regular file of the rank's own user is its count: /dev/shm is everyone's, and a
     file another user left under its name (a link, a pipe that would hold the sampler,
     made-up counts) is not read."""
-    owner = os.stat("/proc/%s" % pid).st_uid
+    try:
+        owner = os.stat("/proc/%s" % pid).st_uid
+    except OSError:  # it has just exited
+        return None
     for d in dirs:
         path = "/proc/%s/root%s/%s" % (pid, d, HOOK_NAME % inner_pid)
         try:

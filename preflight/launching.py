@@ -22,6 +22,7 @@ from preflight.act.launch import (
     Source,
     run,
 )
+from preflight.common.visible import visible
 from preflight.config.errors import UsageError
 from preflight.inventory.query import HostQuery, hosts_of
 from preflight.model.plan import Node
@@ -50,7 +51,7 @@ def launch(transport: Transport, nodes: Sequence[Node], source: Source, query: H
                              opts.accept_new_host_keys)
     if failed:
         for host, why in failed.items():
-            print(f"preflight launch: {host}: {why}", file=err)
+            print(f"preflight launch: {host}: {visible(why)}", file=err)
         print("preflight launch: nothing started", file=err)
         return EXIT_FAILED
     return run(nodes, transport.remotes(), opts, out=out, err=err)

@@ -15,6 +15,7 @@ from preflight.act import launches
 from preflight.act.launch import load_plan
 from preflight.act.recover import Acted, ActOptions, Actor
 from preflight.common.units import hostlist
+from preflight.common.visible import visible
 from preflight.config.errors import UsageError
 from preflight.inventory.query import HostQuery, hosts_of, lists_hosts
 from preflight.model.host import Via
@@ -132,7 +133,7 @@ def _watch_once(req: WatchRequest, plan: Optional[str], token: str, jobid: Optio
         actor = None
         if actor_opts is not None:
             def say(step: str, text: str, fields: Any) -> None:
-                print(f"act: {step}: {text}", file=err, flush=True)
+                print(f"act: {step}: {visible(text)}", file=err, flush=True)
                 log.event("act", step=step, text=text, **fields)
             actor = Actor(actor_opts, remotes, say, drain.drain_now, acted)
 

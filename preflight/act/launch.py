@@ -21,6 +21,7 @@ from typing import NoReturn, Optional, TextIO
 from preflight.act import launches
 from preflight.common.containercmd import command, node_argv
 from preflight.common.remote import Remote, Started, in_parallel
+from preflight.common.visible import visible
 from preflight.config.container import checked
 from preflight.config.errors import InputError
 from preflight.model.findings import Verdict
@@ -223,7 +224,8 @@ def run(nodes: Sequence[Node], remotes: Mapping[str, Remote], opts: LaunchOption
             try:
                 started[n.host] = remotes[n.host].start(host_command(n, opts, token))
             except Exception as e:  # a channel refused or a connection lost since connecting
-                print(f"preflight launch: {n.host}: could not start: {type(e).__name__}: {e}"
+                print(f"preflight launch: {n.host}: could not start: {type(e).__name__}: "
+                      f"{visible(str(e))}"
                       "; stopping the job on every host", file=err)
                 return EXIT_FAILED
         while len(exits) < len(nodes):
@@ -278,4 +280,4 @@ def _stop(nodes: Sequence[Node], remotes: Mapping[str, Remote], token: str,
     for n in nodes:
         got = stopped.get(n.host, Stopped(False, why="no answer"))
         if not got.ok or got.count or got.exiting:
-            print(f"preflight launch: {n.host}: {got.said()}", file=err)
+            print(f"preflight launch: {n.host}: {visible(got.said())}", file=err)

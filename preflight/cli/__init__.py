@@ -19,6 +19,7 @@ from typing import Optional
 from preflight.cli.args import build_parser
 from preflight.cli.commands import COMMANDS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE
 from preflight.common.safewrite import UnsafeWrite
+from preflight.common.visible import visible
 from preflight.config.errors import InputError, UsageError
 
 
@@ -41,7 +42,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return run_demo(args.hosts, args.reports)
         return COMMANDS[args.command](args)
     except (InputError, UsageError, UnsafeWrite) as e:
-        print(f"preflight: error: {e}", file=sys.stderr)
+        print(f"preflight: error: {visible(str(e))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("preflight: interrupted", file=sys.stderr)
@@ -52,6 +53,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             # NO-GO's code to a gate that reads it.
             traceback.print_exc()
             return EXIT_INTERNAL
-        print(f"preflight: internal error: {type(e).__name__}: {e} (run with -v for "
-              f"the traceback)", file=sys.stderr)
+        print(f"preflight: internal error: {type(e).__name__}: {visible(str(e))} (run with -v "
+              f"for the traceback)", file=sys.stderr)
         return EXIT_INTERNAL

@@ -18,6 +18,7 @@ from preflight.common import profile
 from preflight.common.hostjob import CollectOptions
 from preflight.common.secrets import scrub
 from preflight.common.units import rate
+from preflight.common.visible import visible
 from preflight.config import container
 from preflight.config.document import Fields
 from preflight.config.errors import InputError, UsageError
@@ -187,7 +188,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if not args.quiet:
         width = terminal.width_of(out)
         for line in shown:
-            out.write(terminal.fit(line, width) + "\n")
+            out.write(terminal.fit(visible(line), width) + "\n")
     print(f"{len(shown)} differences" + (f" ({len(changes)} host by host)"
                                           if len(changes) != len(shown) else "")
           if changes else "no differences", file=out)

@@ -15,6 +15,7 @@ from typing import Optional, TextIO
 from preflight.common.grouping import group, left_out
 from preflight.common.summary import applies_when, cost_of, sorted_findings
 from preflight.common.units import hostlist, port_ranges
+from preflight.common.visible import visible
 from preflight.model.findings import Status, Verdict
 from preflight.model.host import HostOutcome
 from preflight.model.report import PlanEntry, Report
@@ -138,15 +139,17 @@ def render(report: Report, color: bool = False, width: int | None = None,
     width = shutil.get_terminal_size((120, 24)).columns if width is None else width
     groups = sorted(group(sorted_findings(report)), key=lambda g: ORDER[_status_of(g.status)])
     # "n/a" reads better than the JSON's "skip"; the other statuses print as the JSON has them.
+    # What hosts said is shown terminal-safe (common/visible.py): a newline or an escape in a
+    # fact or a log line would act on the terminal, forging lines after the real verdict.
     rows = [("n/a" if g.status == "skip" else g.status, g.check, g.hosts_text(HOSTS_W),
-             g.message) for g in groups]
+             visible(g.message)) for g in groups]
     w0 = max([len("STATUS")] + [len(r[0]) for r in rows])
     w1 = max([len("CHECK")] + [len(r[1]) for r in rows])
     w2 = min(HOSTS_W, max([len("HOSTS")] + [len(r[2]) for r in rows]))
     lines = [fit(f"{'STATUS':<{w0}}  {'CHECK':<{w1}}  {'HOSTS':<{w2}}  MESSAGE", width)]
     if report.local and len(report.hosts) == 1:  # a machine audited alone: its facts first
         name, host = next(iter(report.hosts.items()))
-        lines[:0] = [fit(ln, width) for ln in facts_lines(name, host)] + [""]
+        lines[:0] = [fit(visible(ln), width) for ln in facts_lines(name, host)] + [""]
     for st, check, hosts, msg in rows:
         text = fit(f"{st:<{w0}}  {check:<{w1}}  {fit(hosts, w2):<{w2}}  {msg}", width)
         lines.append(_paint(text[:w0], _status_of(st), color) + text[w0:])
@@ -164,15 +167,15 @@ def render(report: Report, color: bool = False, width: int | None = None,
         for f in sorted_findings(report):
             if f.status is Status.PASS:
                 continue
-            lines.append(f"  {f.status.value}  {f.check}  {f.message}")
+            lines.append(f"  {f.status.value}  {f.check}  {visible(f.message)}")
             if f.fix and f.fix != said:  # once for a run of findings that share it
-                lines.append(f"    fix: {f.fix}")
+                lines.append(f"    fix: {visible(f.fix)}")
             said = f.fix
         lines += [f"  n/a  {name}  {applies_when(when)}"
                   for name, when in report.not_applicable.items()]
     lines.append("")
     if report.plan is not None:
-        lines.extend(fit(ln, width) for ln in plan_lines(report.plan, detail))
+        lines.extend(fit(visible(ln), width) for ln in plan_lines(report.plan, detail))
         lines.append("")
     lines.append(verdict_line(report, color, width))
     return "\n".join(lines) + "\n"
@@ -248,7 +251,7 @@ def verdict_line(report: Report, color: bool = False, width: int = 0) -> str:
     if report.fail_on == "warn" and counts[Status.WARN]:
         parts.append(f"{counts[Status.WARN]} warnings (--fail-on warn)")
     reasons = report.reasons
-    text = f": {', '.join(parts) or 'blocked'}: " + "; ".join(reasons[:3])
+    text = f": {', '.join(parts) or 'blocked'}: " + "; ".join(visible(r) for r in reasons[:3])
     if len(reasons) > 3:
         text += f"; ... (+{len(reasons) - 3} more)"
     return _paint("NO-GO", Status.FAIL, color) + fit(text, width - 5 if width else 0)

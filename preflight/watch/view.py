@@ -10,6 +10,7 @@ from typing import Any, Optional, TextIO
 
 from preflight.common.secrets import hide
 from preflight.common.units import hostlist
+from preflight.common.visible import visible
 from preflight.model.findings import Finding, Status
 from preflight.model.watch import blame_of
 
@@ -38,10 +39,11 @@ def key_of(check: str, hosts: tuple[str, ...], pids: Iterable[int]) -> Key:
 
 def line(f: Finding, width: int = 0, status: str = "", at: Optional[float] = None) -> str:
     """The finding's line, stamped with the wall clock's time of day (now, or at), its
-    secrets hidden (common/secrets.py)."""
+    secrets hidden (common/secrets.py), what hosts said in it terminal-safe
+    (common/visible.py)."""
     text = (f"{time.strftime('%H:%M:%S', time.localtime(at))}  "
             f"{status or f.status.value:<8} {f.check:<10} "
-            f"{hostlist(list(f.hosts)):<{HOSTS_W}} {hide(f.message)}")
+            f"{hostlist(list(f.hosts)):<{HOSTS_W}} {visible(hide(f.message))}")
     return text if width <= 0 or len(text) <= width else text[:width - 3] + "..."
 
 

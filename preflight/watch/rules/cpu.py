@@ -76,6 +76,20 @@ def slower_trainers(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy
     return out
 
 
+class _Starts:
+    """Each rank's busy shares over the halves of its first window and over its first
+    interval, with the pools its peers' medians are read from: what busier_ranks asks of a
+    rank set apart (a few, where thousands are judged), so made once one is."""
+
+    def __init__(self, group: Sequence[RankSeries]) -> None:
+        self.early = {r: (r.early[0].busy_s / r.early[0].dt, r.early[1].busy_s / r.early[1].dt)
+                      for r in group if r.early is not None}
+        self.early_pools = [Pool(v[i] for v in self.early.values()) for i in (0, 1)]
+        self.firsts = {r: r.first_step.busy_s / r.first_step.dt for r in group
+                       if r.first_step is not None and r.first_step.dt > 0}
+        self.first_pool = Pool(self.firsts.values())
+
+
 def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
                  at_check: Mapping[str, AtCheck], job: JobSeries, named: Sequence[RankId],
                  pressure: Optional[Mapping[str, float]] = None) -> list[Finding]:
@@ -92,12 +106,7 @@ def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
     out: list[Finding] = []
     pools = [Pool(v[i] for v in busy.values()) for i in (0, 1)]
     floors = [p.least_without() or 0.0 for p in pools]
-    early = {r: (r.early[0].busy_s / r.early[0].dt, r.early[1].busy_s / r.early[1].dt)
-             for r in group if r.early is not None}
-    early_pools = [Pool(v[i] for v in early.values()) for i in (0, 1)]
-    firsts = {r: r.first_step.busy_s / r.first_step.dt for r in group
-              if r.first_step is not None and r.first_step.dt > 0}
-    first_pool = Pool(firsts.values())
+    starts: Optional[_Starts] = None  # the ranks' early shares, made once one is set apart
     per_run: Optional[Pool] = None  # each rank's wait for a CPU per second run, made once asked
     for r in group:
         if r not in busy or r.rid in named or len(busy) < 2:
@@ -111,11 +120,12 @@ def busier_ranks(group: Sequence[RankSeries], unit: Unit, policy: WatchPolicy,
         if all(own[i] >= BUSY_RATIO * ref[i] + BUSY_MORE for i in (0, 1)):
             h = halves[r]
             assert h is not None
-            was = early.get(r)
-            peers_was = None if was is None or len(early) < 2 else [
-                early_pools[i].median_without(was[i]) or 0.0 for i in (0, 1)]
-            first = firsts.get(r)
-            peers_first = None if first is None else first_pool.median_without(first)
+            starts = starts or _Starts(group)
+            was = starts.early.get(r)
+            peers_was = None if was is None or len(starts.early) < 2 else [
+                starts.early_pools[i].median_without(was[i]) or 0.0 for i in (0, 1)]
+            first = starts.firsts.get(r)
+            peers_first = None if first is None else starts.first_pool.median_without(first)
             if was is not None and peers_was is not None \
                     and _shape(r, h, was, peers_was, peers_first):
                 out.append(WatchFinding(

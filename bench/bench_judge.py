@@ -17,9 +17,9 @@ is not the watch's work), on average and in the first interval (every host, laun
 rank new there). It exits 1 where a size's judgement did not name the
 planted host, and it alone: a judgement that names nobody has not run the rules it times.
 
---baseline DIR (a checkout of another commit, `git worktree add DIR REV`) judges each size
-with that commit's preflight too, in a child process, right after this one's, and reports
-the ratio of the two judgements and both feedings."""
+Each size runs in a fresh child process. --baseline DIR (a checkout of another commit, `git
+worktree add DIR REV`) judges each size with that commit's preflight too, in a child process
+right after this one's, and reports the ratio of the two judgements and both feedings."""
 
 from __future__ import annotations
 
@@ -95,7 +95,9 @@ def one(hosts: int, per_host: int, repeat: int) -> dict[str, Any]:
 
 
 def baseline(src: str, hosts: int, per_host: int, repeat: int) -> dict[str, Any]:
-    """one() with the preflight of the checkout src, in a child process."""
+    """one() with the preflight of the checkout src, in a child process of its own (each
+    size, this version's too: a process that judged a smaller job first carries its
+    memory, and its larger judgements ran a fifth slower than in a fresh one)."""
     env = dict(os.environ, PYTHONPATH=os.path.abspath(src))
     here = os.path.dirname(os.path.abspath(__file__))
     code = (f"import json, sys; sys.path.insert(0, {here!r}); import bench_judge; "
@@ -118,8 +120,9 @@ def main() -> int:
     args = ap.parse_args()
     results = []
     wrong: list[str] = []
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     for n in (int(x) for x in args.hosts.split(",")):
-        r = one(n, args.ranks_per_host, args.repeat)
+        r = baseline(here, n, args.ranks_per_host, args.repeat)
         if args.baseline:
             base = baseline(args.baseline, n, args.ranks_per_host, args.repeat)
             r["baseline_judgement_cpu_s"] = base["judgement_cpu_s"]

@@ -151,7 +151,8 @@ def test_a_job_in_its_rhythm_is_watched_ten_minutes_with_act_and_only_a_planted_
         planted = time.time()
         cluster.tb.limit_cpu(victim, QUOTA)
         stepping, relaunch_pid, acts = relaunched_on(cluster, watch, wlog, spare, 400)
-        assert steps_logged(cluster, spare) >= 3, acts
+        assert steps_logged(cluster, spare) >= 3, (acts, _timeline(records_so_far(wlog),
+                                                                   planted))
     finally:
         cluster.tb.unlimit_cpu(victim)
         out, err = stop_watched(watch, relaunch_pid, launch)

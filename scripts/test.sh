@@ -44,7 +44,11 @@ pytest_stage() {
 # their clusters are taken down) where a stage before fails. -rP: what they print when they
 # pass too (the figures their job measured).
 long_log="$results/cluster-long.log"
-.venv/bin/pytest -n 0 -rP --durations=0 --durations-min=1 \
+# Made once the cluster stage is over: the long tests plant their faults only then (the
+# lanes' load starves the simulated hosts unevenly: tests/cluster/test_watch_rhythm.py).
+lanes_done="$PWD/$results/lanes-done"
+rm -f "$lanes_done"
+PREFLIGHT_LANES_DONE=$lanes_done .venv/bin/pytest -n 0 -rP --durations=0 --durations-min=1 \
   --junitxml="$results/cluster-long.xml" -m long tests "$@" > "$long_log" 2>&1 &
 long_pid=$!
 long_start=$SECONDS
@@ -57,6 +61,7 @@ trap stop_long EXIT
 pytest_stage unit-and-local "$lanes" -m "not cluster and not gpu and not alone and not long" \
   tests "$@"
 pytest_stage cluster "$lanes" -m "(cluster or gpu) and not alone and not long" tests "$@"
+touch "$lanes_done"
 echo "=== cluster-long"
 long_rc=0
 wait "$long_pid" || long_rc=$?

@@ -99,15 +99,8 @@ class _LongestModulesFirst:
                 return unit_of(nodeid)
 
             def _assign_work_unit(self, node: Any) -> None:
-                # The large testbeds first, whatever their measure: their 32 and 64 hosts'
-                # all-reduce keeps some 30 tasks runnable on a lane's CPU, which every
-                # simulated host beside the lanes shares (one kernel). Over early, they are
-                # over before the tests marked long plant their faults (10 minutes in): a
-                # watch on hosts that load starves at random could not tell a 0.02-core quota
-                # from it, and the rhythm test's fault was twice not acted on there.
-                first = LARGE_TESTBEDS[0] if LARGE_TESTBEDS[0] in self.workqueue else max(
-                    self.workqueue, key=lambda unit: known.get(unit, UNKNOWN_S))
-                self.workqueue.move_to_end(first, last=False)
+                longest = max(self.workqueue, key=lambda unit: known.get(unit, UNKNOWN_S))
+                self.workqueue.move_to_end(longest, last=False)
                 super()._assign_work_unit(node)
 
             def _reschedule(self, node: Any) -> None:

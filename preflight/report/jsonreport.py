@@ -24,7 +24,7 @@ def write_atomic(path: str, doc: dict[str, Any]) -> None:
     write_text_atomic(path, json.dumps(doc, indent=2, sort_keys=False) + "\n")
 
 
-STDOUT = "-"  # a report flag's value that means standard output
+STDOUT = safewrite.STDOUT  # a report flag's value that means standard output
 
 
 def write_text_atomic(path: str, text: str) -> None:
